@@ -1,0 +1,60 @@
+# tfprof-towers — `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# TensorFlow flavour: auto (GPU build when `nvidia-smi -L` lists a GPU, else CPU), cpu or gpu.
+TF ?= auto
+TF_RESOLVED := $(if $(filter auto,$(TF)),$(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu),$(TF))
+# Arguments passed to `tfprof-towers profile` by `make profile`.
+ARGS ?=
+PORT ?= 6006
+STAMP := $(VENV)/.installed-$(TF_RESOLVED)
+
+.DEFAULT_GOAL := help
+.PHONY: help install profile test test-fast lint tensorboard bench bench-parse clean browser
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
+	@echo "  variables: TF=auto|cpu|gpu (TensorFlow build, now: $(TF_RESOLVED)), ARGS='...' for make profile, PORT=$(PORT)"
+
+install: $(STAMP) ## create .venv and install the package with its dependencies (quick when nothing changed)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[$(TF_RESOLVED),dev]"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+profile: install ## run the default profile (all built-in variants) and print where the report is
+	$(BIN)/tfprof-towers profile $(ARGS)
+
+test: install browser ## run the whole test suite (slow end-to-end tests included)
+	$(BIN)/python -m pytest -q
+
+test-fast: install ## run the tests not marked slow
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: install ## ruff
+	$(BIN)/ruff check .
+
+tensorboard: install ## serve the latest run's TensorBoard logdir on 127.0.0.1:$(PORT)
+	@test -d reports/latest/tensorboard || { echo "no run yet: make profile first"; exit 1; }
+	$(BIN)/tensorboard --logdir reports/latest/tensorboard --host 127.0.0.1 --port $(PORT)
+
+bench: install ## measure the harness's own cost (writes reports/bench.json)
+	$(BIN)/python -m benchmarks.bench
+
+bench-parse: install ## trace-parsing speed on a synthetic trace of 1M+ events
+	$(BIN)/python -m benchmarks.bench_parse
+
+browser: ## install Debian's chromium for the headless report tests (skipped where apt is absent)
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "chromium not installed: browser tests will be skipped"; }
+
+clean: ## remove the virtual environment, caches and generated reports
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info tests/output
+	find reports -mindepth 1 ! -name .gitkeep ! -name README.md -exec rm -rf {} +
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

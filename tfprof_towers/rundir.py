@@ -1,0 +1,196 @@
+"""The run directory: the saved middle between capture and analysis.
+
+Layout (everything analysis needs, so a report can be re-rendered anywhere)::
+
+    RUN_DIR/
+      run.json                         config, topology, versions, start/end times
+      summary.json                     ranked variants, breakdowns, recommendation
+      report.html                      the self-contained report
+      variants/<name>/record.json      status, timings, placement, transfers, sources
+      variants/<name>/stderr.txt       the child's stderr
+      tensorboard/<name>/plugins/profile/<ts>/<host>.xplane.pb
+
+Every file is written to a temporary name and renamed into place, so a crash
+never leaves a half-written JSON behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import TowersError
+
+RUN_JSON = "run.json"
+SUMMARY_JSON = "summary.json"
+REPORT_HTML = "report.html"
+RECORD_JSON = "record.json"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, doc: Any) -> None:
+    atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file, turning every way it can be broken into a one-line TowersError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TowersError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TowersError(f"{path}: cannot read ({exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TowersError(f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_dir(reports: Path, now: _dt.datetime | None = None) -> Path:
+    """Create ``reports/<YYYYmmdd-HHMMSS>/`` (suffixed if taken); never reuses a directory."""
+    now = now or _dt.datetime.now()
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    reports = Path(reports)
+    reports.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        candidate = reports / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise TowersError(f"{reports}: could not create a new run directory")
+
+
+def claim_out_dir(out: Path) -> Path:
+    """Use an explicit ``--out DIR``: it must not exist yet or be empty."""
+    out = Path(out)
+    if out.exists():
+        if not out.is_dir():
+            raise TowersError(f"--out {out}: exists and is not a directory")
+        if any(out.iterdir()):
+            raise TowersError(
+                f"--out {out}: directory is not empty; a run never overwrites an earlier one"
+            )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TowersError(f"--out {out}: cannot create directory ({exc.strerror})") from None
+    check_writable(out)
+    return out
+
+
+def check_writable(folder: Path) -> None:
+    """Fail early, in one line, when ``folder`` cannot take files."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".write-test.", dir=folder)
+        os.write(fd, b"x" * 4096)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise TowersError(f"{folder}: not writable ({exc.strerror or exc})") from None
+
+
+def point_latest(reports: Path, run_dir: Path) -> None:
+    """Make ``reports/latest`` a symlink to ``run_dir`` (replaced atomically)."""
+    reports = Path(reports)
+    link = reports / "latest"
+    tmp = reports / f".latest.{os.getpid()}"
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(Path(run_dir).name, tmp)
+        os.replace(tmp, link)
+    except OSError:
+        pass  # a filesystem without symlinks still gets its run directory
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths inside one run directory."""
+
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / RUN_JSON
+
+    @property
+    def summary_json(self) -> Path:
+        return self.root / SUMMARY_JSON
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tensorboard"
+
+    def variant_dir(self, name: str) -> Path:
+        return self.root / "variants" / name
+
+    def record_json(self, name: str) -> Path:
+        return self.variant_dir(name) / RECORD_JSON
+
+    def stderr_txt(self, name: str) -> Path:
+        return self.variant_dir(name) / "stderr.txt"
+
+    def logdir(self, name: str) -> Path:
+        return self.tensorboard / name
+
+    def variant_names(self) -> list[str]:
+        folder = self.root / "variants"
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if p.is_dir())
+
+    def xplane_files(self, name: str) -> list[Path]:
+        return sorted(self.logdir(name).glob("plugins/profile/*/*.xplane.pb"))
+
+
+def is_run_dir(path: Path) -> bool:
+    path = Path(path)
+    return (path / RUN_JSON).is_file() or (path / "variants").is_dir()
