@@ -1,0 +1,57 @@
+"""Which devices a variant runs on: real GPUs, or logical CPU stand-ins.
+
+With GPUs visible to TensorFlow the host is ``/cpu:0`` and the accelerators
+``/gpu:0..N-1``.  Without, ``/cpu:0`` stays the host and ``N`` logical CPU
+devices ``/cpu:1..N`` stand in for accelerators (``kind = "logical-cpu"``):
+placement, partitioning and send/recv bytes are real, timings are CPU timings
+on shared cores, and link times cannot be measured.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..config import Preset
+
+_DEVICE_RE = re.compile(r"device:(?P<type>[A-Za-z_]+):(?P<index>\d+)", re.IGNORECASE)
+_SHORT_RE = re.compile(r"^/(?P<type>cpu|gpu):(?P<index>\d+)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Devices:
+    """What a variant builder gets: ``host``, ``accelerators`` and the workload ``preset``."""
+
+    host: str
+    accelerators: tuple[str, ...]
+    kind: str  # "gpu" | "logical-cpu"
+    preset: Preset
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "host": canonical_device(self.host),
+            "accelerators": [canonical_device(a) for a in self.accelerators],
+        }
+
+
+def canonical_device(name: str) -> str:
+    """``/job:localhost/replica:0/task:0/device:CPU:1`` or ``/cpu:1`` -> ``/device:CPU:1``.
+
+    Empty or unparseable names are returned unchanged.
+    """
+    if not name:
+        return name
+    m = _DEVICE_RE.search(name) or _SHORT_RE.match(name)
+    if not m:
+        return name
+    return f"/device:{m.group('type').upper()}:{int(m.group('index'))}"
+
+
+def plan_devices(gpus: int, accelerators: int | None, preset: Preset) -> Devices:
+    """Choose devices from the number of GPUs TensorFlow sees and ``--accelerators``."""
+    if gpus > 0:
+        n = gpus if accelerators is None else min(accelerators, gpus)
+        return Devices("/cpu:0", tuple(f"/gpu:{i}" for i in range(n)), "gpu", preset)
+    n = 2 if accelerators is None else accelerators
+    return Devices("/cpu:0", tuple(f"/cpu:{i + 1}" for i in range(n)), "logical-cpu", preset)
