@@ -1,0 +1,226 @@
+"""The parent side of capture: one child process per variant, isolated and bounded.
+
+Each variant runs as ``python -m tfprof_towers.capture.child SPEC`` in its own
+process session (so a timeout or Ctrl-C kills its whole process group).  A child
+that raises writes its own failed record; one that crashes, is killed or hangs
+past the timeout gets a failed record written here, with a one-line reason and
+the tail of its stderr.  Never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import ProfileOptions, VariantSpec
+from ..errors import TowersError
+from ..rundir import RunDir, read_json, write_json
+
+STDERR_TAIL_LINES = 25
+_OOM_MARKERS = ("MemoryError", "ResourceExhaustedError", "std::bad_alloc", "Out of memory", "OOM when")
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM arrived while a variant ran; carries the exit code to use."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one variant (the record itself is on disk)."""
+
+    name: str
+    status: str
+    error: str | None
+    wall_s: float
+
+
+ProgressHook = Callable[[str, str], None]  # (variant name, event: "start" | "ok" | "failed")
+
+
+def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -> dict[str, Any]:
+    return {
+        "name": variant.name,
+        "file": variant.file,
+        "preset": {
+            k: getattr(options.preset, k)
+            for k in ("name", "batch", "dim", "blocks", "warmup", "steps", "profile_steps",
+                      "variant_timeout_s", "description")
+        },
+        "accelerators": options.accelerators,
+        "warmup": options.warmup,
+        "steps": options.steps,
+        "profile_steps": options.profile_steps,
+        "logdir": str(run_dir.logdir(variant.name).resolve()),
+        "record": str(run_dir.record_json(variant.name).resolve()),
+    }
+
+
+def stderr_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    keep = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(keep[-lines:])
+
+
+def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: float) -> str:
+    """One line saying why a child ended without writing its record."""
+    if timed_out:
+        return f"timed out after {timeout_s:g} s (killed with its process group)"
+    oom = next((m for m in _OOM_MARKERS if m in tail), None)
+    if oom:
+        return f"ran out of memory ({oom})"
+    if returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if sig == "SIGKILL" else ""
+        return f"crashed: killed by {sig}{hint}"
+    last = tail.splitlines()[-1].strip() if tail else ""
+    return f"crashed: exit code {returncode}" + (f": {last[:200]}" if last else "")
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """SIGTERM the child's process group, then SIGKILL what is left."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_one(
+    options: ProfileOptions, variant: VariantSpec, run_dir: RunDir, python: str = sys.executable
+) -> Outcome:
+    """Run one variant's child to completion (or timeout) and leave its record on disk."""
+    vdir = run_dir.variant_dir(variant.name)
+    vdir.mkdir(parents=True, exist_ok=True)
+    spec = child_spec(options, variant, run_dir)
+    spec_path = vdir / "spec.json"
+    write_json(spec_path, spec)
+    record_path = run_dir.record_json(variant.name)
+    err_path = run_dir.stderr_txt(variant.name)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+               PYTHONUNBUFFERED="1")
+    t0 = time.perf_counter()
+    timed_out = False
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            [python, "-m", "tfprof_towers.capture.child", str(spec_path)],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env, start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=options.variant_timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc, grace_s=1.0)
+            raise
+    wall = time.perf_counter() - t0
+    tail = stderr_tail(err_path)
+    record = _read_record(record_path) if not timed_out else None
+    if record is None:
+        record = {
+            "schema": 1, "name": variant.name, "source": variant.source, "status": "failed",
+            "error": crash_reason(proc.returncode, tail, timed_out, options.variant_timeout_s),
+            "stage": "unknown", "topology": None, "timings": {}, "placement": None,
+        }
+    record["returncode"] = proc.returncode
+    record["wall_s"] = wall
+    record["stderr_tail"] = tail if record["status"] != "ok" else ""
+    record["xplane_files"] = [
+        str(p.relative_to(run_dir.root)) for p in run_dir.xplane_files(variant.name)
+    ]
+    if record["status"] == "ok" and not record["xplane_files"]:
+        record["status"], record["error"] = "failed", "the profiler wrote no trace file"
+    write_json(record_path, record)
+    return Outcome(variant.name, record["status"], record.get("error"), wall)
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        doc = read_json(path)
+    except TowersError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def run_all(
+    options: ProfileOptions, run_dir: RunDir, on_progress: ProgressHook | None = None
+) -> list[Outcome]:
+    """Run every variant in turn; SIGINT/SIGTERM stop the current child and raise Interrupted.
+
+    Variants finished before the interruption keep their records and traces.
+    """
+    outcomes: list[Outcome] = []
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def _on_term(signum, frame):
+        raise Interrupted(signum)
+
+    signal.signal(signal.SIGTERM, _on_term)
+    try:
+        for variant in options.variants:
+            if on_progress:
+                on_progress(variant.name, "start")
+            try:
+                outcome = run_one(options, variant, run_dir)
+            except (KeyboardInterrupt, Interrupted) as exc:
+                signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+                _record_interrupted(run_dir, variant, signum)
+                raise Interrupted(signum) from None
+            outcomes.append(outcome)
+            if on_progress:
+                on_progress(variant.name, outcome.status)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return outcomes
+
+
+def _record_interrupted(run_dir: RunDir, variant: VariantSpec, signum: int) -> None:
+    """The variant running when the signal came did not finish: say so in its record."""
+    write_json(
+        run_dir.record_json(variant.name),
+        {
+            "schema": 1, "name": variant.name, "source": variant.source, "status": "failed",
+            "error": f"interrupted by {signal.Signals(signum).name} before it finished",
+            "stage": "interrupted", "topology": None, "timings": {}, "placement": None,
+            "stderr_tail": stderr_tail(run_dir.stderr_txt(variant.name)), "xplane_files": [],
+        },
+    )
+
+
+def gpu_topology_text() -> str | None:
+    """``nvidia-smi topo -m`` output, when the tool exists and answers."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -1,0 +1,103 @@
+"""Terminal output of the commands: rich progress while variants run, ranked tables after."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..config import ProfileOptions
+from ..rundir import RunDir
+
+_err = Console(stderr=True, highlight=False)
+_out = Console(highlight=False)
+
+
+def err(message: str) -> None:
+    _err.print(message, markup=False)
+
+
+class ProgressView:
+    """One bar over the variants plus a line per finished variant."""
+
+    def __init__(self, options: ProfileOptions, run_dir: RunDir) -> None:
+        self.options = options
+        self.run_dir = run_dir
+        self._progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+            console=_err, transient=False,
+        )
+        self._task = None
+        self._started: dict[str, float] = {}
+
+    def __enter__(self) -> ProgressView:
+        p = self.options.preset
+        _err.print(
+            f"[bold]tfprof-towers[/] profiling {len(self.options.variants)} variant(s), preset "
+            f"[bold]{p.name}[/] (batch {p.batch}, dim {p.dim}), {self.options.warmup} warm-up / "
+            f"{self.options.steps} timed / {self.options.profile_steps} profiled steps"
+        )
+        _err.print(f"run directory: {self.run_dir.root}", markup=False)
+        self._progress.__enter__()
+        self._task = self._progress.add_task("starting", total=len(self.options.variants))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+    def update(self, name: str, event: str) -> None:
+        if event == "start":
+            self._started[name] = time.perf_counter()
+            self._progress.update(self._task, description=f"running [bold]{name}[/]")
+            return
+        took = time.perf_counter() - self._started.get(name, time.perf_counter())
+        mark = "[green]ok[/]" if event == "ok" else "[red]failed[/]"
+        self._progress.console.print(f"  {name:<24} {mark}  ({took:.1f} s)")
+        self._progress.advance(self._task)
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.2f} ms"
+
+
+def ranked_table(summary: dict[str, Any]) -> Table:
+    t = Table(title="Placements, fastest first (median un-profiled step time)")
+    for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),
+                      ("p10-p90", "right"), ("speedup vs single", "right"), ("status", "left")):
+        t.add_column(col, justify=just)
+    by_name = {v["name"]: v for v in summary["variants"]}
+    for name in summary["ranking"]:
+        v = by_name[name]
+        st = v["step_time_s"]
+        spread = f"{_ms(st['p10'])} - {_ms(st['p90'])}" if st.get("p10") is not None else "-"
+        sp = v.get("speedup_vs_single")
+        status = "ok" if v["status"] == "ok" else f"failed: {v.get('error') or ''}"
+        t.add_row(
+            str(v["rank"] or "-"), name, _ms(st["median"]), spread,
+            "-" if sp is None else f"{sp:.2f}x",
+            status if v["status"] == "ok" else f"[red]{_escape(status)}[/]",
+        )
+    return t
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def print_summary(summary: dict[str, Any], run_dir: RunDir) -> None:
+    _out.print(ranked_table(summary))
+    rec = summary.get("recommendation") or {}
+    if rec.get("variant"):
+        _out.print(f"Recommendation: [bold]{rec['variant']}[/] — {_escape(rec.get('reason', ''))}")
+    if summary.get("partial"):
+        _out.print("[yellow]partial run[/]: interrupted before every variant finished")
+    _out.print(f"run directory: {run_dir.root}", markup=False)
+    if run_dir.report_html.is_file():
+        _out.print(f"report: {run_dir.report_html}  ({run_dir.report_html.resolve().as_uri()})", markup=False)
+    _out.print(f"summary: {run_dir.summary_json}", markup=False)

@@ -1,0 +1,158 @@
+"""`tfprof-towers profile`: run the training step under each placement and report."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..capture.runner import Interrupted, gpu_topology_text, run_all
+from ..cli import add_command
+from ..config import PRESETS, ProfileOptions, get_preset, parse_variant_names
+from ..errors import TowersError
+from ..pipeline import finish_run
+from ..rundir import RunDir, check_writable, claim_out_dir, new_run_dir, point_latest, utc_now, write_json
+from ..variant_files import resolve_variants
+from . import console
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "profile", run)
+    p.add_argument("--preset", default=None, help="workload size: " + ", ".join(
+        f"{n} ({pr.description})" for n, pr in PRESETS.items()) + " [default: cpu]")
+    p.add_argument("--variants", default=None, metavar="A,B,...",
+                   help="built-in variants to run (default: all; see `tfprof-towers variants`)")
+    p.add_argument("--variant-file", action="append", default=[], metavar="PATH",
+                   help="a Python file with build_variant(devices); repeatable; its name is the file's stem")
+    p.add_argument("--accelerators", type=_positive_int, default=None, metavar="N",
+                   help="accelerators to use (default: all GPUs; without GPUs, 2 logical CPU devices)")
+    p.add_argument("--warmup", type=_non_negative_int, default=None, metavar="N",
+                   help="warm-up steps before timing (default: the preset's)")
+    p.add_argument("--steps", type=_positive_int, default=None, metavar="N",
+                   help="timed steps without the profiler (default: the preset's)")
+    p.add_argument("--profile-steps", type=_positive_int, default=None, metavar="N",
+                   help="steps run under the profiler (default: the preset's)")
+    p.add_argument("--variant-timeout", type=_positive_float, default=None, metavar="SECONDS",
+                   help="kill a variant's process group after this long (default: the preset's)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="run directory to create (default: reports/<YYYYmmdd-HHMMSS>/)")
+    p.add_argument("--reports", type=Path, default=Path("reports"), help=argparse.SUPPRESS)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return v
+
+
+def _non_negative_int(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    return _positive_int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return v
+
+
+def options_from_args(args: argparse.Namespace) -> ProfileOptions:
+    """Validate everything before any variant runs; one-line errors."""
+    preset = get_preset(args.preset or "cpu")
+    builtin = parse_variant_names(args.variants) if (args.variants or not args.variant_file) else ()
+    variants = resolve_variants(builtin, list(args.variant_file))
+    return ProfileOptions(
+        preset=preset,
+        variants=variants,
+        accelerators=args.accelerators,
+        warmup=preset.warmup if args.warmup is None else args.warmup,
+        steps=args.steps or preset.steps,
+        profile_steps=args.profile_steps or preset.profile_steps,
+        variant_timeout_s=args.variant_timeout or preset.variant_timeout_s,
+        out_dir=args.out or args.reports,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one training step under several device placements, each in its own process.
+
+    Writes a run directory (run.json, variants/<name>/record.json, tensorboard/,
+    summary.json, report.html) and prints a ranked table and the report's path.
+    Without --variants and --variant-file all built-in variants run; with only
+    --variant-file, only those files run (add --variants to compare with built-ins).
+    """
+    options = options_from_args(args)
+    if args.out is not None:
+        run_path = claim_out_dir(args.out)
+    else:
+        try:
+            run_path = new_run_dir(args.reports)
+        except OSError as exc:
+            raise TowersError(f"{args.reports}: cannot create a run directory ({exc.strerror})") from None
+        check_writable(run_path)
+    run_dir = RunDir(run_path)
+    run_doc = start_run_doc(options)
+    write_json(run_dir.run_json, run_doc)
+    if args.out is None:
+        point_latest(args.reports, run_path)
+
+    ui = console.ProgressView(options, run_dir)
+    exit_code = 0
+    try:
+        with ui:
+            run_all(options, run_dir, ui.update)
+    except Interrupted as exc:
+        run_doc["interrupted"] = True
+        run_doc["interrupted_by"] = exc.args[0]
+        exit_code = exc.exit_code
+    run_doc["finished"] = utc_now()
+    run_doc["topology"] = topology_from_records(run_dir, options) or run_doc.get("topology")
+    write_json(run_dir.run_json, run_doc)
+    summary = finish_run(run_dir)
+    console.print_summary(summary, run_dir)
+    if exit_code:
+        console.err(f"interrupted: wrote a partial report from {sum(v['status'] == 'ok' for v in summary['variants'])} "
+                    f"finished variant(s)")
+    return exit_code
+
+
+def start_run_doc(options: ProfileOptions) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "tool": "tfprof-towers",
+        "started": utc_now(),
+        "started_local": _dt.datetime.now().isoformat(timespec="seconds"),
+        "finished": None,
+        "interrupted": False,
+        "command": sys.argv,
+        "config": options.to_json(),
+        "versions": {"python": platform.python_version(), "tensorflow": None},
+        "host": {"node": platform.node(), "machine": platform.machine(), "system": platform.system()},
+        "topology": None,
+        "nvidia_smi_topo": gpu_topology_text(),
+    }
+
+
+def topology_from_records(run_dir: RunDir, options: ProfileOptions) -> dict[str, Any] | None:
+    """The devices the children saw (all children see the same machine)."""
+    from ..summary import load_record
+
+    for v in options.variants:
+        rec = load_record(run_dir, v.name)
+        if rec.get("topology"):
+            topo = dict(rec["topology"])
+            topo["tensorflow"] = (rec.get("versions") or {}).get("tensorflow")
+            return topo
+    return None

@@ -1,0 +1,28 @@
+"""`tfprof-towers report RUN_DIR`: re-render a saved run without running TensorFlow."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..cli import add_command
+from ..pipeline import finish_run
+from ..rundir import RunDir
+from . import console
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "report", run)
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory written by `profile`")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Re-render report.html and summary.json from a saved run directory.
+
+    Needs no TensorFlow: everything comes from the run's records and traces.  A
+    missing or corrupt variant record is reported as such; the rest render.
+    """
+    run_dir = RunDir(args.run_dir)
+    summary = finish_run(run_dir)
+    console.print_summary(summary, run_dir)
+    return 0

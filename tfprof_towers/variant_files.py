@@ -1,0 +1,59 @@
+"""Checks on a user's variant file that need no TensorFlow (run before any variant starts)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from .config import BUILTIN_NAMES, VariantSpec
+from .errors import VariantError
+
+
+def check_variant_file(path: str | Path) -> VariantSpec:
+    """A variant file must exist, parse, and define ``build_variant``; its name is its stem."""
+    p = Path(path)
+    if not p.exists():
+        raise VariantError(f"variant file {p}: not found")
+    if not p.is_file():
+        raise VariantError(f"variant file {p}: not a file")
+    try:
+        source = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VariantError(f"variant file {p}: cannot read ({exc})") from None
+    try:
+        tree = ast.parse(source, filename=str(p))
+    except SyntaxError as exc:
+        raise VariantError(f"variant file {p}: syntax error at line {exc.lineno}: {exc.msg}") from None
+    if not _defines(tree, "build_variant"):
+        raise VariantError(f"variant file {p}: defines no build_variant(devices) function")
+    name = p.stem
+    if not name.isidentifier():
+        raise VariantError(f"variant file {p}: its stem {name!r} is not a usable variant name")
+    return VariantSpec(name=name, file=str(p.resolve()))
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return True
+    return False
+
+
+def resolve_variants(builtin: tuple[str, ...], files: list[str]) -> tuple[VariantSpec, ...]:
+    """Built-ins then variant files, with names unique across both."""
+    specs = [VariantSpec(n) for n in builtin] + [check_variant_file(f) for f in files]
+    seen: dict[str, VariantSpec] = {}
+    for s in specs:
+        if s.name in seen:
+            clash = "a built-in variant" if s.name in BUILTIN_NAMES and not seen[s.name].file else "another"
+            raise VariantError(
+                f"variant name {s.name!r} is used twice ({clash}); rename the variant file"
+            )
+        seen[s.name] = s
+    return tuple(specs)
