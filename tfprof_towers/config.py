@@ -67,7 +67,8 @@ BUILTIN_VARIANTS: tuple[VariantInfo, ...] = (
     VariantInfo(
         "towers_host_vars",
         "variables + optimizer on the host, one tower per accelerator, gradients averaged on the host",
-        "inception multi-GPU tutorial; parameter_server with local_parameter_device=cpu; CentralStorageStrategy",
+        "inception multi-GPU tutorial; parameter_server with local_parameter_device=cpu; "
+        "CentralStorageStrategy",
     ),
     VariantInfo(
         "towers_accel0_vars",
@@ -82,7 +83,8 @@ BUILTIN_VARIANTS: tuple[VariantInfo, ...] = (
     ),
     VariantInfo(
         "replicated",
-        "a variable copy per accelerator, gradients all-reduced (NCCL on GPUs, add_n across devices otherwise)",
+        "a variable copy per accelerator, gradients all-reduced "
+        "(NCCL on GPUs, add_n across devices otherwise)",
         "replicated / MirroredStrategy",
     ),
 )

@@ -118,7 +118,9 @@ def split_input(name: str) -> tuple[str, int]:
     return base, int(slot) if slot.isdigit() else 0
 
 
-def executed_as(graph_ops: Mapping[str, Any], placed: Mapping[str, Any], max_depth: int = 4) -> dict[str, str]:
+def executed_as(
+    graph_ops: Mapping[str, Any], placed: Mapping[str, Any], max_depth: int = 4
+) -> dict[str, str]:
     """Original op name -> the partition node that executes it.
 
     Grappler's remapper fuses patterns (MatMul + Add -> ``_FusedMatMul``) into one

@@ -123,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
     summary = finish_run(run_dir)
     console.print_summary(summary, run_dir)
     if exit_code:
-        console.err(f"interrupted: wrote a partial report from {sum(v['status'] == 'ok' for v in summary['variants'])} "
-                    f"finished variant(s)")
+        done = sum(v["status"] == "ok" for v in summary["variants"])
+        console.err(f"interrupted: wrote a partial report from {done} finished variant(s)")
     return exit_code
 
 
