@@ -1,0 +1,38 @@
+"""Shared fixtures.
+
+``tiny_run``: one real `profile` run of all built-in variants on the ``tiny``
+preset (about 15 s), made once per test session and shared by every test that
+reads a run directory.  ``fixture_8gpu``: the real 8-GPU trace in ../shared/fixtures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURE_8GPU = SHARED_FIXTURES / "gpu_multi_worker_8xV100.xplane.pb"
+
+
+def run_cli(*argv: str) -> int:
+    from tfprof_towers.cli import main
+
+    return main(list(argv))
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny-preset run directory with all five built-in variants."""
+    out = tmp_path_factory.mktemp("tiny") / "run"
+    code = run_cli("profile", "--preset", "tiny", "--out", str(out))
+    assert code == 0, f"tiny profile run failed with exit code {code}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def fixture_8gpu() -> Path:
+    if not FIXTURE_8GPU.is_file():
+        pytest.skip(f"the shared 8-GPU fixture is absent ({FIXTURE_8GPU}); it ships beside the repo in CI")
+    return FIXTURE_8GPU
