@@ -1,0 +1,152 @@
+"""`profile` input checks (fast, no TensorFlow) and failure isolation (slow, real runs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers.cli import main
+from tfprof_towers.config import BUILTIN_NAMES
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--variants", "nope"], "unknown variant 'nope'"),
+        (["--variants", "single,single"], "names a variant twice"),
+        (["--preset", "huge"], "unknown preset 'huge'"),
+        (["--variant-file", "/does/not/exist.py"], "not found"),
+    ],
+)
+def test_bad_input_is_one_line_and_nonzero(
+    argv: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["profile", *argv, "--out", str(out)]) == 2
+    assert needle in one_line_error(capsys)
+    assert not out.exists()  # checked before anything is created or run
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [(["--accelerators", "0"], "must be at least 1"), (["--steps", "x"], "not a whole number")],
+)
+def test_bad_numbers_are_usage_errors(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["profile", *argv])
+    assert exc.value.code == 2
+    assert needle in one_line_error(capsys)
+
+
+def test_variant_file_with_syntax_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "broken.py"
+    bad.write_text("def build_variant(devices)\n    return None\n")
+    assert main(["profile", "--variant-file", str(bad), "--out", str(tmp_path / "r")]) == 2
+    assert "syntax error at line 1" in one_line_error(capsys)
+
+
+def test_variant_file_without_build_variant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "empty.py"
+    bad.write_text("x = 1\n")
+    assert main(["profile", "--variant-file", str(bad), "--out", str(tmp_path / "r")]) == 2
+    assert "defines no build_variant" in one_line_error(capsys)
+
+
+def test_variant_file_named_like_a_builtin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clash = tmp_path / "single.py"
+    clash.write_text("def build_variant(devices):\n    pass\n")
+    code = main(["profile", "--variants", "single", "--variant-file", str(clash), "--out", str(tmp_path / "r")])
+    assert code == 2
+    assert "used twice" in one_line_error(capsys)
+
+
+def test_out_dir_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text("{}")
+    assert main(["profile", "--preset", "tiny", "--out", str(out)]) == 2
+    assert "not empty" in one_line_error(capsys)
+    assert (out / "run.json").read_text() == "{}"
+
+
+def test_variants_lists_builtins(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    for name in BUILTIN_NAMES:
+        assert name in out
+
+
+def test_installed_command_runs() -> None:
+    exe = Path(sys.executable).with_name("tfprof-towers")
+    exe = exe if exe.is_file() else Path(shutil.which("tfprof-towers") or "")
+    assert exe.is_file(), "the tfprof-towers console script is installed"
+    done = subprocess.run([str(exe), "variants"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "towers_bug" in done.stdout
+    done = subprocess.run([str(exe), "profile", "--variants", "bogus"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "tfprof-towers: error: unknown variant 'bogus'; built-in variants are: " + ", ".join(BUILTIN_NAMES)
+    )
+    done = subprocess.run([sys.executable, "-m", "tfprof_towers", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and "profile" in done.stdout
+
+
+RAISES = """
+def build_variant(devices):
+    raise RuntimeError("my placement is broken")
+"""
+
+ABORTS = """
+import os
+
+def build_variant(devices):
+    os.abort()
+"""
+
+WRONG = """
+def build_variant(devices):
+    return 42
+"""
+
+
+@pytest.mark.slow
+def test_failing_variants_are_isolated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = {}
+    for name, text in (("raises", RAISES), ("aborts", ABORTS), ("wrong_return", WRONG)):
+        files[name] = tmp_path / f"{name}.py"
+        files[name].write_text(text)
+    out = tmp_path / "run"
+    argv = ["profile", "--preset", "tiny", "--variants", "single,towers_host_vars", "--out", str(out)]
+    for f in files.values():
+        argv += ["--variant-file", str(f)]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    status = {v["name"]: v for v in summary["variants"]}
+    assert status["single"]["status"] == "ok"
+    assert status["towers_host_vars"]["status"] == "ok"
+    assert status["raises"]["status"] == "failed"
+    assert "RuntimeError during build: my placement is broken" == status["raises"]["error"]
+    assert "my placement is broken" in status["raises"]["stderr_tail"]
+    assert status["aborts"]["status"] == "failed"
+    assert status["aborts"]["error"].startswith("crashed: killed by SIGABRT")
+    assert status["wrong_return"]["status"] == "failed"
+    assert "must return (fetches, feed_dict), got int" in status["wrong_return"]["error"]
+    assert summary["recommendation"]["variant"] in ("single", "towers_host_vars")
+    assert "\n" not in status["aborts"]["error"]
