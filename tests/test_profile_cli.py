@@ -69,7 +69,8 @@ def test_variant_file_without_build_variant(tmp_path: Path, capsys: pytest.Captu
 def test_variant_file_named_like_a_builtin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     clash = tmp_path / "single.py"
     clash.write_text("def build_variant(devices):\n    pass\n")
-    code = main(["profile", "--variants", "single", "--variant-file", str(clash), "--out", str(tmp_path / "r")])
+    out = str(tmp_path / "r")
+    code = main(["profile", "--variants", "single", "--variant-file", str(clash), "--out", out])
     assert code == 2
     assert "used twice" in one_line_error(capsys)
 
@@ -142,7 +143,7 @@ def test_failing_variants_are_isolated(tmp_path: Path, capsys: pytest.CaptureFix
     assert status["single"]["status"] == "ok"
     assert status["towers_host_vars"]["status"] == "ok"
     assert status["raises"]["status"] == "failed"
-    assert "RuntimeError during build: my placement is broken" == status["raises"]["error"]
+    assert status["raises"]["error"] == "RuntimeError during build: my placement is broken"
     assert "my placement is broken" in status["raises"]["stderr_tail"]
     assert status["aborts"]["status"] == "failed"
     assert status["aborts"]["error"].startswith("crashed: killed by SIGABRT")
