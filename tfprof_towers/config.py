@@ -40,7 +40,7 @@ PRESETS: dict[str, Preset] = {
             variant_timeout_s=120.0, description="for tests: seconds per variant",
         ),
         Preset(
-            "cpu", batch=8, dim=224, warmup=2, steps=8, profile_steps=3,
+            "cpu", batch=16, dim=256, warmup=3, steps=20, profile_steps=3,
             variant_timeout_s=240.0,
             description="default without GPUs: all five variants in about 2 minutes on 2 cores",
         ),
