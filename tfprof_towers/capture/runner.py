@@ -9,13 +9,15 @@ the tail of its stderr.  Never imports TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,11 @@ from ..errors import TowersError
 from ..rundir import RunDir, read_json, write_json
 
 STDERR_TAIL_LINES = 25
+#: Free space a run wants per variant before it starts.  A CPU-preset variant
+#: writes well under 1 MB; a GPU trace of a few steps can take tens of MB.
+MIN_FREE_BYTES_PER_VARIANT = 32 * 2**20
+#: OSError numbers that mean "this directory cannot take our files", reported in one line.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 _OOM_MARKERS = ("MemoryError", "ResourceExhaustedError", "std::bad_alloc", "Out of memory", "OOM when")
 
 
@@ -48,6 +55,36 @@ class Outcome:
 
 
 ProgressHook = Callable[[str, str], None]  # (variant name, event: "start" | "ok" | "failed")
+
+
+def check_free_space(folder: Path, variants: int, per_variant: int = MIN_FREE_BYTES_PER_VARIANT) -> None:
+    """Fail in one line, before any variant runs, when ``folder``'s filesystem is nearly full."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise TowersError(f"{folder}: cannot check free space ({exc.strerror or exc})") from None
+    need = per_variant * max(variants, 1)
+    if free < need:
+        raise TowersError(
+            f"{folder}: only {_mib(free)} free on its filesystem; {variants} variant(s) need about "
+            f"{_mib(need)} (free some space or choose another --out)"
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+@contextlib.contextmanager
+def disk_errors(folder: Path) -> Iterator[None]:
+    """Turn a full disk, a quota or a read-only filesystem met while writing into a one-line error."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS:
+            raise
+        where = exc.filename or folder
+        raise TowersError(f"{where}: cannot write ({exc.strerror or exc}); the run stopped there") from None
 
 
 def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -> dict[str, Any]:
@@ -93,21 +130,27 @@ def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: 
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
-    """SIGTERM the child's process group, then SIGKILL what is left."""
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM the child's process group, give it ``grace_s``, then SIGKILL the whole group.
+
+    The SIGKILL goes to the group even when the child itself has gone: a
+    grandchild that ignores SIGTERM (or that the child never waited for) must
+    not outlive its variant.  The child runs in its own session, so its
+    process-group id is its pid.
+    """
+    _signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    _signal_group(proc.pid, signal.SIGKILL)
+    # A child stuck in the kernel (D state) may outlive even SIGKILL for a while:
+    # leave it; the record says it timed out.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    # ProcessLookupError: the group is empty; PermissionError: only zombies left (macOS).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
 
 
 def run_one(
@@ -124,6 +167,7 @@ def run_one(
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
                PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
+    spawned_unix = time.time()
     timed_out = False
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(
@@ -138,6 +182,8 @@ def run_one(
         except BaseException:
             _kill_group(proc, grace_s=1.0)
             raise
+        _signal_group(proc.pid, signal.SIGKILL)  # whatever the child left running in its group
+    ended_unix = time.time()
     wall = time.perf_counter() - t0
     tail = stderr_tail(err_path)
     record = _read_record(record_path) if not timed_out else None
@@ -149,6 +195,7 @@ def run_one(
         }
     record["returncode"] = proc.returncode
     record["wall_s"] = wall
+    record["process_s"] = process_times(record.get("clock_unix"), spawned_unix, ended_unix)
     record["stderr_tail"] = tail if record["status"] != "ok" else ""
     record["xplane_files"] = [
         str(p.relative_to(run_dir.root)) for p in run_dir.xplane_files(variant.name)
@@ -157,6 +204,23 @@ def run_one(
         record["status"], record["error"] = "failed", "the profiler wrote no trace file"
     write_json(record_path, record)
     return Outcome(variant.name, record["status"], record.get("error"), wall)
+
+
+def process_times(
+    clock: dict[str, float] | None, spawned_unix: float, ended_unix: float
+) -> dict[str, float] | None:
+    """Seconds from spawn to the child's main() and from its end to the parent seeing it exit.
+
+    ``start`` is the interpreter and the harness's imports; ``exit`` is the
+    child's own shutdown (TensorFlow's, unless the child skips it).  None when
+    the child never reported its clock (it crashed or was killed).
+    """
+    if not clock or "main_start" not in clock or "main_end" not in clock:
+        return None
+    return {
+        "start": max(0.0, clock["main_start"] - spawned_unix),
+        "exit": max(0.0, ended_unix - clock["main_end"]),
+    }
 
 
 def _read_record(path: Path) -> dict[str, Any] | None:
@@ -183,19 +247,24 @@ def run_all(
         raise Interrupted(signum)
 
     signal.signal(signal.SIGTERM, _on_term)
+    running: VariantSpec | None = None
     try:
         for variant in options.variants:
+            running = variant
             if on_progress:
                 on_progress(variant.name, "start")
-            try:
-                outcome = run_one(options, variant, run_dir)
-            except (KeyboardInterrupt, Interrupted) as exc:
-                signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-                _record_interrupted(run_dir, variant, signum)
-                raise Interrupted(signum) from None
+            outcome = run_one(options, variant, run_dir)
+            running = None
             outcomes.append(outcome)
             if on_progress:
                 on_progress(variant.name, outcome.status)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        # The signal may land anywhere in the loop (in the child's wait, in a
+        # progress update, between variants): only an unfinished variant is marked.
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        if running is not None:
+            _record_interrupted(run_dir, running, signum)
+        raise Interrupted(signum) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
     return outcomes

@@ -6,10 +6,11 @@ import argparse
 import datetime as _dt
 import platform
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from ..capture.runner import Interrupted, gpu_topology_text, run_all
+from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
 from ..cli import add_command
 from ..config import PRESETS, ProfileOptions, get_preset, parse_variant_names
 from ..errors import TowersError
@@ -93,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     Without --variants and --variant-file all built-in variants run; with only
     --variant-file, only those files run (add --variants to compare with built-ins).
     """
+    t0 = time.perf_counter()
     options = options_from_args(args)
     if args.out is not None:
         run_path = claim_out_dir(args.out)
@@ -102,12 +104,22 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise TowersError(f"{args.reports}: cannot create a run directory ({exc.strerror})") from None
         check_writable(run_path)
-    run_dir = RunDir(run_path)
+    check_free_space(run_path, len(options.variants))
+    with disk_errors(run_path):
+        return _capture_and_report(args, options, RunDir(run_path), t0)
+
+
+def _capture_and_report(
+    args: argparse.Namespace, options: ProfileOptions, run_dir: RunDir, t0: float
+) -> int:
     run_doc = start_run_doc(options)
     write_json(run_dir.run_json, run_doc)
     if args.out is None:
-        point_latest(args.reports, run_path)
+        point_latest(args.reports, run_dir.root)
 
+    # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
+    timing = run_doc["harness_s"] = {"setup": time.perf_counter() - t0}
+    t1 = time.perf_counter()
     ui = console.ProgressView(options, run_dir)
     exit_code = 0
     try:
@@ -117,14 +129,19 @@ def run(args: argparse.Namespace) -> int:
         run_doc["interrupted"] = True
         run_doc["interrupted_by"] = exc.args[0]
         exit_code = exc.exit_code
+    timing["variants"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
     run_doc["finished"] = utc_now()
     run_doc["topology"] = topology_from_records(run_dir, options) or run_doc.get("topology")
+    run_doc["versions"]["tensorflow"] = (run_doc["topology"] or {}).get("tensorflow")
     write_json(run_dir.run_json, run_doc)
     summary = finish_run(run_dir)
     console.print_summary(summary, run_dir)
     if exit_code:
         done = sum(v["status"] == "ok" for v in summary["variants"])
         console.err(f"interrupted: wrote a partial report from {done} finished variant(s)")
+    timing["finish"] = time.perf_counter() - t2
+    write_json(run_dir.run_json, run_doc)
     return exit_code
 
 
