@@ -39,7 +39,7 @@ test-fast: install ## run the tests not marked slow
 lint: install ## ruff
 	$(BIN)/ruff check .
 
-tensorboard: install ## serve the latest run's TensorBoard logdir on 127.0.0.1:$(PORT)
+tensorboard: install ## serve the latest run's TensorBoard logdir on 127.0.0.1 (PORT=6006)
 	@test -d reports/latest/tensorboard || { echo "no run yet: make profile first"; exit 1; }
 	$(BIN)/tensorboard --logdir reports/latest/tensorboard --host 127.0.0.1 --port $(PORT)
 
