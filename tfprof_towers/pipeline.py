@@ -2,18 +2,147 @@
 
 ``finish_run`` is shared by ``profile`` (after capture) and ``report`` (on a
 saved run), so both produce the same files from the same code.  No TensorFlow.
+
+Steps, each a small function over the summary::
+
+    summary  = build_summary(run_dir)                    records -> ranked entries
+    analyses = analyse_traces(run_dir, summary)          xplane.pb -> per-step breakdown (trace/)
+    summary  = add_audits(summary, records, analyses)    placement audit per variant
+    summary  = add_advice(summary)                       findings, rules, recommendation
+    write summary.json, variants/<name>/trace.json (Chrome trace), report.html
+
+A variant whose trace cannot be analysed keeps ``breakdown = {"error": ...}``;
+the rest of the report still renders.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from . import advise, audit
+from .errors import TowersError
 from .rundir import RunDir, write_json
-from .summary import build_summary
+from .summary import build_summary, load_record
+
+CHROME_TRACE = "trace.json"
+
+
+@dataclass(frozen=True)
+class VariantTrace:
+    """What the trace analysis gave one variant: its per-step document, and the trace itself."""
+
+    breakdown: dict[str, Any]
+    trace: Any = None  # tfprof_towers.trace.load.Trace, or None when it could not be analysed
+
+
+def analyse_variant(run_dir: RunDir, name: str) -> VariantTrace:
+    """The per-step breakdown of one variant's trace; ``{"error": ...}`` when that fails."""
+    try:
+        from .trace.analysis import analyze_run_dir
+    except ImportError as exc:  # the trace package is optional for a report
+        return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
+    try:
+        analysis = analyze_run_dir(run_dir.root, name)
+    except TowersError as exc:
+        return VariantTrace({"error": exc.message})
+    except Exception as exc:  # a trace we cannot read must not cost the user the whole report
+        return VariantTrace({"error": f"trace analysis failed: {type(exc).__name__}: {exc}"})
+    doc = analysis.to_doc(per_step=True)
+    doc.pop("source", None)
+    return VariantTrace(doc, analysis.trace)
+
+
+def analyse_traces(run_dir: RunDir, summary: Mapping[str, Any]) -> dict[str, VariantTrace]:
+    return {
+        v["name"]: analyse_variant(run_dir, v["name"])
+        for v in summary["variants"]
+        if v["status"] == "ok" and v.get("xplane_files")
+    }
+
+
+def add_breakdowns(summary: dict[str, Any], analyses: Mapping[str, VariantTrace]) -> dict[str, Any]:
+    topology = summary.get("topology") or {}
+    for v in summary["variants"]:
+        t = analyses.get(v["name"])
+        if t is None:
+            v["breakdown"] = None
+            continue
+        bd = t.breakdown
+        for dev, d in (bd.get("devices") or {}).items():
+            d["role"] = audit.device_role(dev, topology)
+        v["breakdown"] = bd
+    return summary
+
+
+def add_audits(summary: dict[str, Any], records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    topology = summary.get("topology") or {}
+    for v in summary["variants"]:
+        rec = records.get(v["name"]) or {}
+        v["audit"] = audit.audit_variant(rec, topology, v.get("breakdown")) if v["status"] == "ok" else None
+    summary["link_models"] = [
+        {"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source}
+        for m in audit.LINK_MODELS
+    ]
+    return summary
+
+
+def add_advice(summary: dict[str, Any]) -> dict[str, Any]:
+    advice = advise.advise(summary)
+    summary["findings"] = advice["findings"]
+    summary["rules"] = advice["rules"]
+    summary["recommendation"] = advice["recommendation"]
+    return summary
+
+
+def export_chrome_traces(
+    run_dir: RunDir, summary: dict[str, Any], analyses: Mapping[str, VariantTrace]
+) -> dict[str, Any]:
+    """``variants/<name>/trace.json`` for each analysed trace; the entry names it (relative path)."""
+    from .render.chrome_trace import write_chrome_trace
+
+    for v in summary["variants"]:
+        t = analyses.get(v["name"])
+        v["chrome_trace"] = None
+        if t is None or t.trace is None:
+            continue
+        path = run_dir.variant_dir(v["name"]) / CHROME_TRACE
+        try:
+            write_chrome_trace(t.trace, path, summary.get("topology"), v["name"])
+        except OSError as exc:
+            v["chrome_trace_error"] = f"cannot write {path}: {exc.strerror or exc}"
+            continue
+        v["chrome_trace"] = path.relative_to(run_dir.root).as_posix()
+    return summary
+
+
+def timelines(summary: Mapping[str, Any], analyses: Mapping[str, VariantTrace]) -> list[dict[str, Any]]:
+    from .render.timeline import step_timeline
+
+    out = []
+    for v in summary["variants"]:
+        t = analyses.get(v["name"])
+        if t is None or t.trace is None:
+            continue
+        tl = step_timeline(t.trace, v["name"], summary.get("topology"))
+        if tl is not None:
+            out.append(tl)
+    return out
 
 
 def finish_run(run_dir: RunDir) -> dict[str, Any]:
-    """Build summary.json (and report.html when the renderer is available) from ``run_dir``."""
+    """Build summary.json, the Chrome-trace exports and report.html from ``run_dir``."""
+    from .render.html import render_report
+
     summary = build_summary(run_dir)
+    interrupted = bool(summary.get("partial"))
+    records = {v["name"]: load_record(run_dir, v["name"], interrupted) for v in summary["variants"]}
+    analyses = analyse_traces(run_dir, summary)
+    add_breakdowns(summary, analyses)
+    add_audits(summary, records)
+    add_advice(summary)
+    export_chrome_traces(run_dir, summary, analyses)
     write_json(run_dir.summary_json, summary)
+    render_report(summary, run_dir, timelines(summary, analyses))
     return summary

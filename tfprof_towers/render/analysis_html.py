@@ -1,0 +1,78 @@
+"""The HTML page of ``tfprof-towers analyze PATH --html OUT``: one trace's time attribution.
+
+Input is the analysis document of :meth:`tfprof_towers.trace.analysis.Analysis.to_doc`
+(``steps``, ``window``, ``devices`` with ``window_s``/``total``/``wall``, ``links``,
+``notes``); totals over all steps are shown per step.  Same page machinery as
+the report (:mod:`.html`): autoescaped templates, inlined assets, no network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import TowersError
+from ..rundir import atomic_write_text
+from .html import category_list, environment
+
+WINDOWS = {
+    "markers": "step markers", "steps-line": "the trace's Steps line", "whole-trace": "the whole trace",
+}
+
+
+def per_step(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The document with every time, count and byte figure per step (no-op when it already is)."""
+    steps = max(int(doc.get("steps") or 0), 1)
+    scale = 1.0 if doc.get("per_step") else 1.0 / steps
+    devices = {}
+    for name, d in (doc.get("devices") or {}).items():
+        devices[name] = {
+            "window_s": float(d.get("window_s") or 0.0) * scale,
+            "wall": {c: float(s or 0.0) * scale for c, s in (d.get("wall") or {}).items()},
+            "total": {
+                c: {k: (None if v is None else float(v) * scale) for k, v in t.items()}
+                for c, t in (d.get("total") or {}).items()
+            },
+        }
+    links = []
+    for ln in doc.get("links") or ():
+        links.append({
+            **ln,
+            "bytes": None if ln.get("bytes") is None else float(ln["bytes"]) * scale,
+            "count": float(ln.get("count") or 0) * scale,
+            "seconds": None if ln.get("seconds") is None else float(ln["seconds"]) * scale,
+        })
+    return {**doc, "devices": devices, "links": links}
+
+
+def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
+    d = per_step(doc)
+    rows = [
+        {"variant": "", "device": name, "step_s": dev["window_s"] or sum(dev["wall"].values()),
+         "wall": {k: v for k, v in dev["wall"].items() if v}}
+        for name, dev in d["devices"].items()
+    ]
+    source = str(doc.get("source") or "trace")
+    return {
+        "title": f"tfprof-towers analysis — {Path(source).name}",
+        "doc": d,
+        "source": source,
+        "window": WINDOWS.get(str(doc.get("window")), str(doc.get("window"))),
+        "categories": category_list(),
+        "rows": rows,
+        "data": {"breakdown": {"categories": category_list(), "rows": rows}, "timelines": []},
+    }
+
+
+def render_analysis_text(doc: Mapping[str, Any]) -> str:
+    return environment().get_template("analysis.html").render(**analysis_view(doc))
+
+
+def render_analysis_html(analysis_doc: dict[str, Any], out: Path) -> None:
+    """Write the analysis page for ``analysis_doc`` to ``out`` (atomically)."""
+    text = render_analysis_text(analysis_doc)
+    try:
+        atomic_write_text(Path(out), text)
+    except OSError as exc:
+        raise TowersError(f"--html {out}: cannot write ({exc.strerror or exc})") from None

@@ -1,0 +1,205 @@
+"""``report.html``: one self-contained page from ``summary.json`` (plus optional timelines).
+
+Jinja2 with autoescaping (``select_autoescape``) and a ``PackageLoader``; the
+page inlines its own CSS and JavaScript (``render/static``), so it opens offline
+and links nothing.  Data for the charts goes into a
+``<script type="application/json">`` block through ``|tojson``, which escapes
+``<``, ``>``, ``&`` and ``'``; the script puts every name into the page with
+``textContent``.  Trace- and graph-derived text is never marked safe.
+
+The page reads top-down: recommendation, ranking, wall-time breakdown,
+timelines, transfers, placement audit, findings, how to open each variant,
+environment, failed variants.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from ..rundir import RunDir, atomic_write_text
+from .filters import FILTERS
+
+#: Wall-time categories in stacking order, with labels and colours (matches trace attribution).
+CATEGORIES: tuple[tuple[str, str, str], ...] = (
+    ("compute", "compute", "#2e6fdb"),
+    ("host_compute", "host compute", "#7a5af8"),
+    ("collective", "collective", "#0e9384"),
+    ("p2p", "peer copy (P2P)", "#e04f16"),
+    ("d2d", "device↔device copy", "#f79009"),
+    ("h2d", "host→device copy", "#d92d20"),
+    ("d2h", "device→host copy", "#ee46bc"),
+    ("memset", "memset", "#98a2b3"),
+    ("send_recv", "send/recv", "#dd2590"),
+    ("input", "input pipeline", "#66c61c"),
+    ("framework", "framework overhead", "#c4a000"),
+    ("other", "other", "#667085"),
+    ("idle", "idle", "#e4e7ec"),
+)
+
+SEVERITY_ORDER = ("high", "medium", "low")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("tfprof_towers.render", "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=["jinja2.ext.do"],
+    )
+    env.filters.update(FILTERS)
+    env.filters["short_source"] = short_source
+    env.globals["assets"] = assets
+    return env
+
+
+def short_source(label: str) -> str:
+    """``"/a/b/train.py:57"`` -> ``"train.py:57"``."""
+    path, _, line = str(label).rpartition(":")
+    return f"{Path(path).name}:{line}" if path else str(label)
+
+
+@lru_cache(maxsize=1)
+def assets() -> dict[str, Markup]:
+    """Our own CSS and JavaScript, inlined (they are package files, not trace data)."""
+    static = resources.files("tfprof_towers.render") / "static"
+    return {
+        "css": Markup(static.joinpath("report.css").read_text(encoding="utf-8")),
+        "js": Markup(static.joinpath("report.js").read_text(encoding="utf-8").replace("</", "<\\/")),
+    }
+
+
+def category_list() -> list[dict[str, str]]:
+    return [{"key": k, "label": label, "color": color} for k, label, color in CATEGORIES]
+
+
+# ------------------------------------------------------------------------------------------
+# View model
+
+
+def _device_order(devices: Sequence[str], topology: Mapping[str, Any]) -> list[str]:
+    host = topology.get("host")
+    accels = list(topology.get("accelerators") or ())
+    rank = {d: i for i, d in enumerate([host, *accels])}
+    return sorted(devices, key=lambda d: (rank.get(d, len(rank)), d))
+
+
+def breakdown_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per (successful variant, device) with its median per-step wall breakdown."""
+    topology = summary.get("topology") or {}
+    rows = []
+    for v in summary.get("variants") or ():
+        bd = v.get("breakdown") or {}
+        devices = bd.get("devices") or {}
+        for dev in _device_order(list(devices), topology):
+            d = devices[dev]
+            wall = {k: float(s) for k, s in (d.get("wall") or {}).items() if s}
+            rows.append({"variant": v["name"], "device": dev, "role": d.get("role", ""),
+                         "step_s": float(d.get("window_s") or sum(wall.values())), "wall": wall})
+    return rows
+
+
+def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> dict[str, Any]:
+    """Bytes per step from row device to column device."""
+    links = entry.get("transfers") or []
+    devices = _device_order(sorted({x for t in links for x in (t["src"], t["dst"])}), topology)
+    cells = {(t["src"], t["dst"]): t for t in links}
+    biggest = max((int(t["bytes_per_step"]) for t in links), default=0)
+    return {
+        "devices": devices,
+        "rows": [
+            [
+                {
+                    "bytes": cells[(s, d)]["bytes_per_step"] if (s, d) in cells else None,
+                    "tensors": cells[(s, d)]["tensors"] if (s, d) in cells else None,
+                    "alpha": round(0.08 + 0.5 * cells[(s, d)]["bytes_per_step"] / biggest, 3)
+                    if (s, d) in cells and biggest else 0,
+                }
+                for d in devices
+            ]
+            for s in devices
+        ],
+    }
+
+
+def tensorboard_command(run_root: Path, name: str) -> str:
+    return f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard' / name))} --port 6006"
+
+
+def view_model(
+    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    topology = summary.get("topology") or {}
+    variants = list(summary.get("variants") or [])
+    by_name = {v["name"]: v for v in variants}
+    ranked = [by_name[n] for n in summary.get("ranking") or [] if n in by_name]
+    ranked += [v for v in variants if v not in ranked]
+    findings = sorted(
+        summary.get("findings") or [],
+        key=lambda f: SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9,
+    )
+    per_variant = []
+    for v in ranked:
+        per_variant.append({
+            "entry": v,
+            "matrix": transfer_matrix(v, topology),
+            "tensorboard": tensorboard_command(run_root, v["name"]),
+            "chrome_trace": v.get("chrome_trace"),
+            "findings": [f for f in findings if f["variant"] == v["name"]],
+            "timeline_id": _dom_id(v["name"]),
+            "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
+        })
+    timelines = [{**t, "id": _dom_id(t["variant"])} for t in timelines]
+    data = {
+        "breakdown": {"categories": category_list(), "rows": breakdown_rows(summary)},
+        "timelines": timelines,
+    }
+    return {
+        "summary": summary,
+        "title": f"tfprof-towers report — {Path(str(summary.get('run_dir') or run_root)).name}",
+        "topology": topology,
+        "ranked": ranked,
+        "ok": [v for v in ranked if v["status"] == "ok"],
+        "failed": [v for v in ranked if v["status"] != "ok"],
+        "per_variant": per_variant,
+        "findings": findings,
+        "recommendation": summary.get("recommendation") or {},
+        "rules": summary.get("rules") or [],
+        "link_models": summary.get("link_models") or [],
+        "categories": category_list(),
+        "data": data,
+        "logical": topology.get("kind") == "logical-cpu",
+        "run_root": str(run_root),
+        "tensorboard_all": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard'))} --port 6006",
+    }
+
+
+def _dom_id(name: str) -> str:
+    """A DOM id for a variant name (names are identifiers; anything else is hex-escaped)."""
+    return "".join(c if c.isalnum() or c in "_-" else f"x{ord(c):x}" for c in name)
+
+
+def render_report_text(
+    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    return environment().get_template("report.html").render(**view_model(summary, run_root, timelines))
+
+
+def render_report(
+    summary: Mapping[str, Any], run_dir: RunDir | Path, timelines: Sequence[Mapping[str, Any]] = ()
+) -> Path:
+    """Write ``RUN_DIR/report.html`` (atomically) and return its path."""
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
+    text = render_report_text(summary, rd.root.resolve(), timelines)
+    atomic_write_text(rd.report_html, text)
+    return rd.report_html
