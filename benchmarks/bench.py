@@ -1,0 +1,601 @@
+"""`make bench`: what the harness itself costs, measured (prints figures, writes reports/bench.json).
+
+Three figures, each a ratio or a breakdown taken inside one run, so that a busy
+shared machine slows both sides of a comparison alike:
+
+1. **Profiler overhead** per built-in variant: in ONE process per variant, blocks
+   of un-profiled steps alternate with blocks of profiled steps (the harness's
+   own recipe: ``tf.profiler.experimental.start`` with its ProfilerOptions,
+   ``Trace("train", step_num=i)`` markers, ``stop``).  The ratio is the median
+   profiled step time over the median un-profiled one; start and stop (trace
+   collection) are timed apart and never counted as step time.  Several tracer
+   settings are measured the same way, so the harness's defaults
+   (``capture.child.PROFILER_OPTIONS``) are chosen from numbers.
+2. **Harness overhead**: whole default ``tfprof-towers profile`` runs, their wall
+   time split into TensorFlow start-up, graph build, warm-up, timed steps,
+   profiled steps, trace collection, analysis and rendering, and the rest, from
+   the phase times the children and the parent record in the run directory.
+3. **Parse speed**: the analysis issue's parse benchmark (``benchmarks.bench_parse``),
+   when it is present.
+
+Every figure prints min / median / max over its repeated measurements.
+
+    python -m benchmarks.bench [--preset cpu] [--rounds 7] [--profile-runs 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tfprof_towers.config import BUILTIN_NAMES, PRESETS
+from tfprof_towers.rundir import write_json
+
+SCHEMA = 1
+OVERHEAD_TARGET = 1.05  # profiled / un-profiled median step time, every variant
+HARNESS_SHARE_TARGET = 0.15  # harness's own share of a whole default profile run
+DEFAULT_OUT = Path("reports") / "bench.json"
+
+
+# --------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True)
+class TracerConfig:
+    """One setting of ``tf.profiler.experimental.ProfilerOptions`` to measure."""
+
+    name: str
+    host_tracer_level: int
+    python_tracer_level: int
+    device_tracer_level: int
+    note: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Gives the analysis what it needs: TF op events on the host plane (level >= 2;
+        CPU-device ops exist only there) and GPU kernels and copies (device tracer on)."""
+        return self.host_tracer_level >= 2 and self.device_tracer_level >= 1
+
+    def options(self) -> dict[str, int]:
+        return {
+            "host_tracer_level": self.host_tracer_level,
+            "python_tracer_level": self.python_tracer_level,
+            "device_tracer_level": self.device_tracer_level,
+        }
+
+
+#: The settings compared.  "harness" is whatever capture.child.PROFILER_OPTIONS holds.
+SWEEP: tuple[TracerConfig, ...] = (
+    TracerConfig("host1", 1, 0, 1, "host: user TraceMe events only (step markers)"),
+    TracerConfig("host2", 2, 0, 1, "host: + TensorFlow op events (needed to attribute CPU ops)"),
+    TracerConfig("host3", 3, 0, 1, "host: + verbose runtime events"),
+    TracerConfig("host2+python", 2, 1, 1, "as host2, plus the Python function tracer"),
+    TracerConfig("host2-device", 2, 0, 0, "as host2, without the device (CUDA/CUPTI) tracer"),
+)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    preset: str = "cpu"
+    variants: tuple[str, ...] = BUILTIN_NAMES
+    rounds: int = 7
+    block_steps: int = 8
+    warmup: int = 5
+    sweep: bool = True
+    profile_runs: int = 3
+    parse: bool = True
+    out: Path = DEFAULT_OUT
+    timeout_s: float = 900.0
+    python: str = field(default=sys.executable)
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+@dataclass(frozen=True)
+class Spread:
+    """min / median / max of repeated measurements."""
+
+    min: float
+    median: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Spread | None:
+        vals = sorted(float(v) for v in values)
+        if not vals:
+            return None
+        return cls(vals[0], statistics.median(vals), vals[-1], len(vals))
+
+    def fmt(self, digits: int = 3, scale: float = 1.0, unit: str = "") -> str:
+        f = f"{{:.{digits}f}}"
+        parts = (f.format(x * scale) for x in (self.min, self.median, self.max))
+        return " / ".join(parts) + unit
+
+
+def _spread_json(s: Spread | None) -> dict[str, float] | None:
+    return None if s is None else asdict(s)
+
+
+def median_ratio(on: Sequence[float], off: Sequence[float]) -> float | None:
+    """median(on) / median(off), or None when either side is empty or off is zero."""
+    if not on or not off:
+        return None
+    base = statistics.median(off)
+    return statistics.median(on) / base if base > 0 else None
+
+
+def flatten(blocks: Sequence[Sequence[float]]) -> list[float]:
+    return [x for b in blocks for x in b]
+
+
+def overhead_figures(samples: Mapping[str, Any]) -> dict[str, Any]:
+    """One tracer setting's measurements (blocks of step times, start/stop times) -> its figures.
+
+    ``ratio`` pools every step; ``round_ratios`` compares each profiled block with
+    the un-profiled block next to it; ``steady_ratio`` leaves out the first step
+    after each ``start`` (the one that pays for arming the tracers).
+    """
+    on: list[list[float]] = samples["on"]
+    off: list[list[float]] = samples["off"]
+    rounds = [median_ratio(a, b) for a, b in zip(on, off)]
+    return {
+        "ratio": median_ratio(flatten(on), flatten(off)),
+        "steady_ratio": median_ratio(flatten(b[1:] for b in on), flatten(off)),
+        "round_ratios": _spread_json(Spread.of(r for r in rounds if r is not None)),
+        "on_median_s": statistics.median(flatten(on)) if flatten(on) else None,
+        "off_median_s": statistics.median(flatten(off)) if flatten(off) else None,
+        "start_s": _spread_json(Spread.of(samples.get("start_s", []))),
+        "stop_s": _spread_json(Spread.of(samples.get("stop_s", []))),
+        "trace_bytes": _spread_json(Spread.of(samples.get("trace_bytes", []))),
+        "steps": {"on": len(flatten(on)), "off": len(flatten(off))},
+    }
+
+
+def choose_config(per_variant: Mapping[str, Mapping[str, Mapping[str, Any]]], preferred: Sequence[str],
+                  target: float = OVERHEAD_TARGET) -> dict[str, Any]:
+    """The first setting in ``preferred`` order whose ratio meets ``target`` for every variant.
+
+    ``per_variant[variant][config]["ratio"]``.  Returns the choice and, for each
+    setting, its worst ratio over the variants.
+    """
+    worst: dict[str, float | None] = {}
+    for name in preferred:
+        ratios = [cfgs[name]["ratio"] for cfgs in per_variant.values() if name in cfgs]
+        worst[name] = max(ratios) if ratios and None not in ratios else None
+    chosen = next((n for n in preferred if worst.get(n) is not None and worst[n] <= target), None)
+    return {"chosen": chosen, "worst_ratio": worst, "target": target}
+
+
+# Harness-overhead categories: (label, counts as the harness's own cost?)
+TF_STARTUP = "TensorFlow start-up/exit"
+CATEGORIES: tuple[tuple[str, bool], ...] = (
+    (TF_STARTUP, False),  # import, session + variable init, the child's exit
+    ("child process start", True),  # interpreter + harness imports before main()
+    ("graph build", True),
+    ("warm-up steps", False),
+    ("placement trace", True),  # the one FULL_TRACE step + reading partition graphs
+    ("timed steps", False),
+    ("profiled steps", False),
+    ("trace collection", True),  # profiler start + stop (writes xplane.pb)
+    ("child bookkeeping", True),  # spec/record reading and writing in the child
+    ("runner bookkeeping", True),  # parent: spec/record files, progress display
+    ("setup", True),  # parent: options, run directory, run.json
+    ("analysis and rendering", True),  # parent: finish_run + printed summary
+    ("CLI start and exit", True),  # parent interpreter, imports, exit
+    ("failed variants", True),  # a variant that crashed has no phase times
+)
+OWN = frozenset(name for name, own in CATEGORIES if own)
+
+
+def _phases(record: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in (record.get("phases_s") or {}).items()}
+
+
+def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
+    """One variant's wall time (record ``wall_s``) split into the categories above."""
+    wall = float(record.get("wall_s") or 0.0)
+    proc = record.get("process_s")
+    ph = _phases(record)
+    if not proc or not ph:
+        return {"failed variants": wall}
+    out = {
+        TF_STARTUP: ph.get("tf_import", 0.0) + ph.get("session_init", 0.0) + proc["exit"],
+        "child process start": proc["start"],
+        "graph build": ph.get("build", 0.0),
+        "warm-up steps": ph.get("warmup", 0.0),
+        "placement trace": ph.get("placement_trace", 0.0) + ph.get("placement_extract", 0.0),
+        "timed steps": ph.get("timed", 0.0),
+        "profiled steps": ph.get("profiled", 0.0),
+        "trace collection": ph.get("profiler_start", 0.0) + ph.get("collect", 0.0),
+    }
+    out["child bookkeeping"] = max(0.0, wall - sum(out.values()))
+    return out
+
+
+def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                  total_wall_s: float) -> dict[str, float]:
+    """A whole `profile` run's wall time split into CATEGORIES (seconds; sums to the total)."""
+    parts = dict.fromkeys((name for name, _ in CATEGORIES), 0.0)
+    for rec in records:
+        for k, v in variant_breakdown(rec).items():
+            parts[k] += v
+    harness = run_doc.get("harness_s") or {}
+    variants_wall = float(harness.get("variants", 0.0))
+    parts["runner bookkeeping"] = max(0.0, variants_wall - sum(float(r.get("wall_s") or 0) for r in records))
+    parts["setup"] = float(harness.get("setup", 0.0))
+    parts["analysis and rendering"] = float(harness.get("finish", 0.0))
+    inside = parts["setup"] + variants_wall + parts["analysis and rendering"]
+    parts["CLI start and exit"] = max(0.0, total_wall_s - inside)
+    return parts
+
+
+def own_share(parts: Mapping[str, float]) -> float:
+    total = sum(parts.values())
+    return sum(v for k, v in parts.items() if k in OWN) / total if total > 0 else 0.0
+
+
+# --------------------------------------------------------------------------- overhead child
+
+
+def _profiled_block(tf, child, sess, fetches, feed, n: int, options: dict[str, int],
+                    logdir: Path) -> tuple[list[float], float, float, int]:
+    """n steps exactly as the harness profiles them; (step times, start s, stop s, trace bytes)."""
+    t0 = time.perf_counter()
+    tf.profiler.experimental.start(str(logdir), options=tf.profiler.experimental.ProfilerOptions(**options))
+    t1 = time.perf_counter()
+    try:
+        times = child.timed_steps(sess, fetches, feed, n, tf.profiler.experimental.Trace)
+    finally:
+        t2 = time.perf_counter()
+        tf.profiler.experimental.stop()
+        t3 = time.perf_counter()
+    size = sum(p.stat().st_size for p in logdir.rglob("*.xplane.pb"))
+    shutil.rmtree(logdir, ignore_errors=True)
+    return times, t1 - t0, t3 - t2, size
+
+
+def overhead_child(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """In one process: build the variant, warm up, then alternate off/on blocks per setting."""
+    from tfprof_towers.capture import child
+    from tfprof_towers.capture.devices import plan_devices
+    from tfprof_towers.config import Preset
+
+    tf = child._import_tensorflow()
+    preset = Preset(**spec["preset"])
+    devices = plan_devices(len(tf.config.list_physical_devices("GPU")), spec.get("accelerators"), preset)
+    graph, fetches, feed, init = child.build_graph(tf, {"name": spec["variant"]}, devices)
+    sess = child.new_session(tf, graph, devices)
+    sess.run(init)
+    child.timed_steps(sess, fetches, feed, spec["warmup"])
+    tmp = Path(spec["tmp"])
+    configs: dict[str, dict[str, int]] = spec["configs"]
+    # The first start in a process loads the profiler's plugins: paid once, reported apart.
+    _, first_start, first_stop, _ = _profiled_block(
+        tf, child, sess, fetches, feed, 1, next(iter(configs.values())), tmp / "first")
+    samples = {n: {"on": [], "off": [], "start_s": [], "stop_s": [], "trace_bytes": []} for n in configs}
+    k = spec["block_steps"]
+    for r in range(spec["rounds"]):
+        names = list(configs)
+        names = names[r % len(names):] + names[: r % len(names)]  # rotate which setting goes first
+        for name in names:
+            s = samples[name]
+
+            def off(s=s):
+                s["off"].append(child.timed_steps(sess, fetches, feed, k))
+
+            def on(s=s, name=name, r=r):
+                times, start, stop, size = _profiled_block(
+                    tf, child, sess, fetches, feed, k, configs[name], tmp / f"{name}-{r}")
+                s["on"].append(times)
+                s["start_s"].append(start)
+                s["stop_s"].append(stop)
+                s["trace_bytes"].append(size)
+
+            for fn in ((off, on) if r % 2 == 0 else (on, off)):  # ABBA: drift cancels
+                fn()
+    sess.close()
+    return {
+        "variant": spec["variant"], "devices": devices.to_json(), "tensorflow": tf.__version__,
+        "first_start_s": first_start, "first_stop_s": first_stop, "samples": samples,
+    }
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+def _run_child(opts: BenchOptions, variant: str, configs: Mapping[str, dict[str, int]],
+               tmp: Path) -> dict[str, Any]:
+    preset = PRESETS[opts.preset]
+    spec = {
+        "variant": variant, "preset": asdict(preset), "accelerators": None, "warmup": opts.warmup,
+        "rounds": opts.rounds, "block_steps": opts.block_steps, "configs": dict(configs),
+        "tmp": str(tmp / variant),
+    }
+    spec_path = tmp / f"{variant}.spec.json"
+    result_path = tmp / f"{variant}.result.json"
+    write_json(spec_path, spec)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    proc = subprocess.run(
+        [opts.python, "-m", "benchmarks.bench", "--overhead-child", str(spec_path), str(result_path)],
+        capture_output=True, text=True, timeout=opts.timeout_s, env=env, start_new_session=True,
+    )
+    if proc.returncode != 0 or not result_path.is_file():
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"overhead child for {variant} failed (exit {proc.returncode}):\n{tail}")
+    return json.loads(result_path.read_text())
+
+
+def harness_config() -> TracerConfig:
+    from tfprof_towers.capture.child import PROFILER_OPTIONS
+
+    return TracerConfig("harness", note="capture.child.PROFILER_OPTIONS", **PROFILER_OPTIONS)
+
+
+def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
+    configs = [harness_config(), *(SWEEP if opts.sweep else ())]
+    by_name = {c.name: c.options() for c in configs}
+    per_variant: dict[str, dict[str, Any]] = {}
+    extra: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="tfprof-bench-") as tmp:
+        for v in opts.variants:
+            say(f"  profiler overhead: {v} ...")
+            res = _run_child(opts, v, by_name, Path(tmp))
+            per_variant[v] = {n: overhead_figures(s) for n, s in res["samples"].items()}
+            extra[v] = {"first_start_s": res["first_start_s"], "first_stop_s": res["first_stop_s"]}
+            extra["devices"], extra["tensorflow"] = res["devices"], res["tensorflow"]
+    choice = choose_config(per_variant, [c.name for c in configs if c.usable])
+    return {
+        "method": (f"one process per variant; {opts.rounds} rounds, each an un-profiled and a profiled "
+                   f"block of {opts.block_steps} steps per setting (ABBA order); ratio = median profiled "
+                   "step / median un-profiled step; profiler start/stop timed apart"),
+        "preset": opts.preset, "rounds": opts.rounds, "block_steps": opts.block_steps,
+        "configs": {c.name: {**c.options(), "note": c.note, "usable": c.usable} for c in configs},
+        "devices": extra.pop("devices", None), "tensorflow": extra.pop("tensorflow", None),
+        "first_start": extra, "variants": per_variant, **choice,
+        "meets_target": bool(choice["worst_ratio"].get("harness") is not None
+                             and choice["worst_ratio"]["harness"] <= OVERHEAD_TARGET),
+    }
+
+
+#: How `profile` is started (after the interpreter): the real command line.
+PROFILE_COMMAND: tuple[str, ...] = ("-m", "tfprof_towers")
+
+
+def _profile_once(opts: BenchOptions, out: Path) -> dict[str, float]:
+    cmd = [opts.python, *PROFILE_COMMAND, "profile", "--preset", opts.preset, "--out", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout_s)
+    total = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}): {proc.stderr[-500:]}")
+    run_doc = json.loads((out / "run.json").read_text())
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("variants/*/record.json"))]
+    parts = run_breakdown(run_doc, records, total)
+    return {**parts, "total": total}
+
+
+def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
+    runs: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="tfprof-bench-runs-") as tmp:
+        for i in range(opts.profile_runs):
+            say(f"  harness overhead: `profile --preset {opts.preset}`, run {i + 1}/{opts.profile_runs} ...")
+            runs.append(_profile_once(opts, Path(tmp) / f"run{i}"))
+    for r in runs:
+        r["own_share"] = own_share({k: v for k, v in r.items() if k != "total"})
+    keys = [name for name, _ in CATEGORIES] + ["total", "own_share"]
+    return {
+        "method": "whole default `tfprof-towers profile` runs; phase times from run.json and each "
+                  "variant's record.json; the harness's own = everything but TensorFlow start-up and steps",
+        "preset": opts.preset, "target_share": HARNESS_SHARE_TARGET,
+        "own_categories": sorted(OWN),
+        "runs": runs,
+        "spread": {k: _spread_json(Spread.of(r[k] for r in runs)) for k in keys},
+        "meets_target": bool(runs) and max(r["own_share"] for r in runs) <= HARNESS_SHARE_TARGET,
+    }
+
+
+def measure_parse(say: Callable[[str], None]) -> dict[str, Any]:
+    """The analysis issue's parse benchmark (``benchmarks.bench_parse``), through the function it exposes."""
+    try:
+        mod = importlib.import_module("benchmarks.bench_parse")
+    except ImportError as exc:
+        return {"skipped": f"benchmarks/bench_parse.py not importable ({exc})"}
+    fn = next((getattr(mod, n) for n in PARSE_ENTRY_POINTS if callable(getattr(mod, n, None))), None)
+    if fn is None:
+        return {"skipped": f"benchmarks.bench_parse exposes none of {', '.join(PARSE_ENTRY_POINTS)}"}
+    say("  parse benchmark ...")
+    return dict(fn())
+
+
+#: Names tried, in order, for the parse benchmark's "figures as a dict" function.
+PARSE_ENTRY_POINTS = ("run_benchmark", "figures", "run")
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def format_overhead(doc: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"Profiler overhead: median profiled / un-profiled step time, preset {doc['preset']} "
+        f"(target <= {OVERHEAD_TARGET:.2f} for every variant)",
+        f"  {doc['method']}",
+        f"  {'variant':<20} {'setting':<14} {'ratio':>6} {'steady':>7}  {'per round min / median / max':<30}"
+        f" {'off step':>9} {'start ms':>9} {'stop ms':>9}",
+    ]
+    for v, cfgs in doc["variants"].items():
+        for name, f in cfgs.items():
+            rr = f["round_ratios"]
+            rounds = Spread(**rr).fmt(3) if rr else "-"
+            start = Spread(**f["start_s"]).fmt(1, 1e3) if f["start_s"] else "-"
+            stop = Spread(**f["stop_s"]).fmt(1, 1e3) if f["stop_s"] else "-"
+            lines.append(
+                f"  {v:<20} {name:<14} {_num(f['ratio']):>6} {_num(f['steady_ratio']):>7}  {rounds:<30}"
+                f" {_ms(f['off_median_s']):>9} {start.split(' / ')[1] if f['start_s'] else '-':>9}"
+                f" {stop.split(' / ')[1] if f['stop_s'] else '-':>9}"
+            )
+    worst = doc["worst_ratio"]
+    lines.append("  worst ratio over variants (settings the analysis can use): "
+                 + ", ".join(f"{n} {_num(w)}" for n, w in worst.items()))
+    twins = same_settings(doc.get("configs", {}))
+    if twins:
+        lines.append("  noise gauge: " + ", ".join(f"{a} and {b}" for a, b in twins)
+                     + " are the same setting measured twice")
+    lines.append(f"  chosen setting: {doc['chosen'] or 'none meets the target'}"
+                 f" ({'meets' if doc['meets_target'] else 'MISSES'} the target with the harness's setting)")
+    return lines
+
+
+def same_settings(configs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs of setting names whose tracer levels are identical."""
+    keys = ("host_tracer_level", "python_tracer_level", "device_tracer_level")
+    names = list(configs)
+    return [
+        (a, b) for i, a in enumerate(names) for b in names[i + 1:]
+        if all(configs[a].get(k) == configs[b].get(k) for k in keys)
+    ]
+
+
+def format_harness(doc: Mapping[str, Any]) -> list[str]:
+    sp = doc["spread"]
+    lines = [
+        f"Harness overhead: whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])}), "
+        "seconds min / median / max",
+    ]
+    for name, own in CATEGORIES:
+        s = sp.get(name)
+        if s and s["max"] > 0:
+            lines.append(f"  {name:<24} {Spread(**s).fmt(2):>22}  {'harness' if own else ''}")
+    if sp.get("total"):
+        lines.append(f"  {'total':<24} {Spread(**sp['total']).fmt(2):>22}")
+    if sp.get("own_share"):
+        lines.append(f"  harness's own share: {Spread(**sp['own_share']).fmt(1, 100, ' %')}"
+                     f" (target <= {HARNESS_SHARE_TARGET:.0%}: {'met' if doc['meets_target'] else 'MISSED'})")
+    return lines
+
+
+def format_parse(doc: Mapping[str, Any]) -> list[str]:
+    if "skipped" in doc:
+        return [f"Parse benchmark: skipped: {doc['skipped']}"]
+    try:  # the parse benchmark's own wording of its figures, when it has one
+        text = importlib.import_module("benchmarks.bench_parse").report(dict(doc))
+        return ["Parse benchmark:", *(f"  {line}" for line in str(text).splitlines())]
+    except Exception:  # absent, or figures from another version of it: print them plainly
+        return ["Parse benchmark:"] + [f"  {k}: {_short(v)}" for k, v in doc.items()]
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, default=str) if isinstance(v, dict | list) else str(v)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.1f} ms"
+
+
+# --------------------------------------------------------------------------- main
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+        "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def parse_args(argv: Sequence[str]) -> BenchOptions:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", choices=sorted(PRESETS), help="workload size [default: cpu]")
+    p.add_argument("--variants", default=",".join(BUILTIN_NAMES))
+    p.add_argument("--rounds", type=_positive, help=f"off/on block pairs per setting [{BenchOptions.rounds}]")
+    p.add_argument("--block-steps", type=_positive, help=f"steps per block [{BenchOptions.block_steps}]")
+    p.add_argument("--profile-runs", type=int, help=f"whole profile runs [{BenchOptions.profile_runs}]")
+    p.add_argument("--no-sweep", action="store_true", help="measure only the harness's profiler setting")
+    p.add_argument("--no-parse", action="store_true", help="skip the parse benchmark")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test: tiny preset, 2 rounds of 3 steps, 1 profile run (unless given)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    a = p.parse_args(list(argv))
+    variants = tuple(v.strip() for v in a.variants.split(",") if v.strip())
+    unknown = [v for v in variants if v not in BUILTIN_NAMES]
+    if unknown:
+        p.error(f"unknown variant(s): {', '.join(unknown)}")
+    base = QUICK if a.quick else BenchOptions()
+    given = {
+        "preset": a.preset, "rounds": a.rounds, "block_steps": a.block_steps,
+        "profile_runs": a.profile_runs,
+    }
+    return replace(
+        base, variants=variants, sweep=not a.no_sweep, parse=not a.no_parse, out=a.out,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+
+
+def _positive(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return v
+
+
+#: --quick: enough to see every code path run, not to trust the numbers.
+QUICK = BenchOptions(preset="tiny", rounds=2, block_steps=3, warmup=1, profile_runs=1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--overhead-child"]:
+        spec = json.loads(Path(argv[1]).read_text())
+        write_json(Path(argv[2]), overhead_child(spec))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # skip TensorFlow's teardown
+    opts = parse_args(argv)
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(), "options": {**asdict(opts), "out": str(opts.out)},
+    }
+    say(f"tfprof-towers bench: preset {opts.preset}, {len(opts.variants)} variant(s)")
+    doc["profiler_overhead"] = measure_overhead(opts, say)
+    doc["harness_overhead"] = measure_harness(opts, say) if opts.profile_runs > 0 else {"skipped": "0 runs"}
+    doc["parse"] = measure_parse(say) if opts.parse else {"skipped": "--no-parse"}
+    doc["bench_wall_s"] = time.perf_counter() - started
+    write_json(opts.out, doc)
+    print("\n".join([*report_lines(doc), f"wrote {opts.out} ({doc['bench_wall_s']:.0f} s)"]))
+    return 0
+
+
+def report_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The printed report of a bench.json document."""
+    lines = [*format_overhead(doc["profiler_overhead"]), ""]
+    if "runs" in doc["harness_overhead"]:
+        lines += [*format_harness(doc["harness_overhead"]), ""]
+    return [*lines, *format_parse(doc["parse"]), ""]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

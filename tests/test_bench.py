@@ -1,0 +1,168 @@
+"""The bench's arithmetic and printing (no timing, no TensorFlow): `make bench` takes the numbers."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # `benchmarks/` sits beside the package, not inside it
+    sys.path.insert(0, str(REPO))
+bench = importlib.import_module("benchmarks.bench")
+
+
+def test_spread_is_min_median_max() -> None:
+    s = bench.Spread.of([3.0, 1.0, 2.0, 10.0])
+    assert (s.min, s.median, s.max, s.n) == (1.0, 2.5, 10.0, 4)
+    assert s.fmt(1) == "1.0 / 2.5 / 10.0"
+    assert s.fmt(0, 100, " %") == "100 / 250 / 1000 %"
+    assert bench.Spread.of([]) is None
+
+
+def test_median_ratio() -> None:
+    assert bench.median_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == 2.0
+    assert bench.median_ratio([], [1.0]) is None
+    assert bench.median_ratio([1.0], [0.0]) is None
+
+
+def test_overhead_figures_pool_pair_and_drop_the_first_profiled_step() -> None:
+    samples = {
+        "on": [[5.0, 1.1, 1.1], [5.0, 1.2, 1.2]],
+        "off": [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
+        "start_s": [0.01, 0.03],
+        "stop_s": [0.2, 0.4],
+        "trace_bytes": [100, 300],
+    }
+    f = bench.overhead_figures(samples)
+    assert f["ratio"] == pytest.approx(1.2)  # median of [1.1, 1.1, 1.2, 1.2, 5, 5]
+    assert f["steady_ratio"] == pytest.approx(1.15)
+    assert f["round_ratios"] == {"min": pytest.approx(1.1), "median": pytest.approx(1.15),
+                                 "max": pytest.approx(1.2), "n": 2}
+    assert f["stop_s"]["median"] == pytest.approx(0.3)
+    assert f["trace_bytes"]["max"] == 300
+    assert f["steps"] == {"on": 6, "off": 6}
+
+
+def test_choose_config_takes_the_first_setting_that_meets_the_target_everywhere() -> None:
+    per_variant = {
+        "a": {"harness": {"ratio": 1.02}, "host3": {"ratio": 1.01}, "python": {"ratio": 1.3}},
+        "b": {"harness": {"ratio": 1.07}, "host3": {"ratio": 1.04}, "python": {"ratio": 1.5}},
+    }
+    got = bench.choose_config(per_variant, ["harness", "host3", "python"])
+    assert got["chosen"] == "host3"
+    assert got["worst_ratio"] == {"harness": 1.07, "host3": 1.04, "python": 1.5}
+    assert bench.choose_config(per_variant, ["python"])["chosen"] is None
+
+
+RECORD = {
+    "wall_s": 3.0,
+    "process_s": {"start": 0.1, "exit": 0.05},
+    "phases_s": {"tf_import": 1.5, "build": 0.2, "session_init": 0.05, "warmup": 0.3,
+                 "placement_trace": 0.02, "placement_extract": 0.01, "timed": 0.5,
+                 "profiler_start": 0.001, "profiled": 0.2, "collect": 0.019},
+}
+
+
+def test_variant_breakdown_sums_to_its_wall_time() -> None:
+    parts = bench.variant_breakdown(RECORD)
+    assert parts[bench.TF_STARTUP] == pytest.approx(1.5 + 0.05 + 0.05)
+    assert parts["trace collection"] == pytest.approx(0.02)
+    assert parts["placement trace"] == pytest.approx(0.03)
+    assert sum(parts.values()) == pytest.approx(3.0)
+    assert parts["child bookkeeping"] == pytest.approx(3.0 - 2.8 - 0.1 - 0.05)  # phases, start, exit
+
+
+def test_a_failed_variant_counts_whole() -> None:
+    assert bench.variant_breakdown({"wall_s": 2.0, "phases_s": {}}) == {"failed variants": 2.0}
+
+
+def test_run_breakdown_sums_to_the_total_and_share_counts_only_the_harness() -> None:
+    run_doc = {"harness_s": {"setup": 0.1, "variants": 6.5, "finish": 0.4}}
+    parts = bench.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=7.5)
+    assert sum(parts.values()) == pytest.approx(7.5)
+    assert parts["runner bookkeeping"] == pytest.approx(0.5)
+    assert parts["CLI start and exit"] == pytest.approx(0.5)
+    not_own = 2 * (1.6 + 0.3 + 0.5 + 0.2)
+    assert bench.own_share(parts) == pytest.approx((7.5 - not_own) / 7.5)
+    assert {name for name, _ in bench.CATEGORIES} == set(parts)
+
+
+def _doc() -> dict:
+    figures = bench.overhead_figures({"on": [[1.01, 1.02]], "off": [[1.0, 1.0]],
+                                      "start_s": [0.001], "stop_s": [0.02], "trace_bytes": [10]})
+    run = {**bench.run_breakdown({"harness_s": {"setup": 0.1, "variants": 3.2, "finish": 0.3}},
+                                 [RECORD], 4.0), "total": 4.0}
+    run["own_share"] = bench.own_share({k: v for k, v in run.items() if k != "total"})
+    return {
+        "profiler_overhead": {
+            "method": "m", "preset": "cpu", "variants": {"single": {"harness": figures}},
+            "worst_ratio": {"harness": figures["ratio"]}, "chosen": "harness", "meets_target": True,
+        },
+        "harness_overhead": {
+            "preset": "cpu", "runs": [run], "meets_target": True,
+            "spread": {k: bench._spread_json(bench.Spread.of([v])) for k, v in run.items()},
+        },
+        "parse": {"events_per_s": 2.5e6, "trace": "synthetic"},
+    }
+
+
+def test_report_lines_show_ratios_breakdown_and_parse_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    def absent(name: str):
+        raise ImportError(name)
+
+    monkeypatch.setattr(bench.importlib, "import_module", absent)  # the plain fallback for parse figures
+    text = "\n".join(bench.report_lines(_doc()))
+    assert "single" in text and "harness" in text and "1.015" in text
+    assert "chosen setting: harness" in text
+    assert "TensorFlow start-up" in text and "harness's own share" in text
+    assert "events_per_s: 2500000.0" in text
+    assert "skipped" in "\n".join(bench.format_parse({"skipped": "absent"}))
+
+
+def test_quick_sets_defaults_that_explicit_options_override() -> None:
+    quick = bench.parse_args(["--quick", "--profile-runs", "0"])
+    assert (quick.preset, quick.rounds, quick.profile_runs) == ("tiny", 2, 0)
+    full = bench.parse_args(["--variants", "single,replicated", "--no-sweep"])
+    assert (full.preset, full.variants, full.sweep) == ("cpu", ("single", "replicated"), False)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--variants", "bogus"])
+
+
+def test_parse_bench_is_called_through_its_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.SimpleNamespace(figures=lambda: {"events": 1_000_000, "seconds": 0.5})
+    monkeypatch.setattr(bench.importlib, "import_module", lambda name: fake)
+    assert bench.measure_parse(lambda msg: None) == {"events": 1_000_000, "seconds": 0.5}
+
+    def missing(name: str):
+        raise ImportError("No module named 'benchmarks.bench_parse'")
+
+    monkeypatch.setattr(bench.importlib, "import_module", missing)
+    assert "skipped" in bench.measure_parse(lambda msg: None)
+
+
+def test_main_writes_bench_json_and_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = _doc()
+    monkeypatch.setattr(bench, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
+    monkeypatch.setattr(bench, "measure_harness", lambda opts, say: doc["harness_overhead"])
+    monkeypatch.setattr(bench, "measure_parse", lambda say: doc["parse"])
+    out = tmp_path / "reports" / "bench.json"
+    assert bench.main(["--out", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["profiler_overhead"]["chosen"] == "harness"
+    assert saved["schema"] == bench.SCHEMA
+    assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temporary left
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_only_settings_the_analysis_can_use_are_chosen_and_twins_are_a_noise_gauge() -> None:
+    usable = {c.name for c in bench.SWEEP if c.usable}
+    assert usable == {"host2", "host3", "host2+python"}  # host1 drops op events; -device drops GPU
+    configs = {c.name: c.options() for c in (bench.TracerConfig("harness", 2, 0, 1), *bench.SWEEP)}
+    assert bench.same_settings(configs) == [("harness", "host2")]

@@ -1,0 +1,454 @@
+"""Runs that survive: signals, crashes mid-write, bad or full disks, hanging variants.
+
+Fast tests drive the runner with a stand-in "python" (a shell script) so that
+process-group handling is checked without TensorFlow; the slow ones interrupt,
+time out and re-render real tiny-preset runs.  Filesystem cases that need a real
+full or read-only filesystem mount a small tmpfs (root only; skipped elsewhere),
+next to always-on versions that fake the condition and say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers.capture import runner
+from tfprof_towers.capture.runner import Interrupted, run_all, run_one
+from tfprof_towers.cli import main
+from tfprof_towers.config import PRESETS, ProfileOptions, VariantSpec
+from tfprof_towers.errors import TowersError
+from tfprof_towers.rundir import RunDir, write_json
+
+#: How the slow tests start the real command (a separate process, so signals are real).
+CLI = (sys.executable, "-m", "tfprof_towers")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a running process (a zombie awaiting its reaper counts as gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except OSError:  # no /proc: fall back to kill(0)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return fields[0] not in ("Z", "X")
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def read_pids(path: Path) -> list[int]:
+    return [int(x) for x in path.read_text().split()]
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def last_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    """Mid-run, the progress lines come first; the error is still one line, and the last."""
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("tfprof-towers: error: "), err
+    return last
+
+
+def fake_python(tmp_path: Path, body: str) -> str:
+    """An executable that stands in for the interpreter: runner calls it as ``X -m module SPEC``."""
+    exe = tmp_path / "fake-python"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return str(exe)
+
+
+def options(tmp_path: Path, names: tuple[str, ...] = ("a",), timeout_s: float = 30.0) -> ProfileOptions:
+    return ProfileOptions(
+        preset=PRESETS["tiny"], variants=tuple(VariantSpec(n) for n in names),
+        variant_timeout_s=timeout_s, out_dir=tmp_path / "run",
+    )
+
+
+#: A child that ignores SIGTERM and leaves a grandchild (which ignores it too) behind.
+STUBBORN = """trap '' TERM
+sleep 600 &
+echo "$$ $!" > {pids}
+{tail}
+"""
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str, read_only: bool = False) -> Iterator[Path]:
+    """A small real filesystem at ``path``; skips the test where mounting is not allowed."""
+    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root")
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if read_only else "")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+# --------------------------------------------------------------------------- process groups (fast)
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    """The child ignores SIGTERM and has a grandchild that does too: both are SIGKILLed."""
+    pids = tmp_path / "pids"
+    exe = fake_python(tmp_path, STUBBORN.format(pids=pids, tail="sleep 600"))
+    opts = options(tmp_path, timeout_s=1.0)
+    run_dir = RunDir(opts.out_dir)
+    outcome = run_one(opts, opts.variants[0], run_dir, python=exe)
+    child, grandchild = read_pids(pids)
+    assert not alive(child) and not alive(grandchild)
+    assert outcome.status == "failed"
+    assert outcome.error == "timed out after 1 s (killed with its process group)"
+    rec = json.loads(run_dir.record_json("a").read_text())
+    assert rec["status"] == "failed" and rec["error"] == outcome.error
+    assert rec["returncode"] == -signal.SIGKILL
+
+
+def test_processes_left_behind_by_a_finished_child_are_killed(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    exe = fake_python(tmp_path, STUBBORN.format(pids=pids, tail="exit 0"))
+    opts = options(tmp_path)
+    outcome = run_one(opts, opts.variants[0], RunDir(opts.out_dir), python=exe)
+    _, grandchild = read_pids(pids)
+    assert not alive(grandchild)
+    assert outcome.status == "failed"
+    assert outcome.error == "crashed: exit code 0"  # it wrote no record
+
+
+def test_kill_group_reaches_a_grandchild_after_the_child_obeys_sigterm(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = f"(trap '' TERM; exec sleep 600) & echo \"$$ $!\" > {pids}; wait"
+    proc = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+    try:
+        wait_until(lambda: pids.is_file() and len(pids.read_text().split()) == 2, 10, "the pid file")
+        runner._kill_group(proc, grace_s=5.0)
+        assert proc.returncode == -signal.SIGTERM  # the child went at SIGTERM ...
+        grandchild = read_pids(pids)[1]
+        wait_until(lambda: not alive(grandchild), 5, "the grandchild to die")  # ... it at SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- interruption in the runner
+
+
+def _ok_child(tmp_path: Path) -> str:
+    """A stand-in child that writes an ``ok`` record and a trace file for its spec, as the real one does."""
+    writer = tmp_path / "write_ok.py"
+    writer.write_text(
+        "import json, pathlib, sys\n"
+        "spec = json.load(open(sys.argv[1]))\n"
+        "trace = pathlib.Path(spec['logdir'], 'plugins', 'profile', 'ts', 'host.xplane.pb')\n"
+        "trace.parent.mkdir(parents=True)\n"
+        "trace.write_bytes(b'x')\n"
+        "rec = {'schema': 1, 'name': spec['name'], 'source': 'builtin', 'status': 'ok', 'error': None,\n"
+        "       'timings': {}, 'placement': None, 'topology': None}\n"
+        "json.dump(rec, open(spec['record'], 'w'))\n"
+    )
+    return fake_python(tmp_path, f'exec {sys.executable} {writer} "$3"\n')
+
+
+def _use_python(monkeypatch: pytest.MonkeyPatch, exe: str) -> None:
+    real = runner.run_one
+    monkeypatch.setattr(runner, "run_one", lambda o, v, r: real(o, v, r, python=exe))
+
+
+@pytest.mark.parametrize("when", ["start", "finished"])
+def test_signal_anywhere_in_the_loop_keeps_finished_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Ctrl-C as the second variant starts, or right after the first one's progress line."""
+    _use_python(monkeypatch, _ok_child(tmp_path))
+    opts = options(tmp_path, names=("first", "second", "third"))
+    run_dir = RunDir(opts.out_dir)
+
+    def hook(name: str, event: str) -> None:
+        if (when == "start" and name == "second" and event == "start") or (
+            when == "finished" and name == "first" and event != "start"
+        ):
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as info:
+        run_all(opts, run_dir, hook)
+    assert info.value.exit_code == 130
+    first = json.loads(run_dir.record_json("first").read_text())
+    assert first["status"] == "ok"  # a finished variant is never re-marked
+    second = run_dir.record_json("second")
+    if when == "start":
+        assert json.loads(second.read_text())["error"] == "interrupted by SIGINT before it finished"
+    else:
+        assert not second.exists()
+    assert not run_dir.record_json("third").exists()
+
+
+def test_sigterm_handler_is_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    _use_python(monkeypatch, _ok_child(tmp_path))
+    opts = options(tmp_path)
+    [outcome] = run_all(opts, RunDir(opts.out_dir))
+    assert outcome.status == "ok"
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+# --------------------------------------------------------------------------- atomic files (fast)
+
+
+def test_interrupted_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "record.json"
+    write_json(target, {"status": "ok", "n": 1})
+
+    def crash(fd: int) -> None:
+        raise KeyboardInterrupt  # the process dies between writing and renaming
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_json(target, {"status": "ok", "n": 2, "big": "x" * 100_000})
+    assert json.loads(target.read_text()) == {"status": "ok", "n": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["record.json"]
+
+
+# --------------------------------------------------------------------------- unwritable or full --out (fast)
+
+
+def test_out_under_a_regular_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Root can write anywhere chmod forbids, so this uses a path that cannot exist."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert main(["profile", "--preset", "tiny", "--out", str(blocker / "run")]) == 2
+    assert "cannot create directory (Not a directory)" in one_line_error(capsys)
+
+
+def test_low_free_space_stops_before_any_variant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Faked: shutil.disk_usage reports 5 MiB free (the tmpfs test below is the real thing)."""
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=5 * 2**20))
+    out = tmp_path / "run"
+    assert main(["profile", "--preset", "tiny", "--variants", "single,replicated", "--out", str(out)]) == 2
+    err = one_line_error(capsys)
+    assert "only 5.0 MiB free on its filesystem; 2 variant(s) need about 64.0 MiB" in err
+    assert not (out / "variants").exists()
+
+
+def test_disk_filling_up_mid_run_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Faked: the first write after the preflight checks fails with ENOSPC."""
+    from tfprof_towers.commands import profile
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path / "run" / "variants"))
+
+    monkeypatch.setattr(profile, "run_all", full)
+    assert main(["profile", "--preset", "tiny", "--out", str(tmp_path / "run")]) == 2
+    assert last_line_error(capsys).endswith(
+        "variants: cannot write (No space left on device); the run stopped there"
+    )
+
+
+def test_other_os_errors_are_not_disguised(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError), runner.disk_errors(tmp_path):
+        raise FileNotFoundError(2, "No such file or directory")
+    with pytest.raises(TowersError, match="Read-only file system"), runner.disk_errors(tmp_path):
+        raise OSError(30, "Read-only file system")
+
+
+def test_full_filesystem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real 1 MiB tmpfs: the preflight sees it cannot hold a run."""
+    with tmpfs(tmp_path / "mnt", "1m") as mnt:
+        assert main(["profile", "--preset", "tiny", "--variants", "single", "--out", str(mnt / "run")]) == 2
+        err = one_line_error(capsys)
+        assert "only 1.0 MiB free on its filesystem" in err
+        assert not (mnt / "run" / "variants").exists()
+
+
+def test_filesystem_fills_up_during_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real tmpfs that passes the preflight, then fills up before the first variant's files."""
+    from tfprof_towers.commands import profile
+
+    real_run_all = profile.run_all
+
+    def fill_then_run(opts, run_dir, hook=None):
+        with open(run_dir.root / "filler", "wb") as fh, contextlib.suppress(OSError):
+            while True:
+                fh.write(b"\0" * 2**20)
+        return real_run_all(opts, run_dir, hook)
+
+    monkeypatch.setattr(profile, "run_all", fill_then_run)
+    with tmpfs(tmp_path / "mnt", "40m") as mnt:
+        assert main(["profile", "--preset", "tiny", "--variants", "single", "--out", str(mnt / "run")]) == 2
+        assert "No space left on device" in last_line_error(capsys)
+
+
+def test_read_only_filesystem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real read-only tmpfs (EROFS even for root)."""
+    with tmpfs(tmp_path / "mnt", "1m", read_only=True) as mnt:
+        assert main(["profile", "--preset", "tiny", "--out", str(mnt / "run")]) == 2
+        assert "Read-only file system" in one_line_error(capsys)
+
+
+# --------------------------------------------------------------------------- real runs (slow)
+
+
+def _spawn_profile(out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*CLI, "profile", "--preset", "tiny", "--variants", "single,towers_host_vars,replicated",
+         "--out", str(out), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def _first_done_second_started(out: Path) -> bool:
+    rec = out / "variants" / "single" / "record.json"
+    try:
+        done = "wall_s" in json.loads(rec.read_text())  # the parent has finished with it
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    return done and (out / "variants" / "towers_host_vars" / "spec.json").is_file()
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if text in (d / "cmdline").read_bytes().decode(errors="replace") and alive(int(d.name)):
+                found.append(int(d.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_after_the_first_variant_writes_a_partial_report(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    out = tmp_path / "run"
+    proc = _spawn_profile(out)
+    try:
+        wait_until(lambda: _first_done_second_started(out) or proc.poll() is not None, 120,
+                   "the first variant to finish")
+        assert proc.poll() is None, proc.communicate()[1]
+        time.sleep(0.5)  # the second child is importing TensorFlow now
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted: wrote a partial report from 1 finished variant(s)" in stderr
+    assert "partial run" in stdout
+    assert not _processes_mentioning(str(out))  # the running child was stopped
+    run_doc = json.loads((out / "run.json").read_text())
+    assert run_doc["interrupted"] is True and run_doc["interrupted_by"] == sig.name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["partial"] is True
+    by_name = {v["name"]: v for v in summary["variants"]}
+    assert by_name["single"]["status"] == "ok"
+    assert by_name["towers_host_vars"]["error"] == f"interrupted by {sig.name} before it finished"
+    assert by_name["replicated"]["error"] == "not run: the profile was interrupted first"
+    assert summary["ranking"][0] == "single"
+    assert RunDir(out).xplane_files("single")  # the finished variant keeps its trace
+    report = out / "report.html"
+    if report.is_file():  # the HTML renderer is another module; when present it says "partial"
+        assert "partial" in report.read_text().lower()
+
+
+@pytest.mark.slow
+def test_corrupt_and_missing_records_are_named_and_the_rest_render(
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    rec = run / "variants" / "towers_bug" / "record.json"
+    rec.write_text(rec.read_text()[:200])  # a half-written record, as a crash without atomic writes leaves
+    (run / "variants" / "replicated" / "record.json").unlink()
+    (run / "summary.json").unlink()
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((run / "summary.json").read_text())
+    by_name = {v["name"]: v for v in summary["variants"]}
+    assert by_name["towers_bug"]["status"] == "failed"
+    assert "record.json is unreadable" in by_name["towers_bug"]["error"]
+    assert "corrupt JSON" in by_name["towers_bug"]["error"]
+    assert by_name["replicated"]["error"] == "record.json is missing"
+    assert [n for n, v in by_name.items() if v["status"] == "ok"] == [
+        "single", "towers_host_vars", "towers_accel0_vars"
+    ]
+    assert "towers_bug" in out and "corrupt JSON" in out
+    assert summary["recommendation"]["variant"] in ("single", "towers_host_vars", "towers_accel0_vars")
+
+
+HANGS = """
+import signal, subprocess, time
+
+def build_variant(devices):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL will do
+    grandchild = subprocess.Popen(["sleep", "600"])  # inherits the ignored SIGTERM
+    with open({pids!r}, "w") as fh:
+        fh.write(f"{{__import__('os').getpid()}} {{grandchild.pid}}")
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_hanging_variant_file_is_killed_with_its_process_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pids = tmp_path / "pids"
+    variant = tmp_path / "hangs.py"
+    variant.write_text(HANGS.format(pids=str(pids)))
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    code = main(["profile", "--preset", "tiny", "--variants", "single", "--variant-file", str(variant),
+                 "--variant-timeout", "20", "--out", str(out)])
+    took = time.monotonic() - t0
+    assert code == 0
+    child, grandchild = read_pids(pids)
+    assert not alive(child) and not alive(grandchild)
+    summary = json.loads((out / "summary.json").read_text())
+    by_name = {v["name"]: v for v in summary["variants"]}
+    assert by_name["hangs"]["error"] == "timed out after 20 s (killed with its process group)"
+    assert by_name["single"]["status"] == "ok"
+    assert took < 20 * 2 + 60  # bounded: not the variant's 600 s
