@@ -1,0 +1,144 @@
+"""`tfprof-towers analyze`: attribute the time of a trace captured here or elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import TowersError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..cli import add_command
+
+    p = add_command(sub, "analyze", run)
+    p.add_argument(
+        "path", metavar="PATH", help="an *.xplane.pb file, a TensorBoard logdir or a run directory"
+    )
+    p.add_argument("--json", action="store_true", help="print the analysis as one JSON document")
+    p.add_argument("--html", metavar="OUT", type=Path, help="also write an HTML page of the analysis to OUT")
+    p.add_argument(
+        "--run", metavar="NAME", help="which profile run (logdir) or variant (run directory) to analyse"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Attribute each device's time in a profiler trace to compute, copies, send/recv, framework and idle.
+
+    PATH is an *.xplane.pb file, a TensorBoard logdir holding
+    plugins/profile/<run>/<host>.xplane.pb, or a tfprof-towers run directory
+    (then --run names the variant).  Prints, per device, seconds per step and
+    % of the step for each category of the exclusive (wall) breakdown, and the
+    bytes, time and achieved bandwidth of each link.  Never imports TensorFlow.
+    """
+    from ..trace.analysis import analyze_path
+
+    analysis = analyze_path(args.path, run=args.run)
+    doc = analysis.to_doc(per_step=False)
+    if args.html is not None:
+        try:
+            from ..render.analysis_html import render_analysis_html
+        except ImportError:
+            raise TowersError("--html: the HTML renderer is not available in this build") from None
+        render_analysis_html(doc, args.html)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_tables(doc, sys.stdout)
+        if args.html is not None:
+            print(f"\nwrote {args.html}")
+    return 0
+
+
+def _fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for k, r in enumerate(rows):
+        out.write(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+            ).rstrip()
+        )
+        out.write("\n")
+        if k == 0:
+            out.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def print_tables(doc: dict[str, Any], out: TextIO) -> None:
+    """The per-device wall table (seconds per step and % of step) and the per-link table."""
+    steps = max(int(doc["steps"]), 1)
+    out.write(f"trace: {doc['source']}\n")
+    window = {"markers": "step markers", "steps-line": "the Steps line", "whole-trace": "the whole trace"}
+    out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")
+    for note in doc.get("notes", []):
+        out.write(f"note: {note}\n")
+    devices = doc["devices"]
+    if not devices:
+        out.write("\nno device time in the analysed window\n")
+        return
+    cats: list[str] = []  # categories with time on some device, in precedence order
+    for d in devices.values():
+        cats += [c for c, s in d["wall"].items() if s and c not in cats and c != "idle"]
+    cats.append("idle")
+    out.write("\nper device, wall time per step (exclusive; the columns sum to the step):\n")
+    rows = [["device", "step", *cats]]
+    for name, d in devices.items():
+        step_s = d["window_s"] / steps
+        row = [name, _fmt_s(step_s)]
+        for c in cats:
+            s = d["wall"].get(c)
+            if not s and c != "idle":
+                row.append("")
+            else:
+                pct = 100.0 * s / d["window_s"] if d["window_s"] else 0.0
+                row.append(f"{_fmt_s(s / steps)} {pct:4.1f}%")
+        rows.append(row)
+    _table(rows, out)
+    links = doc["links"]
+    out.write("\nper link, per step:\n")
+    if not links:
+        out.write("no copies or send/recv edges in the analysed window\n")
+        return
+    rows = [["src", "dst", "kind", "bytes", "count", "time", "GB/s"]]
+    for link in links:
+        b = None if link["bytes"] is None else link["bytes"] / steps
+        t = None if link["seconds"] is None else link["seconds"] / steps
+        gbps = (
+            "not measured"
+            if not link["measured"]
+            else ("-" if link["gbps"] is None else f"{link['gbps']:.2f}")
+        )
+        rows.append(
+            [
+                link["src"],
+                link["dst"],
+                link["kind"],
+                _fmt_bytes(b),
+                f"{link['count'] / steps:g}",
+                _fmt_s(t) if link["measured"] else "not measured",
+                gbps,
+            ]
+        )
+    _table(rows, out)

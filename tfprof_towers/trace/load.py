@@ -1,0 +1,909 @@
+"""Find a trace, decode it and build the ``events`` and ``steps`` DataFrames.
+
+``load_trace(path)`` accepts an ``*.xplane.pb`` file, or any directory holding
+``plugins/profile/<run>/<host>.xplane.pb`` (a TensorBoard logdir, or a run
+directory's ``tensorboard/<variant>/``); with several runs or hosts it uses the
+newest run's first host and says so in ``Trace.notes`` (``run=`` chooses).
+
+Decoding (see :mod:`.xspace`): the protobuf runtime walks planes, lines and metadata;
+the events of all lines are decoded together with numpy.  Strings become categorical
+codes once: event names through each plane's metadata table, string stats through a
+hash of their bytes (or their ``ref_value``), so anything parsed from a string --
+``memcpy_details``, rendezvous keys, ``node:OpType`` names -- is parsed once per
+distinct string, never per event.
+
+``events`` columns (one row per event; derived lines such as ``Steps`` or
+``TensorFlow Ops`` are left out, they only repeat other events):
+
+===============  ==========  ===============================================================
+plane            category    plane name (``/host:CPU``, ``/device:GPU:0``, ...)
+device           category    device the event's time belongs to: the GPU plane, or for host
+                             events the device of their TF node (``node_devices``), else the
+                             host plane
+line             category    thread or stream name
+name             category    event name
+op_type          category    TF op type (``MatMul``; ``_Send``), "" when none
+tf_op            category    TF node name (host ops; ``tf_op``/``annotation`` of kernels)
+start_ps         int64       start, picoseconds after the earliest line timestamp
+dur_ps           int64       duration, picoseconds
+category         category    one of :data:`CATEGORIES`
+bytes            int64       bytes moved (copies: ``memcpy_details``), else 0
+src_device       category    copy / send source device, "" when none
+dst_device       category    copy / send destination device, "" when none
+edge             category    rendezvous edge name of ``_Send``/``_Recv``, "" when none
+step             int64       step whose window holds the event's start, -1 when none
+===============  ==========  ===============================================================
+
+``steps`` columns: ``step`` (int64), ``start_ps``, ``end_ps`` (int64).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceError
+from . import xspace as xs
+
+# ---------------------------------------------------------------------------------------------
+# Categories
+
+#: Every category an event can have; the first eleven are time categories.
+CATEGORIES: tuple[str, ...] = (
+    "compute",
+    "collective",
+    "p2p",
+    "d2d",
+    "h2d",
+    "d2h",
+    "memset",
+    "host_compute",
+    "send_recv",
+    "input",
+    "framework",
+    "marker",
+    "other",
+)
+#: Categories that count as time (``marker``: step / session annotations; ``other``: planes
+#: that are neither the host nor a device).
+TIME_CATEGORIES: tuple[str, ...] = CATEGORIES[:11]
+COPY_CATEGORIES: tuple[str, ...] = ("p2p", "d2d", "h2d", "d2h")
+CATEGORY_DTYPE = pd.CategoricalDtype(list(CATEGORIES))
+_CAT = {c: np.int8(i) for i, c in enumerate(CATEGORIES)}
+
+HOST_PLANE = "/host:CPU"
+#: Derived lines repeat events of other lines (TensorFlow's ids count down from -0xDEADBEEF).
+DERIVED_LINE_NAMES = frozenset(
+    {
+        "Steps",
+        "TensorFlow Ops",
+        "TensorFlow Name Scope",
+        "XLA Ops",
+        "XLA Modules",
+        "Launch Stats",
+        "Source code",
+        "XLA TraceMe",
+        "Framework Ops",
+        "Framework Name Scope",
+        "SparseCore Ops",
+    }
+)
+_DERIVED_ID = -559038737
+#: Host events that annotate steps or sessions rather than doing work.
+MARKER_NAMES = frozenset({"train", "SessionRun", "TraceContext", "test", "eval", "predict"})
+SEND_RECV_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
+_COLLECTIVE = re.compile(
+    r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|collective_?permute|collectivereduce",
+    re.IGNORECASE,
+)
+_INPUT_NAME = re.compile(
+    r"^(Iterator::|Prefetch|IteratorGetNext|MultiDeviceIterator|ParallelMap|MapAndBatch)"
+)
+_INPUT_TYPE = re.compile(r"Iterator|Dataset")
+_TF_OP = re.compile(r"^([^:\s#]+):([A-Za-z_][A-Za-z0-9_]*)$")
+_DEVICE_INDEX = re.compile(r"^(/device:[A-Za-z_]+:)(\d+)$")
+
+
+def canonical_device(name: str) -> str:
+    """``/job:x/replica:0/task:0/device:CPU:1`` or ``/cpu:1`` -> ``/device:CPU:1``."""
+    m = re.search(r"(?:^|/)(?:device:)?([A-Za-z_]+):(\d+)$", name.strip())
+    if not m:
+        return name
+    return f"/device:{m.group(1).upper()}:{m.group(2)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating the trace file
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One ``*.xplane.pb`` found under a directory."""
+
+    path: Path
+    run: str  # "<logdir relative to the root>/<run>" or "<run>"
+    host: str
+
+
+def find_profiles(root: Path) -> list[Profile]:
+    """Every ``plugins/profile/<run>/<host>.xplane.{pb,riegeli}`` under ``root``, oldest run first."""
+    root = Path(root)
+    found = []
+    for pattern in ("*.xplane.pb", "*.xplane.riegeli"):
+        for p in root.glob(f"**/plugins/profile/*/{pattern}"):
+            logdir = p.parent.parent.parent.parent.relative_to(root).as_posix()
+            run = p.parent.name if logdir == "." else f"{logdir}/{p.parent.name}"
+            found.append(Profile(p, run, p.name.split(".xplane.")[0]))
+    return sorted(found, key=lambda f: (f.path.parent.name, f.run, f.host))
+
+
+def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, ...]]:
+    """The trace file ``path`` names, and notes on which one was picked."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or directory")
+    if path.is_file():
+        return path, ()
+    profiles = find_profiles(path)
+    if not profiles:
+        raise TraceError(
+            f"{path}: no profile found (expected plugins/profile/<run>/<host>.xplane.pb below it)"
+        )
+    chosen = profiles
+    if run is not None:
+        chosen = [
+            p
+            for p in profiles
+            if run in (p.run, p.path.parent.name, f"{p.run}/{p.host}", p.host)
+            or p.run.startswith(run.rstrip("/") + "/")
+        ]
+        if not chosen:
+            raise TraceError(
+                f"--run {run}: no such run under {path}; runs: {', '.join(sorted({p.run for p in profiles}))}"
+            )
+    newest = chosen[-1].path.parent.name
+    candidates = [p for p in chosen if p.path.parent.name == newest]
+    pick = candidates[0]
+    notes = []
+    runs = sorted({p.run for p in profiles})
+    if len(runs) > 1 and run is None:
+        notes.append(f"{len(runs)} runs under {path}; using the newest, {pick.run} (choose with --run)")
+    if len(candidates) > 1:
+        hosts = ", ".join(p.host for p in candidates)
+        notes.append(
+            f"run {pick.run} has {len(candidates)} hosts ({hosts}); using {pick.host} "
+            f"(choose with --run {pick.run}/HOST)"
+        )
+    return pick.path, tuple(notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Trace record
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One decoded trace: its events and steps, and how the step windows were found."""
+
+    source: str
+    events: pd.DataFrame
+    steps: pd.DataFrame
+    window: str  # "markers" | "steps-line" | "whole-trace"
+    hostnames: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+_RIEGELI_MAGIC = b"\x83\xaf\x70\xd1\x0d\x88\x4a\x3f"
+
+
+def load_trace(
+    path: Path | str, run: str | None = None, node_devices: Mapping[str, str] | None = None
+) -> Trace:
+    """Locate, read and decode a trace (see the module docstring)."""
+    file, notes = locate(path, run)
+    if file.name.endswith(".xplane.riegeli"):
+        raise TraceError(
+            f"{file}: the newer .xplane.riegeli form is not supported; "
+            "export the profile as .xplane.pb (the TensorFlow profiler's default)"
+        )
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    trace = trace_from_bytes(data, str(file), node_devices)
+    return Trace(trace.source, trace.events, trace.steps, trace.window, trace.hostnames, notes + trace.notes)
+
+
+def trace_from_bytes(
+    data: bytes, source: str = "<bytes>", node_devices: Mapping[str, str] | None = None
+) -> Trace:
+    """Decode a serialized XSpace; every way it can be broken raises :class:`TraceError`."""
+    if not data:
+        raise TraceError(f"{source}: empty file")
+    if data.startswith(_RIEGELI_MAGIC):
+        raise TraceError(f"{source}: this is the newer .xplane.riegeli form, which is not supported")
+    space = xs.parse_view(data, source)
+    if not len(space.planes):
+        raise TraceError(f"{source}: no profiler planes in it: not an XSpace trace")
+    try:
+        return _decode(space, source, node_devices or {})
+    except xs.Malformed as exc:
+        raise TraceError(f"{source}: corrupted trace ({exc})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+@dataclass(frozen=True)
+class _Planes:
+    """Per-plane tables and the event -> plane / line maps."""
+
+    names: list[str]
+    kinds: np.ndarray  # int8 per plane: 0 host, 1 device, 2 other
+    line_names: list[str]
+    line_plane: np.ndarray  # int64 per line
+    line_derived: np.ndarray  # bool per line
+    line_ts_ps: np.ndarray  # int64 per line
+    event_line: np.ndarray  # int64 per event
+    event_lo: np.ndarray  # int64 per plane: first event index
+    event_hi: np.ndarray
+    event_md: list[tuple[np.ndarray, list[str], list]]  # per plane: sorted ids, names, metadata
+    stat_md: list[dict[int, str]]  # per plane: stat metadata id -> name
+
+
+def _collect(space) -> tuple[_Planes, list[bytes]]:
+    names, kinds = [], []
+    line_names, line_plane, line_derived, line_ts, counts = [], [], [], [], []
+    event_lo, event_hi, event_md, stat_md = [], [], [], []
+    chunks: list[bytes] = []
+    for pi, plane in enumerate(space.planes):
+        names.append(plane.name)
+        kinds.append(0 if plane.name.startswith("/host:") else 1 if plane.name.startswith("/device:") else 2)
+        event_lo.append(len(chunks))
+        for line in plane.lines:
+            evs = list(line.events)
+            chunks.extend(evs)
+            counts.append(len(evs))
+            line_names.append(line.name or line.display_name or str(line.id))
+            line_plane.append(pi)
+            line_derived.append(line.name in DERIVED_LINE_NAMES or abs(line.id - _DERIVED_ID) < 64)
+            line_ts.append(line.timestamp_ns)
+        event_hi.append(len(chunks))
+        md = plane.event_metadata
+        ids = np.array(sorted(md.keys()), dtype=np.int64)
+        event_md.append((ids, [md[i].name for i in ids.tolist()], [md[i] for i in ids.tolist()]))
+        stat_md.append({k: v.name for k, v in plane.stat_metadata.items()})
+    line_plane_a = np.array(line_plane, dtype=np.int64)
+    planes = _Planes(
+        names=names,
+        kinds=np.array(kinds, dtype=np.int8),
+        line_names=line_names,
+        line_plane=line_plane_a,
+        line_derived=np.array(line_derived, dtype=bool),
+        # relative to the earliest line: epoch nanoseconds times 1000 would overflow int64
+        line_ts_ps=(np.array(line_ts, dtype=np.int64) - min(line_ts, default=0)) * 1000,
+        event_line=np.repeat(np.arange(len(counts), dtype=np.int64), counts),
+        event_lo=np.array(event_lo, dtype=np.int64),
+        event_hi=np.array(event_hi, dtype=np.int64),
+        event_md=event_md,
+        stat_md=stat_md,
+    )
+    return planes, chunks
+
+
+def dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for small non-negative ints, without sorting."""
+    if not values.size:
+        return values[:0], np.zeros(0, dtype=np.int64)
+    if values.min() < 0 or values.max() > 4 * values.size + (1 << 20):
+        uniq, inv = np.unique(values, return_inverse=True)
+        return uniq, inv.ravel()
+    used = np.flatnonzero(np.bincount(values))
+    remap = np.zeros(int(values.max()) + 1, dtype=np.int64)
+    remap[used] = np.arange(used.size)
+    return used, remap[values]
+
+
+class _Strings:
+    """A growing list of distinct strings; codes index it."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = [""]
+        self._index: dict[str, int] = {"": 0}
+
+    def code(self, s: str) -> int:
+        i = self._index.get(s)
+        if i is None:
+            i = self._index[s] = len(self.items)
+            self.items.append(s)
+        return i
+
+    def codes(self, strings: list[str]) -> np.ndarray:
+        return np.array([self.code(s) for s in strings], dtype=np.int64)
+
+
+#: Stats read from events (all others are skipped unread).
+_WANTED = ("step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type")
+
+
+def _decode(space, source: str, node_devices: Mapping[str, str]) -> Trace:
+    planes, chunks = _collect(space)
+    ev = xs.decode_events(chunks)
+    del chunks
+    n = ev.metadata_id.size
+    event_plane = planes.line_plane[planes.event_line] if n else np.zeros(0, dtype=np.int64)
+    start_ps = planes.line_ts_ps[planes.event_line] + ev.offset_ps
+    dur_ps = ev.duration_ps
+
+    strings = _Strings()
+    name_code = _event_names(planes, ev, strings)
+    stats = _wanted_stats(planes, ev, event_plane, strings)
+    _metadata_stat_fallback(planes, ev, stats, strings)
+
+    cols = _classify(planes, event_plane, name_code, stats, strings, node_devices)
+    derived = planes.line_derived[planes.event_line]
+    steps, window = _step_windows(
+        planes, ev, event_plane, start_ps, dur_ps, derived, name_code, stats, strings, cols["category"]
+    )
+    keep = ~derived
+    step = _assign_steps(start_ps[keep], steps)
+    events = _frame(planes, strings, keep, event_plane, name_code, start_ps, dur_ps, cols, step)
+    notes = (
+        ()
+        if window != "whole-trace"
+        else ("no step markers and no Steps line: the whole trace is analysed as one window",)
+    )
+    return Trace(source, events, steps, window, tuple(space.hostnames), notes)
+
+
+def _event_names(planes: _Planes, ev: xs.Events, strings: _Strings) -> np.ndarray:
+    """Per event: code of its name in ``strings``."""
+    out = np.zeros(ev.metadata_id.size, dtype=np.int64)
+    for pi, (ids, names, _) in enumerate(planes.event_md):
+        lo, hi = planes.event_lo[pi], planes.event_hi[pi]
+        if hi == lo or not ids.size:
+            continue
+        md = ev.metadata_id[lo:hi]
+        local = np.minimum(np.searchsorted(ids, md), ids.size - 1)
+        codes = strings.codes(names)
+        out[lo:hi] = np.where(ids[local] == md, codes[local], 0)
+    return out
+
+
+@dataclass
+class _Stat:
+    """One wanted stat, per event: string code (-1 absent) and integer value."""
+
+    code: np.ndarray
+    num: np.ndarray
+    present: np.ndarray
+
+
+def _wanted_stats(
+    planes: _Planes, ev: xs.Events, event_plane: np.ndarray, strings: _Strings
+) -> dict[str, _Stat]:
+    n = ev.metadata_id.size
+    out = {w: _Stat(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)) for w in _WANTED}
+    if not ev.stat_owner.size:
+        return out
+    md = xs.stat_metadata_ids(ev)
+    plane = event_plane[ev.stat_owner]
+    # (plane, stat metadata id) -> wanted index, through one sorted key table
+    keys, which = [], []
+    for pi, table in enumerate(planes.stat_md):
+        for sid, sname in table.items():
+            if sname in _WANTED and 0 <= sid < (1 << 40):
+                keys.append((pi << 40) | sid)
+                which.append(_WANTED.index(sname))
+    if not keys:
+        return out
+    order = np.argsort(keys)
+    keys_a, which_a = np.array(keys, dtype=np.int64)[order], np.array(which, dtype=np.int64)[order]
+    k = (plane << 40) | np.clip(md, 0, (1 << 40) - 1)
+    loc = np.minimum(np.searchsorted(keys_a, k), keys_a.size - 1)
+    hit = np.flatnonzero(keys_a[loc] == k)
+    if not hit.size:
+        return out
+    w = which_a[loc[hit]]
+    vals = xs.decode_stat_values(ev.buf, ev.stat_start[hit], ev.stat_end[hit])
+    owner = ev.stat_owner[hit]
+    codes = _stat_string_codes(planes, ev.buf, vals, plane[hit], strings)
+    nums = vals.as_int64
+    for wi, wname in enumerate(_WANTED):
+        sel = w == wi
+        if sel.any():
+            st = out[wname]
+            st.code[owner[sel]] = codes[sel]
+            st.num[owner[sel]] = nums[sel]
+            st.present[owner[sel]] = True
+    return out
+
+
+def _stat_string_codes(
+    planes: _Planes, buf: xs.Buffer, vals: xs.StatValues, plane: np.ndarray, strings: _Strings
+) -> np.ndarray:
+    """Per stat: the code of its value as a string (refs resolved, numbers printed)."""
+    codes = np.full(vals.kind.size, -1, dtype=np.int64)
+    is_str = (vals.kind == xs.KIND_STR) | (vals.kind == xs.KIND_BYTES)
+    if is_str.any():
+        idx = np.flatnonzero(is_str)
+        local, texts = xs.distinct_strings(buf, vals.str_start[idx], vals.str_len[idx])
+        codes[idx] = strings.codes(texts)[local]
+    is_ref = np.flatnonzero(vals.kind == xs.KIND_REF)
+    if is_ref.size:
+        ref = vals.num[is_ref].astype(np.int64) & ((1 << 40) - 1)
+        width = int(ref.max()) + 1
+        if width * len(planes.names) <= 4 * ref.size + (1 << 20):  # small ids: a dense key
+            uniq, inv = dense_unique(plane[is_ref] * width + ref)
+            pairs = [(int(u) // width, int(u) % width) for u in uniq]
+        else:
+            uniq, inv = np.unique((plane[is_ref] << 40) | ref, return_inverse=True)
+            pairs = [(int(u) >> 40, int(u) & ((1 << 40) - 1)) for u in uniq]
+        texts = [planes.stat_md[p].get(i, "") for p, i in pairs]
+        codes[is_ref] = strings.codes(texts)[inv]
+    is_num = np.flatnonzero((vals.kind == xs.KIND_INT64) | (vals.kind == xs.KIND_UINT64))
+    if is_num.size:
+        inv, uniq = pd.factorize(vals.num[is_num].view(np.int64))
+        codes[is_num] = strings.codes([str(u) for u in uniq.tolist()])[inv]
+    return codes
+
+
+def _metadata_stat_fallback(
+    planes: _Planes, ev: xs.Events, stats: dict[str, _Stat], strings: _Strings
+) -> None:
+    """Stats a writer put on the event metadata instead of each event (newer TensorFlow)."""
+    for pi, (ids, _, mds) in enumerate(planes.event_md):
+        table: dict[str, dict[int, tuple[int, int]]] = {}
+        for i, md in enumerate(mds):
+            for st in md.stats:
+                sname = planes.stat_md[pi].get(st.metadata_id)
+                if sname not in _WANTED:
+                    continue
+                kind = st.WhichOneof("value")
+                if kind == "ref_value":
+                    text, num = planes.stat_md[pi].get(st.ref_value, ""), 0
+                elif kind in ("str_value", "bytes_value"):
+                    raw = getattr(st, kind)
+                    text, num = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw), 0
+                elif kind is None:
+                    continue
+                else:
+                    num = int(getattr(st, kind))
+                    text = str(num)
+                table.setdefault(sname, {})[i] = (strings.code(text), num)
+        lo, hi = planes.event_lo[pi], planes.event_hi[pi]
+        if not table or hi == lo:
+            continue
+        local = np.minimum(np.searchsorted(ids, ev.metadata_id[lo:hi]), ids.size - 1)
+        for sname, entries in table.items():
+            code_of = np.full(ids.size, -1, dtype=np.int64)
+            num_of = np.zeros(ids.size, dtype=np.int64)
+            for i, (c, v) in entries.items():
+                code_of[i], num_of[i] = c, v
+            st = stats[sname]
+            missing = ~st.present[lo:hi] & (code_of[local] >= 0)
+            idx = lo + np.flatnonzero(missing)
+            st.code[idx] = code_of[local[missing]]
+            st.num[idx] = num_of[local[missing]]
+            st.present[idx] = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification: per distinct string, then broadcast through codes
+
+
+@dataclass(frozen=True)
+class CopyDetails:
+    """A parsed ``memcpy_details`` string (either form)."""
+
+    size: int
+    dest: int
+    kind_src: str
+    kind_dst: str
+
+
+def parse_memcpy_details(text: str) -> CopyDetails:
+    """``kind_src:<k> kind_dst:<k> size:<n> dest:<d> async:<a>``, or the older ``size:.. dest:..``."""
+    fields = dict(re.findall(r"(\w+):(\S+)", text))
+
+    def as_int(key: str, default: int, limit: int) -> int:
+        try:
+            value = int(fields.get(key, default))
+        except ValueError:
+            return default
+        return value if 0 <= value < limit else default
+
+    return CopyDetails(
+        as_int("size", 0, 1 << 62),
+        as_int("dest", -1, 1 << 20),
+        fields.get("kind_src", ""),
+        fields.get("kind_dst", ""),
+    )
+
+
+def split_tf_op(text: str) -> tuple[str, str]:
+    """``tf_op``/``annotation`` text -> (node name, op type); ``#...#`` decorations dropped."""
+    clean = re.sub(r"#[^#]*#", "", text)
+    parts = [p for p in clean.split("::") if p]
+    if not parts:
+        return "", ""
+    last = parts[-1].strip()
+    m = _TF_OP.match(last)
+    return (m.group(1), m.group(2)) if m else (last, "")
+
+
+_COPY_SUFFIX = {
+    "h2d": "h2d",
+    "htod": "h2d",
+    "d2h": "d2h",
+    "dtoh": "d2h",
+    "d2d": "d2d",
+    "dtod": "d2d",
+    "p2p": "p2p",
+    "ptop": "p2p",
+    "peer": "p2p",
+}
+
+
+def _device_name_category(name: str) -> str:
+    """Category of a device-plane event from its name; ``other_copy`` for MemcpyOther & co."""
+    low = name.lower()
+    if low.startswith("memcpy"):
+        tail = low[6:].lstrip("_ ")
+        for suffix, cat in _COPY_SUFFIX.items():
+            if tail.startswith(suffix):
+                return cat
+        return "other_copy"
+    if low.startswith("memset"):
+        return "memset"
+    if _COLLECTIVE.search(name):
+        return "collective"
+    return "compute"
+
+
+def _host_name_category(name: str) -> tuple[str, str, str]:
+    """(category, node, op type) of a host event name."""
+    if name in MARKER_NAMES:
+        return "marker", "", ""
+    m = _TF_OP.match(name)
+    if m:
+        node, op_type = m.group(1), m.group(2)
+        if op_type in SEND_RECV_TYPES:
+            return "send_recv", node, op_type
+        if _INPUT_TYPE.search(op_type):
+            return "input", node, op_type
+        return "host_compute", node, op_type
+    if _INPUT_NAME.match(name):
+        return "input", "", ""
+    return "framework", "", ""
+
+
+def _kind_of(memory_kind: str) -> str:
+    k = memory_kind.lower()
+    if k in ("device", "array"):
+        return "d"
+    if k in ("pageable", "pinned", "host", "managed"):
+        return "h"
+    return "?"
+
+
+def _classify(
+    planes: _Planes,
+    event_plane: np.ndarray,
+    name_code: np.ndarray,
+    stats: dict[str, _Stat],
+    strings: _Strings,
+    node_devices: Mapping[str, str],
+) -> dict[str, np.ndarray]:
+    """Per event: category, device, tf_op, op_type, bytes, src/dst device and edge codes."""
+    n = name_code.size
+    kind = planes.kinds[event_plane] if n else np.zeros(0, np.int8)
+    items = strings.items
+    n_names = len(items)
+    host_cat = np.zeros(n_names, dtype=np.int8)
+    host_node = np.zeros(n_names, dtype=np.int64)
+    host_type = np.zeros(n_names, dtype=np.int64)
+    dev_cat = np.zeros(n_names, dtype=np.int8)
+    used = dense_unique(name_code)[0]
+    other_copy = np.int8(-1)
+    for c in used.tolist():
+        name = items[c]
+        cat, node, op_type = _host_name_category(name)
+        host_cat[c], host_node[c], host_type[c] = _CAT[cat], strings.code(node), strings.code(op_type)
+        dcat = _device_name_category(name)
+        dev_cat[c] = other_copy if dcat == "other_copy" else _CAT[dcat]
+
+    category = np.full(n, _CAT["other"], dtype=np.int8)
+    tf_op = np.zeros(n, dtype=np.int64)
+    op_type = np.zeros(n, dtype=np.int64)
+    nbytes = np.zeros(n, dtype=np.int64)
+    src = np.zeros(n, dtype=np.int64)
+    dst = np.zeros(n, dtype=np.int64)
+    edge = np.zeros(n, dtype=np.int64)
+    device = strings.codes(planes.names)[event_plane] if n else np.zeros(0, np.int64)
+
+    # --- host plane
+    host = kind == 0
+    hc = name_code[host]
+    category[host] = host_cat[hc]
+    tf_op[host] = host_node[hc]
+    op_type[host] = host_type[hc]
+    category[host & stats["step_num"].present] = _CAT["marker"]
+    # ExecutorState::ProcessAsync events name their node in stats: recvs are send/recv time
+    is_async = host & (stats["name"].code >= 0) & (stats["kernel_type"].code >= 0)
+    if is_async.any():
+        is_send_recv = np.array([t in SEND_RECV_TYPES for t in strings.items], dtype=bool)
+        ktc = stats["kernel_type"].code
+        category[is_async & is_send_recv[np.maximum(ktc, 0)]] = _CAT["send_recv"]
+        tf_op[is_async] = stats["name"].code[is_async]
+        op_type[is_async] = ktc[is_async]
+
+    # send/recv endpoints from rendezvous keys, once per distinct key
+    key = stats["key"].code
+    has_key = host & (key >= 0)
+    if has_key.any():
+        uniq, inv = dense_unique(key[has_key])
+        parsed = [_parse_key(strings.items[u]) for u in uniq.tolist()]
+        src[has_key] = strings.codes([p[0] for p in parsed])[inv]
+        dst[has_key] = strings.codes([p[1] for p in parsed])[inv]
+        edge[has_key] = strings.codes([p[2] for p in parsed])[inv]
+
+    # host ops joined to devices through the partition graphs
+    if node_devices:
+        mapped = host & (tf_op > 0)
+        uniq, inv = dense_unique(tf_op[mapped])
+        dev = [
+            canonical_device(node_devices[strings.items[u]]) if strings.items[u] in node_devices else None
+            for u in uniq.tolist()
+        ]
+        target = np.array([strings.code(d) if d else -1 for d in dev], dtype=np.int64)
+        t = target[inv] if uniq.size else np.zeros(0, np.int64)
+        idx = np.flatnonzero(mapped)
+        ok = t >= 0
+        device[idx[ok]] = t[ok]
+
+    # --- device planes
+    dv = kind == 1
+    category[dv] = dev_cat[name_code[dv]]
+    op_text = np.where(stats["tf_op"].code >= 0, stats["tf_op"].code, stats["annotation"].code)
+    has_op = dv & (op_text >= 0)
+    if has_op.any():
+        uniq, inv = dense_unique(op_text[has_op])
+        split = [split_tf_op(strings.items[u]) for u in uniq.tolist()]
+        tf_op[has_op] = strings.codes([s[0] for s in split])[inv]
+        op_type[has_op] = strings.codes([s[1] for s in split])[inv]
+    _copies(planes, event_plane, dv, category, stats["memcpy_details"].code, strings, nbytes, src, dst)
+    category[dv & (category == other_copy)] = _CAT["d2d"]
+    return {
+        "category": category,
+        "device": device,
+        "tf_op": tf_op,
+        "op_type": op_type,
+        "bytes": nbytes,
+        "src": src,
+        "dst": dst,
+        "edge": edge,
+    }
+
+
+def _parse_key(key: str) -> tuple[str, str, str]:
+    """Rendezvous key ``src;incarnation;dst;edge;0:0`` -> (src, dst, edge)."""
+    parts = key.split(";")
+    if len(parts) < 4:
+        return "", "", ""
+    return canonical_device(parts[0]), canonical_device(parts[2]), parts[3]
+
+
+def _copies(
+    planes: _Planes,
+    event_plane: np.ndarray,
+    dv: np.ndarray,
+    category: np.ndarray,
+    details: np.ndarray,
+    strings: _Strings,
+    nbytes: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+) -> None:
+    """Bytes, kind and endpoints of device copies, from ``memcpy_details`` parsed once per string."""
+    copy_codes = np.array([_CAT[c] for c in COPY_CATEGORIES] + [-1], dtype=np.int8)
+    is_copy = dv & np.isin(category, copy_codes)
+    if not is_copy.any():
+        return
+    idx = np.flatnonzero(is_copy)
+    plane = event_plane[idx]
+    cat = category[idx].copy()
+    dest = np.full(idx.size, -1, dtype=np.int64)
+    d = details[idx]
+    has = d >= 0
+    if has.any():
+        uniq, inv = dense_unique(d[has])
+        parsed = [parse_memcpy_details(strings.items[u]) for u in uniq.tolist()]
+        size = np.array([p.size for p in parsed], dtype=np.int64)[inv]
+        nbytes[idx[has]] = size
+        dest[has] = np.array([p.dest for p in parsed], dtype=np.int64)[inv]
+        by_kinds = np.array([_CAT.get(_kinds_category(p) or "", -1) for p in parsed], dtype=np.int8)[inv]
+        rows = np.flatnonzero(has)
+        fix = (cat[rows] == -1) & (by_kinds >= 0)  # MemcpyOther: the memory kinds say which way
+        cat[rows[fix]] = by_kinds[fix]
+    cat[cat == -1] = _CAT["d2d"]
+    # device index of each plane, and the same device type's name for a destination index
+    plane_index = np.array([_index_of(p) for p in planes.names], dtype=np.int64)
+    own = plane_index[plane]
+    peer = (cat == _CAT["d2d"]) & (dest >= 0) & (dest != own)
+    cat[peer] = _CAT["p2p"]
+    category[idx] = cat
+    plane_code = strings.codes(planes.names)[plane]
+    host_code = strings.code(HOST_PLANE)
+    src[idx] = np.where(cat == _CAT["h2d"], host_code, plane_code)
+    dst[idx] = np.where(cat == _CAT["d2h"], host_code, plane_code)
+    p2p = np.flatnonzero(cat == _CAT["p2p"])
+    dst[idx[p2p[dest[p2p] < 0]]] = 0  # a peer copy without details: destination unknown
+    p2p = p2p[dest[p2p] >= 0]
+    if p2p.size:
+        width = int(dest[p2p].max()) + 1
+        uniq, inv = dense_unique(plane[p2p] * width + dest[p2p])
+        names = [_peer_name(planes.names[int(u) // width], int(u) % width) for u in uniq.tolist()]
+        dst[idx[p2p]] = strings.codes(names)[inv]
+
+
+def _kinds_category(p: CopyDetails) -> str | None:
+    pair = _kind_of(p.kind_src) + _kind_of(p.kind_dst)
+    return {"hd": "h2d", "dh": "d2h", "dd": "d2d"}.get(pair)
+
+
+def _index_of(plane_name: str) -> int:
+    m = _DEVICE_INDEX.match(plane_name)
+    return int(m.group(2)) if m else -1
+
+
+def _peer_name(plane_name: str, dest: int) -> str:
+    m = _DEVICE_INDEX.match(plane_name)
+    return f"{m.group(1)}{dest}" if m else f"/device:GPU:{dest}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps
+
+
+def _step_windows(
+    planes: _Planes,
+    ev: xs.Events,
+    event_plane: np.ndarray,
+    start_ps: np.ndarray,
+    dur_ps: np.ndarray,
+    derived: np.ndarray,
+    name_code: np.ndarray,
+    stats: dict[str, _Stat],
+    strings: _Strings,
+    category: np.ndarray,
+) -> tuple[pd.DataFrame, str]:
+    """Step windows: ``train``-style markers (step_num), else the Steps line, else the whole trace."""
+    host = planes.kinds[event_plane] == 0 if event_plane.size else np.zeros(0, bool)
+    marker = np.flatnonzero(host & stats["step_num"].present & ~derived)
+    if marker.size:
+        return _windows(
+            stats["step_num"].num[marker], start_ps[marker], start_ps[marker] + dur_ps[marker]
+        ), "markers"
+    steps_line = np.array([n == "Steps" for n in planes.line_names], dtype=bool)
+    on_steps = np.flatnonzero(steps_line[planes.event_line]) if event_plane.size else np.zeros(0, np.int64)
+    if on_steps.size:
+        names = [strings.items[c] for c in dense_unique(name_code[on_steps])[0].tolist()]
+        number = {strings.code(nm): int(nm) for nm in names if nm.strip().lstrip("-").isdigit()}
+        codes = name_code[on_steps]
+        if len(number) == len(names):
+            lut = np.zeros(len(strings.items), dtype=np.int64)
+            for c, v in number.items():
+                lut[c] = v
+            step = lut[codes]
+        else:  # step names that are not numbers: number them in order of name
+            step = dense_unique(codes)[1].astype(np.int64)
+        return _windows(step, start_ps[on_steps], start_ps[on_steps] + dur_ps[on_steps]), "steps-line"
+    counted = np.flatnonzero(~derived & np.isin(category, [_CAT[c] for c in TIME_CATEGORIES]))
+    if not counted.size:
+        return _windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), "whole-trace"
+    lo, hi = start_ps[counted].min(), (start_ps[counted] + dur_ps[counted]).max()
+    return _windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace"
+
+
+def _windows(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """One window per step number (earliest start, latest end), sorted, overlaps trimmed."""
+    df = pd.DataFrame(
+        {"step": step.astype(np.int64), "start_ps": start.astype(np.int64), "end_ps": end.astype(np.int64)}
+    )
+    df = df.groupby("step", as_index=False).agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
+    df = df.sort_values(["start_ps", "step"], kind="stable").reset_index(drop=True)
+    if len(df) > 1:
+        starts, ends = df["start_ps"].to_numpy(), df["end_ps"].to_numpy().copy()
+        ends[:-1] = np.minimum(ends[:-1], starts[1:])
+        df["end_ps"] = ends
+    return df.astype({"step": "int64", "start_ps": "int64", "end_ps": "int64"})
+
+
+def _assign_steps(start_ps: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """Per event: the step whose window holds its start, else -1."""
+    if not len(steps):
+        return np.full(start_ps.size, -1, dtype=np.int64)
+    ws = steps["start_ps"].to_numpy()
+    we = steps["end_ps"].to_numpy()
+    i = np.searchsorted(ws, start_ps, side="right") - 1
+    ok = (i >= 0) & (start_ps < we[np.maximum(i, 0)])
+    return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames
+
+EVENT_COLUMNS: dict[str, object] = {
+    "plane": "category",
+    "device": "category",
+    "line": "category",
+    "name": "category",
+    "op_type": "category",
+    "tf_op": "category",
+    "start_ps": "int64",
+    "dur_ps": "int64",
+    "category": CATEGORY_DTYPE,
+    "bytes": "int64",
+    "src_device": "category",
+    "dst_device": "category",
+    "edge": "category",
+    "step": "int64",
+}
+
+
+def empty_events() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in EVENT_COLUMNS.items()})
+
+
+def _categorical(codes: np.ndarray, strings: _Strings) -> pd.Categorical:
+    """Codes into ``strings`` -> a Categorical holding only the categories used."""
+    used, inv = dense_unique(codes)
+    cats = [strings.items[u] for u in used.tolist()]
+    return pd.Categorical.from_codes(inv.astype(np.int32), categories=cats)
+
+
+def _frame(
+    planes: _Planes,
+    strings: _Strings,
+    keep: np.ndarray,
+    event_plane: np.ndarray,
+    name_code: np.ndarray,
+    start_ps: np.ndarray,
+    dur_ps: np.ndarray,
+    cols: dict[str, np.ndarray],
+    step: np.ndarray,
+) -> pd.DataFrame:
+    if not keep.any():
+        return empty_events()
+    plane_codes = strings.codes(planes.names)
+    line_codes = strings.codes(planes.line_names)
+    category = cols["category"][keep]
+    # work on tf.data threads is input, unless it is a TF op or marker of its own
+    line_is_input = np.array([ln.startswith("tf_data") for ln in planes.line_names], dtype=bool)
+    on_input = line_is_input[planes.event_line[keep]] & (category == _CAT["framework"])
+    category = np.where(on_input, _CAT["input"], category).astype(np.int8)
+    return pd.DataFrame(
+        {
+            "plane": _categorical(plane_codes[event_plane[keep]], strings),
+            "device": _categorical(cols["device"][keep], strings),
+            "line": _categorical(line_codes[planes.event_line[keep]], strings),
+            "name": _categorical(name_code[keep], strings),
+            "op_type": _categorical(cols["op_type"][keep], strings),
+            "tf_op": _categorical(cols["tf_op"][keep], strings),
+            "start_ps": start_ps[keep],
+            "dur_ps": dur_ps[keep],
+            "category": pd.Categorical.from_codes(category, dtype=CATEGORY_DTYPE),
+            "bytes": cols["bytes"][keep],
+            "src_device": _categorical(cols["src"][keep], strings),
+            "dst_device": _categorical(cols["dst"][keep], strings),
+            "edge": _categorical(cols["edge"][keep], strings),
+            "step": step.astype(np.int64),
+        }
+    )
