@@ -1,0 +1,138 @@
+"""Hardware profiles: built-ins load with a source next to every number; bad input is one line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers.project.hardware import (
+    HardwareError,
+    builtin_dir,
+    builtin_names,
+    load_file,
+    load_hardware,
+)
+
+REQUIRED = ("2x-gtx1060-pcie3", "4x-v100-nvlink", "8x-a100-nvlink", "2x-rtx4090-pcie4")
+
+
+def run_cli(*argv: str) -> int:
+    from tfprof_towers.cli import main
+
+    return main(list(argv))
+
+
+def test_builtins_include_the_required_profiles() -> None:
+    assert set(REQUIRED) <= set(builtin_names())
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_builtin_loads(name: str) -> None:
+    hw = load_hardware(name)
+    assert hw.name == name
+    assert hw.origin == f"builtin:{name}"
+    assert hw.host.peak_flops() > 0
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_every_number_has_its_source_next_to_it(name: str) -> None:
+    """Each `key = <number>` line carries a comment saying where the number comes from."""
+    for line in (builtin_dir() / f"{name}.toml").read_text().splitlines():
+        if re.match(r"^\s*\w+\s*=\s*[-\d.]+\s*(#.*)?$", line):
+            comment = line.partition("#")[2].strip()
+            assert len(comment) > 8, f"{name}: no source next to: {line}"
+
+
+def test_expected_topologies() -> None:
+    assert load_hardware("2x-gtx1060-pcie3").peer.kind == "staged"
+    assert load_hardware("2x-rtx4090-pcie4").peer.kind == "staged"
+    assert load_hardware("4x-v100-nvlink").peer.topology == "mesh"
+    assert load_hardware("8x-a100-nvlink").peer.topology == "switch"
+    assert load_hardware("2x-gtx1060-pcie3").host_link.name == "PCIe 3.0 x8"
+
+
+def test_host_build_switches_flops_per_cycle() -> None:
+    hw = load_hardware("2x-gtx1060-pcie3")
+    # i7-7700K: 4 cores x 4.2 GHz x 32 (AVX2 FMA) and x 8 (SSE)
+    assert hw.host.peak_flops() == pytest.approx(537.6e9)
+    assert hw.with_host_build("unvectorised").host.peak_flops() == pytest.approx(134.4e9)
+    with pytest.raises(HardwareError, match="unknown TensorFlow build"):
+        hw.with_host_build("avx9")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "mine.toml"
+    p.write_text(text)
+    return p
+
+
+def _good_text() -> str:
+    return (builtin_dir() / "2x-gtx1060-pcie3.toml").read_text()
+
+
+def test_user_file_loads_by_path(tmp_path: Path) -> None:
+    hw = load_hardware(str(_write(tmp_path, _good_text())))
+    assert hw.origin.startswith("file:")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace("[host]", "[host"), "malformed TOML"),
+        (lambda t: t.replace("cores = 4 ", "# cores = 4 "), r"\[host\] missing key 'cores'"),
+        (lambda t: t.replace("cores = 4 ", "cores = \"four\" "), r"\[host\] cores must be a number"),
+        (lambda t: t.replace("cores = 4 ", "cores = 4.5 "), "must be a whole number"),
+        (lambda t: t.replace("count = 2", "count = 0"), r"\[accelerator\] count must be positive"),
+        (lambda t: t.replace("efficiency = 0.36", "efficiency = 1.5"), "at most 1"),
+        (lambda t: t.replace("latency_us = 10.0", "latency_us = -1"), "must not be negative"),
+        (lambda t: t.replace('kind = "staged"', 'kind = "telepathy"'), r"\[peer\] kind must be one of"),
+        (lambda t: t.replace('tensorflow_build = "vectorised"', 'tensorflow_build = "fast"'),
+         "tensorflow_build must be one of"),
+        (lambda t: t.replace("[host]", "[host]\ncorez = 3"), "unknown key 'corez'"),
+        (lambda t: t.split("[peer]")[0], r"missing table \[peer\]"),
+    ],
+)
+def test_bad_profiles_are_one_line_errors(tmp_path: Path, edit, message: str) -> None:
+    path = _write(tmp_path, edit(_good_text()))
+    with pytest.raises(HardwareError, match=message) as err:
+        load_file(path)
+    assert "\n" not in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_unknown_name_lists_the_builtins() -> None:
+    with pytest.raises(HardwareError, match=r"unknown hardware 'nope'.*2x-gtx1060-pcie3"):
+        load_hardware("nope")
+
+
+def test_missing_file() -> None:
+    with pytest.raises(HardwareError, match="not found"):
+        load_hardware("/no/such/profile.toml")
+
+
+def test_hardware_command_lists_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("hardware") == 0
+    out = capsys.readouterr().out
+    for name in REQUIRED:
+        assert name in out
+
+
+def test_hardware_command_shows_sources(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("hardware", "2x-gtx1060-pcie3") == 0
+    assert "Intel ARK" in capsys.readouterr().out
+
+
+def test_hardware_command_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert run_cli("hardware", "--json") == 0
+    names = [p["name"] for p in json.loads(capsys.readouterr().out)]
+    assert set(REQUIRED) <= set(names)
+
+
+def test_hardware_command_unknown_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("hardware", "nope") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown hardware 'nope'" in err

@@ -1,0 +1,64 @@
+"""`tfprof-towers project`: bad input fails in one line before any graph is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def run_cli(*argv: str) -> int:
+    from tfprof_towers.cli import main
+
+    return main(list(argv))
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], text: str) -> None:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert text in err
+
+
+def test_unknown_hardware(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("project", "--hardware", "16x-imaginary") == 2
+    _one_line_error(capsys, "unknown hardware '16x-imaginary'")
+
+
+def test_unknown_variant(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("project", "--hardware", "2x-gtx1060-pcie3", "--variants", "nope") == 2
+    _one_line_error(capsys, "unknown variant 'nope'")
+
+
+def test_malformed_hardware_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "box.toml"
+    bad.write_text("[host\ncores = 4\n")
+    assert run_cli("project", "--hardware", str(bad), "--variants", "single") == 2
+    _one_line_error(capsys, "malformed TOML")
+
+
+def test_missing_key_in_hardware_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "box.toml"
+    bad.write_text('name = "box"\n[host]\nmodel = "x"\n')
+    assert run_cli("project", "--hardware", str(bad)) == 2
+    _one_line_error(capsys, "[host] missing key 'cores'")
+
+
+def test_not_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("project", str(tmp_path), "--hardware", "2x-gtx1060-pcie3") == 2
+    _one_line_error(capsys, "not a tfprof-towers run directory")
+
+
+def test_missing_variant_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("project", "--hardware", "2x-gtx1060-pcie3", "--variant-file", "/no/such.py") == 2
+    _one_line_error(capsys, "not found")
+
+
+def test_importing_the_package_does_not_import_tensorflow() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, tfprof_towers.project, tfprof_towers.commands.project, "
+            "tfprof_towers.commands.hardware; print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,0 +1,70 @@
+"""`tfprof-towers hardware`: the hardware profiles `project` can use."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..cli import add_command
+from ..project.hardware import Hardware, builtin_names, load_hardware
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "hardware", run)
+    p.add_argument("name", nargs="?", default=None, metavar="NAME|FILE.toml",
+                   help="show one profile with the source of every number")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the built-in hardware profiles, or show one with its sources.
+
+    A profile names the host CPU (and the TensorFlow build assumed on it), the
+    accelerators' compute rate and memory bandwidth, the host<->accelerator link
+    and how accelerators reach each other (direct NVLink, or staged through the
+    host without peer access).  Write your own as TOML (copy a built-in from
+    `tfprof-towers hardware NAME`) and pass its path to `project --hardware`.
+    """
+    if args.name:
+        hw = load_hardware(args.name)
+        if args.json:
+            json.dump(hw.summary(), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            show(hw)
+        return 0
+    profiles = [load_hardware(n) for n in builtin_names()]
+    if args.json:
+        json.dump([h.summary() for h in profiles], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    table = Table(show_header=True, box=None)
+    for col in ("profile", "host", "accelerators", "host link", "accelerator<->accelerator"):
+        table.add_column(col)
+    for h in profiles:
+        peer = h.peer.link.name if h.peer.kind == "direct" else f"staged via host ({h.host_link.name})"
+        table.add_row(
+            f"[bold]{h.name}[/]", escape(f"{h.host.model}, {h.host.peak_flops() / 1e9:.0f} GFLOP/s peak"),
+            escape(f"{h.accelerator.count}x {h.accelerator.model}"), escape(h.host_link.name), escape(peer),
+        )
+    Console(highlight=False, width=160).print(table)
+    return 0
+
+
+def show(hw: Hardware) -> None:
+    """Every number of a profile next to its source: the profile file itself."""
+    out = Console(highlight=False, width=160)
+    out.print(f"[bold]{escape(hw.name)}[/]: {escape(hw.description)}  ({escape(hw.origin)})")
+    origin = hw.origin.split(":", 1)[1]
+    path = origin if hw.origin.startswith("file:") else None
+    if path is None:
+        from ..project.hardware import builtin_dir
+
+        path = str(builtin_dir() / f"{origin}.toml")
+    with open(path, encoding="utf-8") as fh:
+        out.print(fh.read(), markup=False)

@@ -1,0 +1,133 @@
+"""`tfprof-towers project`: projected step times of the placements on a hardware profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..cli import add_command
+from ..config import BASELINE_VARIANT, BUILTIN_NAMES, PRESETS, VariantSpec, get_preset, parse_variant_names
+from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
+from ..project.hardware import BUILDS, builtin_names
+from ..rundir import RunDir, write_json
+from ..summary import load_run
+from ..variant_files import resolve_variants
+
+DEFAULT_PRESET = "seed"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "project", run)
+    p.add_argument("run_dir", nargs="?", type=Path, default=None, metavar="RUN_DIR",
+                   help="a run directory written by `profile`: its variants, preset and measurements "
+                        "calibrate the projection (optional)")
+    p.add_argument("--hardware", required=True, metavar="NAME|FILE.toml",
+                   help="a built-in profile (" + ", ".join(builtin_names()) + ") or a TOML file; "
+                        "see `tfprof-towers hardware`")
+    p.add_argument("--preset", default=None, choices=list(PRESETS),
+                   help=f"workload size (default: the run's preset, or {DEFAULT_PRESET} without RUN_DIR)")
+    p.add_argument("--variants", default=None, metavar="A,B,...",
+                   help="built-in variants to project (default: the run's, or all built-ins)")
+    p.add_argument("--variant-file", action="append", default=[], metavar="PATH",
+                   help="a Python file with build_variant(devices); repeatable")
+    p.add_argument("--host-build", default=None, choices=BUILDS,
+                   help="TensorFlow build assumed on the host (default: the profile's)")
+    p.add_argument("--json", action="store_true", help="print the projection as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Project each placement's step time on a machine you do not have at hand.
+
+    Builds each variant's graph at the preset's full size without running it,
+    places it as TensorFlow would, and projects the step on a hardware profile:
+    two bounds (copies overlapped with compute, and fully serialised), the
+    bottleneck (host compute, accelerator compute or a named link), per-device
+    work and per-link bytes, a ranking and a recommendation.  With RUN_DIR the
+    run's measurements calibrate the host's per-op overhead and efficiency, the
+    static placement is checked against the run's partition graphs, and the
+    result is also written to RUN_DIR/projection.json.  Every number printed is
+    projected, not measured.
+    """
+    run_dir = RunDir(args.run_dir) if args.run_dir is not None else None
+    run = load_run(run_dir) if run_dir is not None else None
+    if args.preset:
+        preset = get_preset(args.preset)
+    else:
+        preset = run_preset(run) if run is not None else get_preset(DEFAULT_PRESET)
+    variants = _variants(args, run)
+    doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
+    if run_dir is not None:
+        write_json(run_dir.root / PROJECTION_JSON, doc)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_projection(doc, run_dir)
+    return 0 if doc["ranking"] else 3
+
+
+def _variants(args: argparse.Namespace, run: dict[str, Any] | None) -> tuple[VariantSpec, ...]:
+    if args.variants or args.variant_file:
+        builtin = parse_variant_names(args.variants) if args.variants else ()
+        return resolve_variants(builtin, list(args.variant_file))
+    if run is not None:
+        return run_variants(run)
+    return tuple(VariantSpec(n) for n in BUILTIN_NAMES)
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
+
+
+def projection_table(doc: dict[str, Any]) -> Table:
+    p = doc["preset"]
+    t = Table(title=f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
+                    f"dim {p['dim']}); not measured")
+    for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
+                      ("vs single", "right"), ("bottleneck", "left")):
+        t.add_column(col, justify=just)
+    by_name = {e["name"]: e for e in doc["variants"]}
+    base = by_name.get(BASELINE_VARIANT, {}).get("projected_step_s", {}).get("overlapped")
+    for name in doc["ranking"]:
+        e = by_name[name]
+        s = e["projected_step_s"]
+        speed = f"{base / s['overlapped']:.2f}x" if base else "-"
+        b = e["bottleneck"]
+        t.add_row(str(e["rank"]), name, _time(s["overlapped"]), _time(s["serial"]), speed,
+                  escape(f"{b['text']} ({b['share']:.0%} of step)"))
+    for e in doc["variants"]:
+        if "error" in e:
+            t.add_row("-", e["name"], "-", "-", "-", f"[red]{escape(e['error'])}[/]")
+    return t
+
+
+def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
+    out = Console(highlight=False, width=max(Console().width, 150))
+    out.print(projection_table(doc))
+    rec = doc["recommendation"]
+    if rec.get("variant"):
+        out.print(f"Projected recommendation: [bold]{rec['variant']}[/] — {escape(rec['reason'])}")
+    prof = doc["profile"]
+    host = prof["host"]
+    out.print(
+        f"Assumes: {escape(prof['description'])}; host {host['peak_gflops']:.0f} GFLOP/s peak "
+        f"({host['tensorflow_build']} TensorFlow build) x {host['efficiency']:.2f} efficiency. "
+        f"Sources: `tfprof-towers hardware {prof['name']}`.", markup=True,
+    )
+    cal = doc.get("calibration")
+    if cal:
+        for note in cal["notes"]:
+            out.print(f"calibration: {escape(note)}")
+        for name, check in cal.get("placement_checks", {}).items():
+            agree = "bytes per link agree" if check["links_agree"] else "bytes per link DIFFER"
+            out.print(f"placement check {escape(name)}: {check['ops_same_device']}/{check['ops_compared']} "
+                      f"ops on the measured device; {agree}")
+    if run_dir is not None:
+        out.print(f"projection: {run_dir.root / PROJECTION_JSON}", markup=False)

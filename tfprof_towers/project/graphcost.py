@@ -1,0 +1,286 @@
+"""A variant's graph at full size, built but never run: per-op work and cross-device copies.
+
+Imports TensorFlow: run it in a child (``python -m tfprof_towers.project.graphcost
+SPEC.json``) so the commands that only read run directories stay TensorFlow-free.
+
+Placement of a graph that is not run is worked out the way TensorFlow's placer
+would for the requested devices: an op's ``tf.device`` request, overridden by its
+colocation group's device (resource variable reads, optimizer slots), and the
+first accelerator for an op that requests nothing.  Not modelled: soft placement
+of ops that have no kernel on the requested device (a CPU-only TensorFlow build
+cannot tell which GPU kernels exist) and Grappler's rewrites (fusion, constant
+folding) of the real run.  With a run directory the placement is checked against
+that run's partition graphs (see :mod:`.calibrate`).
+
+The FLOP count of MatMul/Conv2D comes from :func:`capture.placement.op_flops`;
+other ops count one FLOP per output element.  Bytes per op are the bytes it reads
+and writes; views (Reshape, Identity, variable reads, axis-0 Split) move nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+#: Ops that alias their input (or move nothing) in TensorFlow's runtime.
+VIEW_OPS = frozenset({
+    "Reshape", "Identity", "ReadVariableOp", "Const", "VarHandleOp", "Placeholder", "NoOp",
+    "Shape", "ExpandDims", "Squeeze", "StopGradient", "PlaceholderWithDefault", "IdentityN",
+    "VariableV2", "VarIsInitializedOp",
+})
+MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D",
+                        "Conv2DBackpropInput", "Conv2DBackpropFilter"})
+COLLECTIVE_OPS = frozenset({"NcclAllReduce"})
+
+
+def tensor_nbytes(t: Any) -> int:
+    """Static size of a tensor in bytes; 0 for resources, strings, unknown shapes."""
+    import tensorflow as tf
+
+    if t.dtype in (tf.resource, tf.variant, tf.string):
+        return 0
+    if t.shape.rank is None:
+        return 0
+    dims = t.shape.as_list()
+    if any(d is None for d in dims):
+        return 0
+    return t.dtype.size * math.prod(dims)
+
+
+def executed_ops(fetches: Any) -> list[Any]:
+    """Every op a ``Session.run(fetches)`` executes, in a topological order."""
+    import tensorflow as tf
+
+    roots = [f if isinstance(f, tf.Operation) else f.op for f in tf.nest.flatten(fetches)]
+    seen: dict[str, Any] = {}
+    order: list[Any] = []
+    stack: list[tuple[Any, bool]] = [(op, False) for op in reversed(roots)]
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            order.append(op)
+            continue
+        if op.name in seen:
+            continue
+        seen[op.name] = op
+        stack.append((op, True))
+        for dep in list(op.control_inputs) + [t.op for t in op.inputs]:
+            if dep.name not in seen:
+                stack.append((dep, False))
+    return order
+
+
+def resolve_device(op: Any, graph: Any, default: str, placed: dict[str, str]) -> str:
+    """The device TensorFlow's placer would pick for ``op``.
+
+    In order: the device of the op its colocation group names; the device of the op
+    producing its first resource input (a resource is used where it lives); its own
+    ``tf.device`` request; ``default``.  ``placed`` holds the ops already resolved
+    (callers go in topological order).
+    """
+    from ..capture.devices import canonical_device
+
+    for group in op.colocation_groups():
+        name = group.decode()[len("loc:@"):] if group.startswith(b"loc:@") else ""
+        if name and name != op.name:
+            if name in placed:
+                return placed[name]
+            try:
+                root = graph.get_operation_by_name(name)
+            except KeyError:
+                continue
+            if root.device:
+                return canonical_device(root.device)
+    for t in op.inputs:
+        if t.dtype.name == "resource" and t.op.name in placed:
+            return placed[t.op.name]
+    return canonical_device(op.device) if op.device else default
+
+
+def op_work(op: Any) -> tuple[float, float]:
+    """(FLOPs, bytes read + written) of one op, from static shapes."""
+    from ..capture.placement import op_flops
+
+    if op.type in VIEW_OPS or (op.type == "Split" and _split_axis(op) == 0):
+        return 0.0, 0.0
+    out_bytes = sum(tensor_nbytes(t) for t in op.outputs)
+    in_bytes = sum(tensor_nbytes(t) for t in op.inputs)
+    if op.type.startswith("ResourceApply"):
+        # var and slots are read and written through their resource handles
+        resources = sum(1 for t in op.inputs if t.dtype.name == "resource")
+        largest = max((tensor_nbytes(t) for t in op.inputs), default=0)
+        in_bytes += 2 * resources * largest
+    flops = op_flops(op) if op.type in MATMUL_OPS else None
+    if flops is None:
+        elements = sum(_elements(t) for t in op.outputs)
+        if op.type.startswith("ResourceApply"):
+            elements = max((_elements(t) for t in op.inputs), default=0)
+        flops = elements
+    return float(flops), float(in_bytes + out_bytes)
+
+
+def _elements(t: Any) -> int:
+    if t.shape.rank is None or any(d is None for d in t.shape.as_list()):
+        return 0
+    return math.prod(t.shape.as_list())
+
+
+def _split_axis(op: Any) -> int | None:
+    import tensorflow as tf
+
+    try:
+        value = tf.get_static_value(op.inputs[0])
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None if value is None else int(value)
+
+
+def extract_work(
+    graph: Any, fetches: Any, host: str, accelerators: Iterable[str], default_to_accelerator: bool = True
+) -> dict[str, Any]:
+    """Per-op work, dependencies and cross-device copies of one step (JSON-able; see model.GraphWork).
+
+    An op that requests no device goes to the first accelerator when
+    ``default_to_accelerator`` (TensorFlow prefers GPUs), else to the host (with
+    logical CPU devices TensorFlow's default is ``/cpu:0``).
+    """
+    from ..capture.devices import canonical_device
+
+    host = canonical_device(host)
+    accels = [canonical_device(a) for a in accelerators]
+    default = accels[0] if (accels and default_to_accelerator) else host
+    order = executed_ops(fetches)
+    index = {op.name: i for i, op in enumerate(order)}
+    placed: dict[str, str] = {}
+    for op in order:
+        placed[op.name] = resolve_device(op, graph, default, placed)
+    devices = [placed[op.name] for op in order]
+    copies: list[dict[str, Any]] = []
+    copy_of: dict[tuple[str, str], int] = {}
+    collectives: dict[str, dict[str, Any]] = {}
+    ops: list[dict[str, Any]] = []
+    for i, op in enumerate(order):
+        dev = devices[i]
+        deps: set[int] = set()
+        waits: set[int] = set()
+        for t in op.inputs:
+            j = index[t.op.name]
+            if devices[j] == dev:
+                deps.add(j)
+            else:
+                base = _base_tensor(t, placed)
+                waits.add(_copy(copies, copy_of, base.name, index[base.op.name], devices[j], dev,
+                                tensor_nbytes(t)))
+        for c in op.control_inputs:
+            j = index[c.name]
+            if devices[j] == dev:
+                deps.add(j)
+            else:  # a control edge crosses devices as a zero-byte send/recv
+                waits.add(_copy(copies, copy_of, "^" + c.name, j, devices[j], dev, 0))
+        flops, nbytes = op_work(op)
+        entry: dict[str, Any] = {
+            "name": op.name, "type": op.type, "device": dev, "flops": flops, "bytes": nbytes,
+            "matmul": op.type in MATMUL_OPS, "deps": sorted(deps), "copies": sorted(waits),
+        }
+        if op.type in COLLECTIVE_OPS:
+            key = op.get_attr("shared_name").decode()
+            group = collectives.setdefault(key, {"name": key, "ops": [], "bytes": 0})
+            group["ops"].append(i)
+            group["bytes"] = max(group["bytes"], sum(tensor_nbytes(t) for t in op.inputs))
+            entry["collective"] = key
+            entry["flops"], entry["bytes"] = 0.0, 0.0
+        ops.append(entry)
+    groups = list(collectives.values())
+    position = {g["name"]: k for k, g in enumerate(groups)}
+    for entry in ops:
+        if "collective" in entry:
+            entry["collective"] = position[entry["collective"]]
+    return {"host": host, "accelerators": accels, "ops": ops, "copies": copies, "collectives": groups}
+
+
+#: Ops whose output is a view of their first input: TensorFlow sends the underlying
+#: buffer once and the receiver sees every view of it (Grappler removes chained reshapes).
+_VIEWS_OF_INPUT = frozenset({"Reshape", "Identity", "Squeeze", "ExpandDims"})
+
+
+def _base_tensor(t: Any, placed: dict[str, str]) -> Any:
+    """The tensor whose buffer ``t`` views, following view ops on the same device."""
+    while t.op.type in _VIEWS_OF_INPUT and t.op.inputs:
+        if placed.get(t.op.inputs[0].op.name) != placed[t.op.name]:
+            break
+        t = t.op.inputs[0]
+    return t
+
+
+def _copy(copies: list, copy_of: dict, tensor: str, src_op: int, src: str, dst: str, nbytes: int) -> int:
+    """TensorFlow sends a tensor once per destination device, however many ops there read it."""
+    key = (tensor, dst)
+    if key not in copy_of:
+        copy_of[key] = len(copies)
+        copies.append({"tensor": tensor, "src_op": src_op, "src": src, "dst": dst, "bytes": int(nbytes)})
+    return copy_of[key]
+
+
+def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
+    """Build one variant's graph; returns (graph, fetches)."""
+    import tensorflow as tf
+
+    from ..capture import variants
+    from ..capture.devices import Devices
+
+    devices = Devices(host, accelerators, kind, preset)
+    if spec.get("file"):
+        builder, origin = variants.load_variant_file(spec["file"]), f"variant file {spec['file']}"
+    else:
+        builder, origin = variants.BUILDERS[spec["name"]], f"built-in variant {spec['name']}"
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches, _feed = variants.check_built(builder(devices), origin)
+    return graph, fetches
+
+
+def work_for(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
+    graph, fetches = build_variant(spec, preset, host, accelerators, kind)
+    work = extract_work(graph, fetches, host, accelerators, default_to_accelerator=(kind == "gpu"))
+    work["variant"] = spec["name"]
+    work["preset"] = preset.name
+    return work
+
+
+def main(argv: list[str]) -> int:
+    """Child entry: SPEC.json names the preset, accelerators, variants and the output path."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    spec = json.loads(Path(argv[0]).read_text())
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    from ..config import Preset
+    from ..errors import TowersError
+    from ..rundir import write_json
+
+    preset = Preset(**spec["preset"])
+    out: dict[str, Any] = {"tensorflow": tf.__version__, "variants": {}, "checks": {}}
+    for layout_key, layout in (("variants", spec["layout"]), ("checks", spec.get("check_layout"))):
+        if layout is None:
+            continue
+        for v in spec["variants"]:
+            try:
+                out[layout_key][v["name"]] = work_for(
+                    v, preset, layout["host"], tuple(layout["accelerators"]), layout["kind"]
+                )
+            except TowersError as exc:
+                out[layout_key][v["name"]] = {"error": exc.message}
+            except Exception as exc:  # a variant's own bug: say which, in one line
+                first = " ".join(str(exc).split())[:300]
+                out[layout_key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
+    write_json(Path(spec["out"]), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
