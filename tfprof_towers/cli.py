@@ -17,7 +17,7 @@ from . import __version__
 from .errors import TowersError
 
 #: Subcommands, in the order `--help` lists them; each is ``commands/<name>.py``.
-COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report")
+COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware")
 
 
 class _OneLineParser(argparse.ArgumentParser):
