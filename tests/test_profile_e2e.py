@@ -7,6 +7,7 @@ accelerators, float32).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -169,6 +170,15 @@ def test_towers_bug_sources_point_at_the_stray_scope(tiny_run: Path) -> None:
         assert n["sources"][1]["device"] in ("/cpu:1", "/cpu:2")
 
 
+def _get_json(url: str) -> object:
+    """GET a TensorBoard JSON endpoint (it answers gzip-compressed)."""
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        body = resp.read()
+        if resp.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+    return json.loads(body)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -188,20 +198,14 @@ def test_tensorboard_profile_tab_lists_every_variant(tiny_run: Path) -> None:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/data/plugin/profile/runs", timeout=5
-                ) as resp:
-                    runs = json.loads(resp.read())
+                runs = _get_json(f"http://127.0.0.1:{port}/data/plugin/profile/runs")
                 if {r.split("/")[0] for r in runs} >= set(BUILTIN_NAMES):
                     break
             except OSError:
                 pass
             time.sleep(1)
         assert {r.split("/")[0] for r in runs} == set(BUILTIN_NAMES), runs
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{port}/data/plugin/profile/run_tools?run={runs[0]}", timeout=10
-        ) as resp:
-            tools = json.loads(resp.read())
+        tools = _get_json(f"http://127.0.0.1:{port}/data/plugin/profile/run_tools?run={runs[0]}")
         assert "trace_viewer@" in tools or "trace_viewer" in tools
     finally:
         proc.terminate()
