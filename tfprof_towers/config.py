@@ -27,9 +27,15 @@ class Preset:
     description: str = ""
 
     def flops_per_step(self) -> float:
-        """Forward + backward MatMul FLOPs of one step (2 FLOPs per multiply-add, 3 matmuls per block)."""
+        """MatMul FLOPs one step executes (2 FLOPs per multiply-add).
+
+        Per block a forward matmul and the weight gradient, plus the input gradient
+        for every block but the first (``tf.gradients`` prunes that one): 3*blocks - 1
+        matmuls of [batch*dim, dim] x [dim, dim].  For ``seed`` that is 2.18 TFLOP;
+        design.md's "about 2.3" counts the pruned matmul too.
+        """
         rows = self.batch * self.dim
-        return 3 * self.blocks * 2.0 * rows * self.dim * self.dim
+        return (3 * self.blocks - 1) * 2.0 * rows * self.dim * self.dim
 
 
 PRESETS: dict[str, Preset] = {
