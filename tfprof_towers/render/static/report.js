@@ -1,7 +1,7 @@
 /* tfprof-towers report charts: inline SVG, no dependencies, works offline.
  *
- * Data comes from <script type="application/json" id="report-data"> (written with
- * Jinja's |tojson, so "<", ">" and "&" arrive escaped).  Every name from a trace or
+ * Data comes from the JSON block with id "report-data" (written with Jinja's
+ * |tojson, so "<", ">" and "&" arrive escaped).  Every name from a trace or
  * graph is put into the page with textContent or setAttribute, never as markup.
  */
 (function () {

@@ -1,0 +1,132 @@
+"""A small run directory built in code, for the report, audit and browser tests (no TensorFlow).
+
+Two built-in variants and a failed one on a logical-CPU topology (host
+``/device:CPU:0``, accelerators ``/device:CPU:1`` and ``/device:CPU:2``):
+
+* ``single``: one MatMul (1,000 FLOPs) on accelerator 0; 4,096 bytes host -> accelerator 0;
+  step times median 10 ms (p10 9 ms, p90 11 ms).
+* ``towers_bug``: a 600-FLOP MatMul on the host placed by ``train.py:57`` inside
+  ``train.py:55``, 200 FLOPs on each accelerator; variables on the host read by both
+  towers; step times median 50 ms (p10 48 ms, p90 52 ms).
+* ``broken``: failed, with an error message.
+
+Each successful variant has a trace of three steps (``train`` markers) whose host
+thread runs its ops; with ``hostile=True`` op names, tensor names and the error
+message carry :data:`HOSTILE`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tfprof_towers.trace.synth import TraceBuilder
+
+HOSTILE = "</script><img src=x onerror=alert(1)>"
+HOST, ACC0, ACC1 = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
+TOPOLOGY = {"kind": "logical-cpu", "host": HOST, "accelerators": [ACC0, ACC1], "tensorflow": "2.99.0"}
+US = 1_000_000  # picoseconds per microsecond
+
+#: Step windows (start, end) in ps: 1 µs, 2 µs and 1.5 µs long.
+STEPS = ((0, 1 * US), (1 * US, 3 * US), (3 * US, int(4.5 * US)))
+
+
+def _node(name: str, device: str, flops: int = 0, kind: str = "MatMul", requested: str | None = None,
+          sources: list[dict[str, Any]] | None = None, kernel: str | None = None) -> dict[str, Any]:
+    return {"name": name, "type": kind, "kernel": kernel or kind, "device": device,
+            "requested": device if requested is None else requested, "flops": flops,
+            "flops_known": True, "fused": [], "sources": sources or []}
+
+
+def _edge(src: str, dst: str, tensor: str, nbytes: int, producer: str = "Identity") -> dict[str, Any]:
+    return {"src": src, "dst": dst, "tensor": f"{tensor}:0", "edge": f"edge_{tensor}",
+            "producer_type": producer, "bytes": nbytes, "bytes_source": "measured"}
+
+
+def _placement(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
+    from tfprof_towers.capture.placement import summarise_devices, summarise_transfers
+
+    return {"nodes": nodes, "devices": summarise_devices(nodes), "edges": edges,
+            "transfers": summarise_transfers(edges)}
+
+
+def _timings(median: float, p10: float, p90: float) -> dict[str, Any]:
+    return {"step_time_s": {"median": median, "p10": p10, "p90": p90, "min": p10, "max": p90, "n": 5},
+            "profiled_step_time_s": {"median": median * 1.1, "p10": median, "p90": median * 1.2,
+                                     "min": median, "max": median * 1.2, "n": 3}}
+
+
+def variant_records(hostile: bool = False) -> dict[str, dict[str, Any]]:
+    scope = HOSTILE if hostile else "tower_0"
+    train = [{"device": "/cpu:0", "file": "/src/train.py", "line": 57},
+             {"device": "/cpu:1", "file": "/src/train.py", "line": 55}]
+    single_nodes = [_node("block0/MatMul", ACC0, 1000, sources=[{"device": "/cpu:1", "file": "/src/s.py",
+                                                                 "line": 3}])]
+    bug_nodes = [
+        _node(f"{scope}/block0/MatMul", HOST, 600, sources=train),
+        _node("tower_0/gradients/MatMul_grad", ACC0, 200),
+        _node("tower_1/gradients/MatMul_grad", ACC1, 200),
+        _node("W", HOST, 0, kind="VarHandleOp", sources=[{"device": "/cpu:0", "file": "/src/train.py",
+                                                           "line": 40}]),
+        _node("moved/Unique", HOST, 0, kind="Unique", requested=ACC0),
+    ]
+    bug_edges = [
+        _edge(HOST, ACC0, "W/read" if not hostile else HOSTILE, 1024, "ReadVariableOp"),
+        _edge(HOST, ACC1, "W/read_1", 1024, "ReadVariableOp"),
+        _edge(HOST, ACC0, f"{scope}/block0/Sigmoid", 2048),
+        _edge(ACC0, HOST, "tower_0/grad", 512),
+    ]
+    ok = {"status": "ok", "error": None, "source": "builtin", "topology": dict(TOPOLOGY)}
+    return {
+        "single": {**ok, "name": "single", "timings": _timings(0.010, 0.009, 0.011),
+                   "placement": _placement(single_nodes, [_edge(HOST, ACC0, "input", 4096)])},
+        "towers_bug": {**ok, "name": "towers_bug", "timings": _timings(0.050, 0.048, 0.052),
+                       "placement": _placement(bug_nodes, bug_edges)},
+        "broken": {"name": "broken", "status": "failed", "source": "builtin", "topology": None,
+                   "error": f"crashed: exit code 1: {HOSTILE if hostile else 'boom'}", "timings": {},
+                   "placement": None, "stderr_tail": f"Traceback\n{HOSTILE if hostile else 'boom'}"},
+    }
+
+
+def build_trace(nodes: list[dict[str, Any]], hostile: bool = False) -> TraceBuilder:
+    """Three steps; in each, every node runs once on the host thread, 100 ns apart, 200 ns long."""
+    b = TraceBuilder()
+    host = b.plane("/host:CPU")
+    line = host.line("tf_Compute", timestamp_ns=0)
+    for i, (s, e) in enumerate(STEPS):
+        line.event("train", start_ps=s, dur_ps=e - s, stats={"step_num": i})
+        t = s + 100_000
+        for n in nodes:
+            line.event(f"{n['name']}:{n['type']}", start_ps=t, dur_ps=200_000)
+            t += 300_000
+        if hostile:
+            line.event(HOSTILE, start_ps=s + 50_000, dur_ps=10_000)
+    return b
+
+
+def make_run_dir(root: Path, hostile: bool = False) -> Path:
+    """Write the run directory under ``root`` and return it."""
+    root.mkdir(parents=True, exist_ok=True)
+    records = variant_records(hostile)
+    names = list(records)
+    run = {
+        "schema": 1, "tool": "tfprof-towers", "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:01:00+00:00", "interrupted": False,
+        "config": {"preset": {"name": "tiny", "batch": 4, "dim": 16, "blocks": 6}, "warmup": 1, "steps": 5,
+                   "profile_steps": 3, "accelerators": None, "variants": [{"name": n, "source": "builtin"}
+                                                                           for n in names]},
+        "versions": {"python": "3.11.0", "tensorflow": "2.99.0"}, "topology": dict(TOPOLOGY),
+    }
+    (root / "run.json").write_text(json.dumps(run))
+    for name, rec in records.items():
+        vdir = root / "variants" / name
+        vdir.mkdir(parents=True, exist_ok=True)
+        if rec["status"] == "ok":
+            logdir = root / "tensorboard" / name
+            path = build_trace(rec["placement"]["nodes"], hostile).write_logdir(logdir)
+            rec["xplane_files"] = [path.relative_to(root).as_posix()]
+        else:
+            rec["xplane_files"] = []
+        (vdir / "record.json").write_text(json.dumps(rec))
+    return root

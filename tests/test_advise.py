@@ -1,0 +1,260 @@
+"""Rules fire on runs built to trigger them and stay quiet otherwise; the recommendation's choices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from report_kit import TOPOLOGY, variant_records
+
+from tfprof_towers import advise, audit
+
+GPU = {"kind": "gpu", "host": "/device:CPU:0", "accelerators": ["/device:GPU:0", "/device:GPU:1"]}
+G0, G1 = GPU["accelerators"]
+
+
+def entry(name: str, median: float | None, p10: float | None = None, p90: float | None = None,
+          status: str = "ok", source: str = "builtin", speedup: float | None = None,
+          efficiency: float | None = None) -> dict[str, Any]:
+    return {"name": name, "status": status, "source": source,
+            "step_time_s": {"median": median, "p10": p10 if p10 is not None else median,
+                            "p90": p90 if p90 is not None else median, "n": 5},
+            "speedup_vs_single": speedup, "scaling_efficiency": efficiency}
+
+
+def facts(e: dict[str, Any], a: dict[str, Any] | None, breakdown: dict[str, Any] | None = None,
+          topology: dict[str, Any] = TOPOLOGY, baseline: dict[str, Any] | None = None) -> advise.Facts:
+    return advise.Facts(e, a, breakdown, topology, baseline)
+
+
+def rule(name: str) -> advise.Rule:
+    return next(r for r in advise.RULES if r.name == name)
+
+
+def check(name: str, f: advise.Facts) -> advise.Finding | None:
+    r = rule(name)
+    return r.check(r, f)
+
+
+def gpu_audit(flops0: int, flops1: int, host_flops: int = 0,
+              breakdown: dict[str, Any] | None = None) -> dict[str, Any]:
+    nodes = [{"name": "tower_0/mm", "type": "MatMul", "kernel": "MatMul", "device": G0, "requested": G0,
+              "flops": flops0, "sources": []},
+             {"name": "tower_1/mm", "type": "MatMul", "kernel": "MatMul", "device": G1, "requested": G1,
+              "flops": flops1, "sources": []}]
+    if host_flops:
+        nodes.append({"name": "tower_0/fwd", "type": "MatMul", "kernel": "MatMul", "device": GPU["host"],
+                      "requested": GPU["host"], "flops": host_flops, "sources": []})
+    from tfprof_towers.capture.placement import summarise_devices
+
+    placement = {"nodes": nodes, "devices": summarise_devices(nodes), "edges": [], "transfers": []}
+    return audit.audit_variant({"name": "v", "placement": placement}, GPU, breakdown)
+
+
+def gpu_breakdown(wall0: dict[str, float], wall1: dict[str, float], host_compute: float = 0.0,
+                  window: float = 1.0) -> dict[str, Any]:
+    def dev(wall: dict[str, float]) -> dict[str, Any]:
+        return {"window_s": window, "wall": wall, "total": {c: {"seconds": s} for c, s in wall.items()}}
+
+    return {"devices": {G0: dev(wall0), G1: dev(wall1),
+                        GPU["host"]: {"window_s": window, "wall": {},
+                                      "total": {"host_compute": {"seconds": host_compute}}}},
+            "links": []}
+
+
+BUG = variant_records()["towers_bug"]
+SINGLE = variant_records()["single"]
+
+
+# -- host_compute
+
+
+def test_host_compute_fires_with_the_source_line_and_share() -> None:
+    a = audit.audit_variant(BUG, TOPOLOGY)
+    f = check("host_compute", facts(entry("towers_bug", 0.05), a))
+    assert f is not None
+    assert (f.rule, f.severity, f.variant) == ("host_compute", "high", "towers_bug")
+    assert f.sources == ("/src/train.py:57",)
+    assert f.message == (
+        "60.0% of estimated FLOPs (600 of 1,000 per step) ran on the host /device:CPU:0 while 2 "
+        "accelerator(s) were available; heavy ops in tower_0, placed there by "
+        "`with tf.device('/cpu:0')` at train.py:57"
+    )
+    assert f.suggestion.startswith("Suggestion: remove the `with tf.device(...)` at /src/train.py:57")
+    assert f.evidence["host_flops_share"] == 0.6
+
+
+def test_host_compute_quiet_when_the_host_only_updates() -> None:
+    assert check("host_compute", facts(entry("single", 0.01), audit.audit_variant(SINGLE, TOPOLOGY))) is None
+    assert check("host_compute", facts(entry("v", 0.01), gpu_audit(500, 480, host_flops=50))) is None
+
+
+def test_host_compute_tiers() -> None:
+    found = check("host_compute", facts(entry("v", 1.0), gpu_audit(400, 400, host_flops=200)))
+    assert found.severity == "medium"
+
+
+# -- exposed_copies
+
+
+def test_exposed_copies_fires_on_gpu_runs() -> None:
+    bd = gpu_breakdown({"compute": 0.5, "h2d": 0.3, "idle": 0.2}, {"compute": 0.9, "idle": 0.1})
+    f = check("exposed_copies", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU))
+    assert f is not None
+    assert (f.severity, f.evidence["device"], f.evidence["share"]) == ("medium", G0, 0.3)
+
+
+def test_exposed_copies_quiet_when_overlapped_or_not_measurable() -> None:
+    bd = gpu_breakdown({"compute": 0.9, "h2d": 0.05, "idle": 0.05}, {"compute": 0.9, "idle": 0.1})
+    assert check("exposed_copies", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU)) is None
+    heavy = gpu_breakdown({"compute": 0.1, "h2d": 0.9}, {"compute": 0.1, "h2d": 0.9})
+    assert check("exposed_copies", facts(entry("v", 1.0), gpu_audit(100, 100), heavy, TOPOLOGY)) is None
+
+
+# -- accelerator_idle
+
+
+def test_accelerator_idle_fires_when_the_host_computes() -> None:
+    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
+    f = check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU))
+    assert f is not None
+    assert (f.severity, f.evidence["mean_idle_share"], f.evidence["host_busy_share"]) == ("medium", 0.6, 0.5)
+
+
+def test_accelerator_idle_quiet_when_busy_or_host_idle() -> None:
+    busy = gpu_breakdown({"compute": 0.9, "idle": 0.1}, {"compute": 0.9, "idle": 0.1}, host_compute=0.5)
+    assert check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), busy, GPU)) is None
+    idle_host = gpu_breakdown({"compute": 0.2, "idle": 0.8}, {"compute": 0.2, "idle": 0.8}, host_compute=0.0)
+    assert check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), idle_host, GPU)) is None
+
+
+# -- unbalanced_towers
+
+
+def test_unbalanced_towers_by_flops() -> None:
+    f = check("unbalanced_towers", facts(entry("v", 1.0), gpu_audit(300, 100)))
+    assert f is not None
+    assert (f.severity, f.evidence["metric"], f.evidence["ratio"]) == ("high", "flops_per_step", 3.0)
+
+
+def test_unbalanced_towers_by_measured_time_on_gpus() -> None:
+    bd = gpu_breakdown({"compute": 0.75, "idle": 0.25}, {"compute": 0.5, "idle": 0.5})
+    f = check("unbalanced_towers", facts(entry("v", 1.0), gpu_audit(100, 100, breakdown=bd), bd, GPU))
+    assert f is not None
+    assert (f.severity, f.evidence["metric"], f.evidence["ratio"]) == ("low", "compute_s", 1.5)
+
+
+def test_unbalanced_towers_quiet_when_balanced_or_single() -> None:
+    assert check("unbalanced_towers", facts(entry("v", 1.0), gpu_audit(110, 100))) is None
+    single = facts(entry("single", 1.0), audit.audit_variant(SINGLE, TOPOLOGY))
+    assert check("unbalanced_towers", single) is None
+
+
+# -- poor_scaling
+
+
+def test_poor_scaling_on_gpus() -> None:
+    base = entry("single", 1.0, speedup=1.0, efficiency=1.0)
+    f = check("poor_scaling", facts(entry("v", 2.5, speedup=0.4, efficiency=0.2), gpu_audit(1, 1), None, GPU,
+                                    base))
+    assert f is not None
+    assert (f.severity, f.evidence["scaling_efficiency"], f.evidence["accelerators"]) == ("high", 0.2, 2)
+
+
+def test_poor_scaling_quiet_when_scaling_or_on_logical_devices() -> None:
+    base = entry("single", 1.0, speedup=1.0, efficiency=1.0)
+    good = entry("v", 0.55, speedup=1.8, efficiency=0.9)
+    assert check("poor_scaling", facts(good, gpu_audit(1, 1), None, GPU, base)) is None
+    bad = entry("v", 2.5, speedup=0.4, efficiency=0.2)
+    assert check("poor_scaling", facts(bad, gpu_audit(1, 1), None, TOPOLOGY, base)) is None
+
+
+# -- variables_remote
+
+
+def test_variables_remote_fires_when_every_tower_pulls() -> None:
+    f = check("variables_remote", facts(entry("towers_bug", 0.05), audit.audit_variant(BUG, TOPOLOGY)))
+    assert f is not None
+    assert (f.severity, f.evidence["bytes_per_step"], f.sources) == ("low", 2048, ("/src/train.py:40",))
+    assert f.evidence["modeled_s"] == {"pcie3_x16": 2048 / 12e9}
+
+
+def test_variables_remote_quiet_without_pulls() -> None:
+    assert check("variables_remote", facts(entry("v", 1.0), gpu_audit(100, 100))) is None
+    single = facts(entry("single", 1.0), audit.audit_variant(SINGLE, TOPOLOGY))
+    assert check("variables_remote", single) is None
+
+
+def test_rules_status_marks_timing_rules_not_evaluated_on_logical_devices() -> None:
+    status = {r["rule"]: r for r in advise.rules_status({"topology": TOPOLOGY})}
+    assert [n for n, r in status.items() if not r["evaluated"]] == [
+        "exposed_copies", "accelerator_idle", "poor_scaling"]
+    assert all(r["evaluated"] for r in advise.rules_status({"topology": GPU}))
+
+
+def test_every_finding_has_evidence_and_a_suggestion() -> None:
+    summary = {"topology": TOPOLOGY, "variants": [
+        {**entry("towers_bug", 0.05), "audit": audit.audit_variant(BUG, TOPOLOGY), "breakdown": None}]}
+    found = advise.run_rules(summary)
+    assert [f.rule for f in found] == ["host_compute", "variables_remote"]
+    assert all(f.evidence and f.suggestion.startswith("Suggestion: ") for f in found)
+
+
+# -- recommendation
+
+
+def summary_of(*entries: dict[str, Any], topology: dict[str, Any] = GPU) -> dict[str, Any]:
+    ok = sorted((e for e in entries if e["status"] == "ok"), key=lambda e: e["step_time_s"]["median"])
+    ranking = [e["name"] for e in ok] + [e["name"] for e in entries if e["status"] != "ok"]
+    return {"topology": topology, "variants": list(entries), "ranking": ranking}
+
+
+def test_recommends_the_fastest_when_nothing_is_within_noise() -> None:
+    rec = advise.recommend(summary_of(
+        entry("single", 0.010, 0.009, 0.011, speedup=1.0),
+        entry("replicated", 0.006, 0.0058, 0.0062, speedup=10 / 6),
+        entry("broken", None, status="failed"),
+    ))
+    assert (rec["variant"], rec["fastest"], rec["runner_up"], rec["within_noise"]) == (
+        "replicated", "replicated", "single", [])
+    assert rec["reason"] == (
+        "replicated has the fastest median un-profiled step: 6.00 ms (p10–p90 5.80 ms–6.20 ms, 5 steps), "
+        "1.67× the speed of single. Runner-up: single at 10.0 ms, 1.67× slower."
+    )
+
+
+def test_prefers_a_simpler_variant_within_noise() -> None:
+    rec = advise.recommend(summary_of(
+        entry("single", 0.0102, 0.0095, 0.0110, speedup=1.0),
+        entry("replicated", 0.0100, 0.0090, 0.0105, speedup=1.02),
+    ))
+    assert (rec["variant"], rec["fastest"], rec["within_noise"]) == ("single", "replicated", ["single"])
+    assert "single is within measured noise (10.2 ms, p10–p90 ranges overlap) and simpler" in rec["reason"]
+
+
+def test_never_prefers_the_buggy_variant_or_a_failed_one() -> None:
+    rec = advise.recommend(summary_of(
+        entry("towers_bug", 0.0101, 0.0090, 0.0110),
+        entry("towers_host_vars", 0.0100, 0.0090, 0.0110),
+        entry("single", 0.001, status="failed"),
+    ))
+    assert rec["variant"] == "towers_host_vars"
+
+
+def test_no_recommendation_without_a_successful_variant() -> None:
+    rec = advise.recommend(summary_of(entry("single", None, status="failed")))
+    assert rec["variant"] is None
+    assert rec["reason"].startswith("No variant finished successfully")
+
+
+def test_logical_cpu_runs_say_what_the_ranking_means() -> None:
+    rec = advise.recommend(summary_of(entry("single", 0.01), topology=TOPOLOGY))
+    assert rec["reason"].endswith("profile on the GPU machine before changing production code.")
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ((1.0, 2.0), (1.5, 3.0), True), ((1.0, 2.0), (2.0, 3.0), True), ((1.0, 2.0), (2.1, 3.0), False),
+])
+def test_within_noise_is_p10_p90_overlap(a, b, expected) -> None:
+    x, y = entry("x", a[0], *a), entry("y", b[0], *b)
+    assert advise.within_noise(x, y) is expected

@@ -1,0 +1,138 @@
+"""The report in a real headless browser (Debian's chromium), offline.
+
+Skipped, with the reason, where ``/usr/bin/chromium`` or playwright is missing;
+``make test`` installs chromium through the Makefile's ``browser`` target.
+Screenshots go to ``tests/output/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from report_kit import HOSTILE, make_run_dir
+
+from tfprof_towers.pipeline import finish_run
+from tfprof_towers.rundir import RunDir
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+OUTPUT = Path(__file__).resolve().parent / "output"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} is absent: `make browser` (part of `make test`) installs Debian's chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A page that records console errors, page errors, dialogs and every network request."""
+
+    def __init__(self, browser) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+
+    def open(self, path: Path) -> None:
+        self.page.goto(path.resolve().as_uri())
+        self.page.wait_for_selector("html[data-charts=ready]", timeout=15_000)
+
+    def count(self, selector: str) -> int:
+        return int(self.page.evaluate(f"document.querySelectorAll({selector!r}).length"))
+
+    def screenshot(self, name: str) -> Path:
+        OUTPUT.mkdir(exist_ok=True)
+        path = OUTPUT / name
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def check_offline(page: Page, report: Path) -> None:
+    assert page.errors == []
+    assert page.dialogs == []
+    assert [u for u in page.requests if u != report.resolve().as_uri()] == []
+
+
+def test_report_charts_render_offline(browser, tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path / "run")
+    finish_run(RunDir(run))
+    page = Page(browser)
+    try:
+        page.open(run / "report.html")
+        check_offline(page, run / "report.html")
+        assert page.count("#breakdown-chart svg.breakdown-chart") == 1
+        assert page.count("#breakdown-chart rect.seg") > 0
+        assert page.count("#breakdown-chart .legend-item") > 0
+        assert page.count(".timeline svg.timeline-chart") == 2
+        assert page.count("#timeline-towers_bug rect.ev") == 5  # its five ops, once in the step shown
+        page.page.hover("#timeline-single rect.ev")
+        tip = page.page.inner_text("#tooltip")
+        assert "block0/MatMul:MatMul" in tip and "200 ns" in tip
+        assert page.page.inner_text("#recommended-variant") == "single"
+        shot = page.screenshot("report.png")
+        assert shot.stat().st_size > 10_000
+    finally:
+        page.close()
+
+
+def test_hostile_names_stay_text_in_the_browser(browser, tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path / "hostile", hostile=True)
+    finish_run(RunDir(run))
+    page = Page(browser)
+    try:
+        page.open(run / "report.html")
+        check_offline(page, run / "report.html")
+        assert page.count("img") == 0
+        assert page.count("script") == 2
+        assert HOSTILE in page.page.inner_text("body")
+        page.page.hover("#timeline-towers_bug rect.ev >> nth=0")
+        page.screenshot("report-hostile.png")
+    finally:
+        page.close()
+
+
+def test_analysis_page_renders(browser, tmp_path: Path, fixture_8gpu: Path) -> None:
+    from tfprof_towers.cli import main
+
+    out = tmp_path / "analysis.html"
+    assert main(["analyze", str(fixture_8gpu), "--html", str(out)]) == 0
+    page = Page(browser)
+    try:
+        page.open(out)
+        check_offline(page, out)
+        assert page.count("#breakdown-chart rect.seg") > 0
+        page.screenshot("analysis-8gpu.png")
+    finally:
+        page.close()
+
+
+@pytest.mark.slow
+def test_real_run_report(browser, tiny_run: Path) -> None:
+    page = Page(browser)
+    try:
+        page.open(tiny_run / "report.html")
+        check_offline(page, tiny_run / "report.html")
+        assert page.count(".timeline svg.timeline-chart") == 5
+        assert page.count(".finding[data-rule=host_compute][data-variant=towers_bug]") == 1
+        page.screenshot("report-tiny-run.png")
+    finally:
+        page.close()

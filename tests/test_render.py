@@ -1,0 +1,230 @@
+"""Report rendering from saved run directories, the analysis page, exports, and escaping."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from report_kit import ACC0, HOST, HOSTILE, make_run_dir
+
+from tfprof_towers.cli import main
+from tfprof_towers.pipeline import finish_run
+from tfprof_towers.render import filters
+from tfprof_towers.render.analysis_html import render_analysis_html
+from tfprof_towers.render.chrome_trace import chrome_trace
+from tfprof_towers.render.html import render_report_text
+from tfprof_towers.render.timeline import median_step, step_timeline
+from tfprof_towers.rundir import RunDir
+from tfprof_towers.trace.load import load_trace
+
+OUR_SCRIPTS = 2  # the JSON data block and the inlined report.js
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    return make_run_dir(tmp_path / "run")
+
+
+@pytest.fixture
+def hostile_run(tmp_path: Path) -> Path:
+    return make_run_dir(tmp_path / "hostile", hostile=True)
+
+
+def test_filters() -> None:
+    assert [filters.fmt_seconds(x) for x in (None, 0, 1.5, 0.00123, 4.5e-7, 2e-10)] == [
+        "–", "0 s", "1.50 s", "1.23 ms", "450 ns", "200 ps"]
+    assert [filters.fmt_bytes(x) for x in (None, 12, 1536, 4.1e6, 12e9)] == [
+        "–", "12 B", "1.54 kB", "4.10 MB", "12.0 GB"]
+    assert filters.fmt_rate(12e9) == "12.0 GB/s"
+    assert [filters.fmt_percent(x) for x in (None, 0.4123, 1.0)] == ["–", "41.2%", "100.0%"]
+    assert filters.fmt_count(557056) == "557,056"
+    assert filters.fmt_flops(2.3e12) == "2.30 TFLOP"
+    assert filters.fmt_ratio(1.5) == "1.50×"
+
+
+def test_report_command_renders_summary_report_and_exports(run: Path) -> None:
+    assert main(["report", str(run)]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["recommendation"]["variant"] == "single"
+    assert summary["recommendation"]["runner_up"] == "towers_bug"
+    assert [(f["rule"], f["severity"], f["variant"]) for f in summary["findings"]] == [
+        ("host_compute", "high", "towers_bug"), ("variables_remote", "low", "towers_bug")]
+    for f in summary["findings"]:
+        assert set(f) == {"rule", "severity", "variant", "message", "suggestion", "evidence", "sources"}
+    bug = next(v for v in summary["variants"] if v["name"] == "towers_bug")
+    assert bug["audit"]["host_flops_share"] == 0.6
+    assert bug["audit"]["host_compute_share"] == 0.6  # 3 host ops of 200 ns, 1 per accelerator
+    assert bug["breakdown"]["devices"][HOST]["window_s"] == 1.5e-6  # mean of 1, 2 and 1.5 µs
+    assert bug["chrome_trace"] == "variants/towers_bug/trace.json"
+    html = (run / "report.html").read_text()
+    for anchor in ("recommendation", "ranking", "breakdown", "timelines", "transfers", "audit", "findings",
+                   "open", "environment", "failed"):
+        assert f'id="{anchor}"' in html
+    assert "train.py:57" in html and "60.0%" in html
+    assert f"tensorboard --logdir {run.resolve()}/tensorboard/towers_bug --port 6006" in html
+    assert "crashed: exit code 1: boom" in html
+
+
+def test_report_is_self_contained(run: Path) -> None:
+    finish_run(RunDir(run))
+    html = (run / "report.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<link" not in html and "@import" not in html
+    assert html.count("<script") == OUR_SCRIPTS
+
+
+def test_hostile_names_are_escaped_everywhere(hostile_run: Path) -> None:
+    summary = finish_run(RunDir(hostile_run))
+    html = (hostile_run / "report.html").read_text()
+    assert HOSTILE not in html
+    assert "<img" not in html.lower()
+    assert html.count("</script>") == OUR_SCRIPTS
+    assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in html  # shown, as text
+    assert "\\u003c/script\\u003e\\u003cimg" in html  # and inside the chart data
+    # the Chrome-trace export is JSON: the name survives unchanged
+    exported = json.loads((hostile_run / "variants" / "towers_bug" / "trace.json").read_text())
+    assert HOSTILE in {e["name"] for e in exported["traceEvents"]}
+    assert summary["variants"][2]["error"].endswith(HOSTILE)
+
+
+def test_analysis_page_escapes_hostile_names(tmp_path: Path) -> None:
+    doc = {"source": HOSTILE, "steps": 2, "window": "markers", "per_step": False, "notes": [HOSTILE],
+           "devices": {HOSTILE: {"window_s": 2.0, "total": {"compute": {"count": 4, "seconds": 1.0}},
+                                 "wall": {"compute": 1.0, "idle": 1.0}}},
+           "links": [{"src": HOSTILE, "dst": "/device:GPU:0", "kind": "h2d", "bytes": 2000, "count": 2,
+                      "seconds": 2e-6, "gbps": 1.0, "measured": True}]}
+    out = tmp_path / "a.html"
+    render_analysis_html(doc, out)
+    html = out.read_text()
+    assert HOSTILE not in html and "<img" not in html.lower() and html.count("</script>") == OUR_SCRIPTS
+    assert "1.00 kB" in html  # 2000 bytes over 2 steps
+    assert "1.00 µs" in html  # 2 µs over 2 steps
+
+
+def test_missing_and_corrupt_records_still_render(run: Path) -> None:
+    (run / "variants" / "single" / "record.json").write_text("{not json")
+    shutil.rmtree(run / "variants" / "broken")
+    summary = finish_run(RunDir(run))
+    by = {v["name"]: v for v in summary["variants"]}
+    assert by["single"]["status"] == "failed" and "unreadable" in by["single"]["error"]
+    assert by["broken"]["error"] == "record.json is missing"
+    assert summary["recommendation"]["variant"] == "towers_bug"
+    html = (run / "report.html").read_text()
+    assert "record.json is missing" in html
+
+
+def test_no_variant_succeeded(run: Path) -> None:
+    for name in ("single", "towers_bug"):
+        (run / "variants" / name / "record.json").unlink()
+    summary = finish_run(RunDir(run))
+    assert summary["recommendation"]["variant"] is None
+    assert "No recommendation" in (run / "report.html").read_text()
+
+
+def test_unreadable_trace_keeps_the_rest_of_the_report(run: Path) -> None:
+    xplane = next((run / "tensorboard" / "towers_bug").glob("plugins/profile/*/*.xplane.pb"))
+    xplane.write_bytes(b"\x00garbage")
+    summary = finish_run(RunDir(run))
+    bug = next(v for v in summary["variants"] if v["name"] == "towers_bug")
+    assert "error" in bug["breakdown"]
+    assert bug["chrome_trace"] is None
+    assert bug["audit"]["host_flops_share"] == 0.6  # placement facts do not need the trace
+    assert "No trace timeline for this variant" in (run / "report.html").read_text()
+
+
+def test_timeline_of_the_median_step(run: Path) -> None:
+    trace = load_trace(run / "tensorboard" / "single", node_devices={"block0/MatMul": ACC0})
+    assert median_step(trace.steps) == 2  # windows of 1, 2 and 1.5 µs
+    tl = step_timeline(trace, "single", {"host": HOST, "accelerators": [ACC0]})
+    assert tl["step"] == 2 and tl["duration_us"] == 1.5
+    assert tl["rows"] == [{"label": ACC0, "lanes": 1}]
+    assert tl["events"] == [[0, 0, 0.1, 0.2, "block0/MatMul:MatMul", "host_compute", 0]]
+    assert not tl["truncated"]
+
+
+def test_timeline_keeps_the_longest_events_when_truncated(run: Path) -> None:
+    trace = load_trace(run / "tensorboard" / "towers_bug")
+    tl = step_timeline(trace, "towers_bug", None, max_events=2)
+    assert tl["truncated"] and tl["total_events"] > 2 and len(tl["events"]) == 2
+
+
+def test_chrome_trace_export(run: Path) -> None:
+    trace = load_trace(run / "tensorboard" / "single", node_devices={"block0/MatMul": ACC0})
+    doc = chrome_trace(trace, {"host": HOST, "accelerators": [ACC0]}, "single")
+    events = doc["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {"Steps", ACC0, "/host:CPU"}
+    steps = [e for e in events if e.get("cat") == "step"]
+    assert [(e["ts"], e["dur"]) for e in steps] == [(0.0, 1.0), (1.0, 2.0), (3.0, 1.5)]
+    ops = [e for e in events if e["name"] == "block0/MatMul:MatMul"]
+    assert [(e["ts"], e["dur"], e["args"]["step"]) for e in ops] == [
+        (0.1, 0.2, 0), (1.1, 0.2, 1), (3.1, 0.2, 2)]
+    assert all(e["ph"] in ("X", "M") for e in events)
+
+
+def test_report_from_the_8gpu_fixture_shows_measured_links(run: Path, fixture_8gpu: Path) -> None:
+    """A GPU run whose variant trace is the real 8-GPU fixture: link times and bandwidth are measured."""
+    gpu = {"kind": "gpu", "host": HOST, "accelerators": ["/device:GPU:4", "/device:GPU:6"]}
+    run_json = json.loads((run / "run.json").read_text())
+    run_json["topology"] = gpu
+    (run / "run.json").write_text(json.dumps(run_json))
+    record_path = run / "variants" / "single" / "record.json"
+    record = json.loads(record_path.read_text())
+    record["topology"] = gpu
+    record["placement"]["transfers"] = [{"src": HOST, "dst": "/device:GPU:6", "bytes_per_step": 40560,
+                                         "tensors": 101}]
+    record_path.write_text(json.dumps(record))
+    logdir = run / "tensorboard" / "single"
+    shutil.rmtree(logdir)
+    target = logdir / "plugins" / "profile" / "2020_01_01_00_00_00" / "worker.xplane.pb"
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(fixture_8gpu, target)
+    summary = finish_run(RunDir(run))
+    single = next(v for v in summary["variants"] if v["name"] == "single")
+    devices = single["breakdown"]["devices"]
+    assert {"/device:GPU:4", "/device:GPU:6"} <= set(devices)
+    [link] = single["audit"]["links"]
+    assert link["measured_s"] is not None and link["achieved_bytes_per_s"] > 0
+    assert single["audit"]["links_measured"]
+    html = (run / "report.html").read_text()
+    assert "achieved bandwidth" in html and "No GPUs on this machine" not in html
+
+
+def test_analysis_page_from_the_8gpu_fixture(tmp_path: Path, fixture_8gpu: Path) -> None:
+    out = tmp_path / "analysis.html"
+    assert main(["analyze", str(fixture_8gpu), "--html", str(out)]) == 0
+    html = out.read_text()
+    for device in ("/device:GPU:4", "/device:GPU:6", "/host:CPU"):
+        assert device in html
+    assert "host→device copy" in html and 'id="breakdown-chart"' in html
+
+
+def test_render_is_deterministic(run: Path) -> None:
+    summary = finish_run(RunDir(run))
+    assert render_report_text(summary, run.resolve()) == render_report_text(summary, run.resolve())
+
+
+@pytest.mark.slow
+def test_report_rerenders_a_real_run_without_tensorflow(tiny_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_run, copy)
+    (copy / "report.html").unlink()
+    before = json.loads((tiny_run / "summary.json").read_text())
+    assert main(["report", str(copy)]) == 0
+    after = json.loads((copy / "summary.json").read_text())
+    assert [(f["rule"], f["variant"]) for f in after["findings"]] == [
+        (f["rule"], f["variant"]) for f in before["findings"]]
+    assert after["recommendation"]["variant"] == before["recommendation"]["variant"]
+    html = (copy / "report.html").read_text()
+    assert "# the stray host scope" not in html  # sources are named by file:line, not pasted
+    variants_py = Path(finish_run.__code__.co_filename).parent / "capture" / "variants.py"
+    line = next(i for i, text in enumerate(variants_py.read_text().splitlines(), 1)
+                if "# the stray host scope (towers_bug)" in text)
+    bug = next(f for f in after["findings"] if f["rule"] == "host_compute")
+    assert (bug["variant"], bug["sources"]) == ("towers_bug", [f"{variants_py}:{line}"])
+    for v in after["variants"]:
+        assert (copy / v["chrome_trace"]).is_file()
+        json.loads((copy / v["chrome_trace"]).read_text())
