@@ -151,3 +151,28 @@ def test_failing_variants_are_isolated(tmp_path: Path, capsys: pytest.CaptureFix
     assert "must return (fetches, feed_dict), got int" in status["wrong_return"]["error"]
     assert summary["recommendation"]["variant"] in ("single", "towers_host_vars")
     assert "\n" not in status["aborts"]["error"]
+
+
+def test_unknown_projection_hardware_fails_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["profile", "--preset", "tiny", "--project-on", "nope", "--out", str(out)]) == 2
+    assert "unknown hardware 'nope'" in one_line_error(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_profile_project_on_writes_projection(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["profile", "--preset", "tiny", "--variants", "single,towers_bug",
+            "--project-on", "2x-gtx1060-pcie3", "--out", str(out)]
+    assert main(argv) == 0
+    doc = json.loads((out / "projection.json").read_text())
+    assert doc["hardware"] == "2x-gtx1060-pcie3"
+    assert [v["name"] for v in doc["variants"]] == ["single", "towers_bug"]
+    bug = next(v for v in doc["variants"] if v["name"] == "towers_bug")
+    assert bug["projected_step_s"]["serial"] >= bug["projected_step_s"]["overlapped"] > 0
+    # the forward activations cross from the host to each GPU (the tiny run's 19456 B per tower)
+    to_gpu = {(x["src"], x["dst"]): x["bytes_per_step"] for x in bug["per_link"]}
+    assert to_gpu[("/device:CPU:0", "/device:GPU:0")] == 19456

@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kill a variant's process group after this long (default: the preset's)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="run directory to create (default: reports/<YYYYmmdd-HHMMSS>/)")
+    p.add_argument("--project-on", default=None, metavar="HARDWARE",
+                   help="also project every variant on a hardware profile (name or .toml; "
+                        "see `tfprof-towers hardware`) and show it in the report")
     p.add_argument("--reports", type=Path, default=Path("reports"), help=argparse.SUPPRESS)
 
 
@@ -96,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
     """
     t0 = time.perf_counter()
     options = options_from_args(args)
+    if args.project_on:
+        from ..project.hardware import load_hardware
+
+        load_hardware(args.project_on)  # a bad name fails here, before anything runs
     if args.out is not None:
         run_path = claim_out_dir(args.out)
     else:
@@ -135,6 +142,8 @@ def _capture_and_report(
     run_doc["topology"] = topology_from_records(run_dir, options) or run_doc.get("topology")
     run_doc["versions"]["tensorflow"] = (run_doc["topology"] or {}).get("tensorflow")
     write_json(run_dir.run_json, run_doc)
+    if args.project_on:
+        _project(run_dir, args.project_on)
     summary = finish_run(run_dir)
     console.print_summary(summary, run_dir)
     if exit_code:
@@ -143,6 +152,16 @@ def _capture_and_report(
     timing["finish"] = time.perf_counter() - t2
     write_json(run_dir.run_json, run_doc)
     return exit_code
+
+
+def _project(run_dir: RunDir, hardware: str) -> None:
+    """Write projection.json; a projection that fails is reported, not fatal to the run."""
+    from ..project import project_run
+
+    try:
+        project_run(run_dir, hardware)
+    except TowersError as exc:
+        console.err(f"projection on {hardware} failed: {exc}")
 
 
 def start_run_doc(options: ProfileOptions) -> dict[str, Any]:
