@@ -20,7 +20,7 @@ shared machine slows both sides of a comparison alike:
 
 Every figure prints min / median / max over its repeated measurements.
 
-    python -m benchmarks.bench [--preset cpu] [--rounds 7] [--profile-runs 3] [--quick]
+    python -m benchmarks.bench [--preset cpu] [--rounds 15] [--profile-runs 3] [--quick]
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -78,10 +80,10 @@ class TracerConfig:
         }
 
 
-#: The settings compared.  "harness" is whatever capture.child.PROFILER_OPTIONS holds.
+#: The settings compared with "harness" (whatever capture.child.PROFILER_OPTIONS holds:
+#: host level 2, TensorFlow op events, which the analysis needs to attribute CPU-device ops).
 SWEEP: tuple[TracerConfig, ...] = (
     TracerConfig("host1", 1, 0, 1, "host: user TraceMe events only (step markers)"),
-    TracerConfig("host2", 2, 0, 1, "host: + TensorFlow op events (needed to attribute CPU ops)"),
     TracerConfig("host3", 3, 0, 1, "host: + verbose runtime events"),
     TracerConfig("host2+python", 2, 1, 1, "as host2, plus the Python function tracer"),
     TracerConfig("host2-device", 2, 0, 0, "as host2, without the device (CUDA/CUPTI) tracer"),
@@ -92,8 +94,8 @@ SWEEP: tuple[TracerConfig, ...] = (
 class BenchOptions:
     preset: str = "cpu"
     variants: tuple[str, ...] = BUILTIN_NAMES
-    rounds: int = 7
-    block_steps: int = 8
+    rounds: int = 15
+    block_steps: int = 4
     warmup: int = 5
     sweep: bool = True
     profile_runs: int = 3
@@ -144,20 +146,31 @@ def flatten(blocks: Sequence[Sequence[float]]) -> list[float]:
     return [x for b in blocks for x in b]
 
 
+def paired_ratios(on: Sequence[Sequence[float]], off: Sequence[Sequence[float]]) -> list[float]:
+    """median(on block) / median(off block) for each adjacent pair of blocks."""
+    return [r for r in (median_ratio(a, b) for a, b in zip(on, off)) if r is not None]
+
+
 def overhead_figures(samples: Mapping[str, Any]) -> dict[str, Any]:
     """One tracer setting's measurements (blocks of step times, start/stop times) -> its figures.
 
-    ``ratio`` pools every step; ``round_ratios`` compares each profiled block with
-    the un-profiled block next to it; ``steady_ratio`` leaves out the first step
-    after each ``start`` (the one that pays for arming the tracers).
+    Each round holds an un-profiled and a profiled block run back to back, so
+    their ratio sees the same machine; ``ratio`` is the median of these paired
+    ratios (a burst of load elsewhere spoils a pair or two, not the median), and
+    ``rounds`` their min / median / max.  ``pooled_ratio`` is the median of all
+    profiled steps over the median of all un-profiled ones; ``cpu_ratio`` is the
+    paired ratio of process CPU time per step (all threads), which other
+    processes' load hardly moves.
     """
-    on: list[list[float]] = samples["on"]
-    off: list[list[float]] = samples["off"]
-    rounds = [median_ratio(a, b) for a, b in zip(on, off)]
+    on, off = samples["on"], samples["off"]
+    paired = paired_ratios(on, off)
+    cpu = paired_ratios(samples.get("on_cpu", []), samples.get("off_cpu", []))
     return {
-        "ratio": median_ratio(flatten(on), flatten(off)),
-        "steady_ratio": median_ratio(flatten(b[1:] for b in on), flatten(off)),
-        "round_ratios": _spread_json(Spread.of(r for r in rounds if r is not None)),
+        "ratio": statistics.median(paired) if paired else None,
+        "rounds": _spread_json(Spread.of(paired)),
+        "pooled_ratio": median_ratio(flatten(on), flatten(off)),
+        "cpu_ratio": statistics.median(cpu) if cpu else None,
+        "cpu_rounds": _spread_json(Spread.of(cpu)),
         "on_median_s": statistics.median(flatten(on)) if flatten(on) else None,
         "off_median_s": statistics.median(flatten(off)) if flatten(off) else None,
         "start_s": _spread_json(Spread.of(samples.get("start_s", []))),
@@ -253,25 +266,54 @@ def own_share(parts: Mapping[str, float]) -> float:
 # --------------------------------------------------------------------------- overhead child
 
 
-def _profiled_block(tf, child, sess, fetches, feed, n: int, options: dict[str, int],
-                    logdir: Path) -> tuple[list[float], float, float, int]:
-    """n steps exactly as the harness profiles them; (step times, start s, stop s, trace bytes)."""
-    t0 = time.perf_counter()
-    tf.profiler.experimental.start(str(logdir), options=tf.profiler.experimental.ProfilerOptions(**options))
-    t1 = time.perf_counter()
-    try:
-        times = child.timed_steps(sess, fetches, feed, n, tf.profiler.experimental.Trace)
-    finally:
-        t2 = time.perf_counter()
-        tf.profiler.experimental.stop()
-        t3 = time.perf_counter()
-    size = sum(p.stat().st_size for p in logdir.rglob("*.xplane.pb"))
-    shutil.rmtree(logdir, ignore_errors=True)
-    return times, t1 - t0, t3 - t2, size
+@dataclass(frozen=True)
+class _Stepper:
+    """One variant's session, stepped as ``capture.child.timed_steps`` steps it.
+
+    The loop is the child's, plus the process CPU time of each step.
+    """
+
+    tf: Any
+    sess: Any
+    fetches: Any
+    feed: Any
+
+    def steps(self, n: int, marker: Any = None) -> tuple[list[float], list[float]]:
+        """(wall seconds, process CPU seconds) of each of ``n`` steps."""
+        wall, cpu = [], []
+        for i in range(n):
+            w0, c0 = time.perf_counter(), time.process_time()
+            if marker is None:
+                self.sess.run(self.fetches, self.feed)
+            else:
+                with marker("train", step_num=i, _r=1):
+                    self.sess.run(self.fetches, self.feed)
+            wall.append(time.perf_counter() - w0)
+            cpu.append(time.process_time() - c0)
+        return wall, cpu
+
+    def plain(self, n: int) -> dict[str, Any]:
+        wall, cpu = self.steps(n)
+        return {"off": wall, "off_cpu": cpu}
+
+    def profiled(self, n: int, options: dict[str, int], logdir: Path) -> dict[str, Any]:
+        """n steps under the profiler with step markers; start and stop timed apart."""
+        prof = self.tf.profiler.experimental
+        t0 = time.perf_counter()
+        prof.start(str(logdir), options=prof.ProfilerOptions(**options))
+        t1 = time.perf_counter()
+        try:
+            wall, cpu = self.steps(n, prof.Trace)
+        finally:
+            t2 = time.perf_counter()
+            prof.stop()
+            t3 = time.perf_counter()
+        size = sum(p.stat().st_size for p in logdir.rglob("*.xplane.pb"))
+        shutil.rmtree(logdir, ignore_errors=True)
+        return {"on": wall, "on_cpu": cpu, "start_s": t1 - t0, "stop_s": t3 - t2, "trace_bytes": size}
 
 
-def overhead_child(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """In one process: build the variant, warm up, then alternate off/on blocks per setting."""
+def _open_stepper(spec: Mapping[str, Any]) -> tuple[_Stepper, dict[str, Any]]:
     from tfprof_towers.capture import child
     from tfprof_towers.capture.devices import plan_devices
     from tfprof_towers.config import Preset
@@ -282,37 +324,41 @@ def overhead_child(spec: Mapping[str, Any]) -> dict[str, Any]:
     graph, fetches, feed, init = child.build_graph(tf, {"name": spec["variant"]}, devices)
     sess = child.new_session(tf, graph, devices)
     sess.run(init)
-    child.timed_steps(sess, fetches, feed, spec["warmup"])
+    about = {"devices": devices.to_json(), "tensorflow": tf.__version__}
+    return _Stepper(tf, sess, fetches, feed), about
+
+
+def rotated(names: Sequence[str], r: int) -> list[str]:
+    """Round ``r``'s order of the settings: each goes first in turn."""
+    k = r % len(names) if names else 0
+    return [*names[k:], *names[:k]]
+
+
+def overhead_child(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """In one process: build the variant, warm up, then per round and setting an off and an on block.
+
+    The pair's order flips every round (ABBA), so a slow drift of the machine
+    weighs on both sides alike.
+    """
+    stepper, about = _open_stepper(spec)
+    stepper.plain(spec["warmup"])
     tmp = Path(spec["tmp"])
     configs: dict[str, dict[str, int]] = spec["configs"]
-    # The first start in a process loads the profiler's plugins: paid once, reported apart.
-    _, first_start, first_stop, _ = _profiled_block(
-        tf, child, sess, fetches, feed, 1, next(iter(configs.values())), tmp / "first")
-    samples = {n: {"on": [], "off": [], "start_s": [], "stop_s": [], "trace_bytes": []} for n in configs}
+    # A first start in the process, in case loading the profiler costs once: reported apart.
+    first = stepper.profiled(1, next(iter(configs.values())), tmp / "first")
+    samples: dict[str, dict[str, list]] = {n: defaultdict(list) for n in configs}
     k = spec["block_steps"]
     for r in range(spec["rounds"]):
-        names = list(configs)
-        names = names[r % len(names):] + names[: r % len(names)]  # rotate which setting goes first
-        for name in names:
-            s = samples[name]
-
-            def off(s=s):
-                s["off"].append(child.timed_steps(sess, fetches, feed, k))
-
-            def on(s=s, name=name, r=r):
-                times, start, stop, size = _profiled_block(
-                    tf, child, sess, fetches, feed, k, configs[name], tmp / f"{name}-{r}")
-                s["on"].append(times)
-                s["start_s"].append(start)
-                s["stop_s"].append(stop)
-                s["trace_bytes"].append(size)
-
-            for fn in ((off, on) if r % 2 == 0 else (on, off)):  # ABBA: drift cancels
-                fn()
-    sess.close()
+        for name in rotated(list(configs), r):
+            for side in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                block = (stepper.plain(k) if side == "off"
+                         else stepper.profiled(k, configs[name], tmp / f"{name}-{r}"))
+                for key, value in block.items():
+                    samples[name][key].append(value)
+    stepper.sess.close()
     return {
-        "variant": spec["variant"], "devices": devices.to_json(), "tensorflow": tf.__version__,
-        "first_start_s": first_start, "first_stop_s": first_stop, "samples": samples,
+        "variant": spec["variant"], **about,
+        "first_start_s": first["start_s"], "first_stop_s": first["stop_s"], "samples": samples,
     }
 
 
@@ -361,9 +407,10 @@ def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str
             extra["devices"], extra["tensorflow"] = res["devices"], res["tensorflow"]
     choice = choose_config(per_variant, [c.name for c in configs if c.usable])
     return {
-        "method": (f"one process per variant; {opts.rounds} rounds, each an un-profiled and a profiled "
-                   f"block of {opts.block_steps} steps per setting (ABBA order); ratio = median profiled "
-                   "step / median un-profiled step; profiler start/stop timed apart"),
+        "method": (f"one process per variant; {opts.rounds} rounds per setting, each an un-profiled and "
+                   f"a profiled block of {opts.block_steps} steps back to back (order flips every round); "
+                   "ratio = median over rounds of median profiled / median un-profiled step; "
+                   "profiler start and stop timed apart"),
         "preset": opts.preset, "rounds": opts.rounds, "block_steps": opts.block_steps,
         "configs": {c.name: {**c.options(), "note": c.note, "usable": c.usable} for c in configs},
         "devices": extra.pop("devices", None), "tensorflow": extra.pop("tensorflow", None),
@@ -432,25 +479,22 @@ PARSE_ENTRY_POINTS = ("run_benchmark", "figures", "run")
 
 def format_overhead(doc: Mapping[str, Any]) -> list[str]:
     lines = [
-        f"Profiler overhead: median profiled / un-profiled step time, preset {doc['preset']} "
+        f"Profiler overhead: profiled / un-profiled step time, preset {doc['preset']} "
         f"(target <= {OVERHEAD_TARGET:.2f} for every variant)",
-        f"  {doc['method']}",
-        f"  {'variant':<20} {'setting':<14} {'ratio':>6} {'steady':>7}  {'per round min / median / max':<30}"
-        f" {'off step':>9} {'start ms':>9} {'stop ms':>9}",
+        *(f"  {line}" for line in textwrap.wrap(doc["method"], 100)),
+        f"  {'variant':<19} {'setting':<13} {'ratio':>6}  {'rounds min / median / max':<25} {'pooled':>6}"
+        f" {'cpu':>6} {'off step':>9} {'stop ms':>8}",
     ]
     for v, cfgs in doc["variants"].items():
         for name, f in cfgs.items():
-            rr = f["round_ratios"]
-            rounds = Spread(**rr).fmt(3) if rr else "-"
-            start = Spread(**f["start_s"]).fmt(1, 1e3) if f["start_s"] else "-"
-            stop = Spread(**f["stop_s"]).fmt(1, 1e3) if f["stop_s"] else "-"
+            rounds = Spread(**f["rounds"]).fmt(3) if f["rounds"] else "-"
+            stop = _num(f["stop_s"]["median"] * 1e3, 1) if f["stop_s"] else "-"
             lines.append(
-                f"  {v:<20} {name:<14} {_num(f['ratio']):>6} {_num(f['steady_ratio']):>7}  {rounds:<30}"
-                f" {_ms(f['off_median_s']):>9} {start.split(' / ')[1] if f['start_s'] else '-':>9}"
-                f" {stop.split(' / ')[1] if f['stop_s'] else '-':>9}"
+                f"  {v:<19} {name:<13} {_num(f['ratio']):>6}  {rounds:<25} {_num(f['pooled_ratio']):>6}"
+                f" {_num(f['cpu_ratio']):>6} {_ms(f['off_median_s']):>9} {stop:>8}"
             )
     worst = doc["worst_ratio"]
-    lines.append("  worst ratio over variants (settings the analysis can use): "
+    lines.append("  worst ratio over variants, settings the analysis can use: "
                  + ", ".join(f"{n} {_num(w)}" for n, w in worst.items()))
     twins = same_settings(doc.get("configs", {}))
     if twins:
@@ -504,8 +548,8 @@ def _short(v: Any) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
+def _num(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
 
 
 def _ms(x: float | None) -> str:

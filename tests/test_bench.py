@@ -30,22 +30,30 @@ def test_median_ratio() -> None:
     assert bench.median_ratio([1.0], [0.0]) is None
 
 
-def test_overhead_figures_pool_pair_and_drop_the_first_profiled_step() -> None:
+def test_overhead_figures_pair_adjacent_blocks_and_pool_all_steps() -> None:
     samples = {
-        "on": [[5.0, 1.1, 1.1], [5.0, 1.2, 1.2]],
-        "off": [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
-        "start_s": [0.01, 0.03],
-        "stop_s": [0.2, 0.4],
-        "trace_bytes": [100, 300],
+        "on": [[5.0, 1.1, 1.1], [5.0, 1.2, 1.2], [2.0, 2.0, 2.0]],
+        "off": [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]],  # round 3: a burst of load
+        "on_cpu": [[1.0], [1.0], [1.0]],
+        "off_cpu": [[1.0], [0.5], [1.0]],
+        "start_s": [0.01, 0.03, 0.02],
+        "stop_s": [0.2, 0.4, 0.3],
+        "trace_bytes": [100, 300, 200],
     }
     f = bench.overhead_figures(samples)
-    assert f["ratio"] == pytest.approx(1.2)  # median of [1.1, 1.1, 1.2, 1.2, 5, 5]
-    assert f["steady_ratio"] == pytest.approx(1.15)
-    assert f["round_ratios"] == {"min": pytest.approx(1.1), "median": pytest.approx(1.15),
-                                 "max": pytest.approx(1.2), "n": 2}
+    assert f["ratio"] == pytest.approx(1.1)  # median of the paired ratios 1.1, 1.2, 1.0
+    assert f["rounds"] == {"min": pytest.approx(1.0), "median": pytest.approx(1.1),
+                           "max": pytest.approx(1.2), "n": 3}
+    assert f["pooled_ratio"] == pytest.approx(2.0 / 1.0)  # the burst moves the pooled figure
+    assert f["cpu_ratio"] == pytest.approx(1.0)
+    assert f["cpu_rounds"]["max"] == pytest.approx(2.0)
     assert f["stop_s"]["median"] == pytest.approx(0.3)
     assert f["trace_bytes"]["max"] == 300
-    assert f["steps"] == {"on": 6, "off": 6}
+    assert f["steps"] == {"on": 9, "off": 9}
+
+
+def test_paired_ratios_skip_empty_blocks() -> None:
+    assert bench.paired_ratios([[2.0], []], [[1.0], [1.0]]) == [2.0]
 
 
 def test_choose_config_takes_the_first_setting_that_meets_the_target_everywhere() -> None:
@@ -93,8 +101,9 @@ def test_run_breakdown_sums_to_the_total_and_share_counts_only_the_harness() -> 
 
 
 def _doc() -> dict:
-    figures = bench.overhead_figures({"on": [[1.01, 1.02]], "off": [[1.0, 1.0]],
-                                      "start_s": [0.001], "stop_s": [0.02], "trace_bytes": [10]})
+    figures = bench.overhead_figures({"on": [[1.01, 1.02]], "off": [[1.0, 1.0]], "on_cpu": [[1.0]],
+                                      "off_cpu": [[1.0]], "start_s": [0.001], "stop_s": [0.02],
+                                      "trace_bytes": [10]})
     run = {**bench.run_breakdown({"harness_s": {"setup": 0.1, "variants": 3.2, "finish": 0.3}},
                                  [RECORD], 4.0), "total": 4.0}
     run["own_share"] = bench.own_share({k: v for k, v in run.items() if k != "total"})
@@ -163,6 +172,6 @@ def test_main_writes_bench_json_and_prints(
 
 def test_only_settings_the_analysis_can_use_are_chosen_and_twins_are_a_noise_gauge() -> None:
     usable = {c.name for c in bench.SWEEP if c.usable}
-    assert usable == {"host2", "host3", "host2+python"}  # host1 drops op events; -device drops GPU
-    configs = {c.name: c.options() for c in (bench.TracerConfig("harness", 2, 0, 1), *bench.SWEEP)}
-    assert bench.same_settings(configs) == [("harness", "host2")]
+    assert usable == {"host3", "host2+python"}  # host1 drops op events; -device drops GPU activity
+    configs = {c.name: c.options() for c in (bench.TracerConfig("harness", 3, 0, 1), *bench.SWEEP)}
+    assert bench.same_settings(configs) == [("harness", "host3")]
