@@ -59,7 +59,10 @@ def test_run_directory_is_complete(tiny_run: Path) -> None:
         assert len(files) == 1 and files[0].stat().st_size > 0
     ok = [v for v in summary["variants"] if v["status"] == "ok"]
     fastest = min(ok, key=lambda v: v["step_time_s"]["median"])
-    assert summary["recommendation"]["variant"] == fastest["name"]
+    rec = summary["recommendation"]
+    assert rec["fastest"] == fastest["name"]
+    # the fastest, or a simpler variant whose step times overlap it (within noise)
+    assert rec["variant"] == fastest["name"] or rec["variant"] in rec["within_noise"]
     for name in BUILTIN_NAMES:
         rec = record(tiny_run, name)
         assert rec["timings"]["step_time_s"]["n"] == PRESETS["tiny"].steps

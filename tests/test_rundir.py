@@ -23,6 +23,8 @@ def test_atomic_write_leaves_no_temporary(tmp_path: Path) -> None:
     write_json(tmp_path / "a" / "x.json", {"k": [1, 2]})
     assert json.loads((tmp_path / "a" / "x.json").read_text()) == {"k": [1, 2]}
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["x.json"]
+    # readable by others, like any file the user writes (not mkstemp's 0600)
+    assert (tmp_path / "a" / "x.json").stat().st_mode & 0o044 == 0o044
 
 
 def test_atomic_write_failure_keeps_the_old_file(tmp_path: Path) -> None:
