@@ -12,8 +12,15 @@ from rich.table import Table
 from ..config import ProfileOptions
 from ..rundir import RunDir
 
-_err = Console(stderr=True, highlight=False)
-_out = Console(highlight=False)
+
+def _console(stderr: bool = False) -> Console:
+    """Rich console; when output is a pipe or file, wide enough for the ranked table."""
+    c = Console(stderr=stderr, highlight=False)
+    return c if c.is_terminal else Console(stderr=stderr, highlight=False, width=120)
+
+
+_err = _console(stderr=True)
+_out = _console()
 
 
 def err(message: str) -> None:
