@@ -97,9 +97,9 @@ class BenchOptions:
     rounds: int = 15
     block_steps: int = 4
     warmup: int = 5
+    parts: tuple[str, ...] = ("overhead", "harness", "parse")
     sweep: bool = True
     profile_runs: int = 3
-    parse: bool = True
     out: Path = DEFAULT_OUT
     timeout_s: float = 900.0
     python: str = field(default=sys.executable)
@@ -443,6 +443,8 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
         for i in range(opts.profile_runs):
             say(f"  harness overhead: `profile --preset {opts.preset}`, run {i + 1}/{opts.profile_runs} ...")
             runs.append(_profile_once(opts, Path(tmp) / f"run{i}"))
+    if not runs:
+        return {"skipped": "--profile-runs 0"}
     for r in runs:
         r["own_share"] = own_share({k: v for k, v in r.items() if k != "total"})
     keys = [name for name, _ in CATEGORIES] + ["total", "own_share"]
@@ -453,7 +455,7 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
         "own_categories": sorted(OWN),
         "runs": runs,
         "spread": {k: _spread_json(Spread.of(r[k] for r in runs)) for k in keys},
-        "meets_target": bool(runs) and max(r["own_share"] for r in runs) <= HARNESS_SHARE_TARGET,
+        "meets_target": max(r["own_share"] for r in runs) <= HARNESS_SHARE_TARGET,
     }
 
 
@@ -535,7 +537,7 @@ def format_harness(doc: Mapping[str, Any]) -> list[str]:
 
 def format_parse(doc: Mapping[str, Any]) -> list[str]:
     if "skipped" in doc:
-        return [f"Parse benchmark: skipped: {doc['skipped']}"]
+        return [f"Parse benchmark: skipped ({doc['skipped']})"]
     try:  # the parse benchmark's own wording of its figures, when it has one
         text = importlib.import_module("benchmarks.bench_parse").report(dict(doc))
         return ["Parse benchmark:", *(f"  {line}" for line in str(text).splitlines())]
@@ -574,7 +576,8 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     p.add_argument("--block-steps", type=_positive, help=f"steps per block [{BenchOptions.block_steps}]")
     p.add_argument("--profile-runs", type=int, help=f"whole profile runs [{BenchOptions.profile_runs}]")
     p.add_argument("--no-sweep", action="store_true", help="measure only the harness's profiler setting")
-    p.add_argument("--no-parse", action="store_true", help="skip the parse benchmark")
+    p.add_argument("--only", default=",".join(BenchOptions.parts), metavar="PARTS",
+                   help="which figures: overhead, harness, parse (comma-separated) [all]")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: tiny preset, 2 rounds of 3 steps, 1 profile run (unless given)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -583,13 +586,16 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     unknown = [v for v in variants if v not in BUILTIN_NAMES]
     if unknown:
         p.error(f"unknown variant(s): {', '.join(unknown)}")
+    parts = tuple(x.strip() for x in a.only.split(",") if x.strip())
+    if not parts or set(parts) - set(BenchOptions.parts):
+        p.error(f"--only takes some of: {', '.join(BenchOptions.parts)}")
     base = QUICK if a.quick else BenchOptions()
     given = {
         "preset": a.preset, "rounds": a.rounds, "block_steps": a.block_steps,
         "profile_runs": a.profile_runs,
     }
     return replace(
-        base, variants=variants, sweep=not a.no_sweep, parse=not a.no_parse, out=a.out,
+        base, variants=variants, sweep=not a.no_sweep, parts=parts, out=a.out,
         **{k: v for k, v in given.items() if v is not None},
     )
 
@@ -624,9 +630,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine(), "options": {**asdict(opts), "out": str(opts.out)},
     }
     say(f"tfprof-towers bench: preset {opts.preset}, {len(opts.variants)} variant(s)")
-    doc["profiler_overhead"] = measure_overhead(opts, say)
-    doc["harness_overhead"] = measure_harness(opts, say) if opts.profile_runs > 0 else {"skipped": "0 runs"}
-    doc["parse"] = measure_parse(say) if opts.parse else {"skipped": "--no-parse"}
+    measures = {
+        "overhead": ("profiler_overhead", lambda: measure_overhead(opts, say)),
+        "harness": ("harness_overhead", lambda: measure_harness(opts, say)),
+        "parse": ("parse", lambda: measure_parse(say)),
+    }
+    for part, (key, measure) in measures.items():
+        doc[key] = measure() if part in opts.parts else {"skipped": f"not in --only {','.join(opts.parts)}"}
     doc["bench_wall_s"] = time.perf_counter() - started
     write_json(opts.out, doc)
     print("\n".join([*report_lines(doc), f"wrote {opts.out} ({doc['bench_wall_s']:.0f} s)"]))
@@ -635,10 +645,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report_lines(doc: Mapping[str, Any]) -> list[str]:
     """The printed report of a bench.json document."""
-    lines = [*format_overhead(doc["profiler_overhead"]), ""]
-    if "runs" in doc["harness_overhead"]:
-        lines += [*format_harness(doc["harness_overhead"]), ""]
-    return [*lines, *format_parse(doc["parse"]), ""]
+    lines: list[str] = []
+    for key, fmt in (("profiler_overhead", format_overhead), ("harness_overhead", format_harness),
+                     ("parse", format_parse)):
+        part = doc.get(key) or {"skipped": "absent"}
+        lines += [f"{key}: skipped ({part['skipped']})"] if "skipped" in part else fmt(part)
+        lines.append("")
+    return lines
 
 
 if __name__ == "__main__":

@@ -138,8 +138,11 @@ def test_quick_sets_defaults_that_explicit_options_override() -> None:
     assert (quick.preset, quick.rounds, quick.profile_runs) == ("tiny", 2, 0)
     full = bench.parse_args(["--variants", "single,replicated", "--no-sweep"])
     assert (full.preset, full.variants, full.sweep) == ("cpu", ("single", "replicated"), False)
-    with pytest.raises(SystemExit):
-        bench.parse_args(["--variants", "bogus"])
+    assert full.parts == ("overhead", "harness", "parse")
+    assert bench.parse_args(["--only", "harness"]).parts == ("harness",)
+    for bad in (["--variants", "bogus"], ["--only", "speed"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(bad)
 
 
 def test_parse_bench_is_called_through_its_function(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,6 +171,17 @@ def test_main_writes_bench_json_and_prints(
     assert saved["schema"] == bench.SCHEMA
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temporary left
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_parts_left_out_are_marked_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(bench, "measure_parse", lambda say: {"skipped": "stubbed"})
+    out = tmp_path / "bench.json"
+    assert bench.main(["--only", "parse", "--out", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["profiler_overhead"] == {"skipped": "not in --only parse"}
+    assert "profiler_overhead: skipped (not in --only parse)" in capsys.readouterr().out
 
 
 def test_only_settings_the_analysis_can_use_are_chosen_and_twins_are_a_noise_gauge() -> None:

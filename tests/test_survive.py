@@ -150,6 +150,18 @@ def test_processes_left_behind_by_a_finished_child_are_killed(tmp_path: Path) ->
     assert outcome.error == "crashed: exit code 0"  # it wrote no record
 
 
+def test_wait_exit_returns_the_code_or_times_out() -> None:
+    assert runner.wait_exit(subprocess.Popen(["sh", "-c", "exit 3"]), 30) == 3
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            runner.wait_exit(proc, 0.1)
+        assert proc.poll() is None  # a timeout leaves the child to the caller
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_kill_group_reaches_a_grandchild_after_the_child_obeys_sigterm(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = f"(trap '' TERM; exec sleep 600) & echo \"$$ $!\" > {pids}; wait"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -129,6 +130,27 @@ def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: 
     return f"crashed: exit code {returncode}" + (f": {last[:200]}" if last else "")
 
 
+def wait_exit(proc: subprocess.Popen, timeout_s: float) -> int:
+    """``proc.wait(timeout_s)``, but woken the moment the child exits.
+
+    ``Popen.wait`` with a timeout polls, sleeping up to 50 ms between looks;
+    on Linux a pidfd lets the parent block until the exit itself.  Raises
+    ``subprocess.TimeoutExpired`` like ``Popen.wait``; signals interrupt it alike.
+    """
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3, or the child is already reaped
+        return proc.wait(timeout=timeout_s)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(max(0, int(timeout_s * 1000))):
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+    finally:
+        os.close(fd)
+    return proc.wait()
+
+
 def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """SIGTERM the child's process group, give it ``grace_s``, then SIGKILL the whole group.
 
@@ -175,7 +197,7 @@ def run_one(
             stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env, start_new_session=True,
         )
         try:
-            proc.wait(timeout=options.variant_timeout_s)
+            wait_exit(proc, options.variant_timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
