@@ -13,6 +13,12 @@ Two built-in variants and a failed one on a logical-CPU topology (host
 Each successful variant has a trace of three steps (``train`` markers) whose host
 thread runs its ops; with ``hostile=True`` op names, tensor names and the error
 message carry :data:`HOSTILE`.
+
+:func:`write_projection` adds the ``projection.json`` of ``profile --project-on``:
+the real projection model (``project.api.project``) on the built-in
+``2x-gtx1060-pcie3`` profile, over hand-built graph-work documents (no
+TensorFlow): ``single`` and ``towers_bug`` as above, ``replicated`` (projected
+only, not in the run) and ``broken`` (could not be built).
 """
 
 from __future__ import annotations
@@ -103,6 +109,66 @@ def build_trace(nodes: list[dict[str, Any]], hostile: bool = False) -> TraceBuil
         if hostile:
             line.event(HOSTILE, start_ps=s + 50_000, dur_ps=10_000)
     return b
+
+
+PROJECTION_PROFILE = "2x-gtx1060-pcie3"
+GPU0, GPU1 = "/device:GPU:0", "/device:GPU:1"
+
+
+def _work_op(name: str, device: str, flops: float, nbytes: float, deps: tuple[int, ...] = (),
+             copies: tuple[int, ...] = ()) -> dict[str, Any]:
+    return {"name": name, "type": "MatMul", "device": device, "flops": flops, "bytes": nbytes,
+            "matmul": True, "deps": list(deps), "copies": list(copies)}
+
+
+def _work_copy(tensor: str, src_op: int, src: str, dst: str, nbytes: int) -> dict[str, Any]:
+    return {"tensor": tensor, "src_op": src_op, "src": src, "dst": dst, "bytes": nbytes}
+
+
+def projection_graphs() -> dict[str, Any]:
+    """Graph-work documents in the form ``project.graphcost`` writes (two accelerators)."""
+    def work(name: str, ops: list[dict[str, Any]], copies: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"variant": name, "host": HOST, "accelerators": [GPU0, GPU1], "ops": ops, "copies": copies,
+                "collectives": []}
+
+    return {
+        "tensorflow": "2.99.0",
+        "variants": {
+            "single": work("single", [_work_op("x", HOST, 1e6, 1e6),
+                                      _work_op("mm", GPU0, 4e9, 4e7, copies=(0,))],
+                           [_work_copy("x:0", 0, HOST, GPU0, 4_000_000)]),
+            "towers_bug": work("towers_bug", [_work_op("fwd", HOST, 2e9, 4e7),
+                                              _work_op("g0", GPU0, 1e9, 1e7, copies=(0,)),
+                                              _work_op("g1", GPU1, 1e9, 1e7, copies=(1,))],
+                               [_work_copy("fwd:0", 0, HOST, GPU0, 8_000_000),
+                                _work_copy("fwd:0", 0, HOST, GPU1, 8_000_000)]),
+            "replicated": work("replicated", [_work_op("t0", GPU0, 2e9, 2e7), _work_op("t1", GPU1, 2e9, 2e7)],
+                               []),
+            "broken": {"error": "building the graph failed: ValueError: no"},
+        },
+    }
+
+
+def make_projection(hardware_name: str | None = None) -> dict[str, Any]:
+    """A projection document from the real model; ``hardware_name`` renames the profile."""
+    from dataclasses import replace
+
+    from tfprof_towers.config import Preset, VariantSpec
+    from tfprof_towers.project.api import project
+    from tfprof_towers.project.hardware import load_hardware
+
+    hw = load_hardware(PROJECTION_PROFILE)
+    if hardware_name is not None:
+        hw = replace(hw, name=hardware_name, description=f"renamed: {hardware_name}")
+    variants = [VariantSpec(n) for n in ("single", "towers_bug", "replicated", "broken")]
+    return project(hw, Preset("tiny", batch=4, dim=16), variants, graphs=projection_graphs())
+
+
+def write_projection(root: Path, hardware_name: str | None = None) -> dict[str, Any]:
+    """Write ``root/projection.json`` (as ``profile --project-on`` does) and return the document."""
+    doc = make_projection(hardware_name)
+    (root / "projection.json").write_text(json.dumps(doc))
+    return doc
 
 
 def make_run_dir(root: Path, hostile: bool = False) -> Path:

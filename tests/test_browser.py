@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from report_kit import HOSTILE, make_run_dir
+from report_kit import HOSTILE, make_run_dir, write_projection
 
 from tfprof_towers.pipeline import finish_run
 from tfprof_towers.rundir import RunDir
@@ -56,10 +56,14 @@ class Page:
     def count(self, selector: str) -> int:
         return int(self.page.evaluate(f"document.querySelectorAll({selector!r}).length"))
 
-    def screenshot(self, name: str) -> Path:
+    def screenshot(self, name: str, selector: str | None = None) -> Path:
+        """The whole page, or only the element ``selector`` matches."""
         OUTPUT.mkdir(exist_ok=True)
         path = OUTPUT / name
-        self.page.screenshot(path=str(path), full_page=True)
+        if selector:
+            self.page.locator(selector).screenshot(path=str(path))
+        else:
+            self.page.screenshot(path=str(path), full_page=True)
         return path
 
     def close(self) -> None:
@@ -106,6 +110,25 @@ def test_hostile_names_stay_text_in_the_browser(browser, tmp_path: Path) -> None
         assert HOSTILE in page.page.inner_text("body")
         page.page.hover("#timeline-towers_bug rect.ev >> nth=0")
         page.screenshot("report-hostile.png")
+    finally:
+        page.close()
+
+
+def test_projection_section_renders(browser, tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path / "run")
+    write_projection(run, hardware_name=HOSTILE)
+    finish_run(RunDir(run))
+    page = Page(browser)
+    try:
+        page.open(run / "report.html")
+        check_offline(page, run / "report.html")
+        assert page.count("img") == 0
+        assert page.count("#projection-table tbody tr") == 4  # the run's 3 variants and 1 only projected
+        assert page.count("#projection-table td.projected") > 0
+        assert page.page.inner_text("#projection h2") == f"Measured here vs projected on {HOSTILE}"
+        assert page.page.inner_text("#projected-recommendation").startswith("projected")
+        page.page.click('nav.toc a[href="#projection"]')
+        assert page.screenshot("report-projection.png", "#projection").stat().st_size > 10_000
     finally:
         page.close()
 

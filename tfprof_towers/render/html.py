@@ -7,9 +7,10 @@ and links nothing.  Data for the charts goes into a
 ``<``, ``>``, ``&`` and ``'``; the script puts every name into the page with
 ``textContent``.  Trace- and graph-derived text is never marked safe.
 
-The page reads top-down: recommendation, ranking, wall-time breakdown,
-timelines, transfers, placement audit, findings, how to open each variant,
-environment, failed variants.
+The page reads top-down: recommendation, ranking, measured here vs projected on
+another machine (only with a ``projection.json``; see :mod:`.projection`),
+wall-time breakdown, timelines, transfers, placement audit, findings, how to
+open each variant, environment, failed variants.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from markupsafe import Markup
 
 from ..rundir import RunDir, atomic_write_text
 from .filters import FILTERS
+from .projection import projection_view
 
 #: Wall-time categories in stacking order, with labels and colours (matches trace attribution).
 CATEGORIES: tuple[tuple[str, str, str], ...] = (
@@ -170,6 +172,7 @@ def view_model(
         "topology": topology,
         "ranked": ranked,
         "ok": [v for v in ranked if v["status"] == "ok"],
+        "projection": projection_view(summary, ranked),
         "failed": [v for v in ranked if v["status"] != "ok"],
         "per_variant": per_variant,
         "findings": findings,
