@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ..cli import add_command
 from ..config import BASELINE_VARIANT, BUILTIN_NAMES, PRESETS, VariantSpec, get_preset, parse_variant_names
+from ..pipeline import finish_run
 from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
 from ..project.hardware import BUILDS, builtin_names
 from ..rundir import RunDir, write_json
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
     if run_dir is not None:
         write_json(run_dir.root / PROJECTION_JSON, doc)
+        finish_run(run_dir)  # the report's "measured vs projected" section shows it
     if args.json:
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -131,3 +133,4 @@ def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
                       f"ops on the measured device; {agree}")
     if run_dir is not None:
         out.print(f"projection: {run_dir.root / PROJECTION_JSON}", markup=False)
+        out.print(f"report (re-rendered with the projection): {run_dir.report_html}", markup=False)

@@ -127,6 +127,7 @@ class Hardware:
                 "efficiency": h.efficiency,
                 "memory_bandwidth_gbs": h.memory_bandwidth_gbs,
                 "op_overhead_us": h.op_overhead_us,
+                "source": h.source,
             },
             "accelerator": {
                 "model": a.model,
@@ -136,6 +137,7 @@ class Hardware:
                 "efficiency": a.efficiency,
                 "memory_bandwidth_gbs": a.memory_bandwidth_gbs,
                 "op_overhead_us": a.op_overhead_us,
+                "source": a.source,
             },
             "host_link": _link_json(self.host_link),
             "peer": {"kind": self.peer.kind, "topology": self.peer.topology, **_link_json(self.peer.link)},
@@ -149,6 +151,7 @@ def _link_json(link: Link) -> dict[str, Any]:
         "bandwidth_gbs": link.bandwidth_gbs,
         "efficiency": link.efficiency,
         "latency_us": link.latency_us,
+        "source": link.source,
     }
 
 
