@@ -454,13 +454,13 @@ def test_hanging_variant_file_is_killed_with_its_process_group(
     out = tmp_path / "run"
     t0 = time.monotonic()
     code = main(["profile", "--preset", "tiny", "--variants", "single", "--variant-file", str(variant),
-                 "--variant-timeout", "20", "--out", str(out)])
+                 "--variant-timeout", "12", "--out", str(out)])
     took = time.monotonic() - t0
     assert code == 0
     child, grandchild = read_pids(pids)
     assert not alive(child) and not alive(grandchild)
     summary = json.loads((out / "summary.json").read_text())
     by_name = {v["name"]: v for v in summary["variants"]}
-    assert by_name["hangs"]["error"] == "timed out after 20 s (killed with its process group)"
+    assert by_name["hangs"]["error"] == "timed out after 12 s (killed with its process group)"
     assert by_name["single"]["status"] == "ok"
-    assert took < 20 * 2 + 60  # bounded: not the variant's 600 s
+    assert took < 12 * 2 + 60  # bounded: not the variant's 600 s
