@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
-	@echo "  variables: TF=auto|cpu|gpu (TensorFlow build, now: $(TF_RESOLVED)), ARGS='...' for make profile, PORT=$(PORT)"
+	@echo "  variables: TF=auto|cpu|gpu (TensorFlow build, now: $(TF_RESOLVED)), ARGS='...' for make profile/bench/bench-parse, PORT=$(PORT)"
 
 install: $(STAMP) ## create .venv and install the package with its dependencies (quick when nothing changed)
 
@@ -44,10 +44,10 @@ tensorboard: install ## serve the latest run's TensorBoard logdir on 127.0.0.1 (
 	$(BIN)/tensorboard --logdir reports/latest/tensorboard --host 127.0.0.1 --port $(PORT)
 
 bench: install ## measure the harness's own cost (writes reports/bench.json)
-	$(BIN)/python -m benchmarks.bench
+	$(BIN)/python -m benchmarks.bench $(ARGS)
 
 bench-parse: install ## trace-parsing speed on a synthetic trace of 1M+ events
-	$(BIN)/python -m benchmarks.bench_parse
+	$(BIN)/python -m benchmarks.bench_parse $(ARGS)
 
 browser: ## install Debian's chromium for the headless report tests (skipped where apt is absent)
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
