@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from . import layout
 from . import xspace as xs
 
 # ---------------------------------------------------------------------------------------------
@@ -212,10 +213,10 @@ def load_trace(
             "export the profile as .xplane.pb (the TensorFlow profiler's default)"
         )
     try:
-        data = file.read_bytes()
+        buf, data = xs.Buffer.read(file)  # read into a padded buffer: no copy of the file's bytes
     except OSError as exc:
         raise TraceError(f"{file}: cannot read ({exc.strerror or exc})") from None
-    trace = trace_from_bytes(data, str(file), node_devices)
+    trace = _trace_from_buffer(buf, data, str(file), node_devices)
     return Trace(trace.source, trace.events, trace.steps, trace.window, trace.hostnames, notes + trace.notes)
 
 
@@ -223,15 +224,26 @@ def trace_from_bytes(
     data: bytes, source: str = "<bytes>", node_devices: Mapping[str, str] | None = None
 ) -> Trace:
     """Decode a serialized XSpace; every way it can be broken raises :class:`TraceError`."""
-    if not data:
+    return _trace_from_buffer(xs.Buffer.of(data), data, source, node_devices)
+
+
+def _trace_from_buffer(
+    buf: xs.Buffer, data: bytes | bytearray, source: str, node_devices: Mapping[str, str] | None
+) -> Trace:
+    if not buf.size:
         raise TraceError(f"{source}: empty file")
-    if data.startswith(_RIEGELI_MAGIC):
+    if bytes(data[: len(_RIEGELI_MAGIC)]) == _RIEGELI_MAGIC:
         raise TraceError(f"{source}: this is the newer .xplane.riegeli form, which is not supported")
-    space = xs.parse_view(data, source)
-    if not len(space.planes):
+    try:
+        space = layout.read_space(buf, data)
+    except xs.Malformed:
+        raise TraceError(
+            f"{source}: not a readable XSpace trace (the protobuf data is corrupt or truncated)"
+        ) from None
+    if not space.planes:
         raise TraceError(f"{source}: no profiler planes in it: not an XSpace trace")
     try:
-        return _decode(space, source, node_devices or {})
+        return _decode(buf, space, source, node_devices or {})
     except xs.Malformed as exc:
         raise TraceError(f"{source}: corrupted trace ({exc})") from None
 
@@ -242,7 +254,11 @@ def trace_from_bytes(
 
 @dataclass(frozen=True)
 class _Planes:
-    """Per-plane tables and the event -> plane / line maps."""
+    """Per-plane tables and the event -> line map.
+
+    Events are numbered with the events of derived lines last (each group in file
+    order), so the events the frame keeps are the first ``n_kept``: a slice, not a mask.
+    """
 
     names: list[str]
     kinds: np.ndarray  # int8 per plane: 0 host, 1 device, 2 other
@@ -251,50 +267,51 @@ class _Planes:
     line_derived: np.ndarray  # bool per line
     line_ts_ps: np.ndarray  # int64 per line
     event_line: np.ndarray  # int64 per event
-    event_lo: np.ndarray  # int64 per plane: first event index
-    event_hi: np.ndarray
+    n_kept: int  # events on lines that are not derived
+    event_start: np.ndarray  # int64 per event: byte range of the serialized XEvent
+    event_end: np.ndarray
     event_md: list[tuple[np.ndarray, list[str], list]]  # per plane: sorted ids, names, metadata
     stat_md: list[dict[int, str]]  # per plane: stat metadata id -> name
 
 
-def _collect(space) -> tuple[_Planes, list[bytes]]:
-    names, kinds = [], []
-    line_names, line_plane, line_derived, line_ts, counts = [], [], [], [], []
-    event_lo, event_hi, event_md, stat_md = [], [], [], []
-    chunks: list[bytes] = []
-    for pi, plane in enumerate(space.planes):
-        names.append(plane.name)
-        kinds.append(0 if plane.name.startswith("/host:") else 1 if plane.name.startswith("/device:") else 2)
-        event_lo.append(len(chunks))
-        for line in plane.lines:
-            evs = list(line.events)
-            chunks.extend(evs)
-            counts.append(len(evs))
-            line_names.append(line.name or line.display_name or str(line.id))
-            line_plane.append(pi)
-            line_derived.append(line.name in DERIVED_LINE_NAMES or abs(line.id - _DERIVED_ID) < 64)
-            line_ts.append(line.timestamp_ns)
-        event_hi.append(len(chunks))
+def _collect(space: layout.Space) -> _Planes:
+    names = [plane.name for plane in space.planes]
+    kinds = [0 if n.startswith("/host:") else 1 if n.startswith("/device:") else 2 for n in names]
+    lines = space.lines
+    ids = lines.id.tolist()
+    line_names = [nm or dn or str(i) for nm, dn, i in zip(lines.name, lines.display_name, ids)]
+    line_derived = np.array(
+        [nm in DERIVED_LINE_NAMES or abs(i - _DERIVED_ID) < 64 for nm, i in zip(lines.name, ids)], dtype=bool
+    )
+    order = np.argsort(line_derived, kind="stable")  # kept lines first
+    counts = lines.event_count[order]
+    event_start, event_end = lines.event_start, lines.event_end
+    if (np.diff(line_derived[lines.event_count > 0].astype(np.int8)) < 0).any():  # a derived line mid-file
+        first = np.cumsum(lines.event_count) - lines.event_count
+        perm = np.arange(int(counts.sum())) + np.repeat(first[order] - (np.cumsum(counts) - counts), counts)
+        event_start, event_end = event_start[perm], event_end[perm]
+    event_md, stat_md = [], []
+    for plane in space.planes:
         md = plane.event_metadata
         ids = np.array(sorted(md.keys()), dtype=np.int64)
         event_md.append((ids, [md[i].name for i in ids.tolist()], [md[i] for i in ids.tolist()]))
         stat_md.append({k: v.name for k, v in plane.stat_metadata.items()})
-    line_plane_a = np.array(line_plane, dtype=np.int64)
-    planes = _Planes(
+    ts = lines.timestamp_ns
+    return _Planes(
         names=names,
         kinds=np.array(kinds, dtype=np.int8),
         line_names=line_names,
-        line_plane=line_plane_a,
-        line_derived=np.array(line_derived, dtype=bool),
+        line_plane=lines.plane,
+        line_derived=line_derived,
         # relative to the earliest line: epoch nanoseconds times 1000 would overflow int64
-        line_ts_ps=(np.array(line_ts, dtype=np.int64) - min(line_ts, default=0)) * 1000,
-        event_line=np.repeat(np.arange(len(counts), dtype=np.int64), counts),
-        event_lo=np.array(event_lo, dtype=np.int64),
-        event_hi=np.array(event_hi, dtype=np.int64),
+        line_ts_ps=(ts - (ts.min() if ts.size else 0)) * 1000,
+        event_line=np.repeat(order, counts),
+        n_kept=int(lines.event_count[~line_derived].sum()),
+        event_start=event_start,
+        event_end=event_end,
         event_md=event_md,
         stat_md=stat_md,
     )
-    return planes, chunks
 
 
 def dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,6 +325,15 @@ def dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     remap = np.zeros(int(values.max()) + 1, dtype=np.int64)
     remap[used] = np.arange(used.size)
     return used, remap[values]
+
+
+def used_codes(values: np.ndarray) -> np.ndarray:
+    """The distinct values of ``values`` (small non-negative ints), ascending."""
+    if not values.size:
+        return values[:0]
+    if values.max() > 4 * values.size + (1 << 20):
+        return np.unique(values)
+    return np.flatnonzero(np.bincount(values))
 
 
 class _Strings:
@@ -327,33 +353,64 @@ class _Strings:
     def codes(self, strings: list[str]) -> np.ndarray:
         return np.array([self.code(s) for s in strings], dtype=np.int64)
 
+    def lut(self, used: np.ndarray, fn) -> np.ndarray:
+        """Code -> code of ``fn(string)`` for the ``used`` codes (in ascending order), 0 elsewhere."""
+        out = np.zeros(len(self.items), dtype=np.int64)
+        out[used] = self.codes([fn(self.items[u]) for u in used.tolist()])
+        return out
+
 
 #: Stats read from events (all others are skipped unread).
 _WANTED = ("step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type")
 
 
-def _decode(space, source: str, node_devices: Mapping[str, str]) -> Trace:
-    planes, chunks = _collect(space)
-    ev = xs.decode_events(chunks)
-    del chunks
-    n = ev.metadata_id.size
-    event_plane = planes.line_plane[planes.event_line] if n else np.zeros(0, dtype=np.int64)
-    start_ps = planes.line_ts_ps[planes.event_line] + ev.offset_ps
+@dataclass(frozen=True)
+class _Wanted:
+    """Which stats to read: per (plane, stat metadata id), the index in :data:`_WANTED` or -1."""
+
+    which: np.ndarray  # int8 [planes + 1, width]; the last row (derived lines) reads nothing
+    filter: xs.StatFilter | None  # None: ids too sparse for a table, read every stat
+
+
+def _wanted_table(planes: _Planes) -> _Wanted:
+    wanted = [
+        {sid: _WANTED.index(name) for sid, name in table.items() if name in _WANTED and 0 <= sid < (1 << 40)}
+        for table in planes.stat_md
+    ]
+    width = max((max(w) for w in wanted if w), default=-1) + 1
+    if width > (1 << 16):
+        return _Wanted(np.zeros((0, 0), dtype=np.int8), None)
+    which = np.full((len(wanted) + 1, max(width, 1)), -1, dtype=np.int8)
+    for pi, ids in enumerate(wanted):
+        which[pi, list(ids)] = list(ids.values())
+    group = planes.line_plane[planes.event_line]
+    group[planes.n_kept :] = len(wanted)  # derived lines: their stats are never used
+    return _Wanted(which, xs.StatFilter(group, which >= 0))
+
+
+def _decode(buf: xs.Buffer, space: layout.Space, source: str, node_devices: Mapping[str, str]) -> Trace:
+    planes = _collect(space)
+    event_plane = planes.line_plane[planes.event_line]
+    wanted = _wanted_table(planes)
+    ev = xs.decode_event_ranges(buf, planes.event_start, planes.event_end, wanted.filter)
+    start_ps = planes.line_ts_ps[planes.event_line]
+    start_ps += ev.offset_ps
     dur_ps = ev.duration_ps
 
     strings = _Strings()
-    name_code = _event_names(planes, ev, strings)
-    stats = _wanted_stats(planes, ev, event_plane, strings)
-    _metadata_stat_fallback(planes, ev, stats, strings)
+    name_code, md_index = _event_names(planes, event_plane, ev, strings)
+    stats = _wanted_stats(planes, ev, event_plane, wanted, strings)
+    _metadata_stat_fallback(planes, event_plane, md_index, stats, strings)
 
     cols = _classify(planes, event_plane, name_code, stats, strings, node_devices)
-    derived = planes.line_derived[planes.event_line]
+    derived = np.zeros(event_plane.size, dtype=bool)
+    derived[planes.n_kept :] = True
     steps, window = _step_windows(
         planes, ev, event_plane, start_ps, dur_ps, derived, name_code, stats, strings, cols["category"]
     )
-    keep = ~derived
-    step = _assign_steps(start_ps[keep], steps)
-    events = _frame(planes, strings, keep, event_plane, name_code, start_ps, dur_ps, cols, step)
+    k = planes.n_kept
+    step = _assign_steps(start_ps[:k], steps)
+    events = _frame(planes, strings, event_plane, name_code, start_ps, dur_ps, cols, step)
     notes = (
         ()
         if window != "whole-trace"
@@ -362,18 +419,40 @@ def _decode(space, source: str, node_devices: Mapping[str, str]) -> Trace:
     return Trace(source, events, steps, window, tuple(space.hostnames), notes)
 
 
-def _event_names(planes: _Planes, ev: xs.Events, strings: _Strings) -> np.ndarray:
-    """Per event: code of its name in ``strings``."""
-    out = np.zeros(ev.metadata_id.size, dtype=np.int64)
-    for pi, (ids, names, _) in enumerate(planes.event_md):
-        lo, hi = planes.event_lo[pi], planes.event_hi[pi]
-        if hi == lo or not ids.size:
-            continue
-        md = ev.metadata_id[lo:hi]
-        local = np.minimum(np.searchsorted(ids, md), ids.size - 1)
-        codes = strings.codes(names)
-        out[lo:hi] = np.where(ids[local] == md, codes[local], 0)
-    return out
+def _event_names(
+    planes: _Planes, event_plane: np.ndarray, ev: xs.Events, strings: _Strings
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per event: the code of its name in ``strings``, and the index of its metadata in its
+    plane's sorted ids (-1: no such metadata)."""
+    n = event_plane.size
+    has_events = np.bincount(event_plane, minlength=len(planes.names)) > 0
+    tables, names = [], [np.zeros(1, dtype=np.int64)]
+    for pi, (ids, plane_names, _) in enumerate(planes.event_md):
+        codes = strings.codes(plane_names) if has_events[pi] and ids.size else np.zeros(0, np.int64)
+        tables.append(ids if codes.size else ids[:0])
+        names.append(codes)
+    # one sorted key table over all planes: (plane, id) -> position in the concatenated names
+    base = np.cumsum([0] + [t.size for t in tables])
+    md = ev.metadata_id
+    width = max((int(t.max()) + 1 for t in tables if t.size and t.min() >= 0), default=0)
+    if width and all(t.min() >= 0 for t in tables if t.size) and width * len(tables) <= 4 * n + (1 << 20):
+        lut = np.full((len(tables), width), -1, dtype=np.int64)
+        for pi, t in enumerate(tables):
+            lut[pi, t] = np.arange(t.size)
+        inside = (md >= 0) & (md < width)
+        local = lut.ravel()[event_plane * width + np.where(inside, md, 0)]
+        local[~inside] = -1
+    else:
+        local = np.full(n, -1, dtype=np.int64)
+        for pi, t in enumerate(tables):
+            sel = np.flatnonzero(event_plane == pi)
+            if not t.size or not sel.size:
+                continue
+            at = np.minimum(np.searchsorted(t, md[sel]), t.size - 1)
+            local[sel] = np.where(t[at] == md[sel], at, -1)
+    flat = np.concatenate(names)  # position 0: "" for events without metadata
+    name_code = flat[np.where(local >= 0, base[event_plane] + local + 1, 0)]
+    return name_code, local
 
 
 @dataclass
@@ -384,44 +463,63 @@ class _Stat:
     num: np.ndarray
     present: np.ndarray
 
+    def writable(self) -> _Stat:
+        """Own arrays (an absent stat shares read-only ones)."""
+        if not self.present.flags.writeable:
+            self.code, self.num, self.present = self.code.copy(), self.num.copy(), self.present.copy()
+        return self
+
+
+def _absent_stats(n: int) -> dict[str, _Stat]:
+    code, num, present = np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
+    for a in (code, num, present):
+        a.setflags(write=False)
+    return {w: _Stat(code, num, present) for w in _WANTED}
+
 
 def _wanted_stats(
-    planes: _Planes, ev: xs.Events, event_plane: np.ndarray, strings: _Strings
+    planes: _Planes, ev: xs.Events, event_plane: np.ndarray, wanted: _Wanted, strings: _Strings
 ) -> dict[str, _Stat]:
     n = ev.metadata_id.size
-    out = {w: _Stat(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)) for w in _WANTED}
+    out = _absent_stats(n)
     if not ev.stat_owner.size:
         return out
     md = xs.stat_metadata_ids(ev)
     plane = event_plane[ev.stat_owner]
-    # (plane, stat metadata id) -> wanted index, through one sorted key table
-    keys, which = [], []
-    for pi, table in enumerate(planes.stat_md):
-        for sid, sname in table.items():
-            if sname in _WANTED and 0 <= sid < (1 << 40):
-                keys.append((pi << 40) | sid)
-                which.append(_WANTED.index(sname))
-    if not keys:
-        return out
-    order = np.argsort(keys)
-    keys_a, which_a = np.array(keys, dtype=np.int64)[order], np.array(which, dtype=np.int64)[order]
-    k = (plane << 40) | np.clip(md, 0, (1 << 40) - 1)
-    loc = np.minimum(np.searchsorted(keys_a, k), keys_a.size - 1)
-    hit = np.flatnonzero(keys_a[loc] == k)
-    if not hit.size:
-        return out
-    w = which_a[loc[hit]]
-    vals = xs.decode_stat_values(ev.buf, ev.stat_start[hit], ev.stat_end[hit])
-    owner = ev.stat_owner[hit]
-    codes = _stat_string_codes(planes, ev.buf, vals, plane[hit], strings)
+    if wanted.filter is not None:  # every stat read is wanted: which one, from the table
+        width = wanted.which.shape[1]
+        hit = None
+        w = wanted.which.ravel()[plane * width + md].astype(np.int64)
+    else:  # every stat was read: keep the wanted ones
+        keys, which = [], []
+        for pi, table in enumerate(planes.stat_md):
+            for sid, sname in table.items():
+                if sname in _WANTED and 0 <= sid < (1 << 40):
+                    keys.append((pi << 40) | sid)
+                    which.append(_WANTED.index(sname))
+        if not keys:
+            return out
+        order = np.argsort(keys)
+        keys_a, which_a = np.array(keys, dtype=np.int64)[order], np.array(which, dtype=np.int64)[order]
+        k = (plane << 40) | np.clip(md, 0, (1 << 40) - 1)
+        loc = np.minimum(np.searchsorted(keys_a, k), keys_a.size - 1)
+        hit = np.flatnonzero(keys_a[loc] == k)
+        if not hit.size:
+            return out
+        w = which_a[loc[hit]]
+        plane = plane[hit]
+    sel_ = (lambda a: a) if hit is None else (lambda a: a[hit])
+    vals = xs.decode_stat_values(ev.buf, sel_(ev.stat_start), sel_(ev.stat_end))
+    owner = sel_(ev.stat_owner)
+    codes = _stat_string_codes(planes, ev.buf, vals, plane, strings)
     nums = vals.as_int64
-    for wi, wname in enumerate(_WANTED):
-        sel = w == wi
-        if sel.any():
-            st = out[wname]
-            st.code[owner[sel]] = codes[sel]
-            st.num[owner[sel]] = nums[sel]
-            st.present[owner[sel]] = True
+    for wi in used_codes(w).tolist():
+        sel = np.flatnonzero(w == wi)
+        st = out[_WANTED[wi]] = _Stat(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, bool))
+        o = owner[sel]
+        st.code[o] = codes[sel]
+        st.num[o] = nums[sel]
+        st.present[o] = True
     return out
 
 
@@ -440,13 +538,16 @@ def _stat_string_codes(
         ref = vals.num[is_ref].astype(np.int64) & ((1 << 40) - 1)
         width = int(ref.max()) + 1
         if width * len(planes.names) <= 4 * ref.size + (1 << 20):  # small ids: a dense key
-            uniq, inv = dense_unique(plane[is_ref] * width + ref)
-            pairs = [(int(u) // width, int(u) % width) for u in uniq]
+            key = plane[is_ref] * width + ref
+            uniq = used_codes(key)
+            lut = np.zeros(len(planes.names) * width, dtype=np.int64)
+            lut[uniq] = strings.codes([planes.stat_md[int(u) // width].get(int(u) % width, "") for u in uniq])
+            codes[is_ref] = lut[key]
         else:
             uniq, inv = np.unique((plane[is_ref] << 40) | ref, return_inverse=True)
             pairs = [(int(u) >> 40, int(u) & ((1 << 40) - 1)) for u in uniq]
-        texts = [planes.stat_md[p].get(i, "") for p, i in pairs]
-        codes[is_ref] = strings.codes(texts)[inv]
+            texts = [planes.stat_md[p].get(i, "") for p, i in pairs]
+            codes[is_ref] = strings.codes(texts)[inv]
     is_num = np.flatnonzero((vals.kind == xs.KIND_INT64) | (vals.kind == xs.KIND_UINT64))
     if is_num.size:
         inv, uniq = pd.factorize(vals.num[is_num].view(np.int64))
@@ -455,9 +556,11 @@ def _stat_string_codes(
 
 
 def _metadata_stat_fallback(
-    planes: _Planes, ev: xs.Events, stats: dict[str, _Stat], strings: _Strings
+    planes: _Planes, event_plane: np.ndarray, md_index: np.ndarray, stats: dict[str, _Stat], strings: _Strings
 ) -> None:
     """Stats a writer put on the event metadata instead of each event (newer TensorFlow)."""
+    n_planes = len(planes.names)
+    has_events = np.bincount(event_plane, minlength=n_planes) > 0
     for pi, (ids, _, mds) in enumerate(planes.event_md):
         table: dict[str, dict[int, tuple[int, int]]] = {}
         for i, md in enumerate(mds):
@@ -477,18 +580,18 @@ def _metadata_stat_fallback(
                     num = int(getattr(st, kind))
                     text = str(num)
                 table.setdefault(sname, {})[i] = (strings.code(text), num)
-        lo, hi = planes.event_lo[pi], planes.event_hi[pi]
-        if not table or hi == lo:
+        if not table or not has_events[pi]:
             continue
-        local = np.minimum(np.searchsorted(ids, ev.metadata_id[lo:hi]), ids.size - 1)
+        events = np.flatnonzero((event_plane == pi) & (md_index >= 0))
+        local = md_index[events]
         for sname, entries in table.items():
             code_of = np.full(ids.size, -1, dtype=np.int64)
             num_of = np.zeros(ids.size, dtype=np.int64)
             for i, (c, v) in entries.items():
                 code_of[i], num_of[i] = c, v
-            st = stats[sname]
-            missing = ~st.present[lo:hi] & (code_of[local] >= 0)
-            idx = lo + np.flatnonzero(missing)
+            st = stats[sname].writable()
+            missing = ~st.present[events] & (code_of[local] >= 0)
+            idx = events[missing]
             st.code[idx] = code_of[local[missing]]
             st.num[idx] = num_of[local[missing]]
             st.present[idx] = True
@@ -601,85 +704,92 @@ def _classify(
     strings: _Strings,
     node_devices: Mapping[str, str],
 ) -> dict[str, np.ndarray]:
-    """Per event: category, device, tf_op, op_type, bytes, src/dst device and edge codes."""
+    """Per event: category, device, tf_op, op_type, bytes, src/dst device and edge codes.
+
+    Everything is decided once per distinct string (an event name, a ``tf_op`` text, a
+    rendezvous key) into a lookup table over string codes, then read per event.
+    """
     n = name_code.size
-    kind = planes.kinds[event_plane] if n else np.zeros(0, np.int8)
+    kind = planes.kinds[event_plane]
     items = strings.items
     n_names = len(items)
-    host_cat = np.zeros(n_names, dtype=np.int8)
-    host_node = np.zeros(n_names, dtype=np.int64)
-    host_type = np.zeros(n_names, dtype=np.int64)
-    dev_cat = np.zeros(n_names, dtype=np.int8)
-    used = dense_unique(name_code)[0]
+    # per (plane kind, name): category, node and op type; kinds 0 host, 1 device, 2 other
+    cat_lut = np.full((3, n_names), _CAT["other"], dtype=np.int8)
+    node_lut = np.zeros((3, n_names), dtype=np.int64)
+    type_lut = np.zeros((3, n_names), dtype=np.int64)
     other_copy = np.int8(-1)
-    for c in used.tolist():
+    for c in used_codes(name_code).tolist():
         name = items[c]
         cat, node, op_type = _host_name_category(name)
-        host_cat[c], host_node[c], host_type[c] = _CAT[cat], strings.code(node), strings.code(op_type)
+        cat_lut[0, c], node_lut[0, c], type_lut[0, c] = _CAT[cat], strings.code(node), strings.code(op_type)
         dcat = _device_name_category(name)
-        dev_cat[c] = other_copy if dcat == "other_copy" else _CAT[dcat]
-
-    category = np.full(n, _CAT["other"], dtype=np.int8)
-    tf_op = np.zeros(n, dtype=np.int64)
-    op_type = np.zeros(n, dtype=np.int64)
+        cat_lut[1, c] = other_copy if dcat == "other_copy" else _CAT[dcat]
+    by_name = kind.astype(np.int64)
+    by_name *= n_names
+    by_name += name_code
+    category = cat_lut.ravel()[by_name]
+    tf_op = node_lut.ravel()[by_name]
+    op_type = type_lut.ravel()[by_name]
+    del by_name
     nbytes = np.zeros(n, dtype=np.int64)
     src = np.zeros(n, dtype=np.int64)
     dst = np.zeros(n, dtype=np.int64)
     edge = np.zeros(n, dtype=np.int64)
-    device = strings.codes(planes.names)[event_plane] if n else np.zeros(0, np.int64)
+    device = strings.codes(planes.names)[event_plane]
 
     # --- host plane
     host = kind == 0
-    hc = name_code[host]
-    category[host] = host_cat[hc]
-    tf_op[host] = host_node[hc]
-    op_type[host] = host_type[hc]
-    category[host & stats["step_num"].present] = _CAT["marker"]
+    if stats["step_num"].present.any():
+        category[np.flatnonzero(host & stats["step_num"].present)] = _CAT["marker"]
     # ExecutorState::ProcessAsync events name their node in stats: recvs are send/recv time
-    is_async = host & (stats["name"].code >= 0) & (stats["kernel_type"].code >= 0)
-    if is_async.any():
+    is_async = np.flatnonzero(host & (stats["name"].code >= 0) & (stats["kernel_type"].code >= 0))
+    if is_async.size:
         is_send_recv = np.array([t in SEND_RECV_TYPES for t in strings.items], dtype=bool)
-        ktc = stats["kernel_type"].code
-        category[is_async & is_send_recv[np.maximum(ktc, 0)]] = _CAT["send_recv"]
+        ktc = stats["kernel_type"].code[is_async]
+        category[is_async[is_send_recv[np.maximum(ktc, 0)]]] = _CAT["send_recv"]
         tf_op[is_async] = stats["name"].code[is_async]
-        op_type[is_async] = ktc[is_async]
+        op_type[is_async] = ktc
 
     # send/recv endpoints from rendezvous keys, once per distinct key
     key = stats["key"].code
-    has_key = host & (key >= 0)
-    if has_key.any():
-        uniq, inv = dense_unique(key[has_key])
+    has_key = np.flatnonzero(host & (key >= 0)) if (key >= 0).any() else None
+    if has_key is not None and has_key.size:
+        k = key[has_key]
+        uniq = used_codes(k)
         parsed = [_parse_key(strings.items[u]) for u in uniq.tolist()]
-        src[has_key] = strings.codes([p[0] for p in parsed])[inv]
-        dst[has_key] = strings.codes([p[1] for p in parsed])[inv]
-        edge[has_key] = strings.codes([p[2] for p in parsed])[inv]
+        for out, part in ((src, 0), (dst, 1), (edge, 2)):
+            lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int64)
+            lut[uniq] = strings.codes([p[part] for p in parsed])
+            out[has_key] = lut[k]
 
     # host ops joined to devices through the partition graphs
     if node_devices:
-        mapped = host & (tf_op > 0)
-        uniq, inv = dense_unique(tf_op[mapped])
+        mapped = np.flatnonzero(host & (tf_op > 0))
+        uniq = used_codes(tf_op[mapped])
         dev = [
             canonical_device(node_devices[strings.items[u]]) if strings.items[u] in node_devices else None
             for u in uniq.tolist()
         ]
-        target = np.array([strings.code(d) if d else -1 for d in dev], dtype=np.int64)
-        t = target[inv] if uniq.size else np.zeros(0, np.int64)
-        idx = np.flatnonzero(mapped)
+        target = np.full(int(uniq[-1]) + 1 if uniq.size else 1, -1, dtype=np.int64)
+        target[uniq] = [strings.code(d) if d else -1 for d in dev]
+        t = target[tf_op[mapped]]
         ok = t >= 0
-        device[idx[ok]] = t[ok]
+        device[mapped[ok]] = t[ok]
 
     # --- device planes
     dv = kind == 1
-    category[dv] = dev_cat[name_code[dv]]
-    op_text = np.where(stats["tf_op"].code >= 0, stats["tf_op"].code, stats["annotation"].code)
-    has_op = dv & (op_text >= 0)
-    if has_op.any():
-        uniq, inv = dense_unique(op_text[has_op])
+    tf_code, ann_code = stats["tf_op"].code, stats["annotation"].code
+    op_text = np.where(tf_code >= 0, tf_code, ann_code) if (ann_code >= 0).any() else tf_code
+    has_op = np.flatnonzero(dv & (op_text >= 0))
+    if has_op.size:
+        text = op_text[has_op]
+        uniq = used_codes(text)
         split = [split_tf_op(strings.items[u]) for u in uniq.tolist()]
-        tf_op[has_op] = strings.codes([s[0] for s in split])[inv]
-        op_type[has_op] = strings.codes([s[1] for s in split])[inv]
+        for out, part in ((tf_op, 0), (op_type, 1)):
+            lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int64)
+            lut[uniq] = strings.codes([sp[part] for sp in split])
+            out[has_op] = lut[text]
     _copies(planes, event_plane, dv, category, stats["memcpy_details"].code, strings, nbytes, src, dst)
-    category[dv & (category == other_copy)] = _CAT["d2d"]
     return {
         "category": category,
         "device": device,
@@ -711,27 +821,34 @@ def _copies(
     src: np.ndarray,
     dst: np.ndarray,
 ) -> None:
-    """Bytes, kind and endpoints of device copies, from ``memcpy_details`` parsed once per string."""
-    copy_codes = np.array([_CAT[c] for c in COPY_CATEGORIES] + [-1], dtype=np.int8)
-    is_copy = dv & np.isin(category, copy_codes)
-    if not is_copy.any():
+    """Bytes, kind and endpoints of device copies, from ``memcpy_details`` parsed once per string;
+    device-plane ``MemcpyOther`` events (category -1) become copies of the kind their memory
+    kinds say, else device-to-device."""
+    is_copy_cat = np.zeros(len(CATEGORIES) + 1, dtype=bool)  # indexed by category + 1
+    is_copy_cat[[_CAT[c] + 1 for c in COPY_CATEGORIES] + [0]] = True
+    idx = np.flatnonzero(dv & is_copy_cat[category + 1])
+    if not idx.size:
         return
-    idx = np.flatnonzero(is_copy)
     plane = event_plane[idx]
-    cat = category[idx].copy()
-    dest = np.full(idx.size, -1, dtype=np.int64)
+    cat = category[idx]
     d = details[idx]
-    has = d >= 0
-    if has.any():
-        uniq, inv = dense_unique(d[has])
+    has = np.flatnonzero(d >= 0)
+    dest = np.full(idx.size, -1, dtype=np.int64)
+    if has.size:
+        dh = d[has]
+        uniq = used_codes(dh)
         parsed = [parse_memcpy_details(strings.items[u]) for u in uniq.tolist()]
-        size = np.array([p.size for p in parsed], dtype=np.int64)[inv]
-        nbytes[idx[has]] = size
-        dest[has] = np.array([p.dest for p in parsed], dtype=np.int64)[inv]
-        by_kinds = np.array([_CAT.get(_kinds_category(p) or "", -1) for p in parsed], dtype=np.int8)[inv]
-        rows = np.flatnonzero(has)
-        fix = (cat[rows] == -1) & (by_kinds >= 0)  # MemcpyOther: the memory kinds say which way
-        cat[rows[fix]] = by_kinds[fix]
+        width = int(uniq[-1]) + 1
+        size_of, dest_of = np.zeros(width, dtype=np.int64), np.full(width, -1, dtype=np.int64)
+        kinds_of = np.full(width, -1, dtype=np.int8)
+        size_of[uniq] = [p.size for p in parsed]
+        dest_of[uniq] = [p.dest for p in parsed]
+        kinds_of[uniq] = [_CAT.get(_kinds_category(p) or "", -1) for p in parsed]
+        nbytes[idx[has]] = size_of[dh]
+        dest[has] = dest_of[dh]
+        by_kinds = kinds_of[dh]
+        fix = (cat[has] == -1) & (by_kinds >= 0)  # MemcpyOther: the memory kinds say which way
+        cat[has[fix]] = by_kinds[fix]
     cat[cat == -1] = _CAT["d2d"]
     # device index of each plane, and the same device type's name for a destination index
     plane_index = np.array([_index_of(p) for p in planes.names], dtype=np.int64)
@@ -863,16 +980,28 @@ def empty_events() -> pd.DataFrame:
 
 
 def _categorical(codes: np.ndarray, strings: _Strings) -> pd.Categorical:
-    """Codes into ``strings`` -> a Categorical holding only the categories used."""
-    used, inv = dense_unique(codes)
-    cats = [strings.items[u] for u in used.tolist()]
-    return pd.Categorical.from_codes(inv.astype(np.int32), categories=cats)
+    """Codes into ``strings`` -> a Categorical holding only the categories used (in code order)."""
+    used = used_codes(codes)
+    remap = np.zeros(int(used[-1]) + 1 if used.size else 1, dtype=np.int32)
+    remap[used] = np.arange(used.size, dtype=np.int32)
+    return _from_codes(remap[codes], [strings.items[u] for u in used.tolist()])
+
+
+def _categorical_by(group_codes: np.ndarray, groups: np.ndarray, strings: _Strings) -> pd.Categorical:
+    """:func:`_categorical` of ``group_codes[groups]``, working on the few groups, not every row."""
+    present = np.flatnonzero(np.bincount(groups, minlength=group_codes.size)) if groups.size else groups[:0]
+    used = np.unique(group_codes[present])
+    per_group = np.searchsorted(used, group_codes).astype(np.int32)
+    return _from_codes(per_group[groups], [strings.items[u] for u in used.tolist()])
+
+
+def _from_codes(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)
 
 
 def _frame(
     planes: _Planes,
     strings: _Strings,
-    keep: np.ndarray,
     event_plane: np.ndarray,
     name_code: np.ndarray,
     start_ps: np.ndarray,
@@ -880,30 +1009,34 @@ def _frame(
     cols: dict[str, np.ndarray],
     step: np.ndarray,
 ) -> pd.DataFrame:
-    if not keep.any():
+    """The ``events`` frame: the first ``n_kept`` events (derived lines come after them)."""
+    k = planes.n_kept
+    if not k:
         return empty_events()
     plane_codes = strings.codes(planes.names)
     line_codes = strings.codes(planes.line_names)
-    category = cols["category"][keep]
+    lines = planes.event_line[:k]
+    category = cols["category"][:k]
     # work on tf.data threads is input, unless it is a TF op or marker of its own
     line_is_input = np.array([ln.startswith("tf_data") for ln in planes.line_names], dtype=bool)
-    on_input = line_is_input[planes.event_line[keep]] & (category == _CAT["framework"])
-    category = np.where(on_input, _CAT["input"], category).astype(np.int8)
+    if line_is_input.any():
+        on_input = line_is_input[lines] & (category == _CAT["framework"])
+        category = np.where(on_input, _CAT["input"], category).astype(np.int8)
     return pd.DataFrame(
         {
-            "plane": _categorical(plane_codes[event_plane[keep]], strings),
-            "device": _categorical(cols["device"][keep], strings),
-            "line": _categorical(line_codes[planes.event_line[keep]], strings),
-            "name": _categorical(name_code[keep], strings),
-            "op_type": _categorical(cols["op_type"][keep], strings),
-            "tf_op": _categorical(cols["tf_op"][keep], strings),
-            "start_ps": start_ps[keep],
-            "dur_ps": dur_ps[keep],
-            "category": pd.Categorical.from_codes(category, dtype=CATEGORY_DTYPE),
-            "bytes": cols["bytes"][keep],
-            "src_device": _categorical(cols["src"][keep], strings),
-            "dst_device": _categorical(cols["dst"][keep], strings),
-            "edge": _categorical(cols["edge"][keep], strings),
+            "plane": _categorical_by(plane_codes[planes.line_plane], lines, strings),
+            "device": _categorical(cols["device"][:k], strings),
+            "line": _categorical_by(line_codes, lines, strings),
+            "name": _categorical(name_code[:k], strings),
+            "op_type": _categorical(cols["op_type"][:k], strings),
+            "tf_op": _categorical(cols["tf_op"][:k], strings),
+            "start_ps": start_ps[:k],
+            "dur_ps": dur_ps[:k],
+            "category": pd.Categorical.from_codes(category, dtype=CATEGORY_DTYPE, validate=False),
+            "bytes": cols["bytes"][:k],
+            "src_device": _categorical(cols["src"][:k], strings),
+            "dst_device": _categorical(cols["dst"][:k], strings),
+            "edge": _categorical(cols["edge"][:k], strings),
             "step": step.astype(np.int64),
         }
     )

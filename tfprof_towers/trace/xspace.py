@@ -19,6 +19,7 @@ Two message families come out of the one schema:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,10 +195,12 @@ def parse_view(data: bytes, source: str):
 #: Stat value kinds (the XStat field number of the value; 0 = no value).
 KIND_DOUBLE, KIND_UINT64, KIND_INT64, KIND_STR, KIND_BYTES, KIND_REF = 2, 3, 4, 5, 6, 7
 
-_PAD = 16
+PAD = 16  #: zero bytes after the data, so that 8-byte loads at any position stay inside
 _HI = np.uint64(0x8080808080808080)
 _LO7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 _ONE = np.uint64(1)
+_HI_BYTE0 = np.uint64(0x80)
+_LO_BYTE0 = np.uint64(0x7F)
 _COMPACT = [
     (np.uint64(0x007F007F007F007F), np.uint64(1), np.uint64(0x3F803F803F803F80)),
     (np.uint64(0x00003FFF00003FFF), np.uint64(2), np.uint64(0x0FFFC0000FFFC000)),
@@ -213,36 +216,106 @@ class Malformed(Exception):
 class Buffer:
     """A byte buffer padded for 8-byte loads at any position."""
 
-    u8: np.ndarray  # uint8, with _PAD zero bytes after ``size``
+    u8: np.ndarray  # uint8, with PAD zero bytes after ``size``
     u64: np.ndarray  # unaligned little-endian uint64 view: u64[i] = bytes i..i+7
     size: int
 
     @classmethod
     def of(cls, data: bytes) -> Buffer:
-        u8 = np.frombuffer(data + b"\0" * _PAD, dtype=np.uint8)
+        return cls.wrap(data + b"\0" * PAD, len(data))
+
+    @classmethod
+    def wrap(cls, padded: bytes | bytearray, size: int) -> Buffer:
+        """A buffer over ``padded``: ``size`` bytes of data then at least ``PAD`` zero bytes (no copy)."""
+        u8 = np.frombuffer(padded, dtype=np.uint8)
         u64 = np.ndarray((u8.size - 7,), dtype="<u8", buffer=u8, strides=(1,))
-        return cls(u8, u64, len(data))
+        return cls(u8, u64, size)
+
+    @classmethod
+    def read(cls, file) -> tuple[Buffer, bytearray]:
+        """Read a whole file into a padded buffer (one copy: the read itself)."""
+        with open(file, "rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            data = bytearray(size + PAD)
+            view = memoryview(data)
+            got = 0
+            while got < size:
+                n = f.readinto(view[got:size])
+                if not n:
+                    break
+                got += n
+            view.release()
+        if got < size:
+            del data[got:size]
+        return cls.wrap(data, got), data
 
     def text(self, start: int, length: int) -> str:
         return self.u8[start : start + length].tobytes().decode("utf-8", "replace")
 
 
+_HI7 = np.uint64(0x0080808080808080)
+
+
+def word_varints(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varint in the low 7 bytes of each word: (value, length in bytes; 0 when longer).
+
+    Works in place: ``word`` is overwritten.
+    """
+    term = np.bitwise_not(word)
+    term &= _HI7
+    low = np.negative(term)
+    low &= term
+    length = np.bitwise_count(low - _ONE).astype(np.int64)  # bits below the terminator: 8k + 7
+    length += 1
+    length >>= 3
+    length[low == 0] = 0
+    mask = low
+    mask <<= _ONE
+    mask -= _ONE
+    v = word
+    v &= mask
+    v &= _LO7
+    tmp = term
+    for keep, shift, moved in _COMPACT:
+        np.right_shift(v, shift, out=tmp)
+        tmp &= moved
+        v &= keep
+        v |= tmp
+    return v, length
+
+
 def read_varints(buf: Buffer, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One varint at each ``pos`` (< its ``end``); return (values as uint64, positions after)."""
-    first = buf.u8[pos]
-    if first.size and first.max() < 0x80:  # all one-byte varints: one load
+    """One varint at each ``pos`` (< its ``end``); return (values as uint64, positions after).
+
+    Varints of up to 8 bytes are decoded from one unaligned 8-byte load: the lowest
+    clear high bit ends the varint, the bits below it are kept, and the 7-bit groups are
+    packed together in three shift-and-mask steps.  The arithmetic runs in place: on a
+    million values, allocating each temporary would cost as much as computing it.
+    """
+    word = buf.u64[pos]
+    if not (word & _HI_BYTE0).any():  # all one-byte varints
         if (pos >= end).any():
             raise Malformed("varint runs past the end of its message")
-        return first.astype(np.uint64), pos + 1
-    word = buf.u64[pos]
-    term = ~word & _HI
-    low = term & (~term + _ONE)  # lowest terminator bit (0 when the varint is longer than 8 bytes)
-    mask = (low << _ONE) - _ONE
-    v = word & mask & _LO7
+        return word & _LO_BYTE0, pos + 1
+    term = np.bitwise_not(word)
+    term &= _HI  # the high bit of every byte that ends a varint
+    mask = np.negative(term)
+    mask &= term  # the lowest of them (0 when the varint is longer than 8 bytes)
+    long = np.flatnonzero(mask == 0)
+    mask <<= _ONE
+    mask -= _ONE  # every bit up to it
+    v = word
+    v &= mask
+    v &= _LO7
+    tmp = term
     for keep, shift, moved in _COMPACT:
-        v = (v & keep) | ((v >> shift) & moved)
-    after = pos + np.bitwise_count(mask).astype(np.int64) // 8
-    long = np.flatnonzero(low == 0)
+        np.right_shift(v, shift, out=tmp)
+        tmp &= moved
+        v &= keep
+        v |= tmp
+    after = np.bitwise_count(mask).astype(np.int64)
+    after >>= 3
+    after += pos
     if long.size:
         v[long], after[long] = _read_long_varints(buf, pos[long])
     if (after > end).any():
@@ -373,7 +446,7 @@ def scatter_last(n: int, owner: np.ndarray, values: np.ndarray, fill, dtype) -> 
 
 @dataclass(frozen=True)
 class Events:
-    """All events of a file, decoded; stats left as byte ranges until asked for."""
+    """Events decoded from a buffer; their stats left as byte ranges until asked for."""
 
     metadata_id: np.ndarray  # int64, per event
     offset_ps: np.ndarray  # int64, per event
@@ -382,6 +455,15 @@ class Events:
     stat_start: np.ndarray  # int64 byte range of each XStat message in ``buf``
     stat_end: np.ndarray
     buf: Buffer
+    stat_md: np.ndarray | None = None  # int64 metadata_id per stat, when the decoder read them
+
+
+@dataclass(frozen=True)
+class StatFilter:
+    """Which stats to keep: ``table[group[event], metadata_id]`` (ids past the table: dropped)."""
+
+    group: np.ndarray  # int64 per event
+    table: np.ndarray  # bool [groups, ids]
 
 
 def decode_events(chunks: list[bytes] | tuple[bytes, ...], lengths: np.ndarray | None = None) -> Events:
@@ -389,36 +471,206 @@ def decode_events(chunks: list[bytes] | tuple[bytes, ...], lengths: np.ndarray |
     n = len(chunks)
     if lengths is None:
         lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=n)
-    buf = Buffer.of(b"".join(chunks))
-    end = np.cumsum(lengths)
+    end = np.cumsum(lengths, dtype=np.int64)
+    return decode_event_ranges(Buffer.of(b"".join(chunks)), end - lengths, end)
+
+
+# XEvent fields: metadata_id = 1, offset_ps = 2, duration_ps = 3 (varints), stats = 4 (messages).
+_EVENT_STATS_TAG = (4 << 3) | 2
+_STAT_MD_TAG = 1 << 3
+
+
+def decode_event_ranges(
+    buf: Buffer, start: np.ndarray, end: np.ndarray, keep: StatFilter | None = None
+) -> Events:
+    """Decode the XEvent messages at ``buf[start:end]``; stats only where ``keep`` says (all by default).
+
+    Writers put an event's fields in field-number order, so the fast path reads, for every
+    event at once, an optional metadata_id, offset_ps and duration_ps, then its run of
+    stats one round per stat.  Whatever an event holds beyond that (other orders, repeated
+    or unknown fields) is read field by field from where the fast path stopped: later
+    fields override earlier ones, as in protobuf.
+    """
+    n = start.size
     header = [np.zeros(n, dtype=np.int64) for _ in range(3)]  # metadata_id, offset_ps, duration_ps
-    owners, starts, lens = [], [], []
-    for idx, number, wire, value, payload in iter_rounds(buf, end - lengths, end):
-        if number.min() == 4 and number.max() == 4:  # a round of stats only: the common case
-            if wire.min() != 2 or wire.max() != 2:
-                raise Malformed("stat field is not length-delimited")
-            owners.append(idx)
-            starts.append(payload)
-            lens.append(value)
-            continue
-        for k, column in enumerate(header, start=1):
-            sel = (number == k) & (wire == 0)
-            column[idx[sel]] = value[sel].view(np.int64)
-        sel = (number == 4) & (wire == 2)
-        owners.append(idx[sel])
-        starts.append(payload[sel])
-        lens.append(value[sel])
-    if owners:
-        s_start = np.concatenate(starts)
-        s_end = s_start + np.concatenate(lens).astype(np.int64)
-        s_owner = np.concatenate(owners)
+    pos = start.astype(np.int64, copy=True)
+    for number, column in enumerate(header, start=1):
+        pos = _optional_varint_field(buf, pos, end, number << 3, column)
+    runs = _stat_runs(buf, pos, end, keep)
+    rest = np.flatnonzero(runs.pos < end)
+    parts = [runs.stats]
+    if rest.size:
+        parts.append(_decode_rest(buf, rest, runs.pos[rest], end[rest], header, keep))
+    owner, s_start, s_end, md = (np.concatenate(c) for c in zip(*parts))
+    return Events(header[0], header[1], header[2], owner, s_start, s_end, buf, md)
+
+
+def _optional_varint_field(
+    buf: Buffer, pos: np.ndarray, end: np.ndarray, tag: int, column: np.ndarray
+) -> np.ndarray:
+    """Where the field at ``pos`` has (one-byte) tag ``tag``, read its varint into ``column``;
+    returns the positions after it (or ``pos`` where absent)."""
+    has = buf.u8[pos] == tag
+    has &= pos < end
+    if has.all():
+        value, after = read_varints(buf, pos + 1, end)
+        column[:] = value.view(np.int64)
+        return after
+    idx = np.flatnonzero(has)
+    if idx.size:
+        value, after = read_varints(buf, pos[idx] + 1, end[idx])
+        column[idx] = value.view(np.int64)
+        pos = pos.copy()
+        pos[idx] = after
+    return pos
+
+
+@dataclass(frozen=True)
+class _Runs:
+    stats: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # owner, start, end, metadata_id
+    pos: np.ndarray  # per event: where its run of stats ended
+
+
+_SKIP, _KEEP, _SLOW = 0, 1, 2
+
+
+def _key_states(keep: StatFilter | None) -> np.ndarray:
+    """Per (group, bytes 2-3 of a stat field as a little-endian uint16): what to do with the stat.
+
+    A stat in the usual layout starts ``22 <len> 08 <id>``: bytes 2-3 are ``08`` and a
+    one-byte metadata_id, so one table lookup says keep or skip; any other pair of bytes
+    (a longer id, another first field) sends the stat to the slow path.
+    """
+    groups = keep.table.shape[0] if keep is not None else 1
+    states = np.full((groups, 1 << 16), _SLOW, dtype=np.int8)
+    ids = np.arange(0x80)
+    keys = _STAT_MD_TAG | (ids << 8)
+    if keep is None:
+        states[:, keys] = _KEEP
     else:
-        s_start = s_end = s_owner = np.zeros(0, dtype=np.int64)
-    return Events(header[0], header[1], header[2], s_owner, s_start, s_end, buf)
+        width = min(0x80, keep.table.shape[1])
+        states[:, keys] = _SKIP
+        states[:, keys[:width]] = np.where(keep.table[:, :width], _KEEP, _SKIP)
+    return states.ravel()
+
+
+def _stat_runs(buf: Buffer, pos: np.ndarray, end: np.ndarray, keep: StatFilter | None) -> _Runs:
+    """Every event's run of stats from ``pos``: round r reads the r-th stat of every event.
+
+    One 8-byte load per stat gives its tag, a one-byte length and, in the usual layout,
+    its metadata_id (see :func:`_key_states`); longer lengths and other layouts take
+    slower paths.  Only the stats ``keep`` keeps are returned.
+    """
+    pos = pos.copy()
+    act = np.flatnonzero(pos < end)
+    p, e = pos[act], end[act]
+    states = _key_states(keep)
+    base = keep.group[act] << 16 if keep is not None else np.zeros(act.size, dtype=np.int64)
+    out: list[tuple[np.ndarray, ...]] = []
+    while act.size:
+        w = buf.u64[p]
+        b = w.view(np.uint8).reshape(-1, 8)
+        is_stat = b[:, 0] == _EVENT_STATS_TAG
+        if not is_stat.all():  # another field: the rest of this event is read field by field
+            pos[act] = p
+            act, p, e, base, w = _take(np.flatnonzero(is_stat), act, p, e, base, w)
+            if not act.size:
+                break
+            b = w.view(np.uint8).reshape(-1, 8)
+        length = b[:, 1].astype(np.int64)
+        payload = p + 2
+        long = np.flatnonzero(length >= 0x80) if length.max() >= 0x80 else None
+        if long is not None:
+            v, after = read_varints(buf, p[long] + 1, e[long])
+            if (v > np.uint64(buf.size)).any():
+                raise Malformed("length out of range")
+            length[long], payload[long] = v.astype(np.int64), after
+        nxt = payload + length
+        if (nxt > e).any():
+            raise Malformed("stat runs past the end of its event")
+        key = w.view(np.uint16).reshape(-1, 4)[:, 1].astype(np.int64)
+        key += base
+        state = states[key]
+        if long is not None:
+            state[long] = _SLOW
+        if length.min() < 2:
+            state[length < 2] = _SLOW
+        slow = np.flatnonzero(state == _SLOW)
+        if slow.size:  # metadata_id read field by field, then kept or not by the filter's table
+            md = b[:, 3].astype(np.int64)
+            md[slow] = _stat_md_slow(buf, payload[slow], nxt[slow])
+            wanted = np.ones(slow.size, dtype=bool)
+            if keep is not None:
+                width = keep.table.shape[1]
+                wanted[:] = False
+                wanted[_kept(keep.table.ravel(), keep.group[act[slow]] * width, md[slow], width)] = True
+            state[slow] = np.where(wanted, _KEEP, _SKIP)
+            kept = np.flatnonzero(state == _KEEP)
+            found = [*_take(kept, act, payload, nxt, md)]
+        else:
+            kept = np.flatnonzero(state == _KEEP)
+            found = [*_take(kept, act, payload, nxt), b[:, 3].take(kept).astype(np.int64)]
+        out.append(tuple(found))
+        more = nxt < e
+        if more.all():
+            p = nxt
+            continue
+        done = np.flatnonzero(~more)
+        pos[act.take(done)] = nxt.take(done)
+        act, p, e, base = _take(np.flatnonzero(more), act, nxt, e, base)
+    pos[act] = p
+    z = np.zeros(0, dtype=np.int64)
+    stats = tuple(np.concatenate(c) for c in zip(*out)) if out else (z, z, z, z)
+    return _Runs(stats, pos)  # type: ignore[arg-type]
+
+
+def _take(idx: np.ndarray, *arrays: np.ndarray) -> list[np.ndarray]:
+    """``a[idx]`` for each array: one index array and ``take`` beats repeated boolean masks."""
+    return [a.take(idx) for a in arrays]
+
+
+def _kept(table: np.ndarray, base: np.ndarray, md: np.ndarray, width: int) -> np.ndarray:
+    """Indices of the stats the filter keeps (``base``: group * width per stat)."""
+    ok = (md >= 0) & (md < width)
+    return np.flatnonzero(table[base + np.where(ok, md, 0)] & ok)
+
+
+def _stat_md_slow(buf: Buffer, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """metadata_id of the XStat messages at ``buf[start:end]``, field by field (last one wins)."""
+    f = read_fields(buf, start, end)
+    sel = (f.number == 1) & (f.wire == 0)
+    return scatter_last(start.size, f.owner[sel], f.value[sel].view(np.int64), 0, np.int64)
+
+
+def _decode_rest(
+    buf: Buffer,
+    events: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    header: list[np.ndarray],
+    keep: StatFilter | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The remaining fields of ``events`` (from ``start``), field by field."""
+    f = read_fields(buf, start, end)
+    for number, column in enumerate(header, start=1):
+        sel = (f.number == number) & (f.wire == 0)
+        column[events[f.owner[sel]]] = f.value[sel].view(np.int64)
+    sel = np.flatnonzero((f.number == 4) & (f.wire == 2))
+    owner = events[f.owner[sel]]
+    s_start = f.start[sel]
+    s_end = s_start + f.value[sel].astype(np.int64)
+    md = _stat_md_slow(buf, s_start, s_end)
+    if keep is not None:
+        width = keep.table.shape[1]
+        kept = _kept(keep.table.ravel(), keep.group[owner] * width, md, width)
+        owner, s_start, s_end, md = owner[kept], s_start[kept], s_end[kept], md[kept]
+    return owner, s_start, s_end, md
 
 
 def stat_metadata_ids(ev: Events) -> np.ndarray:
     """The ``metadata_id`` of every stat (0 when absent), reading only what that needs."""
+    if ev.stat_md is not None:
+        return ev.stat_md
     s, e = ev.stat_start, ev.stat_end
     n = s.size
     out = np.zeros(n, dtype=np.int64)
@@ -462,31 +714,40 @@ class StatValues:
 _EXPECTED_WIRE = np.array([-1, -1, 1, 0, 0, 2, 2, 0], dtype=np.int64)  # per XStat field number
 
 
+#: XStat value field tag -> KIND_* (0: not a value field of the expected wire type).
+_KIND_OF_TAG = np.zeros(256, dtype=np.int8)
+for _number, _wire in ((2, 1), (3, 0), (4, 0), (5, 2), (6, 2), (7, 0)):
+    _KIND_OF_TAG[(_number << 3) | _wire] = _number
+
+
 def decode_stat_values(buf: Buffer, start: np.ndarray, end: np.ndarray) -> StatValues:
     """Values of the XStat messages at ``buf[start:end]``.
 
-    Fast path: the usual layout, ``metadata_id`` (one byte) then one value field, read
-    with one tag load and one varint per stat; any other layout is read field by field.
+    Fast path: the usual layout, ``08 <one-byte metadata_id> <value tag> <value>`` and
+    nothing after it, read from two 8-byte loads per stat; any other layout is read
+    field by field.
     """
     n = start.size
     if n == 0:
         return StatValues(
             np.zeros(0, np.int8), np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         )
-    ok = (start + 3 < end) & (buf.u8[start] == 0x08) & (buf.u8[start + 1] < 0x80)
-    tag = buf.u8[start + 2].astype(np.int64)
-    number, wire = tag >> 3, tag & 7
-    ok &= (tag < 0x80) & (number >= 2) & (number <= 7) & (wire == _EXPECTED_WIRE[np.clip(number, 0, 7)])
-    is_f64, is_len = wire == 1, wire == 2
-    # every row reads one varint: the value (or length) on the fast rows, a padding zero elsewhere
-    spare = np.int64(buf.size)
-    vpos = np.where(ok & ~is_f64, start + 3, spare)
-    v, payload = read_varints(buf, vpos, np.where(ok & ~is_f64, end, spare + 1))
-    v = np.where(is_f64, buf.u64[np.where(ok, start + 3, spare)], v)
-    after = np.where(is_f64, start + 11, payload + np.where(is_len, v, np.uint64(0)).astype(np.int64))
-    ok &= after == end  # exactly one value field, nothing after it
-    kind = np.where(ok, number, 0).astype(np.int8)
-    num = np.where(ok & ~is_len, v, np.uint64(0))
+    b = buf.u64[start].view(np.uint8).reshape(-1, 8)
+    kind = _KIND_OF_TAG[b[:, 2]]
+    ok = (b[:, 0] == _STAT_MD_TAG) & (b[:, 1] < 0x80) & (kind > 0)
+    ok &= start + 3 < end
+    raw = buf.u64[start + 3]  # the value: a varint, a length, or a double's 8 bytes
+    v, vlen = word_varints(raw.copy())
+    is_f64 = kind == KIND_DOUBLE
+    is_len = (kind == KIND_STR) | (kind == KIND_BYTES)
+    payload = start + 3
+    payload += np.where(is_f64, 8, vlen)
+    ok &= (vlen > 0) | is_f64
+    value_end = payload + np.where(is_len & ok, v, np.uint64(0)).astype(np.int64)
+    ok &= value_end == end  # exactly one value field, nothing after it
+    kind[~ok] = 0
+    num = np.where(is_f64, raw, v)
+    num[~ok | is_len] = 0
     str_start = np.where(ok & is_len, payload, -1)
     str_len = np.where(ok & is_len, v.astype(np.int64), 0)
     slow = np.flatnonzero(~ok)
@@ -515,38 +776,71 @@ def _decode_stat_values_slow(buf: Buffer, start: np.ndarray, end: np.ndarray) ->
 
 _HASH_M1 = np.uint64(0x9E3779B97F4A7C15)
 _HASH_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: _BYTE_MASKS[k]: the low k bytes of a word (k = 0..8).
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+_ROWS = 1 << 15  # strings hashed per block: a block's words stay in cache
+
+
+def _column_multipliers(width: int, seed: int) -> np.ndarray:
+    """Odd 64-bit multipliers, one per word column (the same ones on every call)."""
+    return np.random.default_rng(seed).integers(0, 1 << 63, width, dtype=np.uint64) * np.uint64(2) + _ONE
+
+
+def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two independent 64-bit hashes of each byte string.
+
+    Strings are hashed as 2-D blocks (one column per string, one row per 8-byte word,
+    words past a string's end masked to zero): each word is multiplied by its row's own
+    odd constant and folded (``x ^ x >> 29``), and a string's hash is the wrapping sum of
+    its column -- a handful of whole-array operations per block.
+    """
+    n = start.size
+    h1 = length.astype(np.uint64) * _HASH_M1
+    h2 = length.astype(np.uint64) * _HASH_M2
+    words = (length + 7) >> 3
+    # strings of similar word counts together (widths 1, 2, 4, 8, ...), so padding stays small
+    width_class = np.zeros(n, dtype=np.int8)
+    for c in range(1, 64):
+        over = words > (1 << (c - 1))
+        if not over.any():
+            break
+        width_class[over] = c
+    classes = np.flatnonzero(np.bincount(width_class))
+    for c in classes.tolist():
+        rows = np.flatnonzero(width_class == c) if classes.size > 1 else np.arange(n)
+        width = int(words[rows].max())
+        if width == 0:
+            continue
+        m1 = _column_multipliers(width, 1)[:, None]
+        m2 = _column_multipliers(width, 2)[:, None]
+        offsets = np.arange(width, dtype=np.int64)[:, None] * 8
+        for lo in range(0, rows.size, _ROWS):
+            r = rows[lo : lo + _ROWS]
+            s, ln = start[r], length[r]
+            w = buf.u64[np.minimum(s + offsets, buf.u64.size - 1)]
+            rem = ln - offsets
+            np.clip(rem, 0, 8, out=rem)
+            w &= _BYTE_MASKS[rem]
+            x = w * m1
+            x ^= x >> np.uint64(29)
+            h1[r] += x.sum(axis=0, dtype=np.uint64)
+            np.multiply(w, m2, out=x)
+            x ^= x >> np.uint64(31)
+            h2[r] += x.sum(axis=0, dtype=np.uint64)
+    return h1, h2
 
 
 def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Group equal byte strings without a Python step per string: (codes, distinct texts).
 
-    Each string is hashed eight bytes at a time (one unaligned load per word, two
-    independent 64-bit hashes and the length); strings are grouped by the first hash
-    and the second must agree within every group, else the strings are compared
-    exactly.  Only one representative per group is decoded.
+    Strings are grouped by one 64-bit hash of their bytes and length, and a second,
+    independent one must agree within every group, else the strings are compared exactly.
+    Only one representative per group is decoded.
     """
     n = start.size
     if n == 0:
         return np.zeros(0, dtype=np.int64), []
-    h1 = length.astype(np.uint64) * _HASH_M1
-    h2 = length.astype(np.uint64) * _HASH_M2
-    idx = np.arange(n)
-    for k in range(0, int(length.max()), 8):
-        if k:
-            idx = idx[length[idx] > k]
-        rem = length[idx] - k
-        word = buf.u64[start[idx] + k]
-        short = rem < 8
-        if short.any():
-            mask = np.where(
-                short, (_ONE << (np.minimum(rem, 7).astype(np.uint64) * np.uint64(8))) - _ONE, _ALL_ONES
-            )
-            word = word & mask
-        h1[idx] = (h1[idx] ^ word) * _HASH_M1
-        h1[idx] ^= h1[idx] >> np.uint64(29)
-        h2[idx] = (h2[idx] + word) * _HASH_M2
-        h2[idx] ^= h2[idx] >> np.uint64(31)
+    h1, h2 = _hash_strings(buf, start, length)
     codes, uniques = pd.factorize(h1)
     first = np.full(uniques.size, -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(n - 1, -1, -1)  # first occurrence of each group
