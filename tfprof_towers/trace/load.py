@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -268,8 +268,8 @@ class _Planes:
     line_ts_ps: np.ndarray  # int64 per line
     event_line: np.ndarray  # int64 per event
     n_kept: int  # events on lines that are not derived
-    event_start: np.ndarray  # int64 per event: byte range of the serialized XEvent
-    event_end: np.ndarray
+    event_start: np.ndarray | None  # int64 per event: byte range of the serialized XEvent
+    event_end: np.ndarray | None
     event_md: list[tuple[np.ndarray, list[str], list]]  # per plane: sorted ids, names, metadata
     stat_md: list[dict[int, str]]  # per plane: stat metadata id -> name
 
@@ -385,14 +385,19 @@ def _wanted_table(planes: _Planes) -> _Wanted:
         which[pi, list(ids)] = list(ids.values())
     group = planes.line_plane[planes.event_line]
     group[planes.n_kept :] = len(wanted)  # derived lines: their stats are never used
-    return _Wanted(which, xs.StatFilter(group, which >= 0))
+    return _Wanted(which, xs.StatFilter(group, which))
 
 
 def _decode(buf: xs.Buffer, space: layout.Space, source: str, node_devices: Mapping[str, str]) -> Trace:
+    """Decode and classify; each intermediate array is dropped as soon as it is used up, so the
+    peak memory stays near the events frame's own size plus the file's."""
     planes = _collect(space)
+    hostnames = tuple(space.hostnames)
+    del space
     event_plane = planes.line_plane[planes.event_line]
     wanted = _wanted_table(planes)
-    ev = xs.decode_event_ranges(buf, planes.event_start, planes.event_end, wanted.filter)
+    ev = xs.decode_event_ranges(buf, planes.event_start, planes.event_end, wanted.filter, values=True)
+    planes = replace(planes, event_start=None, event_end=None)
     start_ps = planes.line_ts_ps[planes.event_line]
     start_ps += ev.offset_ps
     dur_ps = ev.duration_ps
@@ -400,23 +405,23 @@ def _decode(buf: xs.Buffer, space: layout.Space, source: str, node_devices: Mapp
     strings = _Strings()
     name_code, md_index = _event_names(planes, event_plane, ev, strings)
     stats = _wanted_stats(planes, ev, event_plane, wanted, strings)
+    del ev, wanted
     _metadata_stat_fallback(planes, event_plane, md_index, stats, strings)
+    del md_index
 
     cols = _classify(planes, event_plane, name_code, stats, strings, node_devices)
-    derived = np.zeros(event_plane.size, dtype=bool)
-    derived[planes.n_kept :] = True
-    steps, window = _step_windows(
-        planes, ev, event_plane, start_ps, dur_ps, derived, name_code, stats, strings, cols["category"]
-    )
-    k = planes.n_kept
-    step = _assign_steps(start_ps[:k], steps)
+    step_num = stats["step_num"]
+    del stats
+    steps, window = _step_windows(planes, event_plane, start_ps, dur_ps, name_code, step_num, strings, cols)
+    del step_num
+    step = _assign_steps(start_ps[: planes.n_kept], steps)
     events = _frame(planes, strings, event_plane, name_code, start_ps, dur_ps, cols, step)
     notes = (
         ()
         if window != "whole-trace"
         else ("no step markers and no Steps line: the whole trace is analysed as one window",)
     )
-    return Trace(source, events, steps, window, tuple(space.hostnames), notes)
+    return Trace(source, events, steps, window, hostnames, notes)
 
 
 def _event_names(
@@ -457,24 +462,34 @@ def _event_names(
 
 @dataclass
 class _Stat:
-    """One wanted stat, per event: string code (-1 absent) and integer value."""
+    """One wanted stat, per event: string code (-1 absent), integer value, and whether present."""
 
-    code: np.ndarray
-    num: np.ndarray
-    present: np.ndarray
+    code: np.ndarray  # int32
+    num: np.ndarray  # int64
+    present: np.ndarray  # bool
+    any: bool = True  # False: no event has it (the arrays are shared and read-only)
 
     def writable(self) -> _Stat:
         """Own arrays (an absent stat shares read-only ones)."""
+        if not self.code.flags.writeable:
+            self.code = self.code.copy()
+        if not self.num.flags.writeable:
+            self.num = self.num.copy()
         if not self.present.flags.writeable:
-            self.code, self.num, self.present = self.code.copy(), self.num.copy(), self.present.copy()
+            self.present = self.present.copy()
+        self.any = True
         return self
 
 
+def _shared(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
 def _absent_stats(n: int) -> dict[str, _Stat]:
-    code, num, present = np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
-    for a in (code, num, present):
-        a.setflags(write=False)
-    return {w: _Stat(code, num, present) for w in _WANTED}
+    code, num = _shared(np.full(n, -1, np.int32)), _shared(np.zeros(n, np.int64))
+    present = _shared(np.zeros(n, bool))
+    return {w: _Stat(code, num, present, any=False) for w in _WANTED}
 
 
 def _wanted_stats(
@@ -484,13 +499,12 @@ def _wanted_stats(
     out = _absent_stats(n)
     if not ev.stat_owner.size:
         return out
-    md = xs.stat_metadata_ids(ev)
-    plane = event_plane[ev.stat_owner]
-    if wanted.filter is not None:  # every stat read is wanted: which one, from the table
-        width = wanted.which.shape[1]
+    if wanted.filter is not None:  # every stat read is wanted: which one, from the decoder's label
         hit = None
-        w = wanted.which.ravel()[plane * width + md].astype(np.int64)
+        w = ev.stat_label
     else:  # every stat was read: keep the wanted ones
+        md = xs.stat_metadata_ids(ev)
+        plane = event_plane[ev.stat_owner]
         keys, which = [], []
         for pi, table in enumerate(planes.stat_md):
             for sid, sname in table.items():
@@ -507,27 +521,43 @@ def _wanted_stats(
         if not hit.size:
             return out
         w = which_a[loc[hit]]
-        plane = plane[hit]
     sel_ = (lambda a: a) if hit is None else (lambda a: a[hit])
-    vals = xs.decode_stat_values(ev.buf, sel_(ev.stat_start), sel_(ev.stat_end))
+    if ev.stat_values is not None:
+        v = ev.stat_values
+        vals = xs.StatValues(sel_(v.kind), sel_(v.num), sel_(v.str_start), sel_(v.str_len))
+    else:
+        head = sel_(ev.stat_head) if ev.stat_head is not None else None
+        vals = xs.decode_stat_values(ev.buf, sel_(ev.stat_start), sel_(ev.stat_end), head)
     owner = sel_(ev.stat_owner)
-    codes = _stat_string_codes(planes, ev.buf, vals, plane, strings)
+    codes = _stat_string_codes(planes, ev.buf, vals, event_plane, owner, strings)
     nums = vals.as_int64
+    no_num = out[_WANTED[0]].num
     for wi in used_codes(w).tolist():
         sel = np.flatnonzero(w == wi)
-        st = out[_WANTED[wi]] = _Stat(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, bool))
         o = owner[sel]
-        st.code[o] = codes[sel]
-        st.num[o] = nums[sel]
-        st.present[o] = True
+        code = np.full(n, -1, dtype=np.int32)
+        code[o] = codes[sel]
+        present = np.zeros(n, dtype=bool)
+        present[o] = True
+        num = nums[sel]
+        if num.any():
+            full = np.zeros(n, dtype=np.int64)
+            full[o] = num
+        out[_WANTED[wi]] = _Stat(code, full if num.any() else no_num, present)
     return out
 
 
 def _stat_string_codes(
-    planes: _Planes, buf: xs.Buffer, vals: xs.StatValues, plane: np.ndarray, strings: _Strings
+    planes: _Planes,
+    buf: xs.Buffer,
+    vals: xs.StatValues,
+    event_plane: np.ndarray,
+    owner: np.ndarray,
+    strings: _Strings,
 ) -> np.ndarray:
-    """Per stat: the code of its value as a string (refs resolved, numbers printed)."""
-    codes = np.full(vals.kind.size, -1, dtype=np.int64)
+    """Per stat (of event ``owner``): the code of its value as a string (refs resolved, numbers
+    printed)."""
+    codes = np.full(vals.kind.size, -1, dtype=np.int32)
     is_str = (vals.kind == xs.KIND_STR) | (vals.kind == xs.KIND_BYTES)
     if is_str.any():
         idx = np.flatnonzero(is_str)
@@ -537,14 +567,15 @@ def _stat_string_codes(
     if is_ref.size:
         ref = vals.num[is_ref].astype(np.int64) & ((1 << 40) - 1)
         width = int(ref.max()) + 1
+        plane = event_plane[owner[is_ref]]
         if width * len(planes.names) <= 4 * ref.size + (1 << 20):  # small ids: a dense key
-            key = plane[is_ref] * width + ref
+            key = plane * width + ref
             uniq = used_codes(key)
             lut = np.zeros(len(planes.names) * width, dtype=np.int64)
             lut[uniq] = strings.codes([planes.stat_md[int(u) // width].get(int(u) % width, "") for u in uniq])
             codes[is_ref] = lut[key]
         else:
-            uniq, inv = np.unique((plane[is_ref] << 40) | ref, return_inverse=True)
+            uniq, inv = np.unique((plane << 40) | ref, return_inverse=True)
             pairs = [(int(u) >> 40, int(u) & ((1 << 40) - 1)) for u in uniq]
             texts = [planes.stat_md[p].get(i, "") for p, i in pairs]
             codes[is_ref] = strings.codes(texts)[inv]
@@ -715,8 +746,8 @@ def _classify(
     n_names = len(items)
     # per (plane kind, name): category, node and op type; kinds 0 host, 1 device, 2 other
     cat_lut = np.full((3, n_names), _CAT["other"], dtype=np.int8)
-    node_lut = np.zeros((3, n_names), dtype=np.int64)
-    type_lut = np.zeros((3, n_names), dtype=np.int64)
+    node_lut = np.zeros((3, n_names), dtype=np.int32)
+    type_lut = np.zeros((3, n_names), dtype=np.int32)
     other_copy = np.int8(-1)
     for c in used_codes(name_code).tolist():
         name = items[c]
@@ -732,17 +763,19 @@ def _classify(
     op_type = type_lut.ravel()[by_name]
     del by_name
     nbytes = np.zeros(n, dtype=np.int64)
-    src = np.zeros(n, dtype=np.int64)
-    dst = np.zeros(n, dtype=np.int64)
-    edge = np.zeros(n, dtype=np.int64)
-    device = strings.codes(planes.names)[event_plane]
+    src = np.zeros(n, dtype=np.int32)
+    dst = np.zeros(n, dtype=np.int32)
+    edge = np.zeros(n, dtype=np.int32)
+    device = strings.codes(planes.names).astype(np.int32)[event_plane]
 
     # --- host plane
     host = kind == 0
-    if stats["step_num"].present.any():
+    if stats["step_num"].any:
         category[np.flatnonzero(host & stats["step_num"].present)] = _CAT["marker"]
     # ExecutorState::ProcessAsync events name their node in stats: recvs are send/recv time
-    is_async = np.flatnonzero(host & (stats["name"].code >= 0) & (stats["kernel_type"].code >= 0))
+    is_async = np.zeros(0, dtype=np.int64)
+    if stats["name"].any and stats["kernel_type"].any:
+        is_async = np.flatnonzero(host & (stats["name"].code >= 0) & (stats["kernel_type"].code >= 0))
     if is_async.size:
         is_send_recv = np.array([t in SEND_RECV_TYPES for t in strings.items], dtype=bool)
         ktc = stats["kernel_type"].code[is_async]
@@ -752,13 +785,13 @@ def _classify(
 
     # send/recv endpoints from rendezvous keys, once per distinct key
     key = stats["key"].code
-    has_key = np.flatnonzero(host & (key >= 0)) if (key >= 0).any() else None
+    has_key = np.flatnonzero(host & (key >= 0)) if stats["key"].any else None
     if has_key is not None and has_key.size:
         k = key[has_key]
         uniq = used_codes(k)
         parsed = [_parse_key(strings.items[u]) for u in uniq.tolist()]
         for out, part in ((src, 0), (dst, 1), (edge, 2)):
-            lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int64)
+            lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int32)
             lut[uniq] = strings.codes([p[part] for p in parsed])
             out[has_key] = lut[k]
 
@@ -779,14 +812,15 @@ def _classify(
     # --- device planes
     dv = kind == 1
     tf_code, ann_code = stats["tf_op"].code, stats["annotation"].code
-    op_text = np.where(tf_code >= 0, tf_code, ann_code) if (ann_code >= 0).any() else tf_code
-    has_op = np.flatnonzero(dv & (op_text >= 0))
+    op_text = np.where(tf_code >= 0, tf_code, ann_code) if stats["annotation"].any else tf_code
+    any_op = stats["tf_op"].any or stats["annotation"].any
+    has_op = np.flatnonzero(dv & (op_text >= 0)) if any_op else np.zeros(0, dtype=np.int64)
     if has_op.size:
         text = op_text[has_op]
         uniq = used_codes(text)
         split = [split_tf_op(strings.items[u]) for u in uniq.tolist()]
         for out, part in ((tf_op, 0), (op_type, 1)):
-            lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int64)
+            lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int32)
             lut[uniq] = strings.codes([sp[part] for sp in split])
             out[has_op] = lut[text]
     _copies(planes, event_plane, dv, category, stats["memcpy_details"].code, strings, nbytes, src, dst)
@@ -891,27 +925,25 @@ def _peer_name(plane_name: str, dest: int) -> str:
 
 def _step_windows(
     planes: _Planes,
-    ev: xs.Events,
     event_plane: np.ndarray,
     start_ps: np.ndarray,
     dur_ps: np.ndarray,
-    derived: np.ndarray,
     name_code: np.ndarray,
-    stats: dict[str, _Stat],
+    step_num: _Stat,
     strings: _Strings,
-    category: np.ndarray,
+    cols: dict[str, np.ndarray],
 ) -> tuple[pd.DataFrame, str]:
     """Step windows: ``train``-style markers (step_num), else the Steps line, else the whole trace."""
-    host = planes.kinds[event_plane] == 0 if event_plane.size else np.zeros(0, bool)
-    marker = np.flatnonzero(host & stats["step_num"].present & ~derived)
-    if marker.size:
-        return _windows(
-            stats["step_num"].num[marker], start_ps[marker], start_ps[marker] + dur_ps[marker]
-        ), "markers"
+    k = planes.n_kept  # derived lines' events come after
+    if step_num.any:
+        marker = np.flatnonzero(step_num.present[:k] & (planes.kinds[event_plane[:k]] == 0))
+        if marker.size:
+            end_ps = start_ps[marker] + dur_ps[marker]
+            return _windows(step_num.num[marker], start_ps[marker], end_ps), "markers"
     steps_line = np.array([n == "Steps" for n in planes.line_names], dtype=bool)
-    on_steps = np.flatnonzero(steps_line[planes.event_line]) if event_plane.size else np.zeros(0, np.int64)
+    on_steps = np.flatnonzero(steps_line[planes.event_line]) if steps_line.any() else np.zeros(0, np.int64)
     if on_steps.size:
-        names = [strings.items[c] for c in dense_unique(name_code[on_steps])[0].tolist()]
+        names = [strings.items[c] for c in used_codes(name_code[on_steps]).tolist()]
         number = {strings.code(nm): int(nm) for nm in names if nm.strip().lstrip("-").isdigit()}
         codes = name_code[on_steps]
         if len(number) == len(names):
@@ -922,7 +954,9 @@ def _step_windows(
         else:  # step names that are not numbers: number them in order of name
             step = dense_unique(codes)[1].astype(np.int64)
         return _windows(step, start_ps[on_steps], start_ps[on_steps] + dur_ps[on_steps]), "steps-line"
-    counted = np.flatnonzero(~derived & np.isin(category, [_CAT[c] for c in TIME_CATEGORIES]))
+    is_time = np.zeros(len(CATEGORIES), dtype=bool)
+    is_time[[_CAT[c] for c in TIME_CATEGORIES]] = True
+    counted = np.flatnonzero(is_time[cols["category"][:k]])
     if not counted.size:
         return _windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), "whole-trace"
     lo, hi = start_ps[counted].min(), (start_ps[counted] + dur_ps[counted]).max()
@@ -1038,5 +1072,6 @@ def _frame(
             "dst_device": _categorical(cols["dst"][:k], strings),
             "edge": _categorical(cols["edge"][:k], strings),
             "step": step.astype(np.int64),
-        }
+        },
+        copy=False,  # the columns are fresh arrays: no copy into consolidated blocks
     )

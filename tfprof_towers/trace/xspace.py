@@ -200,6 +200,8 @@ _HI = np.uint64(0x8080808080808080)
 _LO7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 _ONE = np.uint64(1)
 _HI_BYTE0 = np.uint64(0x80)
+_HI_2 = np.uint64(0x8080)
+_HI_4 = np.uint64(0x80808080)
 _LO_BYTE0 = np.uint64(0x7F)
 _COMPACT = [
     (np.uint64(0x007F007F007F007F), np.uint64(1), np.uint64(0x3F803F803F803F80)),
@@ -259,8 +261,37 @@ _HI7 = np.uint64(0x0080808080808080)
 def word_varints(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The varint in the low 7 bytes of each word: (value, length in bytes; 0 when longer).
 
-    Works in place: ``word`` is overwritten.
+    Works in place (``word`` is overwritten).  When every varint is short -- one, two or
+    up to four bytes -- fewer and narrower operations do.
     """
+    cont = word & _HI7  # continuation bits
+    if not (cont & _HI_BYTE0).any():  # all one byte
+        word &= _LO_BYTE0
+        return word, np.ones(word.size, dtype=np.int64)
+    if not ((cont & _HI_2) == _HI_2).any():  # all within two bytes
+        two = (cont & _HI_BYTE0) != 0
+        v = word & np.uint64(0x7F)
+        v |= ((word >> np.uint64(1)) & np.uint64(0x3F80)) * two
+        return v, two.astype(np.int64) + 1
+    if not ((cont & _HI_4) == _HI_4).any():  # all within four bytes: 32-bit arithmetic
+        w32 = word.astype(np.uint32)
+        term = np.bitwise_not(w32)
+        term &= np.uint32(0x80808080)
+        low = np.negative(term)
+        low &= term
+        mask = low << np.uint32(1)
+        mask -= np.uint32(1)  # bits up to the terminator (all 32 for a four-byte varint)
+        w32 &= mask
+        w32 &= np.uint32(0x7F7F7F7F)
+        tmp = term
+        for keep, shift, moved in _COMPACT[:2]:
+            np.right_shift(w32, np.uint32(shift), out=tmp)
+            tmp &= np.uint32(moved)
+            w32 &= np.uint32(keep)
+            w32 |= tmp
+        length = np.bitwise_count(mask).astype(np.int64)
+        length >>= 3
+        return w32.astype(np.uint64), length
     term = np.bitwise_not(word)
     term &= _HI7
     low = np.negative(term)
@@ -456,14 +487,18 @@ class Events:
     stat_end: np.ndarray
     buf: Buffer
     stat_md: np.ndarray | None = None  # int64 metadata_id per stat, when the decoder read them
+    stat_head: np.ndarray | None = None  # uint64: the first 8 bytes of each stat field (tag first), or 0
+    stat_values: StatValues | None = None  # the stats' values, when the decoder was asked for them
+    stat_label: np.ndarray | None = None  # int8 per stat: its label in the StatFilter that kept it
 
 
 @dataclass(frozen=True)
 class StatFilter:
-    """Which stats to keep: ``table[group[event], metadata_id]`` (ids past the table: dropped)."""
+    """Which stats to keep: ``table[group[event], metadata_id]``, a label (0..125) or -1 to drop
+    (ids past the table: dropped).  The decoder returns each kept stat's label."""
 
     group: np.ndarray  # int64 per event
-    table: np.ndarray  # bool [groups, ids]
+    table: np.ndarray  # int8 [groups, ids]
 
 
 def decode_events(chunks: list[bytes] | tuple[bytes, ...], lengths: np.ndarray | None = None) -> Events:
@@ -480,66 +515,133 @@ _EVENT_STATS_TAG = (4 << 3) | 2
 _STAT_MD_TAG = 1 << 3
 
 
+#: Events decoded per block.  Whole-array temporaries of a million events are fresh memory
+#: every time (the allocator hands large blocks back to the system, and touching new pages
+#: costs more than the arithmetic); blocks of this size are reused from the heap and stay
+#: in cache.
+BLOCK = 1 << 16
+
+
 def decode_event_ranges(
-    buf: Buffer, start: np.ndarray, end: np.ndarray, keep: StatFilter | None = None
+    buf: Buffer, start: np.ndarray, end: np.ndarray, keep: StatFilter | None = None, values: bool = False
 ) -> Events:
-    """Decode the XEvent messages at ``buf[start:end]``; stats only where ``keep`` says (all by default).
+    """Decode the XEvent messages at ``buf[start:end]``; stats only where ``keep`` says (all by default),
+    and with ``values`` their values too (:func:`decode_stat_values`, block by block).
 
     Writers put an event's fields in field-number order, so the fast path reads, for every
-    event at once, an optional metadata_id, offset_ps and duration_ps, then its run of
-    stats one round per stat.  Whatever an event holds beyond that (other orders, repeated
-    or unknown fields) is read field by field from where the fast path stopped: later
-    fields override earlier ones, as in protobuf.
+    event of a block at once, an optional metadata_id, offset_ps and duration_ps, then its
+    run of stats one round per stat.  Whatever an event holds beyond that (other orders,
+    repeated or unknown fields) is read field by field from where the fast path stopped:
+    later fields override earlier ones, as in protobuf.
     """
     n = start.size
     header = [np.zeros(n, dtype=np.int64) for _ in range(3)]  # metadata_id, offset_ps, duration_ps
-    pos = start.astype(np.int64, copy=True)
+    states = _key_states(keep)
+    parts = []
+    for lo in range(0, n, BLOCK):
+        hi = min(n, lo + BLOCK)
+        part = _decode_block(buf, start[lo:hi], end[lo:hi], [h[lo:hi] for h in header], keep, states, lo)
+        if values:
+            v = decode_stat_values(buf, part[1], part[2], part[5])
+            part = [*part[:5], v.kind, v.num, v.str_start, v.str_len]
+        parts.append(part)
+        del part
+    if not parts:
+        z = np.zeros(0, dtype=np.int64)
+        parts = [(z, z, z, z, z.astype(np.int8), z.view(np.uint64))]
+        if values:
+            parts = [(*parts[0][:5], z.astype(np.int8), z.view(np.uint64), z, z)]
+    owner, s_start, s_end, md, label, *rest = _concatenate_columns(parts)
+    label = label if keep is not None else None
+    if not values:
+        return Events(header[0], header[1], header[2], owner, s_start, s_end, buf, md, rest[0], None, label)
+    sv = StatValues(*rest)
+    return Events(header[0], header[1], header[2], owner, s_start, s_end, buf, md, None, sv, label)
+
+
+def _concatenate_columns(rows: list) -> list[np.ndarray]:
+    """Concatenate the blocks' columns one at a time, letting go of each column's blocks as it
+    is done (``rows`` is emptied): the peak holds one column twice, not every column."""
+    for j, r in enumerate(rows):
+        rows[j] = list(r)
+    out = []
+    for i in range(len(rows[0])):
+        out.append(np.concatenate([r[i] for r in rows]))
+        for r in rows:
+            r[i] = None
+    return out
+
+
+def _decode_block(
+    buf: Buffer,
+    start: np.ndarray,
+    end: np.ndarray,
+    header: list[np.ndarray],
+    keep: StatFilter | None,
+    states: np.ndarray,
+    first: int,
+) -> tuple[np.ndarray, ...]:
+    """:func:`decode_event_ranges` for events ``first ..``: writes ``header``, returns their stats
+    as (owner, payload start, end, metadata_id, label, head)."""
+    pos = start
     for number, column in enumerate(header, start=1):
         pos = _optional_varint_field(buf, pos, end, number << 3, column)
-    runs = _stat_runs(buf, pos, end, keep)
+    group = keep.group[first : first + start.size] if keep is not None else None
+    runs = _stat_runs(buf, pos, end, keep, group, states)
     rest = np.flatnonzero(runs.pos < end)
     parts = [runs.stats]
     if rest.size:
-        parts.append(_decode_rest(buf, rest, runs.pos[rest], end[rest], header, keep))
-    owner, s_start, s_end, md = (np.concatenate(c) for c in zip(*parts))
-    return Events(header[0], header[1], header[2], owner, s_start, s_end, buf, md)
+        parts.append(_decode_rest(buf, rest, runs.pos[rest], end[rest], header, keep, group))
+    stats = [np.concatenate(c) for c in zip(*parts)] if rest.size else list(parts[0])
+    stats[0] += first
+    return tuple(stats)
 
 
 def _optional_varint_field(
     buf: Buffer, pos: np.ndarray, end: np.ndarray, tag: int, column: np.ndarray
 ) -> np.ndarray:
     """Where the field at ``pos`` has (one-byte) tag ``tag``, read its varint into ``column``;
-    returns the positions after it (or ``pos`` where absent)."""
-    has = buf.u8[pos] == tag
+    returns the positions after it (or ``pos`` where absent).  One 8-byte load holds the tag
+    and a varint of up to 7 bytes; longer ones are read again."""
+    w = buf.u64[pos]
+    has = (w & np.uint64(0xFF)) == tag
     has &= pos < end
+    w >>= np.uint64(8)
+    value, length = word_varints(w)
+    long = np.flatnonzero(has & (length == 0))
+    if long.size:
+        value[long], after = read_varints(buf, pos[long] + 1, end[long])
+        length[long] = after - pos[long] - 1
     if has.all():
-        value, after = read_varints(buf, pos + 1, end)
         column[:] = value.view(np.int64)
-        return after
-    idx = np.flatnonzero(has)
-    if idx.size:
-        value, after = read_varints(buf, pos[idx] + 1, end[idx])
-        column[idx] = value.view(np.int64)
-        pos = pos.copy()
-        pos[idx] = after
-    return pos
+        after = pos + 1
+        after += length
+    else:
+        idx = np.flatnonzero(has)
+        column[idx] = value[idx].view(np.int64)
+        after = pos.copy()
+        after[idx] += length[idx] + 1
+    if (after > end).any():
+        raise Malformed("varint runs past the end of its message")
+    return after
 
 
 @dataclass(frozen=True)
 class _Runs:
-    stats: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # owner, start, end, metadata_id
+    stats: tuple[np.ndarray, ...]  # owner, start, end, metadata_id, label, head (see Events)
     pos: np.ndarray  # per event: where its run of stats ended
 
 
-_SKIP, _KEEP, _SLOW = 0, 1, 2
+_SKIP, _SLOW, _KEEP = 0, 1, 2  # a stat's state; _KEEP + label: kept, with that label
 
 
 def _key_states(keep: StatFilter | None) -> np.ndarray:
     """Per (group, bytes 2-3 of a stat field as a little-endian uint16): what to do with the stat.
 
     A stat in the usual layout starts ``22 <len> 08 <id>``: bytes 2-3 are ``08`` and a
-    one-byte metadata_id, so one table lookup says keep or skip; any other pair of bytes
-    (a longer id, another first field) sends the stat to the slow path.
+    one-byte metadata_id, so one table lookup says skip, or keep and with which label;
+    any other pair of bytes (a longer id, another first field) sends the stat to the
+    slow path.
     """
     groups = keep.table.shape[0] if keep is not None else 1
     states = np.full((groups, 1 << 16), _SLOW, dtype=np.int8)
@@ -550,11 +652,19 @@ def _key_states(keep: StatFilter | None) -> np.ndarray:
     else:
         width = min(0x80, keep.table.shape[1])
         states[:, keys] = _SKIP
-        states[:, keys[:width]] = np.where(keep.table[:, :width], _KEEP, _SKIP)
+        label = keep.table[:, :width]
+        states[:, keys[:width]] = np.where(label >= 0, _KEEP + label, _SKIP)
     return states.ravel()
 
 
-def _stat_runs(buf: Buffer, pos: np.ndarray, end: np.ndarray, keep: StatFilter | None) -> _Runs:
+def _stat_runs(
+    buf: Buffer,
+    pos: np.ndarray,
+    end: np.ndarray,
+    keep: StatFilter | None,
+    group: np.ndarray | None,
+    states: np.ndarray,
+) -> _Runs:
     """Every event's run of stats from ``pos``: round r reads the r-th stat of every event.
 
     One 8-byte load per stat gives its tag, a one-byte length and, in the usual layout,
@@ -564,8 +674,7 @@ def _stat_runs(buf: Buffer, pos: np.ndarray, end: np.ndarray, keep: StatFilter |
     pos = pos.copy()
     act = np.flatnonzero(pos < end)
     p, e = pos[act], end[act]
-    states = _key_states(keep)
-    base = keep.group[act] << 16 if keep is not None else np.zeros(act.size, dtype=np.int64)
+    base = group[act] << 16 if group is not None else np.zeros(act.size, dtype=np.int64)
     out: list[tuple[np.ndarray, ...]] = []
     while act.size:
         w = buf.u64[p]
@@ -596,20 +705,22 @@ def _stat_runs(buf: Buffer, pos: np.ndarray, end: np.ndarray, keep: StatFilter |
         if length.min() < 2:
             state[length < 2] = _SLOW
         slow = np.flatnonzero(state == _SLOW)
-        if slow.size:  # metadata_id read field by field, then kept or not by the filter's table
+        if slow.size:  # metadata_id read field by field, then the filter's table says
             md = b[:, 3].astype(np.int64)
             md[slow] = _stat_md_slow(buf, payload[slow], nxt[slow])
-            wanted = np.ones(slow.size, dtype=bool)
+            label = np.zeros(slow.size, dtype=np.int8)
             if keep is not None:
-                width = keep.table.shape[1]
-                wanted[:] = False
-                wanted[_kept(keep.table.ravel(), keep.group[act[slow]] * width, md[slow], width)] = True
-            state[slow] = np.where(wanted, _KEEP, _SKIP)
-            kept = np.flatnonzero(state == _KEEP)
+                label = _labels(keep.table, group[act[slow]], md[slow])
+            state[slow] = np.where(label >= 0, _KEEP + label, _SKIP)
+            w[slow] = 0  # not the usual layout: no head
+            kept = np.flatnonzero(state >= _KEEP)
             found = [*_take(kept, act, payload, nxt, md)]
         else:
-            kept = np.flatnonzero(state == _KEEP)
+            kept = np.flatnonzero(state >= _KEEP)
             found = [*_take(kept, act, payload, nxt), b[:, 3].take(kept).astype(np.int64)]
+        label = state.take(kept)
+        label -= _KEEP
+        found += [label, w.take(kept)]
         out.append(tuple(found))
         more = nxt < e
         if more.all():
@@ -620,8 +731,9 @@ def _stat_runs(buf: Buffer, pos: np.ndarray, end: np.ndarray, keep: StatFilter |
         act, p, e, base = _take(np.flatnonzero(more), act, nxt, e, base)
     pos[act] = p
     z = np.zeros(0, dtype=np.int64)
-    stats = tuple(np.concatenate(c) for c in zip(*out)) if out else (z, z, z, z)
-    return _Runs(stats, pos)  # type: ignore[arg-type]
+    empty = (z, z, z, z, z.astype(np.int8), z.view(np.uint64))
+    stats = tuple(np.concatenate(c) for c in zip(*out)) if out else empty
+    return _Runs(stats, pos)
 
 
 def _take(idx: np.ndarray, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -629,10 +741,13 @@ def _take(idx: np.ndarray, *arrays: np.ndarray) -> list[np.ndarray]:
     return [a.take(idx) for a in arrays]
 
 
-def _kept(table: np.ndarray, base: np.ndarray, md: np.ndarray, width: int) -> np.ndarray:
-    """Indices of the stats the filter keeps (``base``: group * width per stat)."""
+def _labels(table: np.ndarray, group: np.ndarray, md: np.ndarray) -> np.ndarray:
+    """``table[group, md]`` (int8 labels), -1 where ``md`` is past the table."""
+    width = table.shape[1]
     ok = (md >= 0) & (md < width)
-    return np.flatnonzero(table[base + np.where(ok, md, 0)] & ok)
+    label = table.ravel()[group * width + np.where(ok, md, 0)]
+    label[~ok] = -1
+    return label
 
 
 def _stat_md_slow(buf: Buffer, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -649,7 +764,8 @@ def _decode_rest(
     end: np.ndarray,
     header: list[np.ndarray],
     keep: StatFilter | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    group: np.ndarray | None,
+) -> tuple[np.ndarray, ...]:
     """The remaining fields of ``events`` (from ``start``), field by field."""
     f = read_fields(buf, start, end)
     for number, column in enumerate(header, start=1):
@@ -660,11 +776,12 @@ def _decode_rest(
     s_start = f.start[sel]
     s_end = s_start + f.value[sel].astype(np.int64)
     md = _stat_md_slow(buf, s_start, s_end)
+    label = np.zeros(owner.size, dtype=np.int8)
     if keep is not None:
-        width = keep.table.shape[1]
-        kept = _kept(keep.table.ravel(), keep.group[owner] * width, md, width)
-        owner, s_start, s_end, md = owner[kept], s_start[kept], s_end[kept], md[kept]
-    return owner, s_start, s_end, md
+        label = _labels(keep.table, group[owner], md)
+        kept = np.flatnonzero(label >= 0)
+        owner, s_start, s_end, md, label = owner[kept], s_start[kept], s_end[kept], md[kept], label[kept]
+    return owner, s_start, s_end, md, label, np.zeros(owner.size, dtype=np.uint64)
 
 
 def stat_metadata_ids(ev: Events) -> np.ndarray:
@@ -720,11 +837,15 @@ for _number, _wire in ((2, 1), (3, 0), (4, 0), (5, 2), (6, 2), (7, 0)):
     _KIND_OF_TAG[(_number << 3) | _wire] = _number
 
 
-def decode_stat_values(buf: Buffer, start: np.ndarray, end: np.ndarray) -> StatValues:
+def decode_stat_values(
+    buf: Buffer, start: np.ndarray, end: np.ndarray, head: np.ndarray | None = None
+) -> StatValues:
     """Values of the XStat messages at ``buf[start:end]``.
 
     Fast path: the usual layout, ``08 <one-byte metadata_id> <value tag> <value>`` and
-    nothing after it, read from two 8-byte loads per stat; any other layout is read
+    nothing after it.  With ``head`` (each stat field's first 8 bytes, from
+    :class:`Events`), values of up to three bytes -- most refs, short strings' lengths
+    -- need no load at all; others take two 8-byte loads; any other layout is read
     field by field.
     """
     n = start.size
@@ -732,6 +853,32 @@ def decode_stat_values(buf: Buffer, start: np.ndarray, end: np.ndarray) -> StatV
         return StatValues(
             np.zeros(0, np.int8), np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         )
+    if head is None:
+        return _stat_values_loaded(buf, start, end)
+    b = head.view(np.uint8).reshape(-1, 8)
+    kind = _KIND_OF_TAG[b[:, 4]]
+    v, vlen = word_varints(head >> np.uint64(40))  # bytes 5-7; a zero byte past them ends any varint
+    ok = (b[:, 2] == _STAT_MD_TAG) & (b[:, 3] < 0x80) & (kind > 0) & (kind != KIND_DOUBLE)
+    ok &= (vlen > 0) & (vlen <= 3)
+    is_len = (kind == KIND_STR) | (kind == KIND_BYTES)
+    payload = start + 3
+    payload += vlen
+    value_end = payload + np.where(is_len & ok, v, np.uint64(0)).astype(np.int64)
+    ok &= value_end == end
+    kind[~ok] = 0
+    str_start = np.where(ok & is_len, payload, -1)
+    str_len = np.where(ok & is_len, v.astype(np.int64), 0)
+    num = v
+    num[~ok | is_len] = 0
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        sv = _stat_values_loaded(buf, start[rest], end[rest])
+        kind[rest], num[rest], str_start[rest], str_len[rest] = sv.kind, sv.num, sv.str_start, sv.str_len
+    return StatValues(kind, num, str_start, str_len)
+
+
+def _stat_values_loaded(buf: Buffer, start: np.ndarray, end: np.ndarray) -> StatValues:
+    """:func:`decode_stat_values` from the buffer: two 8-byte loads per stat in the usual layout."""
     b = buf.u64[start].view(np.uint8).reshape(-1, 8)
     kind = _KIND_OF_TAG[b[:, 2]]
     ok = (b[:, 0] == _STAT_MD_TAG) & (b[:, 1] < 0x80) & (kind > 0)
