@@ -4,6 +4,8 @@ Never imports TensorFlow.  The modules follow the data flow::
 
     xspace.py     the XSpace schema (built in code, private descriptor pool) and a
                   vectorised numpy decoder of events and stats
+    layout.py     where planes, lines and events are in the file: a vectorised walk
+                  of the wire format (protobuf parses only the planes' metadata)
     load.py       locate the file (file / logdir / --run), decode, classify:
                   ``Trace(source, events, steps, window, hostnames, notes)``
     attribute.py  per device and step: ``total`` per category, exclusive ``wall``

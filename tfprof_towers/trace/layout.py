@@ -39,7 +39,7 @@ from .xspace import Buffer, Malformed
 # Scalar walk: the space's and the planes' fields (a few thousand at most)
 
 
-def _py_varint(data: bytes | bytearray, p: int, end: int) -> tuple[int, int]:
+def _py_varint(data: bytes | memoryview, p: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if p >= end or shift > 63:
@@ -52,7 +52,7 @@ def _py_varint(data: bytes | bytearray, p: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def py_fields(data: bytes | bytearray, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+def py_fields(data: bytes | memoryview, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
     """The fields of the message ``data[start:end]``: ``(number, wire, value, field start, field end)``;
     ``value`` is a varint's value or a length-delimited field's payload start (0 for fixed widths)."""
     p = start
@@ -453,7 +453,7 @@ class Space:
     lines: Lines
 
 
-def read_space(buf: Buffer, data: bytes | bytearray) -> Space:
+def read_space(buf: Buffer, data: bytes | memoryview) -> Space:
     """The layout of the XSpace in ``data`` (``buf`` wraps the same bytes)."""
     planes, ranges, hostnames = [], [], []
     for number, wire, value, _, f1 in py_fields(data, 0, buf.size):
@@ -473,7 +473,7 @@ def read_space(buf: Buffer, data: bytes | bytearray) -> Space:
     return Space(planes, tuple(hostnames), lines)
 
 
-def _read_plane(data: bytes | bytearray, start: int, end: int):
+def _read_plane(data: bytes | memoryview, start: int, end: int):
     """(the plane without its lines, as an XPlane message; the payload range of each line)."""
     lines: list[tuple[int, int]] = []
     pieces: list[list[int]] = []  # byte ranges of every other field, adjacent ones merged

@@ -5,12 +5,16 @@
 directory's ``tensorboard/<variant>/``); with several runs or hosts it uses the
 newest run's first host and says so in ``Trace.notes`` (``run=`` chooses).
 
-Decoding (see :mod:`.xspace`): the protobuf runtime walks planes, lines and metadata;
-the events of all lines are decoded together with numpy.  Strings become categorical
-codes once: event names through each plane's metadata table, string stats through a
-hash of their bytes (or their ``ref_value``), so anything parsed from a string --
-``memcpy_details``, rendezvous keys, ``node:OpType`` names -- is parsed once per
-distinct string, never per event.
+Decoding (see :mod:`.layout` and :mod:`.xspace`): the file is read once into a numpy
+buffer and its wire format walked with numpy -- the planes' and lines' few fields in
+Python, every line's events by a speculative chunked walk, every event's fields and
+stats in lock-step rounds, a block of events at a time -- while protobuf (upb) parses
+only the planes' metadata.  No event ever becomes a Python object.  Strings become
+categorical codes once: event names through each plane's metadata table, string stats
+through a hash of their bytes (or their ``ref_value``), so anything parsed from a
+string -- ``memcpy_details``, rendezvous keys, ``node:OpType`` names -- is parsed once
+per distinct string, never per event.  Only the stats the classification uses are
+decoded past their metadata_id.
 
 ``events`` columns (one row per event; derived lines such as ``Steps`` or
 ``TensorFlow Ops`` are left out, they only repeat other events):
@@ -228,7 +232,7 @@ def trace_from_bytes(
 
 
 def _trace_from_buffer(
-    buf: xs.Buffer, data: bytes | bytearray, source: str, node_devices: Mapping[str, str] | None
+    buf: xs.Buffer, data: bytes | memoryview, source: str, node_devices: Mapping[str, str] | None
 ) -> Trace:
     if not buf.size:
         raise TraceError(f"{source}: empty file")
@@ -266,6 +270,7 @@ class _Planes:
     line_plane: np.ndarray  # int64 per line
     line_derived: np.ndarray  # bool per line
     line_ts_ps: np.ndarray  # int64 per line
+    line_event_count: np.ndarray  # int64 per line
     event_line: np.ndarray  # int64 per event
     n_kept: int  # events on lines that are not derived
     event_start: np.ndarray | None  # int64 per event: byte range of the serialized XEvent
@@ -305,6 +310,7 @@ def _collect(space: layout.Space) -> _Planes:
         line_derived=line_derived,
         # relative to the earliest line: epoch nanoseconds times 1000 would overflow int64
         line_ts_ps=(ts - (ts.min() if ts.size else 0)) * 1000,
+        line_event_count=lines.event_count,
         event_line=np.repeat(order, counts),
         n_kept=int(lines.event_count[~line_derived].sum()),
         event_start=event_start,
@@ -795,7 +801,7 @@ def _classify(
             lut[uniq] = strings.codes([p[part] for p in parsed])
             out[has_key] = lut[k]
 
-    # host ops joined to devices through the partition graphs
+    # host ops joined to devices through the partition graphs (else every event's device is its plane)
     if node_devices:
         mapped = np.flatnonzero(host & (tf_op > 0))
         uniq = used_codes(tf_op[mapped])
@@ -833,6 +839,7 @@ def _classify(
         "src": src,
         "dst": dst,
         "edge": edge,
+        "device_is_plane": np.array(not node_devices),
     }
 
 
@@ -1021,9 +1028,9 @@ def _categorical(codes: np.ndarray, strings: _Strings) -> pd.Categorical:
     return _from_codes(remap[codes], [strings.items[u] for u in used.tolist()])
 
 
-def _categorical_by(group_codes: np.ndarray, groups: np.ndarray, strings: _Strings) -> pd.Categorical:
-    """:func:`_categorical` of ``group_codes[groups]``, working on the few groups, not every row."""
-    present = np.flatnonzero(np.bincount(groups, minlength=group_codes.size)) if groups.size else groups[:0]
+def _categorical_by(group_codes: np.ndarray, groups: np.ndarray, present: np.ndarray, strings: _Strings):
+    """:func:`_categorical` of ``group_codes[groups]``, working on the few groups (``present``:
+    those that occur), not on every row."""
     used = np.unique(group_codes[present])
     per_group = np.searchsorted(used, group_codes).astype(np.int32)
     return _from_codes(per_group[groups], [strings.items[u] for u in used.tolist()])
@@ -1050,6 +1057,7 @@ def _frame(
     plane_codes = strings.codes(planes.names)
     line_codes = strings.codes(planes.line_names)
     lines = planes.event_line[:k]
+    kept_lines = np.flatnonzero(~planes.line_derived & (planes.line_event_count > 0))
     category = cols["category"][:k]
     # work on tf.data threads is input, unless it is a TF op or marker of its own
     line_is_input = np.array([ln.startswith("tf_data") for ln in planes.line_names], dtype=bool)
@@ -1058,9 +1066,13 @@ def _frame(
         category = np.where(on_input, _CAT["input"], category).astype(np.int8)
     return pd.DataFrame(
         {
-            "plane": _categorical_by(plane_codes[planes.line_plane], lines, strings),
-            "device": _categorical(cols["device"][:k], strings),
-            "line": _categorical_by(line_codes, lines, strings),
+            "plane": _categorical_by(plane_codes[planes.line_plane], lines, kept_lines, strings),
+            "device": (
+                _categorical_by(plane_codes[planes.line_plane], lines, kept_lines, strings)
+                if cols["device_is_plane"]
+                else _categorical(cols["device"][:k], strings)
+            ),
+            "line": _categorical_by(line_codes, lines, kept_lines, strings),
             "name": _categorical(name_code[:k], strings),
             "op_type": _categorical(cols["op_type"][:k], strings),
             "tf_op": _categorical(cols["tf_op"][:k], strings),

@@ -4,17 +4,15 @@ The schema is that of ``tsl/profiler/protobuf/xplane.proto`` (TensorFlow / XLA T
 Apache License 2.0), written out here as a ``FileDescriptorProto`` so that reading a
 trace never imports TensorFlow.  The messages live in a *private*
 ``DescriptorPool``: a process that also imported TensorFlow (which registers the
-same file name in the default pool) sees no clash.
+same file name in the default pool) sees no clash.  :data:`XSpace` & co. serve tests
+and tools that build traces, and the loader for the planes' metadata (small).
 
-Two message families come out of the one schema:
-
-* :data:`XSpace` & co. -- the full schema, for tests and tools that build traces;
-* :data:`XSpaceView` -- the same wire format, except that ``XLine.events`` is read
-  as ``repeated bytes``.  The protobuf runtime (upb, in C) then walks the planes,
-  lines and metadata maps, and hands over each line's events as raw byte strings,
-  which :func:`decode_events` decodes for all events of the file at once with
-  numpy (a lock-step wire-format decoder: one vectorised pass per field position,
-  not one Python step per event).
+The events -- a million in a big trace -- never become protobuf or Python objects:
+:mod:`.layout` finds each one's byte range in the file, and
+:func:`decode_event_ranges` decodes them all with numpy, a block of events at a time,
+in lock-step (one vectorised pass per field position, not one Python step per event):
+the header fields, then the run of stats, one round per stat, keeping only the stats
+a :class:`StatFilter` asks for, and their values.
 """
 
 from __future__ import annotations
@@ -25,9 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
-
-from ..errors import TraceError
 
 _F = descriptor_pb2.FieldDescriptorProto
 _INT64, _UINT64, _DOUBLE = _F.TYPE_INT64, _F.TYPE_UINT64, _F.TYPE_DOUBLE
@@ -52,12 +47,10 @@ def _stat_fields() -> list[_Field]:
     ]
 
 
-def _messages(view: bool) -> dict[str, tuple[list[_Field], list[str]]]:
-    """Message name -> (fields, oneof names).  ``view`` reads XLine.events as bytes."""
+def _messages() -> dict[str, tuple[list[_Field], list[str]]]:
+    """Message name -> (fields, oneof names)."""
     p = f".{_PACKAGE}."
-    events: _Field = (
-        ("events", 4, _BYTES, _REP, None, None) if view else ("events", 4, _MESSAGE, _REP, p + "XEvent", None)
-    )
+    events: _Field = ("events", 4, _MESSAGE, _REP, p + "XEvent", None)
     return {
         "XSpace": (
             [
@@ -124,14 +117,12 @@ def _messages(view: bool) -> dict[str, tuple[list[_Field], list[str]]]:
     }
 
 
-def _file_proto(view: bool) -> descriptor_pb2.FileDescriptorProto:
+def _file_proto() -> descriptor_pb2.FileDescriptorProto:
     fdp = descriptor_pb2.FileDescriptorProto(
-        name=f"tfprof_towers/xplane{'_view' if view else ''}.proto",
-        package=_PACKAGE + (".view" if view else ""),
-        syntax="proto3",
+        name="tfprof_towers/xplane.proto", package=_PACKAGE, syntax="proto3"
     )
     prefix = f".{fdp.package}."
-    for name, (fields, oneofs) in _messages(view).items():
+    for name, (fields, oneofs) in _messages().items():
         msg = fdp.message_type.add(name=name)
         for oneof in oneofs:
             msg.oneof_decl.add(name=oneof)
@@ -154,8 +145,7 @@ def _file_proto(view: bool) -> descriptor_pb2.FileDescriptorProto:
 
 
 _POOL = descriptor_pool.DescriptorPool()  # private: never clashes with TensorFlow's registration
-_POOL.Add(_file_proto(view=False))
-_POOL.Add(_file_proto(view=True))
+_POOL.Add(_file_proto())
 
 
 def _cls(full_name: str):
@@ -169,24 +159,12 @@ XEvent = _cls(f"{_PACKAGE}.XEvent")
 XStat = _cls(f"{_PACKAGE}.XStat")
 XEventMetadata = _cls(f"{_PACKAGE}.XEventMetadata")
 XStatMetadata = _cls(f"{_PACKAGE}.XStatMetadata")
-#: XSpace read with each line's events left as raw bytes (see the module docstring).
-XSpaceView = _cls(f"{_PACKAGE}.view.XSpace")
-
-
-def parse_view(data: bytes, source: str):
-    """Parse ``data`` as an :data:`XSpaceView`; every decoding failure is a TraceError."""
-    try:
-        return XSpaceView.FromString(data)
-    except (DecodeError, RuntimeError, ValueError):
-        raise TraceError(
-            f"{source}: not a readable XSpace trace (the protobuf data is corrupt or truncated)"
-        ) from None
 
 
 # --------------------------------------------------------------------------------------------
 # Vectorised wire-format decoding of XEvent / XStat messages.
 #
-# All events of a file are concatenated into one byte buffer; their fields are read in
+# The events are byte ranges of one buffer (the file); their fields are read in
 # lock-step: round k reads the k-th field of every event still unfinished, with numpy.
 # Varints of up to 8 bytes are decoded from one unaligned 64-bit load with bit tricks;
 # longer ones (negative int64s, rare) take a slower byte-by-byte path.  Every read is
@@ -227,18 +205,20 @@ class Buffer:
         return cls.wrap(data + b"\0" * PAD, len(data))
 
     @classmethod
-    def wrap(cls, padded: bytes | bytearray, size: int) -> Buffer:
+    def wrap(cls, padded, size: int) -> Buffer:
         """A buffer over ``padded``: ``size`` bytes of data then at least ``PAD`` zero bytes (no copy)."""
         u8 = np.frombuffer(padded, dtype=np.uint8)
         u64 = np.ndarray((u8.size - 7,), dtype="<u8", buffer=u8, strides=(1,))
         return cls(u8, u64, size)
 
     @classmethod
-    def read(cls, file) -> tuple[Buffer, bytearray]:
-        """Read a whole file into a padded buffer (one copy: the read itself)."""
+    def read(cls, file) -> tuple[Buffer, memoryview]:
+        """Read a whole file into a padded buffer: the read is the only copy, into memory numpy
+        allocates (uninitialised, so the pages are touched once, by the read).  Returns the
+        buffer and a memoryview of the same bytes (indexing it gives ints)."""
         with open(file, "rb", buffering=0) as f:
             size = os.fstat(f.fileno()).st_size
-            data = bytearray(size + PAD)
+            data = np.empty(size + PAD, dtype=np.uint8)
             view = memoryview(data)
             got = 0
             while got < size:
@@ -246,10 +226,8 @@ class Buffer:
                 if not n:
                     break
                 got += n
-            view.release()
-        if got < size:
-            del data[got:size]
-        return cls.wrap(data, got), data
+        data[got:] = 0
+        return cls.wrap(data[: got + PAD], got), memoryview(data[: got + PAD])
 
     def text(self, start: int, length: int) -> str:
         return self.u8[start : start + length].tobytes().decode("utf-8", "replace")
@@ -768,9 +746,15 @@ def _decode_rest(
 ) -> tuple[np.ndarray, ...]:
     """The remaining fields of ``events`` (from ``start``), field by field."""
     f = read_fields(buf, start, end)
+    varint = f.wire == 0
     for number, column in enumerate(header, start=1):
-        sel = (f.number == number) & (f.wire == 0)
-        column[events[f.owner[sel]]] = f.value[sel].view(np.int64)
+        sel = (f.number == number) & varint
+        if number == 2:  # offset_ps shares a oneof with num_occurrences (5): the last one set wins
+            sel |= (f.number == 5) & varint
+        value = f.value[sel].view(np.int64)
+        if number == 2:
+            value = np.where(f.number[sel] == 2, value, 0)
+        column[events[f.owner[sel]]] = value
     sel = np.flatnonzero((f.number == 4) & (f.wire == 2))
     owner = events[f.owner[sel]]
     s_start = f.start[sel]
@@ -907,10 +891,10 @@ def _stat_values_loaded(buf: Buffer, start: np.ndarray, end: np.ndarray) -> Stat
 def _decode_stat_values_slow(buf: Buffer, start: np.ndarray, end: np.ndarray) -> StatValues:
     n = start.size
     f = read_fields(buf, start, end)
-    sel = np.flatnonzero((f.number >= 2) & (f.number <= 7))
+    value_field = (f.number >= 2) & (f.number <= 7)
+    # a value field of the wrong wire type is an unknown field, as protobuf reads it
+    sel = np.flatnonzero(value_field & (f.wire == _EXPECTED_WIRE[np.where(value_field, f.number, 0)]))
     number = f.number[sel]
-    if (f.wire[sel] != _EXPECTED_WIRE[number]).any():
-        raise Malformed("stat value with the wrong wire type")
     owner = f.owner[sel]
     is_len = f.wire[sel] == 2
     return StatValues(

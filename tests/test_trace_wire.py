@@ -1,0 +1,414 @@
+"""The numpy wire-format decoders against protobuf as the oracle: varints of every length,
+events and stats in any field order, unknown fields, the speculative chunked walk of lines."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tracebuilder import DERIVED_LINE_IDS, US, TraceBuilder
+
+from tfprof_towers.errors import TraceError
+from tfprof_towers.trace import layout
+from tfprof_towers.trace import xspace as xs
+from tfprof_towers.trace.load import load_trace, trace_from_bytes
+
+# --- a tiny encoder: raw fields, so tests can write what protobuf's serializer never does
+
+
+def varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte, v = v & 0x7F, v >> 7
+        out.append(byte | 0x80 if v else byte)
+        if not v:
+            return bytes(out)
+
+
+def field(number: int, wire: int, value: int | bytes) -> bytes:
+    tag = varint(number << 3 | wire)
+    if wire == 0:
+        return tag + varint(int(value))
+    if wire == 1:
+        return tag + struct.pack("<Q", int(value) & (1 << 64) - 1)
+    if wire == 5:
+        return tag + struct.pack("<I", int(value) & 0xFFFFFFFF)
+    assert isinstance(value, bytes)
+    return tag + varint(len(value)) + value
+
+
+def buffer(*chunks: bytes) -> tuple[xs.Buffer, np.ndarray, np.ndarray]:
+    """A buffer holding the chunks back to back, and each chunk's byte range."""
+    lengths = np.array([len(c) for c in chunks], dtype=np.int64)
+    end = np.cumsum(lengths)
+    return xs.Buffer.of(b"".join(chunks)), end - lengths, end
+
+
+# --- varints
+
+# one to ten bytes: the limits of each length, and negative int64s (always ten bytes)
+VARINT_VALUES = [0, 1, 127, 128, 300, 16383, 16384, 2**21 - 1, 2**21, 2**28, 2**35 - 1, 2**35]
+VARINT_VALUES += [2**42 - 1, 2**42, 2**49, 2**56, 2**63 - 1, 2**63, 2**64 - 1, -1, -(2**40), -(2**63)]
+
+
+def test_read_varints_of_one_to_ten_bytes() -> None:
+    encoded = [varint(v) for v in VARINT_VALUES]
+    assert sorted({len(e) for e in encoded}) == list(range(1, 11))
+    buf, start, end = buffer(*encoded)
+    value, after = xs.read_varints(buf, start, end)
+    assert value.view(np.int64).tolist() == [((v + 2**63) % 2**64) - 2**63 for v in VARINT_VALUES]
+    assert after.tolist() == end.tolist()
+
+
+def test_read_varints_one_byte_fast_path_and_truncation() -> None:
+    buf, start, end = buffer(b"\x05", b"\x7f", b"\x00")
+    value, after = xs.read_varints(buf, start, end)
+    assert value.tolist() == [5, 127, 0] and after.tolist() == [1, 2, 3]
+    buf, start, end = buffer(b"\x80\x80")  # continues past its message
+    with pytest.raises(xs.Malformed):
+        xs.read_varints(buf, start, end)
+    buf, start, end = buffer(b"\xff" * 11)  # longer than ten bytes
+    with pytest.raises(xs.Malformed):
+        xs.read_varints(buf, start, end)
+
+
+@pytest.mark.parametrize("max_bits", [7, 14, 28, 49, 64])
+def test_word_varints_every_path(max_bits: int) -> None:
+    """All one byte, all within two or four bytes (narrower arithmetic), the general case, and
+    varints too long for the 7 bytes (length 0); garbage after each varint is ignored."""
+    rng = np.random.default_rng(max_bits)
+    values = [int(v) >> int(s) for v, s in zip(rng.integers(0, 2**63, 400), rng.integers(0, 64, 400))]
+    values = [v % (1 << max_bits) for v in values] + [(1 << max_bits) - 1]
+    words, lengths = [], []
+    for v in values:
+        e = varint(v)
+        lengths.append(len(e) if len(e) <= 7 else 0)
+        words.append(int.from_bytes((e + rng.integers(0, 256, 8, dtype=np.uint8).tobytes())[:7], "little"))
+    got, length = xs.word_varints(np.array(words, dtype=np.uint64))
+    assert length.tolist() == lengths
+    ok = np.array(lengths) > 0
+    assert got[ok].tolist() == [v for v, k in zip(values, lengths) if k]
+
+
+# --- events and stats: protobuf is the oracle
+
+int64s = st.integers(-(2**63), 2**63 - 1)
+unknown_numbers = st.sampled_from([6, 7, 8, 9, 15, 16, 100, 2047, 5000, 1 << 20])
+
+
+def unknown_field() -> st.SearchStrategy[bytes]:
+    payload = st.one_of(
+        st.integers(0, 2**64 - 1).map(lambda v: (0, v)),
+        st.integers(0, 2**64 - 1).map(lambda v: (1, v)),
+        st.integers(0, 2**32 - 1).map(lambda v: (5, v)),
+        st.binary(max_size=20).map(lambda v: (2, v)),
+        # a packed repeated field: varints inside one length-delimited field
+        st.lists(st.integers(0, 2**64 - 1), max_size=5).map(lambda vs: (2, b"".join(map(varint, vs)))),
+    )
+    return st.tuples(unknown_numbers, payload).map(lambda t: field(t[0], t[1][0], t[1][1]))
+
+
+stat_value_fields = st.one_of(
+    st.floats(allow_nan=False).map(lambda v: field(2, 1, struct.unpack("<Q", struct.pack("<d", v))[0])),
+    st.integers(0, 2**64 - 1).map(lambda v: field(3, 0, v)),
+    int64s.map(lambda v: field(4, 0, v)),
+    st.text(max_size=150).map(lambda v: field(5, 2, v.encode())),
+    st.binary(max_size=150).map(lambda v: field(6, 2, v)),
+    st.integers(0, 2**40).map(lambda v: field(7, 0, v)),
+)
+
+
+@st.composite
+def stat_bytes(draw) -> bytes:
+    """An XStat: its metadata_id (first, later, or absent), a value or none, unknown fields."""
+    parts = [field(1, 0, draw(st.integers(0, 300)))] if draw(st.integers(0, 9)) else []
+    parts += draw(st.lists(stat_value_fields, max_size=1))
+    parts += draw(st.lists(unknown_field(), max_size=1))
+    if draw(st.integers(0, 4)) == 0:
+        parts = draw(st.permutations(parts))
+    return b"".join(parts)
+
+
+@st.composite
+def event_bytes(draw) -> bytes:
+    """An XEvent as writers lay it out (header fields, then stats), or with the fields shuffled,
+    repeated (the last one wins), num_occurrences in offset's place, unknown fields."""
+    parts = []
+    for number in (1, 2, 3):
+        if draw(st.integers(0, 5)):
+            parts.append(field(number, 0, draw(int64s)))
+    parts += [field(4, 2, s) for s in draw(st.lists(stat_bytes(), max_size=6))]
+    extras = draw(
+        st.lists(
+            st.one_of(
+                unknown_field(),
+                st.tuples(st.sampled_from([1, 3, 5]), int64s).map(lambda t: field(t[0], 0, t[1])),
+            ),
+            max_size=2,
+        )
+    )
+    if extras or draw(st.integers(0, 9)) == 0:
+        parts = draw(st.permutations(parts + extras))
+    return b"".join(parts)
+
+
+def check_against_protobuf(chunks: list[bytes], ev: xs.Events, values: xs.StatValues) -> None:
+    kinds = {"double_value": 2, "uint64_value": 3, "int64_value": 4, "str_value": 5, "bytes_value": 6}
+    kinds["ref_value"] = 7
+    order = np.lexsort((np.arange(ev.stat_owner.size), ev.stat_owner))  # an event's stats in wire order
+    md = xs.stat_metadata_ids(ev)
+    k = 0
+    for i, chunk in enumerate(chunks):
+        want = xs.XEvent.FromString(chunk)
+        assert (ev.metadata_id[i], ev.offset_ps[i], ev.duration_ps[i]) == (
+            want.metadata_id,
+            want.offset_ps,
+            want.duration_ps,
+        )
+        for stat in want.stats:
+            j = order[k]
+            k += 1
+            assert ev.stat_owner[j] == i and md[j] == stat.metadata_id
+            which = stat.WhichOneof("value")
+            assert values.kind[j] == kinds.get(which, 0)
+            if which in ("str_value", "bytes_value"):
+                raw = ev.buf.u8[values.str_start[j] : values.str_start[j] + values.str_len[j]].tobytes()
+                value = getattr(stat, which)
+                assert raw == (value.encode() if isinstance(value, str) else value)
+            elif which == "double_value":
+                assert values.num[j : j + 1].view(np.float64)[0] == stat.double_value
+            elif which is not None:
+                assert int(values.num[j]) == getattr(stat, which) % 2**64
+    assert k == ev.stat_owner.size
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(event_bytes(), max_size=25))
+def test_events_match_protobuf(chunks: list[bytes]) -> None:
+    buf, start, end = buffer(*chunks)
+    ev = xs.decode_event_ranges(buf, start, end, values=True)
+    check_against_protobuf(chunks, ev, ev.stat_values)
+    # the same values read from the buffer (no first words) and from the first words
+    plain = xs.decode_event_ranges(buf, start, end)
+    for values in (
+        xs.decode_stat_values(buf, plain.stat_start, plain.stat_end),
+        xs.decode_stat_values(buf, plain.stat_start, plain.stat_end, plain.stat_head),
+    ):
+        check_against_protobuf(chunks, plain, values)
+
+
+def test_events_in_several_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(xs, "BLOCK", 3)
+    chunks = [
+        field(1, 0, i) + field(2, 0, -i) + field(4, 2, field(1, 0, i % 4) + field(7, 0, i)) for i in range(10)
+    ]
+    buf, start, end = buffer(*chunks)
+    ev = xs.decode_event_ranges(buf, start, end, values=True)
+    check_against_protobuf(chunks, ev, ev.stat_values)
+    assert ev.offset_ps.tolist() == [-i for i in range(10)]
+
+
+def test_stat_filter_keeps_labelled_stats() -> None:
+    def stat(md: int, ref: int) -> bytes:
+        return field(4, 2, field(1, 0, md) + field(7, 0, ref))
+
+    chunks = [
+        field(1, 0, 1) + stat(1, 10) + stat(2, 20) + stat(3, 30),
+        field(1, 0, 2) + stat(3, 31) + stat(200, 40) + field(4, 2, field(7, 0, 50) + field(1, 0, 2)),
+        b"",
+    ]
+    buf, start, end = buffer(*chunks)
+    table = np.full((2, 256), -1, dtype=np.int8)
+    table[0, 2], table[0, 3], table[1, 200], table[1, 2] = 0, 1, 5, 7
+    keep = xs.StatFilter(np.array([0, 1, 0]), table)
+    ev = xs.decode_event_ranges(buf, start, end, keep, values=True)
+    got = sorted(
+        zip(ev.stat_owner.tolist(), ev.stat_md.tolist(), ev.stat_label.tolist(), ev.stat_values.num.tolist())
+    )
+    # event 0: ids 2 and 3 kept (labels 0, 1); event 1 (group 1): id 200 (two-byte id) and id 2
+    # given after its value (slow path) kept, id 3 dropped
+    assert got == [(0, 2, 0, 20), (0, 3, 1, 30), (1, 2, 7, 50), (1, 200, 5, 40)]
+
+
+def test_decode_events_of_chunks() -> None:
+    chunks = [xs.XEvent(metadata_id=3, offset_ps=-5, duration_ps=7).SerializeToString(), b""]
+    ev = xs.decode_events(chunks)
+    assert ev.metadata_id.tolist() == [3, 0] and ev.offset_ps.tolist() == [-5, 0]
+
+
+def test_corrupt_events_raise_malformed_only() -> None:
+    for chunk in (b"\x08", b"\x22\x05\x08", b"\x22\x01\x08", b"\x0b", b"\x22\x80"):
+        buf, start, end = buffer(chunk)
+        with pytest.raises(xs.Malformed):
+            ev = xs.decode_event_ranges(buf, start, end, values=True)
+            xs.decode_stat_values(buf, ev.stat_start, ev.stat_end)
+
+
+# --- lines: the speculative chunked walk against a plain walk
+
+
+def reference_fields(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """(field start, tag) of the fields of data[start:end], one Python step per field."""
+    out, p = [], start
+    while p < end:
+        f0 = p
+        tag, p = read_py_varint(data, p)
+        wire = tag & 7
+        if wire == 0:
+            p = read_py_varint(data, p)[1]
+        elif wire == 2:
+            n, p = read_py_varint(data, p)
+            p += n
+        else:
+            p += 8 if wire == 1 else 4
+        out.append((f0, tag))
+    assert p == end
+    return out
+
+
+def read_py_varint(data: bytes, p: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        b = data[p]
+        p += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return v, p
+
+
+# strings that look like the start of an event or a stat (``22 <len> 08``) mislead the guesses
+lookalike = st.sampled_from([b"\x22\x05\x08\x01\x10\x02", b"\x22\x40\x08", b"\x22\x81\x01\x08", b"x" * 40])
+
+
+@st.composite
+def line_bytes(draw) -> bytes:
+    """An XLine payload: header fields, events (some large, some with misleading strings),
+    unknown fields before, between and after them."""
+    head = [field(1, 0, draw(int64s)), field(2, 2, b"stream"), field(3, 0, draw(st.integers(0, 2**62)))]
+    events = []
+    for _ in range(draw(st.integers(0, 60))):
+        body = field(1, 0, draw(st.integers(0, 300))) + field(2, 0, draw(int64s))
+        for _ in range(draw(st.integers(0, 4))):
+            value = draw(st.one_of(lookalike, st.binary(max_size=30)))
+            body += field(4, 2, field(1, 0, draw(st.integers(0, 200))) + field(5, 2, value))
+        if draw(st.integers(0, 20)) == 0:  # an event larger than several chunks
+            body += field(4, 2, field(6, 2, draw(lookalike) * 200))
+        events.append(field(4, 2, body))
+    if draw(st.booleans()):
+        events.insert(draw(st.integers(0, len(events))), draw(unknown_field()))
+    tail = draw(
+        st.lists(st.one_of(unknown_field(), st.just(field(9, 0, 5)), st.just(field(11, 2, b"d"))), max_size=2)
+    )
+    return b"".join(head + events + tail)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(line_bytes(), min_size=1, max_size=6), st.sampled_from([1, 2, 8, 128]), st.sampled_from([8, 64])
+)
+def test_walk_fields_matches_a_plain_walk(lines: list[bytes], per_chunk: int, window: int) -> None:
+    buf, start, end = buffer(*lines)
+    data = b"".join(lines)
+    rec = layout.walk_fields(buf, start, end, fields_per_chunk=per_chunk, window=window)
+    want = [
+        (i, f0, tag) for i, (s, e) in enumerate(zip(start, end)) for f0, tag in reference_fields(data, s, e)
+    ]
+    assert list(zip(rec.owner.tolist(), rec.pos.tolist(), rec.tag.tolist())) == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(line_bytes(), st.integers(0, 400), st.integers(0, 255))
+def test_walk_fields_of_a_corrupt_line_raises_malformed(line: bytes, at: int, byte: int) -> None:
+    data = bytearray(line)
+    if data:
+        data[at % len(data)] = byte
+    buf, start, end = buffer(bytes(data))
+    try:
+        rec = layout.walk_fields(buf, start, end, fields_per_chunk=2, window=8)
+    except xs.Malformed:
+        return
+    want = [(0, f0, tag) for f0, tag in reference_fields(bytes(data), 0, len(data))]
+    assert list(zip(rec.owner.tolist(), rec.pos.tolist(), rec.tag.tolist())) == want
+
+
+def test_read_space_lines_and_event_ranges() -> None:
+    b = TraceBuilder()
+    host = b.plane("/host:CPU")
+    b.plane("/device:GPU:0")  # no lines at all
+    busy = host.line("busy", line_id=-7, timestamp_ns=123)
+    for i in range(300):
+        busy.event(f"op{i % 3}", 123_000 + i * US, US, {"step_num": i})
+    host.line("empty", line_id=2)  # a line without events
+    data = b.to_bytes()
+    space = layout.read_space(xs.Buffer.of(data), data)
+    lines = space.lines
+    assert [p.name for p in space.planes] == ["/host:CPU", "/device:GPU:0"]
+    assert (lines.name, lines.id.tolist(), lines.timestamp_ns.tolist()) == (
+        ["busy", "empty"],
+        [-7, 2],
+        [123, 0],
+    )
+    assert lines.event_count.tolist() == [300, 0] and lines.plane.tolist() == [0, 0]
+    want = [e.SerializeToString() for e in xs.XSpace.FromString(data).planes[0].lines[0].events]
+    got = [data[s:e] for s, e in zip(lines.event_start.tolist(), lines.event_end.tolist())]
+    assert got == want and space.hostnames == ("testhost",)
+
+
+# --- the loader
+
+
+def test_rows_keep_file_order_around_a_derived_line() -> None:
+    b = TraceBuilder()
+    gpu = b.plane("/device:GPU:0")
+    first = gpu.line("Stream #1(Compute)")
+    first.event("k1", 0, 10 * US)
+    ops = gpu.line("TensorFlow Ops", line_id=DERIVED_LINE_IDS["TensorFlow Ops"])
+    ops.event("a:MatMul", 0, 10 * US)
+    second = gpu.line("Stream #2(Compute)")
+    second.event("k2", 20 * US, 10 * US)
+    second.event("k3", 40 * US, 10 * US)
+    ev = trace_from_bytes(b.to_bytes()).events
+    assert ev["name"].astype(str).tolist() == ["k1", "k2", "k3"]
+    assert ev["line"].astype(str).tolist() == [
+        "Stream #1(Compute)",
+        "Stream #2(Compute)",
+        "Stream #2(Compute)",
+    ]
+
+
+def test_load_from_file_equals_load_from_bytes(tmp_path: Path) -> None:
+    from test_trace_load import two_gpu_trace
+
+    path = two_gpu_trace().write(tmp_path / "t.xplane.pb")
+    a, b = load_trace(path), trace_from_bytes(path.read_bytes())
+    assert a.events.equals(b.events) and a.steps.equals(b.steps)
+
+
+def test_buffer_read_pads_with_zeros(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"\xff" * 13)
+    buf, view = xs.Buffer.read(path)
+    assert buf.size == 13 and bytes(view[:13]) == b"\xff" * 13
+    assert buf.u8[13:].tolist() == [0] * xs.PAD
+    assert int(buf.u64[12]) == 0xFF
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        field(1, 2, field(3, 2, field(4, 2, b"\x08"))),  # an event cut inside a varint
+        field(1, 2, field(3, 2, field(4, 0, 5) + field(4, 2, b""))),  # odd wire types, empty event
+        field(1, 2, field(2, 2, b"\xff\xfe") + field(3, 2, b"")),  # a plane name that is not UTF-8
+    ],
+)
+def test_odd_traces_load_or_raise_trace_error(data: bytes) -> None:
+    try:
+        trace_from_bytes(data, "odd")
+    except TraceError as exc:
+        assert "\n" not in str(exc)
