@@ -412,3 +412,28 @@ def test_odd_traces_load_or_raise_trace_error(data: bytes) -> None:
         trace_from_bytes(data, "odd")
     except TraceError as exc:
         assert "\n" not in str(exc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 70), min_size=1, max_size=30), st.data())
+def test_distinct_strings_of_every_length(lengths: list[int], data) -> None:
+    """Strings of 0..70 bytes that differ in one byte anywhere -- at a word's edge, in the
+    overlap of a long string's last two words, in its last byte -- are told apart, and
+    equal ones grouped, whatever bytes surround them."""
+    base = data.draw(st.binary(min_size=70, max_size=70))
+    strings = []
+    for n in lengths:
+        s = bytearray(base[:n])
+        if n and data.draw(st.booleans()):
+            s[data.draw(st.integers(0, n - 1))] ^= 1 << data.draw(st.integers(0, 7))
+        strings.append(bytes(s))
+    noise = data.draw(st.binary(min_size=16, max_size=16))
+    chunks = [noise[: i % 16] + s for i, s in enumerate(strings)]  # vary the alignment
+    buf, _, end = buffer(*chunks)
+    lens = np.array([len(s) for s in strings], dtype=np.int64)
+    codes, texts = xs.distinct_strings(buf, end - lens, lens)
+    first: dict[bytes, int] = {}
+    for s in strings:
+        first.setdefault(s, len(first))
+    assert codes.tolist() == [first[s] for s in strings]
+    assert texts == [s.decode("utf-8", "replace") for s in first]

@@ -610,7 +610,7 @@ class _Runs:
     pos: np.ndarray  # per event: where its run of stats ended
 
 
-_SKIP, _SLOW, _KEEP = 0, 1, 2  # a stat's state; _KEEP + label: kept, with that label
+_SLOW, _SKIP, _KEEP = 0, 1, 2  # a stat's state; _KEEP + label: kept, with that label
 
 
 def _key_states(keep: StatFilter | None) -> np.ndarray:
@@ -665,14 +665,18 @@ def _stat_runs(
                 break
             b = w.view(np.uint8).reshape(-1, 8)
         length = b[:, 1].astype(np.int64)
-        payload = p + 2
         long = np.flatnonzero(length >= 0x80) if length.max() >= 0x80 else None
+        payload = None  # p + 2, but for the long lengths: made only when needed
         if long is not None:
             v, after = read_varints(buf, p[long] + 1, e[long])
             if (v > np.uint64(buf.size)).any():
                 raise Malformed("length out of range")
+            payload = p + 2
             length[long], payload[long] = v.astype(np.int64), after
-        nxt = payload + length
+            nxt = payload + length
+        else:
+            nxt = length + p
+            nxt += 2
         if (nxt > e).any():
             raise Malformed("stat runs past the end of its event")
         key = w.view(np.uint16).reshape(-1, 4)[:, 1].astype(np.int64)
@@ -682,8 +686,9 @@ def _stat_runs(
             state[long] = _SLOW
         if length.min() < 2:
             state[length < 2] = _SLOW
-        slow = np.flatnonzero(state == _SLOW)
-        if slow.size:  # metadata_id read field by field, then the filter's table says
+        if state.min() == _SLOW:  # metadata_id read field by field, then the filter's table says
+            payload = p + 2 if payload is None else payload
+            slow = np.flatnonzero(state == _SLOW)
             md = b[:, 3].astype(np.int64)
             md[slow] = _stat_md_slow(buf, payload[slow], nxt[slow])
             label = np.zeros(slow.size, dtype=np.int8)
@@ -695,7 +700,9 @@ def _stat_runs(
             found = [*_take(kept, act, payload, nxt, md)]
         else:
             kept = np.flatnonzero(state >= _KEEP)
-            found = [*_take(kept, act, payload, nxt), b[:, 3].take(kept).astype(np.int64)]
+            payload_kept = p.take(kept)
+            payload_kept += 2
+            found = [act.take(kept), payload_kept, nxt.take(kept), b[:, 3].take(kept).astype(np.int64)]
         label = state.take(kept)
         label -= _KEEP
         found += [label, w.take(kept)]
@@ -909,7 +916,7 @@ _HASH_M1 = np.uint64(0x9E3779B97F4A7C15)
 _HASH_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 #: _BYTE_MASKS[k]: the low k bytes of a word (k = 0..8).
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
-_ROWS = 1 << 15  # strings hashed per block: a block's words stay in cache
+_ROWS = 1 << 14  # strings hashed per block: a block's words stay in cache
 
 
 def _column_multipliers(width: int, seed: int) -> np.ndarray:
@@ -920,10 +927,14 @@ def _column_multipliers(width: int, seed: int) -> np.ndarray:
 def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two independent 64-bit hashes of each byte string.
 
-    Strings are hashed as 2-D blocks (one column per string, one row per 8-byte word,
-    words past a string's end masked to zero): each word is multiplied by its row's own
-    odd constant and folded (``x ^ x >> 29``), and a string's hash is the wrapping sum of
-    its column -- a handful of whole-array operations per block.
+    Strings are hashed as 2-D blocks, one column per string and one row per 8-byte word.
+    A string of 8 bytes or more is covered by words that start inside it -- the last one
+    ends at the string's end, overlapping the one before (and repeats on the rows past the
+    string's own words) -- so no word holds bytes from outside it and none needs masking;
+    shorter ones are masked.  Each word is multiplied by its row's own odd constant and
+    folded (``x ^ x >> 29``); a string's first hash is the wrapping sum of its column, the
+    second the sum with other per-row multipliers -- a handful of whole-array operations
+    per block.
     """
     n = start.size
     h1 = length.astype(np.uint64) * _HASH_M1
@@ -948,16 +959,17 @@ def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[n
         for lo in range(0, rows.size, _ROWS):
             r = rows[lo : lo + _ROWS]
             s, ln = start[r], length[r]
-            w = buf.u64[np.minimum(s + offsets, buf.u64.size - 1)]
-            rem = ln - offsets
-            np.clip(rem, 0, 8, out=rem)
-            w &= _BYTE_MASKS[rem]
-            x = w * m1
-            x ^= x >> np.uint64(29)
-            h1[r] += x.sum(axis=0, dtype=np.uint64)
-            np.multiply(w, m2, out=x)
-            x ^= x >> np.uint64(31)
-            h2[r] += x.sum(axis=0, dtype=np.uint64)
+            if c == 0:  # up to 8 bytes: one word, masked to the string
+                w = buf.u64[s][None, :] & _BYTE_MASKS[ln][None, :]
+            else:
+                at = np.minimum(offsets, ln - 8)
+                at += s
+                w = buf.u64[at]
+            w *= m1
+            w ^= w >> np.uint64(29)
+            h1[r] += w.sum(axis=0, dtype=np.uint64)
+            w *= m2
+            h2[r] += w.sum(axis=0, dtype=np.uint64)
     return h1, h2
 
 
