@@ -4,24 +4,25 @@ No protobuf runtime walks the lines: the few fields of the space and its planes 
 walked in Python (one step per plane, line or metadata entry), each plane's metadata
 (names of events and stats) is handed to protobuf (upb) as one small message, and the
 fields of all lines -- a million events -- are found by :func:`walk_fields`, a
-vectorised numpy walk of the wire format:
+vectorised numpy walk of the wire format.
 
-The fields of a message tile its payload (``tag, [length,] value`` back to back), so
-finding them is a chain: each field's end is the next one's start.  A chain is
-sequential, and a line holds thousands of events, so each line is cut into chunks of
-a few KiB and every chunk is walked at once, in lock-step, one field per round.  Only
-a line's first chunk starts at a known field; every other chunk starts *speculatively*
-at the first bytes that look like the start of a length-delimited field whose payload
-begins with field 1 (``22 <len> 08`` for an event or a stat).  Whatever nesting depth
-the guess lands at -- an event, a stat inside an event, a field inside a stat -- the
-chain of fields from there ends where its enclosing messages end, i.e. at the next
-event: it *resynchronises* with the true chain within one event.  Each chunk's walk is
-then checked against its predecessor's: the first field the previous chunk's walk
-reached beyond its end must be one the chunk visited (the chunk's fields before it
-are the speculative prefix and are dropped).  A chunk that fails the check (a guess
-inside a string that never resynchronised, an event larger than a chunk) is walked
-again from the now-known true position.  Every field of the true chain is read with
-bounds checks, so a corrupt file raises :class:`~.xspace.Malformed`, never misreads.
+The trick: the fields of a message tile its payload (``tag, [length,] value`` back to
+back), so finding them is a chain -- each field's end is the next one's start -- and a
+chain is sequential.  A line holds thousands of events, so each line is cut into chunks
+of about a hundred events (the event size is sampled per line) and all chunks of all
+lines are walked at once, in lock-step, one field per round.  Only a line's first chunk
+starts at a known field; every other chunk starts *speculatively*, at the first bytes
+that look like a length-delimited field whose payload begins with field 1 (``22 <len>
+08``: an event, or a stat inside one).  Whatever nesting depth the guess lands at -- an
+event, a stat, a field inside a stat -- the chain from there ends where its enclosing
+messages end, i.e. at the next event: it *resynchronises* with the true chain within
+one event.  Each chunk's walk is then checked against its predecessor's: the first
+field the previous chunk's walk reached past its own end must be one this chunk
+visited (the fields before it are the speculative prefix, dropped).  A chunk that fails
+the check (a guess inside a string that never resynchronised; an event larger than a
+chunk) is walked again from the now-known true position.  Every field of the true chain
+is read with bounds checks, so a corrupt file raises :class:`~.xspace.Malformed`, never
+misreads.
 """
 
 from __future__ import annotations
@@ -96,9 +97,6 @@ class Records:
     payload: np.ndarray  # int64 payload start of length-delimited fields, else -1
 
 
-word_varints = xs.word_varints
-
-
 def _soft_varints(buf: Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A varint at each ``pos`` (any length): (value, position after, ok); never raises."""
     value = np.zeros(pos.size, dtype=np.uint64)
@@ -129,7 +127,7 @@ def _field_step(
     """
     w = buf.u64[pos]
     tag = (w & np.uint64(0xFF)).astype(np.int64)
-    value, vlen = word_varints(w >> np.uint64(8))
+    value, vlen = xs.word_varints(w >> np.uint64(8))
     tag_end = pos + 1
     after = tag_end + vlen
     bad = np.zeros(pos.size, dtype=bool)
@@ -152,17 +150,6 @@ def _field_step(
     value = np.where(is_var | is_len, value, np.uint64(0))
     payload = np.where(is_len, after, -1)
     return tag, value, payload, nxt, bad
-
-
-@dataclass(frozen=True)
-class _Walked:
-    """Fields visited by lock-step walks of chunks: positions sorted by (chunk, visit order)."""
-
-    pos: np.ndarray  # int64 field starts
-    lo: np.ndarray  # int64 per chunk: its fields are pos[lo:hi]
-    hi: np.ndarray
-    exit: np.ndarray  # int64 per chunk: where its walk left it (the first field start at or past its end)
-    failed: np.ndarray  # bool per chunk: its walk met bytes that are not a field
 
 
 def _next_fields(buf: Buffer, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -303,8 +290,8 @@ def walk_fields(
 def _chunk_sizes(
     buf: Buffer, start: np.ndarray, end: np.ndarray, hint: tuple[int, int], window: int, samples: int = 4
 ) -> np.ndarray:
-    """Per message, the typical size of its fields (at least 8 bytes), from a short walk at a few
-    guessed starting points."""
+    """Per message, the typical size of its fields (at least 8 bytes; 64 for small messages), from
+    a short walk at a few guessed points: a line of small events gets small chunks."""
     steps = 16
     size = end - start
     big = np.flatnonzero(size > 64 * steps)
@@ -315,18 +302,19 @@ def _chunk_sizes(
     at = (start[big, None] + size[big, None] * frac).astype(np.int64).ravel()
     limit = np.repeat(end[big], samples)
     p0 = _guess_starts(buf, at, limit, hint, window)
-    pos, ok = p0.copy(), p0 < limit
+    pos, ok, walked = p0.copy(), p0 < limit, np.zeros(p0.size, dtype=np.int64)
     for _ in range(steps):
         live = np.flatnonzero(ok)
         if not live.size:
             break
         nxt, bad = _next_fields(buf, pos[live], limit[live])
-        pos[live] = nxt
-        if bad is not None:
-            ok[live[bad]] = False
-        ok[live] &= nxt < limit[live]
-    walked = np.where(pos > p0, (pos - p0) // steps, 0).reshape(-1, samples)
-    est = np.median(walked, axis=1).astype(np.int64)
+        good = live if bad is None else live[~bad]
+        pos[good] = nxt if bad is None else nxt[~bad]
+        walked[good] += 1
+        ok[live] = False
+        ok[good] = pos[good] < limit[good]
+    per_field = np.where(walked > 0, (pos - p0) // np.maximum(walked, 1), 0).reshape(-1, samples)
+    est = np.median(per_field, axis=1).astype(np.int64)
     out[big] = np.where(est > 0, np.maximum(est, 8), 64)
     return out
 
