@@ -97,25 +97,6 @@ class Records:
     payload: np.ndarray  # int64 payload start of length-delimited fields, else -1
 
 
-def _soft_varints(buf: Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A varint at each ``pos`` (any length): (value, position after, ok); never raises."""
-    value = np.zeros(pos.size, dtype=np.uint64)
-    after = pos.copy()
-    todo = np.arange(pos.size)
-    for i in range(10):
-        p = np.minimum(pos[todo] + i, buf.u8.size - 1)
-        b = buf.u8[p]
-        value[todo] |= (b & 0x7F).astype(np.uint64) << np.uint64(7 * i)
-        done = b < 0x80
-        after[todo[done]] = p[done] + 1
-        todo = todo[~done]
-        if not todo.size:
-            break
-    ok = np.ones(pos.size, dtype=bool)
-    ok[todo] = False
-    return value, after, ok
-
-
 def _field_step(
     buf: Buffer, pos: np.ndarray, limit: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -133,8 +114,8 @@ def _field_step(
     bad = np.zeros(pos.size, dtype=bool)
     slow = np.flatnonzero((tag >= 0x80) | (vlen == 0))
     if slow.size:
-        t, t_end, ok_t = _soft_varints(buf, pos[slow])
-        v, v_end, ok_v = _soft_varints(buf, t_end)
+        t, t_end, ok_t = xs.soft_varints(buf, pos[slow])
+        v, v_end, ok_v = xs.soft_varints(buf, t_end)
         ok_t &= t < np.uint64(1 << 32)
         tag[slow] = np.where(ok_t, t, np.uint64(0)).astype(np.int64)
         tag_end[slow], value[slow], after[slow] = t_end, v, v_end

@@ -332,9 +332,10 @@ def read_varints(buf: Buffer, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndar
     return v, after
 
 
-def _read_long_varints(buf: Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def soft_varints(buf: Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A varint at each ``pos`` (any length): (value, position after, ok); never raises."""
     value = np.zeros(pos.size, dtype=np.uint64)
-    after = np.full(pos.size, -1, dtype=np.int64)
+    after = pos.copy()
     todo = np.arange(pos.size)
     for i in range(10):
         p = np.minimum(pos[todo] + i, buf.u8.size - 1)
@@ -344,8 +345,17 @@ def _read_long_varints(buf: Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.nda
         after[todo[done]] = p[done] + 1
         todo = todo[~done]
         if not todo.size:
-            return value, after
-    raise Malformed("varint longer than 10 bytes")
+            break
+    ok = np.ones(pos.size, dtype=bool)
+    ok[todo] = False
+    return value, after, ok
+
+
+def _read_long_varints(buf: Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    value, after, ok = soft_varints(buf, pos)
+    if not ok.all():
+        raise Malformed("varint longer than 10 bytes")
+    return value, after
 
 
 @dataclass(frozen=True)
