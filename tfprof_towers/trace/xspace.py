@@ -236,6 +236,20 @@ class Buffer:
 _HI7 = np.uint64(0x0080808080808080)
 
 
+def _pack_groups(word: np.ndarray, mask: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """Keep ``word``'s bits under ``mask``, drop the continuation bits and pack the 7-bit
+    groups together (three shift-and-mask steps).  In place: ``word`` and ``scratch``
+    are overwritten; returns ``word``."""
+    word &= mask
+    word &= _LO7
+    for keep, shift, moved in _COMPACT:
+        np.right_shift(word, shift, out=scratch)
+        scratch &= moved
+        word &= keep
+        word |= scratch
+    return word
+
+
 def word_varints(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The varint in the low 7 bytes of each word: (value, length in bytes; 0 when longer).
 
@@ -281,16 +295,7 @@ def word_varints(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mask = low
     mask <<= _ONE
     mask -= _ONE
-    v = word
-    v &= mask
-    v &= _LO7
-    tmp = term
-    for keep, shift, moved in _COMPACT:
-        np.right_shift(v, shift, out=tmp)
-        tmp &= moved
-        v &= keep
-        v |= tmp
-    return v, length
+    return _pack_groups(word, mask, term), length
 
 
 def read_varints(buf: Buffer, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -313,15 +318,7 @@ def read_varints(buf: Buffer, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndar
     long = np.flatnonzero(mask == 0)
     mask <<= _ONE
     mask -= _ONE  # every bit up to it
-    v = word
-    v &= mask
-    v &= _LO7
-    tmp = term
-    for keep, shift, moved in _COMPACT:
-        np.right_shift(v, shift, out=tmp)
-        tmp &= moved
-        v &= keep
-        v |= tmp
+    v = _pack_groups(word, mask, term)
     after = np.bitwise_count(mask).astype(np.int64)
     after >>= 3
     after += pos
