@@ -8,6 +8,7 @@ Screenshots go to ``tests/output/`` (git-ignored).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -76,13 +77,22 @@ def check_offline(page: Page, report: Path) -> None:
     assert [u for u in page.requests if u != report.resolve().as_uri()] == []
 
 
+@contextmanager
+def opened(browser, report: Path) -> Iterator[Page]:
+    """``report`` open in a fresh offline page, checked quiet and request-free after load."""
+    page = Page(browser)
+    try:
+        page.open(report)
+        check_offline(page, report)
+        yield page
+    finally:
+        page.close()
+
+
 def test_report_charts_render_offline(browser, tmp_path: Path) -> None:
     run = make_run_dir(tmp_path / "run")
     finish_run(RunDir(run))
-    page = Page(browser)
-    try:
-        page.open(run / "report.html")
-        check_offline(page, run / "report.html")
+    with opened(browser, run / "report.html") as page:
         assert page.count("#breakdown-chart svg.breakdown-chart") == 1
         assert page.count("#breakdown-chart rect.seg") > 0
         assert page.count("#breakdown-chart .legend-item") > 0
@@ -94,34 +104,24 @@ def test_report_charts_render_offline(browser, tmp_path: Path) -> None:
         assert page.page.inner_text("#recommended-variant") == "single"
         shot = page.screenshot("report.png")
         assert shot.stat().st_size > 10_000
-    finally:
-        page.close()
 
 
 def test_hostile_names_stay_text_in_the_browser(browser, tmp_path: Path) -> None:
     run = make_run_dir(tmp_path / "hostile", hostile=True)
     finish_run(RunDir(run))
-    page = Page(browser)
-    try:
-        page.open(run / "report.html")
-        check_offline(page, run / "report.html")
+    with opened(browser, run / "report.html") as page:
         assert page.count("img") == 0
         assert page.count("script") == 2
         assert HOSTILE in page.page.inner_text("body")
         page.page.hover("#timeline-towers_bug rect.ev >> nth=0")
         page.screenshot("report-hostile.png")
-    finally:
-        page.close()
 
 
 def test_projection_section_renders(browser, tmp_path: Path) -> None:
     run = make_run_dir(tmp_path / "run")
     write_projection(run, hardware_name=HOSTILE)
     finish_run(RunDir(run))
-    page = Page(browser)
-    try:
-        page.open(run / "report.html")
-        check_offline(page, run / "report.html")
+    with opened(browser, run / "report.html") as page:
         assert page.count("img") == 0
         assert page.count("#projection-table tbody tr") == 4  # the run's 3 variants and 1 only projected
         assert page.count("#projection-table td.projected") > 0
@@ -129,8 +129,6 @@ def test_projection_section_renders(browser, tmp_path: Path) -> None:
         assert page.page.inner_text("#projected-recommendation").startswith("projected")
         page.page.click('nav.toc a[href="#projection"]')
         assert page.screenshot("report-projection.png", "#projection").stat().st_size > 10_000
-    finally:
-        page.close()
 
 
 def test_analysis_page_renders(browser, tmp_path: Path, fixture_8gpu: Path) -> None:
@@ -138,24 +136,14 @@ def test_analysis_page_renders(browser, tmp_path: Path, fixture_8gpu: Path) -> N
 
     out = tmp_path / "analysis.html"
     assert main(["analyze", str(fixture_8gpu), "--html", str(out)]) == 0
-    page = Page(browser)
-    try:
-        page.open(out)
-        check_offline(page, out)
+    with opened(browser, out) as page:
         assert page.count("#breakdown-chart rect.seg") > 0
         page.screenshot("analysis-8gpu.png")
-    finally:
-        page.close()
 
 
 @pytest.mark.slow
 def test_real_run_report(browser, tiny_run: Path) -> None:
-    page = Page(browser)
-    try:
-        page.open(tiny_run / "report.html")
-        check_offline(page, tiny_run / "report.html")
+    with opened(browser, tiny_run / "report.html") as page:
         assert page.count(".timeline svg.timeline-chart") == 5
         assert page.count(".finding[data-rule=host_compute][data-variant=towers_bug]") == 1
         page.screenshot("report-tiny-run.png")
-    finally:
-        page.close()
