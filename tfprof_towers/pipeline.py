@@ -30,7 +30,7 @@ from . import advise, audit
 from .errors import TowersError
 from .project.api import PROJECTION_JSON
 from .rundir import RunDir, read_json, write_json
-from .summary import build_summary, load_record
+from .summary import build_summary, load_records, load_run
 
 CHROME_TRACE = "trace.json"
 
@@ -232,9 +232,8 @@ def finish_run(run_dir: RunDir) -> dict[str, Any]:
     """Build summary.json, the Chrome-trace exports and report.html from ``run_dir``."""
     from .render.html import render_report
 
-    summary = build_summary(run_dir)
-    interrupted = bool(summary.get("partial"))
-    records = {v["name"]: load_record(run_dir, v["name"], interrupted) for v in summary["variants"]}
+    records = load_records(run_dir, load_run(run_dir))
+    summary = build_summary(run_dir, records)
     analyses = analyse_traces(run_dir, summary)
     add_breakdowns(summary, analyses)
     add_audits(summary, records)

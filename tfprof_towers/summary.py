@@ -119,10 +119,18 @@ def simple_recommendation(entries: list[dict[str, Any]], ranking: list[str]) -> 
     return {"variant": best["name"], "reason": reason}
 
 
-def build_summary(run_dir: RunDir) -> dict[str, Any]:
-    run = load_run(run_dir)
+def load_records(run_dir: RunDir, run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every variant's record (or its failed stand-in), in the run's order."""
     interrupted = bool(run.get("interrupted"))
-    records = [load_record(run_dir, n, interrupted) for n in variant_names(run, run_dir)]
+    return {n: load_record(run_dir, n, interrupted) for n in variant_names(run, run_dir)}
+
+
+def build_summary(
+    run_dir: RunDir, records: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The summary document; ``records`` (from :func:`load_records`) saves re-reading them."""
+    run = load_run(run_dir)
+    records = list((records if records is not None else load_records(run_dir, run)).values())
     topology = run.get("topology") or next(
         (r["topology"] for r in records if r.get("topology")), None
     )
@@ -138,7 +146,7 @@ def build_summary(run_dir: RunDir) -> dict[str, Any]:
     return {
         "schema": SUMMARY_SCHEMA,
         "run_dir": str(run_dir.root),
-        "partial": interrupted,
+        "partial": bool(run.get("interrupted")),
         "interrupted_by": run.get("interrupted_by"),
         "topology": topology,
         "config": run.get("config"),
