@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfprof_towers.capture.devices import canonical_device, plan_devices
+from tfprof_towers.capture.devices import plan_devices
 from tfprof_towers.capture.placement import (
     conv2d_flops,
     matmul_flops,
@@ -12,6 +12,7 @@ from tfprof_towers.capture.placement import (
     tensor_bytes,
 )
 from tfprof_towers.config import PRESETS
+from tfprof_towers.device_names import canonical_device
 
 
 def test_matmul_flops() -> None:

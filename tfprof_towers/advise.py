@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .audit import LINK_MODELS, short_source
+from .categories import COPY_CATEGORIES
 from .config import BASELINE_VARIANT
+from .device_names import HOST_THREADS
 from .render.filters import fmt_bytes, fmt_count, fmt_percent, fmt_ratio, fmt_seconds
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
-
-#: Wall-breakdown categories that are device copies (their wall time is exposed transfer time).
-COPY_CATEGORIES: tuple[str, ...] = ("p2p", "d2d", "h2d", "d2h")
 
 #: How much machinery a built-in variant adds: the recommendation prefers the lower one
 #: when two are within noise.  Variant files count as 2; the buggy variant is never preferred.
@@ -208,7 +207,7 @@ def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
         return None
     host_compute = sum(
         float(((devs.get(h) or {}).get("total") or {}).get("host_compute", {}).get("seconds") or 0.0)
-        for h in (f.audit["host"], "/host:CPU")
+        for h in (f.audit["host"], HOST_THREADS)
     )
     host_step = max((devs.get(d) or {}).get("window_s") or 0.0 for d in idle)
     if host_step <= 0:

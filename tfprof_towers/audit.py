@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from .categories import COMPUTE_CATEGORIES
+from .device_names import HOST_THREADS, device_role, device_sort_key, link_kind
+
 #: Partition-graph plumbing that is not the user's computation (as in capture.placement).
 PLUMBING_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp"})
 
@@ -71,28 +74,6 @@ LINK_MODELS: tuple[LinkModel, ...] = (
     LinkModel("pcie3_x16", "PCIe 3.0 x16", 12.0e9, _PCIE3_SOURCE),
     LinkModel("pcie3_x8", "PCIe 3.0 x8", 6.0e9, _PCIE3_SOURCE),
 )
-
-
-def device_role(device: str, topology: Mapping[str, Any] | None) -> str:
-    """``"host"``, ``"accelerator"`` or ``"other"`` for a canonical device name."""
-    topo = topology or {}
-    if device == topo.get("host") or device.startswith("/host:"):
-        return "host"
-    if device in (topo.get("accelerators") or ()):
-        return "accelerator"
-    return "other"
-
-
-def link_kind(src: str, dst: str, topology: Mapping[str, Any] | None) -> str:
-    """``host_to_device``, ``device_to_host``, ``device_to_device`` or ``other``."""
-    a, b = device_role(src, topology), device_role(dst, topology)
-    if a == "host" and b == "accelerator":
-        return "host_to_device"
-    if a == "accelerator" and b == "host":
-        return "device_to_host"
-    if a == "accelerator" and b == "accelerator":
-        return "device_to_device"
-    return "other"
 
 
 def top_scope(op_name: str) -> str:
@@ -137,7 +118,7 @@ def device_table(
     """Per device: role, ops, FLOPs per step and their share; measured compute time and share."""
     devices = dict(placement.get("devices") or {})
     compute_s = dict(compute_s or {})
-    names = sorted(set(devices) | set(compute_s), key=_device_sort_key)
+    names = sorted(set(devices) | set(compute_s), key=device_sort_key)
     total_flops = sum(int(d.get("flops_per_step") or 0) for d in devices.values())
     total_compute = sum(compute_s.values())
     rows = []
@@ -157,11 +138,6 @@ def device_table(
             "compute_share": (c / total_compute) if (c is not None and total_compute > 0) else None,
         })
     return rows
-
-
-def _device_sort_key(name: str) -> tuple[str, int, str]:
-    kind, _, index = name.rpartition(":")
-    return (kind, int(index), name) if index.isdigit() else (name, -1, name)
 
 
 def host_compute_groups(
@@ -333,9 +309,6 @@ def audit_variant(
     }
 
 
-#: Trace categories that are computation (on GPU planes, and host ops joined to their device).
-COMPUTE_CATEGORIES: tuple[str, ...] = ("compute", "host_compute")
-HOST_THREADS = "/host:CPU"
 
 
 def _role_share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:

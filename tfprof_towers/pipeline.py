@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import advise, audit
+from .device_names import device_role
 from .errors import TowersError
 from .project.api import PROJECTION_JSON
 from .rundir import RunDir, read_json, write_json
@@ -77,7 +78,7 @@ def add_breakdowns(summary: dict[str, Any], analyses: Mapping[str, VariantTrace]
             continue
         bd = t.breakdown
         for dev, d in (bd.get("devices") or {}).items():
-            d["role"] = audit.device_role(dev, topology)
+            d["role"] = device_role(dev, topology)
         v["breakdown"] = bd
     return summary
 

@@ -9,13 +9,10 @@ on shared cores, and link times cannot be measured.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..config import Preset
-
-_DEVICE_RE = re.compile(r"device:(?P<type>[A-Za-z_]+):(?P<index>\d+)", re.IGNORECASE)
-_SHORT_RE = re.compile(r"^/(?P<type>cpu|gpu):(?P<index>\d+)$", re.IGNORECASE)
+from ..device_names import canonical_device
 
 
 @dataclass(frozen=True)
@@ -33,19 +30,6 @@ class Devices:
             "host": canonical_device(self.host),
             "accelerators": [canonical_device(a) for a in self.accelerators],
         }
-
-
-def canonical_device(name: str) -> str:
-    """``/job:localhost/replica:0/task:0/device:CPU:1`` or ``/cpu:1`` -> ``/device:CPU:1``.
-
-    Empty or unparseable names are returned unchanged.
-    """
-    if not name:
-        return name
-    m = _DEVICE_RE.search(name) or _SHORT_RE.match(name)
-    if not m:
-        return name
-    return f"/device:{m.group('type').upper()}:{int(m.group('index'))}"
 
 
 def plan_devices(gpus: int, accelerators: int | None, preset: Preset) -> Devices:

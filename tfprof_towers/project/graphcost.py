@@ -83,7 +83,7 @@ def resolve_device(op: Any, graph: Any, default: str, placed: dict[str, str]) ->
     ``tf.device`` request; ``default``.  ``placed`` holds the ops already resolved
     (callers go in topological order).
     """
-    from ..capture.devices import canonical_device
+    from ..device_names import canonical_device
 
     for group in op.colocation_groups():
         name = group.decode()[len("loc:@"):] if group.startswith(b"loc:@") else ""
@@ -149,7 +149,7 @@ def extract_work(
     ``default_to_accelerator`` (TensorFlow prefers GPUs), else to the host (with
     logical CPU devices TensorFlow's default is ``/cpu:0``).
     """
-    from ..capture.devices import canonical_device
+    from ..device_names import canonical_device
 
     host = canonical_device(host)
     accels = [canonical_device(a) for a in accelerators]

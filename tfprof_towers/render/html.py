@@ -25,26 +25,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from .. import categories
 from ..rundir import RunDir, atomic_write_text
 from .filters import FILTERS
 from .projection import projection_view
-
-#: Wall-time categories in stacking order, with labels and colours (matches trace attribution).
-CATEGORIES: tuple[tuple[str, str, str], ...] = (
-    ("compute", "compute", "#2e6fdb"),
-    ("host_compute", "host compute", "#7a5af8"),
-    ("collective", "collective", "#0e9384"),
-    ("p2p", "peer copy (P2P)", "#e04f16"),
-    ("d2d", "device↔device copy", "#f79009"),
-    ("h2d", "host→device copy", "#d92d20"),
-    ("d2h", "device→host copy", "#ee46bc"),
-    ("memset", "memset", "#98a2b3"),
-    ("send_recv", "send/recv", "#dd2590"),
-    ("input", "input pipeline", "#66c61c"),
-    ("framework", "framework overhead", "#c4a000"),
-    ("other", "other", "#667085"),
-    ("idle", "idle", "#e4e7ec"),
-)
 
 SEVERITY_ORDER = ("high", "medium", "low")
 
@@ -82,7 +66,7 @@ def assets() -> dict[str, Markup]:
 
 
 def category_list() -> list[dict[str, str]]:
-    return [{"key": k, "label": label, "color": color} for k, label, color in CATEGORIES]
+    return categories.legend()
 
 
 # ------------------------------------------------------------------------------------------

@@ -15,10 +15,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..categories import TIME_CATEGORIES
+from ..device_names import HOST_THREADS
+
 MAX_EVENTS = 2500
-#: Categories drawn on the timeline (time categories of the trace loader).
-DRAWN = ("compute", "collective", "host_compute", "p2p", "d2d", "h2d", "d2h", "memset",
-         "send_recv", "input", "framework")
+#: Categories drawn on the timeline: those that count as time.
+DRAWN = TIME_CATEGORIES
 
 
 def median_step(steps: pd.DataFrame) -> int | None:
@@ -33,7 +35,7 @@ def median_step(steps: pd.DataFrame) -> int | None:
 def device_rank(devices: list[str], topology: Mapping[str, Any] | None) -> list[str]:
     """Host threads first, then the host device, accelerators in order, then anything else."""
     topo = topology or {}
-    first = ["/host:CPU", topo.get("host"), *(topo.get("accelerators") or ())]
+    first = [HOST_THREADS, topo.get("host"), *(topo.get("accelerators") or ())]
     rank = {d: i for i, d in enumerate(first) if d}
     return sorted(devices, key=lambda d: (rank.get(d, len(first)), d))
 

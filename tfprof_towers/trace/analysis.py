@@ -17,15 +17,15 @@ from typing import Any
 
 import pandas as pd
 
+from ..categories import COPY_CATEGORIES, DEVICE_CATEGORIES, HOST_CATEGORIES, TIME_CATEGORIES, WALL_CATEGORIES
+from ..device_names import is_accelerator_plane
 from ..errors import TraceError
 from ..rundir import RunDir, is_run_dir, read_json
-from .attribute import WALL_CATEGORIES, Breakdown, attribute
+from .attribute import Breakdown, attribute
 from .links import link_table
-from .load import COPY_CATEGORIES, TIME_CATEGORIES, Trace, load_trace
+from .load import Trace, load_trace
 
 _PS = 1e12
-DEVICE_CATEGORIES = ("compute", "collective", "p2p", "d2d", "h2d", "d2h", "memset")
-HOST_CATEGORIES = ("host_compute", "send_recv", "input", "framework")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Analysis:
 
 
 def categories_for(device: str) -> tuple[str, ...]:
-    return DEVICE_CATEGORIES if device.startswith("/device:") and ":CPU:" not in device else HOST_CATEGORIES
+    return DEVICE_CATEGORIES if is_accelerator_plane(device) else HOST_CATEGORIES
 
 
 def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:

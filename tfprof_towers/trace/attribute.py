@@ -16,24 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .load import TIME_CATEGORIES, Trace
-
-#: Precedence of the wall breakdown, highest first.
-WALL_ORDER: tuple[str, ...] = (
-    "compute",
-    "collective",
-    "host_compute",
-    "p2p",
-    "d2d",
-    "h2d",
-    "d2h",
-    "memset",
-    "send_recv",
-    "input",
-    "framework",
-)
-WALL_CATEGORIES: tuple[str, ...] = (*WALL_ORDER, "idle")
-assert set(WALL_ORDER) == set(TIME_CATEGORIES)
+from ..categories import TIME_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
+from ..device_names import device_sort_key
+from .load import Trace
 
 _TOTAL_DTYPES = {"count": "int64", "dur_ps": "int64", "bytes": "int64"}
 
@@ -46,13 +31,6 @@ class Breakdown:
     devices: tuple[str, ...]
     total: pd.DataFrame  # device, step, category, count, dur_ps, bytes
     wall: pd.DataFrame  # device, step, category (WALL_CATEGORIES), dur_ps
-
-
-def device_sort_key(name: str) -> tuple:
-    """Host plane first, then devices by type and index."""
-    parts = name.rsplit(":", 1)
-    index = int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else -1
-    return (not name.startswith("/host"), parts[0], index, name)
 
 
 def attribute(trace: Trace) -> Breakdown:

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .load import COPY_CATEGORIES, Trace
+from ..categories import COPY_CATEGORIES
+from .load import Trace
 
 LINK_COLUMNS = {
     "src": "object",

@@ -51,6 +51,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..categories import COPY_CATEGORIES, TIME_CATEGORIES
+from ..categories import EVENT_CATEGORIES as CATEGORIES
+from ..device_names import HOST_THREADS, canonical_device
 from ..errors import TraceError
 from . import layout
 from . import xspace as xs
@@ -58,30 +61,10 @@ from . import xspace as xs
 # ---------------------------------------------------------------------------------------------
 # Categories
 
-#: Every category an event can have; the first eleven are time categories.
-CATEGORIES: tuple[str, ...] = (
-    "compute",
-    "collective",
-    "p2p",
-    "d2d",
-    "h2d",
-    "d2h",
-    "memset",
-    "host_compute",
-    "send_recv",
-    "input",
-    "framework",
-    "marker",
-    "other",
-)
-#: Categories that count as time (``marker``: step / session annotations; ``other``: planes
-#: that are neither the host nor a device).
-TIME_CATEGORIES: tuple[str, ...] = CATEGORIES[:11]
-COPY_CATEGORIES: tuple[str, ...] = ("p2p", "d2d", "h2d", "d2h")
 CATEGORY_DTYPE = pd.CategoricalDtype(list(CATEGORIES))
 _CAT = {c: np.int8(i) for i, c in enumerate(CATEGORIES)}
 
-HOST_PLANE = "/host:CPU"
+HOST_PLANE = HOST_THREADS
 #: Derived lines repeat events of other lines (TensorFlow's ids count down from -0xDEADBEEF).
 DERIVED_LINE_NAMES = frozenset(
     {
@@ -112,14 +95,6 @@ _INPUT_NAME = re.compile(
 _INPUT_TYPE = re.compile(r"Iterator|Dataset")
 _TF_OP = re.compile(r"^([^:\s#]+):([A-Za-z_][A-Za-z0-9_]*)$")
 _DEVICE_INDEX = re.compile(r"^(/device:[A-Za-z_]+:)(\d+)$")
-
-
-def canonical_device(name: str) -> str:
-    """``/job:x/replica:0/task:0/device:CPU:1`` or ``/cpu:1`` -> ``/device:CPU:1``."""
-    m = re.search(r"(?:^|/)(?:device:)?([A-Za-z_]+):(\d+)$", name.strip())
-    if not m:
-        return name
-    return f"/device:{m.group(1).upper()}:{m.group(2)}"
 
 
 # ---------------------------------------------------------------------------------------------
