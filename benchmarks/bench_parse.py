@@ -146,7 +146,7 @@ def _ours(path: Path):
 
 
 def _protobuf(path: Path):
-    from tfprof_towers.trace.xspace import XSpace
+    from tfprof_towers.xplane.schema import XSpace
 
     return XSpace.FromString(path.read_bytes())
 
@@ -223,7 +223,7 @@ def hwm():
 if sys.argv[2] == "ours":
     from tfprof_towers.trace.load import load_trace as load
 else:
-    from tfprof_towers.trace.xspace import XSpace
+    from tfprof_towers.xplane.schema import XSpace
     load = lambda p: XSpace.FromString(Path(p).read_bytes())
 before = hwm()
 result = load(sys.argv[1])

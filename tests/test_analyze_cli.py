@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_trace_links import logical_cpu_trace
-from test_trace_load import two_gpu_trace
+from trace_kit import logical_cpu_trace, two_gpu_trace
 
 from tfprof_towers.cli import main
 from tfprof_towers.rundir import write_json

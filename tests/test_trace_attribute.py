@@ -8,8 +8,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_trace_load import two_gpu_trace
-from tracebuilder import US
+from trace_kit import US, TraceBuilder, two_gpu_trace
 
 from tfprof_towers.trace.attribute import WALL_CATEGORIES, WALL_ORDER, _sweep, attribute
 from tfprof_towers.trace.load import trace_from_bytes
@@ -110,8 +109,6 @@ def test_sweep_matches_brute_force(items) -> None:
 
 
 def test_event_spanning_two_windows_is_split() -> None:
-    from tracebuilder import TraceBuilder
-
     b = TraceBuilder()
     py = b.plane("/host:CPU").line("python")
     py.event("train", 0, 100 * US, {"step_num": 1})

@@ -10,7 +10,7 @@ import pytest
 
 from tfprof_towers.trace.analysis import analyze_xplane
 from tfprof_towers.trace.load import load_trace
-from tfprof_towers.trace.xspace import XSpace
+from tfprof_towers.xplane.schema import XSpace
 
 DERIVED = {"Steps", "TensorFlow Ops", "TensorFlow Name Scope", "XLA Ops", "XLA Modules"}
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_trace_load import two_gpu_trace
-from tracebuilder import US, Ref, TraceBuilder
+from trace_kit import logical_cpu_trace, two_gpu_trace
 
 from tfprof_towers.trace.analysis import analyze_trace
 from tfprof_towers.trace.links import link_table
@@ -28,27 +27,6 @@ def test_copy_links_exact() -> None:
     }
 
 
-KEY = "/job:localhost/replica:0/task:0/device:CPU:{};0000000000000001;/job:localhost/replica:0/task:0/device:CPU:{};{};0:0"  # noqa: E501
-
-
-def logical_cpu_trace() -> TraceBuilder:
-    b = TraceBuilder()
-    host = b.plane("/host:CPU")
-    py = host.line("python")
-    th = host.line("tf_Compute/1")
-    for step in range(2):
-        t0 = step * 1000 * US
-        py.event("train", t0, 1000 * US, {"step_num": step, "_r": 1})
-        th.event("x/_0:_Send", t0 + 10 * US, 5 * US, {"key": Ref(KEY.format(0, 1, "edge_1_x"))})
-        th.event("h/_2:_Send", t0 + 20 * US, 5 * US, {"key": Ref(KEY.format(1, 2, "edge_2_h"))})
-        th.event("mm:_MklMatMul", t0 + 30 * US, 100 * US)
-        th.event(
-            "ExecutorState::ProcessAsync::Start",
-            t0 + 40 * US,
-            3 * US,
-            {"name": Ref("x/_1"), "kernel_type": Ref("_Recv")},
-        )
-    return b
 
 
 def test_logical_cpu_links_are_not_measured() -> None:

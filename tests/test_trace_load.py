@@ -9,72 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tracebuilder import US, Ref, TraceBuilder, memcpy_details
+from trace_kit import US, two_gpu_trace
 
+from tfprof_towers.categories import EVENT_CATEGORIES as CATEGORIES
+from tfprof_towers.device_names import canonical_device
 from tfprof_towers.errors import TraceError
-from tfprof_towers.trace.load import (
-    CATEGORIES,
-    canonical_device,
-    load_trace,
-    parse_memcpy_details,
-    split_tf_op,
-    trace_from_bytes,
-)
-
-
-def two_gpu_trace(markers: bool = True, steps_line: bool = True) -> TraceBuilder:
-    """Two GPUs, several streams, overlapping copies, a peer copy 0 -> 1, memsets, derived lines,
-    host API ``Memcpy*`` events, both ``memcpy_details`` forms, ``tf_op`` and ``annotation``,
-    ref and inline stats.  Times in microseconds (``US``); windows [0, 500) and [500, 1000).
-    """
-    b = TraceBuilder()
-    host = b.plane("/host:CPU")
-    py = host.line("python", timestamp_ns=0)
-    if markers:
-        py.event("train", 0, 500 * US, {"step_num": 0, "_r": 1})
-        py.event("train", 500 * US, 500 * US, {"step_num": 1, "_r": 1})
-    th = host.line("tf_Compute/7", timestamp_ns=0)
-    th.event("x:Identity", 10 * US, 10 * US)
-    th.event("MemcpyH2D", 50 * US, 10 * US)  # host-side API call: never device copy time
-
-    g0 = b.plane("/device:GPU:0")
-    comp = g0.line("Stream #1(Compute)", timestamp_ns=0)
-    comp.event("volta_sgemm", 0, 100 * US, {"tf_op": Ref("a/mm:MatMul"), "id": -5, "correlation_id": 1})
-    comp.event("add_kernel", 150 * US, 100 * US, {"annotation": "b/add:AddV2#shape=(f32[2])#"})
-    comp.event("ncclKernel_AllReduce_RING_LL_Sum_float", 300 * US, 100 * US, {"tf_op": "ar:NcclAllReduce"})
-    comp.event("volta_sgemm", 600 * US, 100 * US, {"tf_op": Ref("a/mm:MatMul")})
-    cp = g0.line("Stream #2(MemcpyH2D)", timestamp_ns=40)  # a line timestamp: offsets are relative to it
-    cp.event("MemcpyH2D", 50 * US, 80 * US, {"memcpy_details": memcpy_details(1000, 0, "pinned", "device")})
-    cp.event("MemcpyD2H", 260 * US, 30 * US, {"memcpy_details": memcpy_details(500, 0)})
-    cp.event("Memset", 420 * US, 20 * US)
-    cp.event(
-        "MemcpyH2D",
-        650 * US,
-        100 * US,
-        {"memcpy_details": Ref(memcpy_details(2000, 0, "pageable", "device"))},
-    )
-    peer = g0.line("Stream #3(MemcpyP2P)", timestamp_ns=0)
-    peer.event(
-        "MemcpyP2P", 120 * US, 80 * US, {"memcpy_details": memcpy_details(4000, 1, "device", "device")}
-    )
-    peer.event("MemcpyD2D", 450 * US, 20 * US, {"memcpy_details": memcpy_details(64, 0)})
-    ops = g0.line("TensorFlow Ops", timestamp_ns=0)  # derived: repeats the kernels
-    ops.event("a/mm:MatMul", 0, 100 * US)
-    ops.event("b/add:AddV2", 150 * US, 100 * US)
-    if steps_line:
-        steps = g0.line("Steps", timestamp_ns=0)
-        steps.event("0", 0, 500 * US)
-        steps.event("1", 500 * US, 500 * US)
-
-    g1 = b.plane("/device:GPU:1")
-    c1 = g1.line("Stream #5(Compute)", timestamp_ns=0)
-    c1.event("volta_sgemm", 100 * US, 200 * US, {"tf_op": Ref("c/mm:MatMul")})
-    o1 = g1.line("Stream #6(MemcpyOther)", timestamp_ns=0)
-    o1.event(
-        "MemcpyOther", 0, 50 * US, {"memcpy_details": memcpy_details(256, 1, "pageable", "device", False)}
-    )
-    g1.line("XLA Ops", timestamp_ns=0).event("fusion", 0, 999 * US)
-    return b
+from tfprof_towers.trace.classify import split_tf_op
+from tfprof_towers.trace.copies import parse_memcpy_details
+from tfprof_towers.trace.load import load_trace, trace_from_bytes
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +227,7 @@ def _write(path: Path, data: bytes) -> Path:
 def test_loading_never_imports_tensorflow() -> None:
     code = (
         "import tfprof_towers.trace.load, tfprof_towers.trace.analysis, tfprof_towers.commands.analyze, sys; "
+        "import tfprof_towers.xplane, tfprof_towers.run_traces; "
         "assert 'tensorflow' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tracebuilder import DERIVED_LINE_IDS, US, TraceBuilder
+from trace_kit import DERIVED_LINE_IDS, US, TraceBuilder, two_gpu_trace
 
 from tfprof_towers.errors import TraceError
-from tfprof_towers.trace import layout
-from tfprof_towers.trace import xspace as xs
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
+from tfprof_towers.xplane import events as xev
+from tfprof_towers.xplane import layout, schema, wire
+from tfprof_towers.xplane.strings import distinct_strings
 
 # --- a tiny encoder: raw fields, so tests can write what protobuf's serializer never does
 
@@ -42,11 +43,11 @@ def field(number: int, wire: int, value: int | bytes) -> bytes:
     return tag + varint(len(value)) + value
 
 
-def buffer(*chunks: bytes) -> tuple[xs.Buffer, np.ndarray, np.ndarray]:
+def buffer(*chunks: bytes) -> tuple[wire.Buffer, np.ndarray, np.ndarray]:
     """A buffer holding the chunks back to back, and each chunk's byte range."""
     lengths = np.array([len(c) for c in chunks], dtype=np.int64)
     end = np.cumsum(lengths)
-    return xs.Buffer.of(b"".join(chunks)), end - lengths, end
+    return wire.Buffer.of(b"".join(chunks)), end - lengths, end
 
 
 # --- varints
@@ -60,21 +61,21 @@ def test_read_varints_of_one_to_ten_bytes() -> None:
     encoded = [varint(v) for v in VARINT_VALUES]
     assert sorted({len(e) for e in encoded}) == list(range(1, 11))
     buf, start, end = buffer(*encoded)
-    value, after = xs.read_varints(buf, start, end)
+    value, after = wire.read_varints(buf, start, end)
     assert value.view(np.int64).tolist() == [((v + 2**63) % 2**64) - 2**63 for v in VARINT_VALUES]
     assert after.tolist() == end.tolist()
 
 
 def test_read_varints_one_byte_fast_path_and_truncation() -> None:
     buf, start, end = buffer(b"\x05", b"\x7f", b"\x00")
-    value, after = xs.read_varints(buf, start, end)
+    value, after = wire.read_varints(buf, start, end)
     assert value.tolist() == [5, 127, 0] and after.tolist() == [1, 2, 3]
     buf, start, end = buffer(b"\x80\x80")  # continues past its message
-    with pytest.raises(xs.Malformed):
-        xs.read_varints(buf, start, end)
+    with pytest.raises(wire.Malformed):
+        wire.read_varints(buf, start, end)
     buf, start, end = buffer(b"\xff" * 11)  # longer than ten bytes
-    with pytest.raises(xs.Malformed):
-        xs.read_varints(buf, start, end)
+    with pytest.raises(wire.Malformed):
+        wire.read_varints(buf, start, end)
 
 
 @pytest.mark.parametrize("max_bits", [7, 14, 28, 49, 64])
@@ -89,7 +90,7 @@ def test_word_varints_every_path(max_bits: int) -> None:
         e = varint(v)
         lengths.append(len(e) if len(e) <= 7 else 0)
         words.append(int.from_bytes((e + rng.integers(0, 256, 8, dtype=np.uint8).tobytes())[:7], "little"))
-    got, length = xs.word_varints(np.array(words, dtype=np.uint64))
+    got, length = wire.word_varints(np.array(words, dtype=np.uint64))
     assert length.tolist() == lengths
     ok = np.array(lengths) > 0
     assert got[ok].tolist() == [v for v, k in zip(values, lengths) if k]
@@ -157,14 +158,14 @@ def event_bytes(draw) -> bytes:
     return b"".join(parts)
 
 
-def check_against_protobuf(chunks: list[bytes], ev: xs.Events, values: xs.StatValues) -> None:
+def check_against_protobuf(chunks: list[bytes], ev: xev.Events, values: xev.StatValues) -> None:
     kinds = {"double_value": 2, "uint64_value": 3, "int64_value": 4, "str_value": 5, "bytes_value": 6}
     kinds["ref_value"] = 7
     order = np.lexsort((np.arange(ev.stat_owner.size), ev.stat_owner))  # an event's stats in wire order
-    md = xs.stat_metadata_ids(ev)
+    md = xev.stat_metadata_ids(ev)
     k = 0
     for i, chunk in enumerate(chunks):
-        want = xs.XEvent.FromString(chunk)
+        want = schema.XEvent.FromString(chunk)
         assert (ev.metadata_id[i], ev.offset_ps[i], ev.duration_ps[i]) == (
             want.metadata_id,
             want.offset_ps,
@@ -191,24 +192,24 @@ def check_against_protobuf(chunks: list[bytes], ev: xs.Events, values: xs.StatVa
 @given(st.lists(event_bytes(), max_size=25))
 def test_events_match_protobuf(chunks: list[bytes]) -> None:
     buf, start, end = buffer(*chunks)
-    ev = xs.decode_event_ranges(buf, start, end, values=True)
+    ev = xev.decode_event_ranges(buf, start, end, values=True)
     check_against_protobuf(chunks, ev, ev.stat_values)
     # the same values read from the buffer (no first words) and from the first words
-    plain = xs.decode_event_ranges(buf, start, end)
+    plain = xev.decode_event_ranges(buf, start, end)
     for values in (
-        xs.decode_stat_values(buf, plain.stat_start, plain.stat_end),
-        xs.decode_stat_values(buf, plain.stat_start, plain.stat_end, plain.stat_head),
+        xev.decode_stat_values(buf, plain.stat_start, plain.stat_end),
+        xev.decode_stat_values(buf, plain.stat_start, plain.stat_end, plain.stat_head),
     ):
         check_against_protobuf(chunks, plain, values)
 
 
 def test_events_in_several_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(xs, "BLOCK", 3)
+    monkeypatch.setattr(xev, "BLOCK", 3)
     chunks = [
         field(1, 0, i) + field(2, 0, -i) + field(4, 2, field(1, 0, i % 4) + field(7, 0, i)) for i in range(10)
     ]
     buf, start, end = buffer(*chunks)
-    ev = xs.decode_event_ranges(buf, start, end, values=True)
+    ev = xev.decode_event_ranges(buf, start, end, values=True)
     check_against_protobuf(chunks, ev, ev.stat_values)
     assert ev.offset_ps.tolist() == [-i for i in range(10)]
 
@@ -225,8 +226,8 @@ def test_stat_filter_keeps_labelled_stats() -> None:
     buf, start, end = buffer(*chunks)
     table = np.full((2, 256), -1, dtype=np.int8)
     table[0, 2], table[0, 3], table[1, 200], table[1, 2] = 0, 1, 5, 7
-    keep = xs.StatFilter(np.array([0, 1, 0]), table)
-    ev = xs.decode_event_ranges(buf, start, end, keep, values=True)
+    keep = xev.StatFilter(np.array([0, 1, 0]), table)
+    ev = xev.decode_event_ranges(buf, start, end, keep, values=True)
     got = sorted(
         zip(ev.stat_owner.tolist(), ev.stat_md.tolist(), ev.stat_label.tolist(), ev.stat_values.num.tolist())
     )
@@ -236,17 +237,17 @@ def test_stat_filter_keeps_labelled_stats() -> None:
 
 
 def test_decode_events_of_chunks() -> None:
-    chunks = [xs.XEvent(metadata_id=3, offset_ps=-5, duration_ps=7).SerializeToString(), b""]
-    ev = xs.decode_events(chunks)
+    chunks = [schema.XEvent(metadata_id=3, offset_ps=-5, duration_ps=7).SerializeToString(), b""]
+    ev = xev.decode_events(chunks)
     assert ev.metadata_id.tolist() == [3, 0] and ev.offset_ps.tolist() == [-5, 0]
 
 
 def test_corrupt_events_raise_malformed_only() -> None:
     for chunk in (b"\x08", b"\x22\x05\x08", b"\x22\x01\x08", b"\x0b", b"\x22\x80"):
         buf, start, end = buffer(chunk)
-        with pytest.raises(xs.Malformed):
-            ev = xs.decode_event_ranges(buf, start, end, values=True)
-            xs.decode_stat_values(buf, ev.stat_start, ev.stat_end)
+        with pytest.raises(wire.Malformed):
+            ev = xev.decode_event_ranges(buf, start, end, values=True)
+            xev.decode_stat_values(buf, ev.stat_start, ev.stat_end)
 
 
 # --- lines: the speculative chunked walk against a plain walk
@@ -331,7 +332,7 @@ def test_walk_fields_of_a_corrupt_line_raises_malformed(line: bytes, at: int, by
     buf, start, end = buffer(bytes(data))
     try:
         rec = layout.walk_fields(buf, start, end, fields_per_chunk=2, window=8)
-    except xs.Malformed:
+    except wire.Malformed:
         return
     want = [(0, f0, tag) for f0, tag in reference_fields(bytes(data), 0, len(data))]
     assert list(zip(rec.owner.tolist(), rec.pos.tolist(), rec.tag.tolist())) == want
@@ -346,7 +347,7 @@ def test_read_space_lines_and_event_ranges() -> None:
         busy.event(f"op{i % 3}", 123_000 + i * US, US, {"step_num": i})
     host.line("empty", line_id=2)  # a line without events
     data = b.to_bytes()
-    space = layout.read_space(xs.Buffer.of(data), data)
+    space = layout.read_space(wire.Buffer.of(data), data)
     lines = space.lines
     assert [p.name for p in space.planes] == ["/host:CPU", "/device:GPU:0"]
     assert (lines.name, lines.id.tolist(), lines.timestamp_ns.tolist()) == (
@@ -355,7 +356,7 @@ def test_read_space_lines_and_event_ranges() -> None:
         [123, 0],
     )
     assert lines.event_count.tolist() == [300, 0] and lines.plane.tolist() == [0, 0]
-    want = [e.SerializeToString() for e in xs.XSpace.FromString(data).planes[0].lines[0].events]
+    want = [e.SerializeToString() for e in schema.XSpace.FromString(data).planes[0].lines[0].events]
     got = [data[s:e] for s, e in zip(lines.event_start.tolist(), lines.event_end.tolist())]
     assert got == want and space.hostnames == ("testhost",)
 
@@ -383,8 +384,6 @@ def test_rows_keep_file_order_around_a_derived_line() -> None:
 
 
 def test_load_from_file_equals_load_from_bytes(tmp_path: Path) -> None:
-    from test_trace_load import two_gpu_trace
-
     path = two_gpu_trace().write(tmp_path / "t.xplane.pb")
     a, b = load_trace(path), trace_from_bytes(path.read_bytes())
     assert a.events.equals(b.events) and a.steps.equals(b.steps)
@@ -393,9 +392,9 @@ def test_load_from_file_equals_load_from_bytes(tmp_path: Path) -> None:
 def test_buffer_read_pads_with_zeros(tmp_path: Path) -> None:
     path = tmp_path / "f"
     path.write_bytes(b"\xff" * 13)
-    buf, view = xs.Buffer.read(path)
+    buf, view = wire.Buffer.read(path)
     assert buf.size == 13 and bytes(view[:13]) == b"\xff" * 13
-    assert buf.u8[13:].tolist() == [0] * xs.PAD
+    assert buf.u8[13:].tolist() == [0] * wire.PAD
     assert int(buf.u64[12]) == 0xFF
 
 
@@ -431,7 +430,7 @@ def test_distinct_strings_of_every_length(lengths: list[int], data) -> None:
     chunks = [noise[: i % 16] + s for i, s in enumerate(strings)]  # vary the alignment
     buf, _, end = buffer(*chunks)
     lens = np.array([len(s) for s in strings], dtype=np.int64)
-    codes, texts = xs.distinct_strings(buf, end - lens, lens)
+    codes, texts = distinct_strings(buf, end - lens, lens)
     first: dict[bytes, int] = {}
     for s in strings:
         first.setdefault(s, len(first))

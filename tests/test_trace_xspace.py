@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_trace_load import two_gpu_trace
+from trace_kit import two_gpu_trace
 
 from tfprof_towers.errors import TraceError
-from tfprof_towers.trace import xspace as xs
 from tfprof_towers.trace.analysis import analyze_trace
 from tfprof_towers.trace.load import trace_from_bytes
+from tfprof_towers.xplane import events as xev
+from tfprof_towers.xplane import schema, wire
+from tfprof_towers.xplane.strings import distinct_strings
 
 stat_values = st.one_of(
     st.integers(-(2**63), 2**63 - 1).map(lambda v: ("int64_value", v)),
@@ -40,18 +42,18 @@ events = st.lists(
 def test_decoder_matches_protobuf(evs) -> None:
     chunks = []
     for md, off, dur, stats in evs:
-        e = xs.XEvent(metadata_id=md, offset_ps=off, duration_ps=dur)
+        e = schema.XEvent(metadata_id=md, offset_ps=off, duration_ps=dur)
         for sid, val in stats:
             s = e.stats.add(metadata_id=sid)
             if val is not None:
                 setattr(s, val[0], val[1])
         chunks.append(e.SerializeToString())
-    got = xs.decode_events(chunks)
+    got = xev.decode_events(chunks)
     assert got.metadata_id.tolist() == [e[0] for e in evs]
     assert got.offset_ps.tolist() == [e[1] for e in evs]
     assert got.duration_ps.tolist() == [e[2] for e in evs]
-    md = xs.stat_metadata_ids(got)
-    vals = xs.decode_stat_values(got.buf, got.stat_start, got.stat_end)
+    md = xev.stat_metadata_ids(got)
+    vals = xev.decode_stat_values(got.buf, got.stat_start, got.stat_end)
     order = np.lexsort((np.arange(md.size), got.stat_owner))  # an event's stats in wire order
     flat = [(i, sid, val) for i, e in enumerate(evs) for sid, val in e[3]]
     assert len(flat) == md.size
@@ -105,7 +107,7 @@ def test_distinct_strings(strings) -> None:
     data = "".join(strings).encode()
     lens = np.array([len(s.encode()) for s in strings], dtype=np.int64)
     starts = np.cumsum(lens) - lens
-    codes, texts = xs.distinct_strings(xs.Buffer.of(data), starts, lens)
+    codes, texts = distinct_strings(wire.Buffer.of(data), starts, lens)
     assert [texts[c] for c in codes] == strings
     assert len(texts) == len(set(strings))
 

@@ -47,7 +47,7 @@ class VariantTrace:
 def analyse_variant(run_dir: RunDir, name: str) -> VariantTrace:
     """The per-step breakdown of one variant's trace; ``{"error": ...}`` when that fails."""
     try:
-        from .trace.analysis import analyze_run_dir
+        from .run_traces import analyze_run_dir
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
     try:

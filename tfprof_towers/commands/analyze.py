@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     % of the step for each category of the exclusive (wall) breakdown, and the
     bytes, time and achieved bandwidth of each link.  Never imports TensorFlow.
     """
-    from ..trace.analysis import analyze_path
+    from ..run_traces import analyze_path
 
     analysis = analyze_path(args.path, run=args.run)
     doc = analysis.to_doc(per_step=False)

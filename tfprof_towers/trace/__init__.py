@@ -1,24 +1,36 @@
-"""Profiler traces (XSpace ``*.xplane.pb``) -> pandas -> per-device time attribution.
+"""TensorFlow profiler traces -> pandas -> per-device time attribution.  Never imports TensorFlow.
 
-Never imports TensorFlow.  The modules follow the data flow::
+The data flow::
 
-    xspace.py     the XSpace schema (built in code, private descriptor pool) and a
-                  vectorised numpy decoder of events and stats
-    layout.py     where planes, lines and events are in the file: a vectorised walk
-                  of the wire format (protobuf parses only the planes' metadata)
-    load.py       locate the file (file / logdir / --run), decode, classify:
-                  ``Trace(source, events, steps, window, hostnames, notes)``
+    xplane.read_xspace -> classify -> steps -> Trace (load) -> attribute -> links -> Analysis
+
+one module per step::
+
+    tfprof_towers.xplane   the reader: XSpace (``*.xplane.pb``) -> raw columns (plane, line,
+                           name, start, duration, the stats asked for); knows no TensorFlow
+    locate.py     which file a path names (file / logdir / ``--run``), with notes
+    classify.py   TensorFlow meaning per event: category, device (node -> device join),
+                  TF node and op type, send/recv endpoints from rendezvous keys
+      copies.py   device copies: bytes, direction, peer endpoints from ``memcpy_details``
+      codes.py    categories as int8 codes
+    steps.py      step windows: markers, else the ``Steps`` line, else the whole trace
+    load.py       the glue: ``Trace(source, events, steps, window, hostnames, notes)``
     attribute.py  per device and step: ``total`` per category, exclusive ``wall``
     links.py      per (src, dst, kind): bytes, count, seconds, GB/s
     analysis.py   ``Analysis`` = trace + breakdown + links, and its JSON document
-    synth.py      build XSpace traces in code (tests, benchmark)
+    synth.py      build TensorFlow-style traces in code (tests, benchmark)
+
+A run directory's traces, with the node -> device join, edge bytes and topology kind
+from its records, are analysed by :mod:`tfprof_towers.run_traces` (the trace package
+never reads the run directory's format).  Another trace source (JAX, PyTorch) reuses
+:func:`tfprof_towers.xplane.read_xspace` and brings its own ``classify``.
 
 Entry points::
 
     analyze_xplane(path, node_devices=None, kind=None, edge_bytes=None, run=None) -> Analysis
-    analyze_run_dir(run_dir, variant=None) -> Analysis   # uses run.json + record.json
-    analyze_path(path, run=None) -> Analysis             # run directory or trace/logdir
+    analyze_trace(trace, kind=None, edge_bytes=None) -> Analysis
     load_trace(path, run=None, node_devices=None) -> Trace
+    trace_from_bytes(data, source="<bytes>", node_devices=None) -> Trace
     Analysis.to_doc(per_step=False) -> dict
 
 ``node_devices`` maps TF node names to devices (``/device:CPU:1``; any form TF
@@ -49,17 +61,14 @@ added); ``bytes`` only for copy categories.  Unmeasured links have
 ``"seconds": null, "gbps": null, "measured": false``.
 """
 
-from .analysis import Analysis, analyze_path, analyze_run_dir, analyze_trace, analyze_xplane
-from .load import CATEGORIES, TIME_CATEGORIES, Trace, load_trace
+from .analysis import Analysis, analyze_trace, analyze_xplane
+from .load import Trace, load_trace, trace_from_bytes
 
 __all__ = [
-    "CATEGORIES",
-    "TIME_CATEGORIES",
     "Analysis",
     "Trace",
-    "analyze_path",
-    "analyze_run_dir",
     "analyze_trace",
     "analyze_xplane",
     "load_trace",
+    "trace_from_bytes",
 ]

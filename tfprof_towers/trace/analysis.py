@@ -1,10 +1,11 @@
 """The whole analysis of one trace, and its JSON document.
 
 ``analyze_xplane(path)`` = load -> attribute -> links, as an :class:`Analysis`;
-``analyze_run_dir(run_dir, variant)`` does the same for one variant of a run
-directory, using its run record for the node -> device join, the topology kind and
-the bytes of send/recv edges.  ``Analysis.to_doc()`` is the document
-``tfprof-towers analyze --json`` prints (see :mod:`tfprof_towers.trace`).
+``analyze_trace(trace, kind, edge_bytes)`` the same for a loaded trace.  (A run
+directory's variants, whose records add the node -> device join, the topology kind
+and the bytes of send/recv edges: :mod:`tfprof_towers.run_traces`.)
+``Analysis.to_doc()`` is the document ``tfprof-towers analyze --json`` prints (see
+:mod:`tfprof_towers.trace`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import pandas as pd
 
 from ..categories import COPY_CATEGORIES, DEVICE_CATEGORIES, HOST_CATEGORIES, TIME_CATEGORIES, WALL_CATEGORIES
 from ..device_names import is_accelerator_plane
-from ..errors import TraceError
-from ..rundir import RunDir, is_run_dir, read_json
 from .attribute import Breakdown, attribute
 from .links import link_table
 from .load import Trace, load_trace
@@ -135,75 +134,3 @@ def analyze_xplane(
 ) -> Analysis:
     """Load one trace (file or logdir) and analyse it."""
     return analyze_trace(load_trace(path, run=run, node_devices=node_devices), kind, edge_bytes)
-
-
-# ---------------------------------------------------------------------------------------------
-# Run directories
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What a variant's run record adds to its trace."""
-
-    node_devices: dict[str, str]
-    edge_bytes: dict[str, int] | None
-    kind: str | None
-
-
-def run_context(run_dir: Path, variant: str) -> RunContext:
-    """Node -> device, edge bytes and topology kind from ``run.json`` and the variant's record."""
-    rd = RunDir(Path(run_dir))
-    kind = None
-    if rd.run_json.is_file():
-        topo = (read_json(rd.run_json) or {}).get("topology") or {}
-        kind = topo.get("kind") if isinstance(topo, dict) else None
-    nodes: dict[str, str] = {}
-    edges: dict[str, int] | None = None
-    if rd.record_json(variant).is_file():
-        record = read_json(rd.record_json(variant)) or {}
-        placement = record.get("placement") or {}
-        for n in placement.get("nodes") or []:
-            if isinstance(n, dict) and n.get("name") and n.get("device"):
-                nodes[str(n["name"])] = str(n["device"])
-        if placement.get("edges") is not None:
-            edges = {
-                str(e["edge"]): int(e.get("bytes") or 0)
-                for e in placement["edges"]
-                if isinstance(e, dict) and e.get("edge")
-            }
-    return RunContext(nodes, edges, kind)
-
-
-def analyze_run_dir(run_dir: Path | str, variant: str | None = None) -> Analysis:
-    """Analyse one variant of a run directory (``variant=None``: the first with a trace)."""
-    rd = RunDir(Path(run_dir))
-    with_trace = [v for v in rd.variant_names() if rd.xplane_files(v)]
-    if not with_trace:
-        raise TraceError(
-            f"{run_dir}: run directory holds no profile (no tensorboard/<variant>/plugins/profile)"
-        )
-    notes: tuple[str, ...] = ()
-    if variant is None:
-        variant = with_trace[0]
-        if len(with_trace) > 1:
-            notes = (
-                f"{len(with_trace)} variants with traces ({', '.join(with_trace)}); "
-                f"analysing {variant} (choose with --run)",
-            )
-    elif variant not in with_trace:
-        raise TraceError(
-            f"--run {variant}: no such variant with a trace in {run_dir}; "
-            f"choose one of: {', '.join(with_trace)}"
-        )
-    ctx = run_context(rd.root, variant)
-    trace = load_trace(rd.logdir(variant), node_devices=ctx.node_devices)
-    trace = Trace(trace.source, trace.events, trace.steps, trace.window, trace.hostnames, notes + trace.notes)
-    return analyze_trace(trace, ctx.kind, ctx.edge_bytes, label=variant)
-
-
-def analyze_path(path: Path | str, run: str | None = None) -> Analysis:
-    """A run directory (``run`` = variant) or a trace file / logdir (``run`` = profile run)."""
-    path = Path(path)
-    if path.is_dir() and is_run_dir(path):
-        return analyze_run_dir(path, run)
-    return analyze_xplane(path, run=run)

@@ -1,151 +1,19 @@
-"""Build XSpace traces in code: for tests (exact expected numbers) and the parse benchmark.
-
-    b = TraceBuilder()
-    gpu = b.plane("/device:GPU:0")
-    s = gpu.line("Stream #13(Compute)", timestamp_ns=1_000)
-    s.event("volta_sgemm", start_ps=1_000_000, dur_ps=500_000, stats={"tf_op": Ref("mm:MatMul")})
-    b.write(path)
-
-Times are absolute picoseconds; the builder turns them into the line's
-``timestamp_ns`` plus each event's ``offset_ps``.  A stat value is an ``int``
-(int64), ``float`` (double), ``str`` (inline string), ``bytes`` or :class:`Ref`
-(a string stored as a ``ref_value`` to a stat-metadata entry, as TensorFlow does).
-"""
+"""Build TensorFlow-style XSpace traces in code: the generic builder of
+:mod:`tfprof_towers.xplane.build`, and the ``memcpy_details`` stat text TensorFlow writes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from ..xplane.build import DERIVED_LINE_ID, DERIVED_LINE_IDS, LineBuilder, PlaneBuilder, Ref, TraceBuilder
 
-from .xspace import XSpace
-
-#: Id TensorFlow gives derived lines, counting down from 0xDEADBEEF negated.
-DERIVED_LINE_ID = -559038737
-DERIVED_LINE_IDS = {
-    "Steps": DERIVED_LINE_ID,
-    "XLA Modules": DERIVED_LINE_ID + 1,
-    "XLA Ops": DERIVED_LINE_ID + 2,
-    "TensorFlow Name Scope": DERIVED_LINE_ID + 3,
-    "TensorFlow Ops": DERIVED_LINE_ID + 4,
-    "Source code": DERIVED_LINE_ID + 5,
-    "Launch Stats": DERIVED_LINE_ID + 6,
-}
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A string stat value stored by reference (``ref_value``)."""
-
-    value: str
-
-
-StatValue = int | float | str | bytes | Ref
-
-
-class PlaneBuilder:
-    def __init__(self, plane) -> None:
-        self._plane = plane
-        self._event_ids: dict[str, int] = {}
-        self._stat_ids: dict[str, int] = {}
-
-    @property
-    def proto(self):
-        return self._plane
-
-    def event_metadata_id(self, name: str, stats: Mapping[str, StatValue] | None = None) -> int:
-        if name not in self._event_ids:
-            mid = len(self._event_ids) + 1
-            self._event_ids[name] = mid
-            md = self._plane.event_metadata[mid]
-            md.id, md.name = mid, name
-            self._fill_stats(md.stats, stats or {})
-        return self._event_ids[name]
-
-    def stat_metadata_id(self, name: str) -> int:
-        if name not in self._stat_ids:
-            sid = len(self._stat_ids) + 1
-            self._stat_ids[name] = sid
-            md = self._plane.stat_metadata[sid]
-            md.id, md.name = sid, name
-        return self._stat_ids[name]
-
-    def _fill_stats(self, container, stats: Mapping[str, StatValue]) -> None:
-        for key, value in stats.items():
-            st = container.add(metadata_id=self.stat_metadata_id(key))
-            if isinstance(value, Ref):
-                st.ref_value = self.stat_metadata_id(value.value)
-            elif isinstance(value, bool | int):
-                st.int64_value = int(value)
-            elif isinstance(value, float):
-                st.double_value = value
-            elif isinstance(value, str):
-                st.str_value = value
-            elif isinstance(value, bytes):
-                st.bytes_value = value
-            else:
-                raise TypeError(f"stat {key!r}: unsupported value {value!r}")
-
-    def stats(self, stats: Mapping[str, StatValue]) -> PlaneBuilder:
-        """Plane-level stats (e.g. ``core_count``)."""
-        self._fill_stats(self._plane.stats, stats)
-        return self
-
-    def line(self, name: str, line_id: int | None = None, timestamp_ns: int = 0) -> LineBuilder:
-        if line_id is None:
-            line_id = DERIVED_LINE_IDS.get(name, len(self._plane.lines) + 1)
-        line = self._plane.lines.add(id=line_id, name=name, timestamp_ns=timestamp_ns)
-        return LineBuilder(self, line)
-
-
-class LineBuilder:
-    def __init__(self, plane: PlaneBuilder, line) -> None:
-        self._plane = plane
-        self._line = line
-
-    @property
-    def proto(self):
-        return self._line
-
-    def event(
-        self,
-        name: str,
-        start_ps: int,
-        dur_ps: int,
-        stats: Mapping[str, StatValue] | None = None,
-    ) -> LineBuilder:
-        ev = self._line.events.add(
-            metadata_id=self._plane.event_metadata_id(name),
-            offset_ps=start_ps - self._line.timestamp_ns * 1000,
-            duration_ps=dur_ps,
-        )
-        self._plane._fill_stats(ev.stats, stats or {})
-        return self
-
-
-class TraceBuilder:
-    """An XSpace under construction."""
-
-    def __init__(self, hostname: str = "testhost") -> None:
-        self.space = XSpace()
-        self.space.hostnames.append(hostname)
-
-    def plane(self, name: str, plane_id: int | None = None) -> PlaneBuilder:
-        plane = self.space.planes.add(id=len(self.space.planes) if plane_id is None else plane_id, name=name)
-        return PlaneBuilder(plane)
-
-    def to_bytes(self) -> bytes:
-        return self.space.SerializeToString()
-
-    def write(self, path: Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self.to_bytes())
-        return path
-
-    def write_logdir(self, logdir: Path, run: str = "2024_01_01_00_00_00", host: str = "testhost") -> Path:
-        """Write as TensorBoard does: ``logdir/plugins/profile/<run>/<host>.xplane.pb``."""
-        return self.write(Path(logdir) / "plugins" / "profile" / run / f"{host}.xplane.pb")
+__all__ = [
+    "DERIVED_LINE_ID",
+    "DERIVED_LINE_IDS",
+    "LineBuilder",
+    "PlaneBuilder",
+    "Ref",
+    "TraceBuilder",
+    "memcpy_details",
+]
 
 
 def memcpy_details(

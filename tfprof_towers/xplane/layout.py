@@ -21,7 +21,7 @@ field the previous chunk's walk reached past its own end must be one this chunk
 visited (the fields before it are the speculative prefix, dropped).  A chunk that fails
 the check (a guess inside a string that never resynchronised; an event larger than a
 chunk) is walked again from the now-known true position.  Every field of the true chain
-is read with bounds checks, so a corrupt file raises :class:`~.xspace.Malformed`, never
+is read with bounds checks, so a corrupt file raises :class:`~.wire.Malformed`, never
 misreads.
 """
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from . import xspace as xs
-from .xspace import Buffer, Malformed
+from .schema import XPlane
+from .wire import Buffer, Malformed, soft_varints, word_varints
 
 # ---------------------------------------------------------------------------------------------
 # Scalar walk: the space's and the planes' fields (a few thousand at most)
@@ -108,14 +108,14 @@ def _field_step(
     """
     w = buf.u64[pos]
     tag = (w & np.uint64(0xFF)).astype(np.int64)
-    value, vlen = xs.word_varints(w >> np.uint64(8))
+    value, vlen = word_varints(w >> np.uint64(8))
     tag_end = pos + 1
     after = tag_end + vlen
     bad = np.zeros(pos.size, dtype=bool)
     slow = np.flatnonzero((tag >= 0x80) | (vlen == 0))
     if slow.size:
-        t, t_end, ok_t = xs.soft_varints(buf, pos[slow])
-        v, v_end, ok_v = xs.soft_varints(buf, t_end)
+        t, t_end, ok_t = soft_varints(buf, pos[slow])
+        v, v_end, ok_v = soft_varints(buf, t_end)
         ok_t &= t < np.uint64(1 << 32)
         tag[slow] = np.where(ok_t, t, np.uint64(0)).astype(np.int64)
         tag_end[slow], value[slow], after[slow] = t_end, v, v_end
@@ -454,7 +454,7 @@ def _read_plane(data: bytes | memoryview, start: int, end: int):
         else:
             pieces.append([f0, f1])
     try:
-        meta = xs.XPlane.FromString(b"".join(bytes(data[a:b]) for a, b in pieces))
+        meta = XPlane.FromString(b"".join(bytes(data[a:b]) for a, b in pieces))
     except (DecodeError, RuntimeError, ValueError):
         raise Malformed("unreadable plane metadata") from None
     return meta, lines

@@ -1,0 +1,75 @@
+"""Find the trace a path names: an ``*.xplane.pb`` file, or a directory holding
+``plugins/profile/<run>/<host>.xplane.pb`` (a TensorBoard logdir, or a run directory's
+``tensorboard/<variant>/``).
+
+With several runs or hosts, :func:`locate` picks the newest run's first host and says
+so in its notes; ``run`` (``--run``) chooses a run, ``RUN/HOST`` a host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TraceError
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One ``*.xplane.pb`` found under a directory."""
+
+    path: Path
+    run: str  # "<logdir relative to the root>/<run>" or "<run>"
+    host: str
+
+
+def find_profiles(root: Path) -> list[Profile]:
+    """Every ``plugins/profile/<run>/<host>.xplane.{pb,riegeli}`` under ``root``, oldest run first."""
+    root = Path(root)
+    found = []
+    for pattern in ("*.xplane.pb", "*.xplane.riegeli"):
+        for p in root.glob(f"**/plugins/profile/*/{pattern}"):
+            logdir = p.parent.parent.parent.parent.relative_to(root).as_posix()
+            run = p.parent.name if logdir == "." else f"{logdir}/{p.parent.name}"
+            found.append(Profile(p, run, p.name.split(".xplane.")[0]))
+    return sorted(found, key=lambda f: (f.path.parent.name, f.run, f.host))
+
+
+def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, ...]]:
+    """The trace file ``path`` names, and notes on which one was picked."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or directory")
+    if path.is_file():
+        return path, ()
+    profiles = find_profiles(path)
+    if not profiles:
+        raise TraceError(
+            f"{path}: no profile found (expected plugins/profile/<run>/<host>.xplane.pb below it)"
+        )
+    chosen = profiles
+    if run is not None:
+        chosen = [
+            p
+            for p in profiles
+            if run in (p.run, p.path.parent.name, f"{p.run}/{p.host}", p.host)
+            or p.run.startswith(run.rstrip("/") + "/")
+        ]
+        if not chosen:
+            raise TraceError(
+                f"--run {run}: no such run under {path}; runs: {', '.join(sorted({p.run for p in profiles}))}"
+            )
+    newest = chosen[-1].path.parent.name
+    candidates = [p for p in chosen if p.path.parent.name == newest]
+    pick = candidates[0]
+    notes = []
+    runs = sorted({p.run for p in profiles})
+    if len(runs) > 1 and run is None:
+        notes.append(f"{len(runs)} runs under {path}; using the newest, {pick.run} (choose with --run)")
+    if len(candidates) > 1:
+        hosts = ", ".join(p.host for p in candidates)
+        notes.append(
+            f"run {pick.run} has {len(candidates)} hosts ({hosts}); using {pick.host} "
+            f"(choose with --run {pick.run}/HOST)"
+        )
+    return pick.path, tuple(notes)

@@ -1,0 +1,60 @@
+"""Read profiler traces in the XSpace format (``*.xplane.pb``) into raw numpy columns.
+
+The reader knows the format, not the framework: it never asks what an event means.
+TensorFlow's meaning lives in :mod:`tfprof_towers.trace`; a JAX or PyTorch trace
+source reuses this reader and brings its own classifier.  Never imports TensorFlow.
+
+::
+
+    raw = read_xspace("host.xplane.pb", stats=("step", "hlo_op"))
+    raw.planes.names, raw.planes.kinds        # per plane: name; HOST / DEVICE / OTHER
+    raw.lines.names, raw.lines.plane, raw.lines.derived
+    raw.event_line, raw.event_plane           # per event (derived lines' events last: [n_kept:])
+    raw.name, raw.start_ps, raw.dur_ps        # name as a code into raw.strings.items
+    raw.stats["step"].num / .code / .present
+    raw.strings.items, raw.hostnames
+
+The modules, bottom up::
+
+    schema.py    the XSpace protobuf schema, built in code in a private descriptor pool
+    wire.py      a padded byte buffer; varints and fields read with numpy, in lock-step
+    layout.py    where planes, lines and events are: a vectorised walk of the wire format
+                 (protobuf parses only each plane's metadata)
+    events.py    every event's header and the stats a filter keeps, block by block
+    strings.py   equal strings grouped by hash; the table of codes; codes -> Categoricals
+    tables.py    the records: plane and line tables, stat columns, RawSpace
+    columns.py   event names and the stats asked for, as per-event columns
+    reader.py    read_xspace(path | bytes, stats) -> RawSpace; one TraceError per broken input
+    build.py     build XSpace traces in code (tests, benchmarks)
+
+Speed comes from never making an event a Python object: the file is read once into a
+numpy buffer; every line's events are found by a speculative chunked walk; every
+event's fields and stats are read in lock-step rounds; stats that were not asked for
+are skipped at their metadata_id, and derived lines' stats are never read; anything
+parsed from a string is parsed once per distinct string.
+"""
+
+from .build import Ref, TraceBuilder
+from .reader import decode_buffer, decode_space, read_xspace
+from .strings import Strings, categorical, categorical_by, dense_unique, used_codes
+from .tables import DEVICE, HOST, OTHER, LineTable, PlaneTable, RawSpace, StatColumn
+
+__all__ = [
+    "DEVICE",
+    "HOST",
+    "OTHER",
+    "LineTable",
+    "PlaneTable",
+    "RawSpace",
+    "Ref",
+    "StatColumn",
+    "Strings",
+    "TraceBuilder",
+    "categorical",
+    "categorical_by",
+    "decode_buffer",
+    "decode_space",
+    "dense_unique",
+    "read_xspace",
+    "used_codes",
+]

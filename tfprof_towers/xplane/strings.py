@@ -1,0 +1,166 @@
+"""Strings as codes: equal byte strings grouped without a Python step per string, and the table of codes.
+
+Every string the reader meets -- event names, string stats, plane and line names --
+gets a code in one :class:`Strings` table, so that whatever a classifier parses out of a
+string is parsed once per distinct string and broadcast to the events through codes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .wire import Buffer
+
+_ONE = np.uint64(1)
+_HASH_M1 = np.uint64(0x9E3779B97F4A7C15)
+_HASH_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
+#: _BYTE_MASKS[k]: the low k bytes of a word (k = 0..8).
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+_ROWS = 1 << 14  # strings hashed per block: a block's words stay in cache
+
+
+def _column_multipliers(width: int, seed: int) -> np.ndarray:
+    """Odd 64-bit multipliers, one per word column (the same ones on every call)."""
+    return np.random.default_rng(seed).integers(0, 1 << 63, width, dtype=np.uint64) * np.uint64(2) + _ONE
+
+
+def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two independent 64-bit hashes of each byte string.
+
+    Strings are hashed as 2-D blocks, one column per string and one row per 8-byte word.
+    A string of 8 bytes or more is covered by words that start inside it -- the last one
+    ends at the string's end, overlapping the one before (and repeats on the rows past the
+    string's own words) -- so no word holds bytes from outside it and none needs masking;
+    shorter ones are masked.  Each word is multiplied by its row's own odd constant and
+    folded (``x ^ x >> 29``); a string's first hash is the wrapping sum of its column, the
+    second the sum with other per-row multipliers -- a handful of whole-array operations
+    per block.
+    """
+    n = start.size
+    h1 = length.astype(np.uint64) * _HASH_M1
+    h2 = length.astype(np.uint64) * _HASH_M2
+    words = (length + 7) >> 3
+    # strings of similar word counts together (widths 1, 2, 4, 8, ...), so padding stays small
+    width_class = np.zeros(n, dtype=np.int8)
+    for c in range(1, 64):
+        over = words > (1 << (c - 1))
+        if not over.any():
+            break
+        width_class[over] = c
+    classes = np.flatnonzero(np.bincount(width_class))
+    for c in classes.tolist():
+        rows = np.flatnonzero(width_class == c) if classes.size > 1 else np.arange(n)
+        width = int(words[rows].max())
+        if width == 0:
+            continue
+        m1 = _column_multipliers(width, 1)[:, None]
+        m2 = _column_multipliers(width, 2)[:, None]
+        offsets = np.arange(width, dtype=np.int64)[:, None] * 8
+        for lo in range(0, rows.size, _ROWS):
+            r = rows[lo : lo + _ROWS]
+            s, ln = start[r], length[r]
+            if c == 0:  # up to 8 bytes: one word, masked to the string
+                w = buf.u64[s][None, :] & _BYTE_MASKS[ln][None, :]
+            else:
+                at = np.minimum(offsets, ln - 8)
+                at += s
+                w = buf.u64[at]
+            w *= m1
+            w ^= w >> np.uint64(29)
+            h1[r] += w.sum(axis=0, dtype=np.uint64)
+            w *= m2
+            h2[r] += w.sum(axis=0, dtype=np.uint64)
+    return h1, h2
+
+
+def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Group equal byte strings without a Python step per string: (codes, distinct texts).
+
+    Strings are grouped by one 64-bit hash of their bytes and length, and a second,
+    independent one must agree within every group, else the strings are compared exactly.
+    Only one representative per group is decoded.
+    """
+    n = start.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), []
+    h1, h2 = _hash_strings(buf, start, length)
+    codes, uniques = pd.factorize(h1)
+    first = np.full(uniques.size, -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1)  # first occurrence of each group
+    if not (h2 == h2[first[codes]]).all():  # a 64-bit collision: compare exactly instead
+        texts_all = [buf.text(s, ln) for s, ln in zip(start.tolist(), length.tolist())]
+        codes, uniq = pd.factorize(np.array(texts_all, dtype=object))
+        return codes.astype(np.int64), [str(u) for u in uniq]
+    texts = [buf.text(s, ln) for s, ln in zip(start[first].tolist(), length[first].tolist())]
+    return codes.astype(np.int64), texts
+
+
+class Strings:
+    """A growing table of distinct strings; codes index :attr:`items`, and code 0 is ``""``.
+
+    Append-only: a code, once given, never changes, so a classifier may add the strings
+    it derives (node names, devices) to the reader's table and compare codes throughout.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[str] = [""]
+        self._index: dict[str, int] = {"": 0}
+
+    def code(self, s: str) -> int:
+        i = self._index.get(s)
+        if i is None:
+            i = self._index[s] = len(self.items)
+            self.items.append(s)
+        return i
+
+    def codes(self, strings: list[str]) -> np.ndarray:
+        return np.array([self.code(s) for s in strings], dtype=np.int64)
+
+
+def dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for small non-negative ints, without sorting."""
+    if not values.size:
+        return values[:0], np.zeros(0, dtype=np.int64)
+    if values.min() < 0 or values.max() > 4 * values.size + (1 << 20):
+        uniq, inv = np.unique(values, return_inverse=True)
+        return uniq, inv.ravel()
+    used = np.flatnonzero(np.bincount(values))
+    remap = np.zeros(int(values.max()) + 1, dtype=np.int64)
+    remap[used] = np.arange(used.size)
+    return used, remap[values]
+
+
+def used_codes(values: np.ndarray) -> np.ndarray:
+    """The distinct values of ``values`` (small non-negative ints), ascending."""
+    if not values.size:
+        return values[:0]
+    if values.max() > 4 * values.size + (1 << 20):
+        return np.unique(values)
+    return np.flatnonzero(np.bincount(values))
+
+
+# ---------------------------------------------------------------------------------------------
+# Codes -> pandas Categoricals holding only the strings used
+
+
+def categorical(codes: np.ndarray, strings: Strings) -> pd.Categorical:
+    """Codes into ``strings`` -> a Categorical holding only the categories used (in code order)."""
+    used = used_codes(codes)
+    remap = np.zeros(int(used[-1]) + 1 if used.size else 1, dtype=np.int32)
+    remap[used] = np.arange(used.size, dtype=np.int32)
+    return from_codes(remap[codes], [strings.items[u] for u in used.tolist()])
+
+
+def categorical_by(
+    group_codes: np.ndarray, groups: np.ndarray, present: np.ndarray, strings: Strings
+) -> pd.Categorical:
+    """:func:`categorical` of ``group_codes[groups]``, working on the few groups (``present``:
+    those that occur), not on every row (e.g. the plane or line of every event)."""
+    used = np.unique(group_codes[present])
+    per_group = np.searchsorted(used, group_codes).astype(np.int32)
+    return from_codes(per_group[groups], [strings.items[u] for u in used.tolist()])
+
+
+def from_codes(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)
