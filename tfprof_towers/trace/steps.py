@@ -20,7 +20,6 @@ from ..categories import EVENT_CATEGORIES, TIME_CATEGORIES
 from ..xplane import HOST, RawSpace, StatColumn, dense_unique, used_codes
 from .codes import CAT
 
-WINDOW_KINDS = ("markers", "steps-line", "whole-trace")
 STEPS_LINE = "Steps"
 
 
