@@ -35,7 +35,7 @@ parsed from a string is parsed once per distinct string.
 """
 
 from .build import Ref, TraceBuilder
-from .reader import decode_buffer, decode_space, read_xspace
+from .reader import decode_buffer, decode_space, read_layout, read_xspace
 from .strings import Strings, categorical, categorical_by, dense_unique, used_codes
 from .tables import DEVICE, HOST, OTHER, LineTable, PlaneTable, RawSpace, StatColumn
 
@@ -55,6 +55,7 @@ __all__ = [
     "decode_buffer",
     "decode_space",
     "dense_unique",
+    "read_layout",
     "read_xspace",
     "used_codes",
 ]

@@ -57,6 +57,15 @@ def decode_buffer(
     names = tuple(dict.fromkeys(stats))
     if len(names) > MAX_STATS:
         raise ValueError(f"at most {MAX_STATS} stats can be read at once, not {len(names)}")
+    try:
+        # the layout is handed over, not kept here: decode_space lets go of its event ranges
+        return decode_space(buf, read_layout(buf, data, source), source, names)
+    except Malformed as exc:
+        raise TraceError(f"{source}: corrupted trace ({exc})") from None
+
+
+def read_layout(buf: Buffer, data: bytes | memoryview, source: str) -> Layout:
+    """Walk the space's planes and lines; a :class:`TraceError` when it is not a readable XSpace."""
     if not buf.size:
         raise TraceError(f"{source}: empty file")
     if bytes(data[: len(RIEGELI_MAGIC)]) == RIEGELI_MAGIC:
@@ -69,18 +78,14 @@ def decode_buffer(
         ) from None
     if not space.planes:
         raise TraceError(f"{source}: no profiler planes in it: not an XSpace trace")
-    layout = collect(space)
-    del space
-    try:
-        return decode_space(buf, layout, source, names)
-    except Malformed as exc:
-        raise TraceError(f"{source}: corrupted trace ({exc})") from None
+    return collect(space)
 
 
 def decode_space(buf: Buffer, layout: Layout, source: str, stats: tuple[str, ...]) -> RawSpace:
     """Decode every event of a walked layout; raises :class:`~.wire.Malformed` on corrupt events.
 
-    Each intermediate array is let go as soon as it is used up, so that the peak memory
+    Each intermediate array is let go as soon as it is used up (pass ``layout`` without keeping
+    a reference: its event ranges go once the events are decoded), so that the peak memory
     stays near the columns' own size plus the file's.
     """
     event_plane = layout.lines.plane[layout.event_line]
