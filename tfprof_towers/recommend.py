@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import registry
+from .fields import Fields
 from .fmt import fmt_ratio, fmt_seconds
-from .records import Fields
 
 #: The measured basis, as summary.json names it.
 MEASURED_BASIS = "median un-profiled step time"

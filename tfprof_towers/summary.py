@@ -19,12 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import registry
+from .fields import Fields, RecordError
 from .recommend import Recommendation
 from .records import (
     OK,
     STATUSES,
-    Fields,
-    RecordError,
     RunConfig,
     RunDoc,
     StepStats,

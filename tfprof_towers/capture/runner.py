@@ -166,6 +166,34 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
         proc.wait(timeout=5.0)
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``, from /proc; [] where there is no /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def wait_group_gone(pgid: int, timeout_s: float = 2.0) -> bool:
+    """After a SIGKILL, wait (briefly) until no process of the group is alive; True when none is.
+
+    The kill is delivered asynchronously: a busy machine may take a few milliseconds
+    to schedule the dying processes, and a variant is only over when they are gone.
+    """
+    deadline = time.monotonic() + timeout_s
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     # ProcessLookupError: the group is empty; PermissionError: only zombies left (macOS).
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -202,6 +230,7 @@ def run_one(
             _kill_group(proc, grace_s=1.0)
             raise
         _signal_group(proc.pid, signal.SIGKILL)  # whatever the child left running in its group
+        wait_group_gone(proc.pid)
     ended_unix = time.time()
     wall = time.perf_counter() - t0
     tail = stderr_tail(err_path)
