@@ -514,11 +514,17 @@ def rules_status(
     return out
 
 
-def advise(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"findings": [...], "rules": [...], "recommendation": Recommendation}`` for a summary with audits."""
+@dataclass(frozen=True)
+class Advice:
+    """What the advice step adds to a summary."""
+
+    findings: tuple[Finding, ...]
+    rules: tuple[dict[str, Any], ...]  # rules_status()
+    recommendation: recommend.Recommendation
+
+
+def advise(summary: Mapping[str, Any]) -> Advice:
+    """Findings, the rules' status and the recommendation, for a summary document with audits."""
     evaluation = evaluate(summary)
-    return {
-        "findings": [f.to_json() for f in evaluation.findings],
-        "rules": rules_status(summary, evaluation=evaluation),
-        "recommendation": recommend.measured(summary),
-    }
+    return Advice(evaluation.findings, tuple(rules_status(summary, evaluation=evaluation)),
+                  recommend.measured(summary))

@@ -6,9 +6,8 @@ variant is lives in :mod:`tfprof_towers.registry`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import registry
 from .errors import TowersError, VariantError
@@ -122,19 +121,13 @@ def parse_variant_names(text: str | None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    """Everything one `profile` run needs; saved into run.json as `config`."""
+    """Everything one `profile` run needs; saved into run.json as `config` (``records.RunConfig``)."""
 
     preset: Preset
     variants: tuple[VariantSpec, ...]
-    accelerators: int = 2
+    accelerators: int | None = 2  # None: every GPU, or 2 logical CPU devices without GPUs
     warmup: int = 2
     steps: int = 10
     profile_steps: int = 3
     variant_timeout_s: float = 300.0
     out_dir: Path = field(default_factory=lambda: Path("reports"))
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["out_dir"] = str(self.out_dir)
-        d["variants"] = [v.to_json() for v in self.variants]
-        return d

@@ -109,8 +109,8 @@ def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summa
 def with_advice(summary: Summary) -> Summary:
     """Findings, the rules' status (with their parameters) and the recommendation."""
     advice = advise.advise(summary.to_json())
-    return replace(summary, findings=tuple(advice["findings"]), rules=tuple(advice["rules"]),
-                   recommendation=advice["recommendation"])
+    return replace(summary, findings=tuple(f.to_json() for f in advice.findings), rules=advice.rules,
+                   recommendation=advice.recommendation)
 
 
 # ------------------------------------------------------------------------------------------
