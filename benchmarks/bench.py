@@ -10,7 +10,7 @@ shared machine slows both sides of a comparison alike:
    profiled step time over the median un-profiled one; start and stop (trace
    collection) are timed apart and never counted as step time.  Several tracer
    settings are measured the same way, so the harness's defaults
-   (``capture.child.PROFILER_OPTIONS``) are chosen from numbers.
+   (``capture.families.PROFILER_OPTIONS``) are chosen from numbers.
 2. **Harness overhead**: whole default ``tfprof-towers profile`` runs, their wall
    time split into TensorFlow start-up, graph build, warm-up, timed steps,
    profiled steps, trace collection, analysis and rendering, and the rest, from
@@ -44,7 +44,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.config import BUILTIN_NAMES, PRESETS
+from tfprof_towers.config import PRESETS
+from tfprof_towers.registry import BUILTIN_NAMES
 from tfprof_towers.rundir import write_json
 
 SCHEMA = 1
@@ -80,7 +81,7 @@ class TracerConfig:
         }
 
 
-#: The settings compared with "harness" (whatever capture.child.PROFILER_OPTIONS holds:
+#: The settings compared with "harness" (whatever capture.families.PROFILER_OPTIONS holds:
 #: host level 2, TensorFlow op events, which the analysis needs to attribute CPU-device ops).
 SWEEP: tuple[TracerConfig, ...] = (
     TracerConfig("host1", 1, 0, 1, "host: user TraceMe events only (step markers)"),
@@ -268,7 +269,7 @@ def own_share(parts: Mapping[str, float]) -> float:
 
 @dataclass(frozen=True)
 class _Stepper:
-    """One variant's session, stepped as ``capture.child.timed_steps`` steps it.
+    """One variant's session, stepped as ``capture.families.tf1_graph.timed_steps`` steps it.
 
     The loop is the child's, plus the process CPU time of each step.
     """
@@ -314,15 +315,15 @@ class _Stepper:
 
 
 def _open_stepper(spec: Mapping[str, Any]) -> tuple[_Stepper, dict[str, Any]]:
-    from tfprof_towers.capture import child
     from tfprof_towers.capture.devices import plan_devices
+    from tfprof_towers.capture.families import tf1_graph
     from tfprof_towers.config import Preset
 
-    tf = child._import_tensorflow()
+    tf = tf1_graph.import_tensorflow()
     preset = Preset(**spec["preset"])
     devices = plan_devices(len(tf.config.list_physical_devices("GPU")), spec.get("accelerators"), preset)
-    graph, fetches, feed, init = child.build_graph(tf, {"name": spec["variant"]}, devices)
-    sess = child.new_session(tf, graph, devices)
+    graph, fetches, feed, init = tf1_graph.build_graph(tf, spec["variant"], None, devices)
+    sess = tf1_graph.new_session(tf, graph, devices)
     sess.run(init)
     about = {"devices": devices.to_json(), "tensorflow": tf.__version__}
     return _Stepper(tf, sess, fetches, feed), about
@@ -388,9 +389,9 @@ def _run_child(opts: BenchOptions, variant: str, configs: Mapping[str, dict[str,
 
 
 def harness_config() -> TracerConfig:
-    from tfprof_towers.capture.child import PROFILER_OPTIONS
+    from tfprof_towers.capture.families import PROFILER_OPTIONS
 
-    return TracerConfig("harness", note="capture.child.PROFILER_OPTIONS", **PROFILER_OPTIONS)
+    return TracerConfig("harness", note="capture.families.PROFILER_OPTIONS", **PROFILER_OPTIONS)
 
 
 def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:

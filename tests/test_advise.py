@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from report_kit import TOPOLOGY, variant_records
 
-from tfprof_towers import advise, audit
+from tfprof_towers import advise, audit, recommend
 
 GPU = {"kind": "gpu", "host": "/device:CPU:0", "accelerators": ["/device:GPU:0", "/device:GPU:1"]}
 G0, G1 = GPU["accelerators"]
@@ -203,6 +203,11 @@ def test_every_finding_has_evidence_and_a_suggestion() -> None:
 # -- recommendation
 
 
+def measured(summary: dict[str, Any]) -> dict[str, Any]:
+    """The measured recommendation as summary.json holds it."""
+    return recommend.measured(summary).to_json()
+
+
 def summary_of(*entries: dict[str, Any], topology: dict[str, Any] = GPU) -> dict[str, Any]:
     ok = sorted((e for e in entries if e["status"] == "ok"), key=lambda e: e["step_time_s"]["median"])
     ranking = [e["name"] for e in ok] + [e["name"] for e in entries if e["status"] != "ok"]
@@ -210,7 +215,7 @@ def summary_of(*entries: dict[str, Any], topology: dict[str, Any] = GPU) -> dict
 
 
 def test_recommends_the_fastest_when_nothing_is_within_noise() -> None:
-    rec = advise.recommend(summary_of(
+    rec = measured(summary_of(
         entry("single", 0.010, 0.009, 0.011, speedup=1.0),
         entry("replicated", 0.006, 0.0058, 0.0062, speedup=10 / 6),
         entry("broken", None, status="failed"),
@@ -224,7 +229,7 @@ def test_recommends_the_fastest_when_nothing_is_within_noise() -> None:
 
 
 def test_prefers_a_simpler_variant_within_noise() -> None:
-    rec = advise.recommend(summary_of(
+    rec = measured(summary_of(
         entry("single", 0.0102, 0.0095, 0.0110, speedup=1.0),
         entry("replicated", 0.0100, 0.0090, 0.0105, speedup=1.02),
     ))
@@ -233,7 +238,7 @@ def test_prefers_a_simpler_variant_within_noise() -> None:
 
 
 def test_never_prefers_the_buggy_variant_or_a_failed_one() -> None:
-    rec = advise.recommend(summary_of(
+    rec = measured(summary_of(
         entry("towers_bug", 0.0101, 0.0090, 0.0110),
         entry("towers_host_vars", 0.0100, 0.0090, 0.0110),
         entry("single", 0.001, status="failed"),
@@ -242,13 +247,13 @@ def test_never_prefers_the_buggy_variant_or_a_failed_one() -> None:
 
 
 def test_no_recommendation_without_a_successful_variant() -> None:
-    rec = advise.recommend(summary_of(entry("single", None, status="failed")))
+    rec = measured(summary_of(entry("single", None, status="failed")))
     assert rec["variant"] is None
     assert rec["reason"].startswith("No variant finished successfully")
 
 
 def test_logical_cpu_runs_say_what_the_ranking_means() -> None:
-    rec = advise.recommend(summary_of(entry("single", 0.01), topology=TOPOLOGY))
+    rec = measured(summary_of(entry("single", 0.01), topology=TOPOLOGY))
     assert rec["reason"].endswith("profile on the GPU machine before changing production code.")
 
 
@@ -257,4 +262,65 @@ def test_logical_cpu_runs_say_what_the_ranking_means() -> None:
 ])
 def test_within_noise_is_p10_p90_overlap(a, b, expected) -> None:
     x, y = entry("x", a[0], *a), entry("y", b[0], *b)
-    assert advise.within_noise(x, y) is expected
+    assert recommend.within_noise(x, y) is expected
+
+
+# -- named parameters and what can be evaluated
+
+
+def test_rules_report_their_named_parameters() -> None:
+    status = {r["rule"]: r for r in advise.rules_status({"topology": GPU})}
+    assert status["accelerator_idle"]["params"] == {"min_idle_share": 0.4, "min_host_busy": 0.2}
+    assert status["accelerator_idle"]["threshold"] == 0.4
+    assert status["variables_remote"]["params"]["link_model"] == "pcie3_x16"
+    assert status["variables_remote"]["threshold"] == 2  # min_accelerators
+    assert status["poor_scaling"]["needs"] == ["measured_timings", "baseline"]
+
+
+def test_named_parameters_drive_the_checks() -> None:
+    from dataclasses import replace
+
+    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
+    busier = replace(rule("accelerator_idle"), params={"min_idle_share": 0.4, "min_host_busy": 0.6})
+    assert busier.check(busier, facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU)) is None
+    remote = rule("variables_remote")
+    x8 = replace(remote, params={**remote.params, "link_model": "pcie3_x8"})
+    f = x8.check(x8, facts(entry("towers_bug", 0.05), audit.audit_variant(BUG, TOPOLOGY)))
+    assert f.evidence["modeled_s"] == {"pcie3_x8": 2048 / 6e9}
+    assert "modeled at PCIe 3.0 x8" in f.message
+    three = replace(remote, params={**remote.params, "min_accelerators": 3})
+    assert three.check(three, facts(entry("towers_bug", 0.05), audit.audit_variant(BUG, TOPOLOGY))) is None
+
+
+def test_a_rule_must_name_its_primary_parameter() -> None:
+    with pytest.raises(ValueError, match="primary parameter 'x' is not among its params"):
+        advise.Rule("r", "t", "low", check_nothing, params={"y": 1}, primary="x")
+
+
+def check_nothing(rule: advise.Rule, f: advise.Facts) -> None:
+    return None
+
+
+def test_timing_rules_are_not_evaluated_on_a_gpu_variant_without_a_trace() -> None:
+    a = gpu_audit(100, 100)
+    good = gpu_breakdown({"compute": 0.5, "h2d": 0.3, "idle": 0.2}, {"compute": 0.9, "idle": 0.1})
+    summary = {"topology": GPU, "variants": [
+        {**entry("traced", 1.0), "audit": a, "breakdown": good},
+        {**entry("untraced", 1.0), "audit": a, "breakdown": {"error": "corrupt trace"}}]}
+    evaluation = advise.evaluate(summary)
+    assert [(f.rule, f.variant) for f in evaluation.findings] == [("exposed_copies", "traced")]
+    status = {r["rule"]: r for r in advise.rules_status(summary)}
+    assert status["exposed_copies"]["evaluated"] is False
+    assert status["exposed_copies"]["not_evaluated"] == {"untraced": "no device timings: corrupt trace"}
+    assert status["exposed_copies"]["why_not"] == (
+        "not evaluated on 1 variant(s): untraced: no device timings: corrupt trace")
+    assert status["host_compute"]["evaluated"] is True and status["host_compute"]["not_evaluated"] == {}
+
+
+def test_poor_scaling_needs_the_baseline() -> None:
+    a = gpu_audit(100, 100)
+    bd = gpu_breakdown({"compute": 0.9, "idle": 0.1}, {"compute": 0.9, "idle": 0.1})
+    summary = {"topology": GPU, "variants": [{**entry("replicated", 1.0, speedup=None), "audit": a,
+                                              "breakdown": bd}]}
+    status = {r["rule"]: r for r in advise.rules_status(summary)}
+    assert status["poor_scaling"]["not_evaluated"] == {"replicated": "the baseline single did not succeed"}

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers.config import BUILTIN_NAMES, PRESETS
+from tfprof_towers.config import PRESETS
+from tfprof_towers.registry import BUILTIN_NAMES
 from tfprof_towers.rundir import RunDir
 
 pytestmark = pytest.mark.slow

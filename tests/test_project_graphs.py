@@ -32,14 +32,15 @@ from typing import Any
 
 import pytest
 
-from tfprof_towers.config import BUILTIN_NAMES, PRESETS, VariantSpec
+from tfprof_towers.config import PRESETS, VariantSpec
 from tfprof_towers.project import project, project_run
 from tfprof_towers.project.api import build_graphs, builder_layout
 from tfprof_towers.project.hardware import load_hardware
+from tfprof_towers.registry import BUILTIN_NAMES
 from tfprof_towers.rundir import RunDir
 
 pytestmark = pytest.mark.slow
-ALL = tuple(VariantSpec(n) for n in BUILTIN_NAMES)
+ALL = tuple(VariantSpec.builtin(n) for n in BUILTIN_NAMES)
 
 
 def run_cli(*argv: str) -> int:
@@ -176,10 +177,11 @@ from tensorflow.python.grappler import cluster as gcluster, item as gitem
 from tensorflow.core.protobuf import device_properties_pb2 as dp
 from tfprof_towers.config import PRESETS
 from tfprof_towers.capture.devices import Devices
-from tfprof_towers.capture.variants import BUILDERS
+from tfprof_towers import registry
 g = tf.Graph()
 with g.as_default():
-    op, _ = BUILDERS["towers_host_vars"](Devices("/cpu:0", ("/gpu:0", "/gpu:1"), "gpu", PRESETS["tiny"]))
+    build = registry.builtin("towers_host_vars").load_builder()
+    op, _ = build(Devices("/cpu:0", ("/gpu:0", "/gpu:1"), "gpu", PRESETS["tiny"]))
     g.add_to_collection("train_op", op)
 meta = tf.compat.v1.train.export_meta_graph(graph=g)
 job = "/job:localhost/replica:0/task:0/device:"

@@ -162,6 +162,20 @@ def test_wait_exit_returns_the_code_or_times_out() -> None:
         proc.wait()
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs /proc")
+def test_wait_group_gone_waits_for_the_killed_group() -> None:
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30"], start_new_session=True)
+    try:
+        wait_until(lambda: len(runner.group_members(proc.pid)) >= 2, 10, "the two sleeps")
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert runner.wait_group_gone(proc.pid)
+        assert runner.group_members(proc.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_kill_group_reaches_a_grandchild_after_the_child_obeys_sigterm(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = f"(trap '' TERM; exec sleep 600) & echo \"$$ $!\" > {pids}; wait"

@@ -1,16 +1,21 @@
 """Findings and the recommendation: small rules over measured facts, nothing without evidence.
 
-Each rule is a :class:`Rule`: a name, a threshold, the tier it reports at and
-the function that checks one variant's :class:`Facts`.  A rule returns a
-:class:`Finding` (what was measured, one concrete change -- naming the source
-line where one is known -- and the numbers behind it) or ``None``.  Rules that
-need real accelerator timings (copy time, idle time, scaling) are *not
-evaluated* on logical-CPU runs, where every "device" shares the same cores: the
-report says so instead of inventing numbers.
+Each rule is a :class:`Rule`: a name, its named parameters (thresholds, counts,
+the link model it quotes), the tier it reports at, what it needs to be
+evaluated (:data:`NEEDS`) and the function that checks one variant's
+:class:`Facts`.  A check returns a :class:`Finding` (what was measured, one
+concrete change -- naming the source line where one is known -- and the
+numbers behind it) or ``None``.
 
-The recommendation ranks successful variants by median un-profiled step time
-(the profiler's overhead never decides), and prefers a simpler variant whose
-p10–p90 step-time range overlaps the fastest one's.
+:func:`evaluate` decides, per rule and variant, whether the rule can be
+evaluated at all: rules that need real accelerator timings (copy time, idle
+time, scaling) are *not evaluated* on logical-CPU runs, where every "device"
+shares the same cores, nor on a variant whose trace could not be analysed; the
+rules' status in ``summary.json`` says which and why, instead of "evaluated,
+nothing found".
+
+The recommendation comes from :mod:`tfprof_towers.recommend`.  Reads the
+summary document (plain mappings); no rendering, no TensorFlow.
 """
 
 from __future__ import annotations
@@ -19,21 +24,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .audit import LINK_MODELS, short_source
+from . import recommend, registry
+from .audit import link_model, short_source
 from .categories import COPY_CATEGORIES
-from .config import BASELINE_VARIANT
 from .device_names import HOST_THREADS
-from .render.filters import fmt_bytes, fmt_count, fmt_percent, fmt_ratio, fmt_seconds
+from .fmt import fmt_bytes, fmt_count, fmt_percent, fmt_ratio, fmt_seconds
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
 
-#: How much machinery a built-in variant adds: the recommendation prefers the lower one
-#: when two are within noise.  Variant files count as 2; the buggy variant is never preferred.
-SIMPLICITY: dict[str, int] = {
-    "single": 0, "towers_accel0_vars": 1, "towers_host_vars": 1, "replicated": 2, "towers_bug": 9,
+#: What a rule may need before it can be evaluated on a variant (see :func:`unmet`).
+PLACEMENT, MEASURED_TIMINGS, BASELINE = "placement", "measured_timings", "baseline"
+NEEDS: dict[str, str] = {
+    PLACEMENT: "the variant's placement (partition graphs)",
+    MEASURED_TIMINGS: "device timings from real accelerators (a GPU run whose trace was analysed)",
+    BASELINE: "the family's baseline variant, succeeded in the same run",
 }
-USER_VARIANT_SIMPLICITY = 2
 
 
 @dataclass(frozen=True)
@@ -44,11 +50,15 @@ class Facts:
     audit: Mapping[str, Any] | None
     breakdown: Mapping[str, Any] | None
     topology: Mapping[str, Any]
-    baseline: Mapping[str, Any] | None  # the `single` entry, when it succeeded
+    baseline: Mapping[str, Any] | None  # the family's baseline entry (`single`), when it succeeded
 
     @property
     def name(self) -> str:
         return str(self.entry["name"])
+
+    @property
+    def is_baseline(self) -> bool:
+        return registry.is_baseline(self.name, self.entry.get("source"))
 
     @property
     def measured_timings(self) -> bool:
@@ -81,19 +91,43 @@ class Finding:
 
 
 Check = Callable[["Rule", Facts], "Finding | None"]
+Param = float | int | str
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A named check with its threshold; ``high_at`` (when set) raises the tier to high."""
+    """A named check with its named parameters.
+
+    ``primary`` names the parameter the rule's measure is compared with (shown as
+    its threshold); ``high_at`` (when set) raises the tier to high; ``needs`` lists
+    what must be there for the rule to be evaluated on a variant (keys of :data:`NEEDS`).
+    """
 
     name: str
     title: str
-    threshold: float
     severity: str
     check: Check
+    params: Mapping[str, Param]
+    primary: str
     high_at: float | None = None
-    needs_measured_timings: bool = False
+    needs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.primary not in self.params:
+            raise ValueError(f"rule {self.name}: primary parameter {self.primary!r} is not among its params")
+        if not set(self.needs) <= set(NEEDS):
+            raise ValueError(f"rule {self.name}: unknown needs {sorted(set(self.needs) - set(NEEDS))}")
+
+    @property
+    def threshold(self) -> Param:
+        return self.params[self.primary]
+
+    @property
+    def needs_measured_timings(self) -> bool:
+        return MEASURED_TIMINGS in self.needs
+
+    def param(self, key: str) -> Any:
+        return self.params[key]
 
     def tier(self, value: float, higher_is_worse: bool = True) -> str:
         if self.high_at is None:
@@ -103,9 +137,9 @@ class Rule:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "rule": self.name, "title": self.title, "threshold": self.threshold,
-            "severity": self.severity, "high_at": self.high_at,
-            "needs_measured_timings": self.needs_measured_timings,
+            "rule": self.name, "title": self.title, "threshold": self.threshold, "primary": self.primary,
+            "params": dict(self.params), "severity": self.severity, "high_at": self.high_at,
+            "needs": list(self.needs), "needs_measured_timings": self.needs_measured_timings,
         }
 
 
@@ -119,7 +153,7 @@ def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
     if not a or not a["accelerators"] or not a["host_compute"]:
         return None
     share = a["host_flops_share"] or 0.0
-    if share < rule.threshold:
+    if share < rule.param("min_host_flops_share"):
         return None
     groups = a["host_compute"]
     host_flops = sum(g["flops_per_step"] for g in groups)
@@ -170,7 +204,7 @@ def check_exposed_copies(rule: Rule, f: Facts) -> Finding | None:
         exposed = sum((d.get("wall") or {}).get(c, 0.0) for c in COPY_CATEGORIES)
         if worst is None or exposed / step > worst[1]:
             worst = (dev, exposed / step, exposed, step)
-    if worst is None or worst[1] < rule.threshold:
+    if worst is None or worst[1] < rule.param("min_exposed_share"):
         return None
     dev, share, exposed, step = worst
     links = [ln for ln in (f.audit or {}).get("links", ()) if ln["kind"] != "other"]
@@ -214,7 +248,7 @@ def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
         return None
     mean_idle = sum(idle.values()) / len(idle)
     host_busy = host_compute / host_step
-    if mean_idle < rule.threshold or host_busy < 0.2:
+    if mean_idle < rule.param("min_idle_share") or host_busy < rule.param("min_host_busy"):
         return None
     msg = (
         f"the accelerators are idle {fmt_percent(mean_idle)} of the step on average "
@@ -249,7 +283,7 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
     if values[hi] <= 0:
         return None
     ratio = values[hi] / values[lo] if values[lo] > 0 else float("inf")
-    if ratio < rule.threshold:
+    if ratio < rule.param("min_ratio"):
         return None
     fmt = fmt_seconds if measured else fmt_count
     msg = (
@@ -265,15 +299,17 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_poor_scaling(rule: Rule, f: Facts) -> Finding | None:
-    """Speedup over `single` divided by the number of accelerators is low."""
-    if f.topology.get("kind") != "gpu" or f.name == BASELINE_VARIANT or not f.baseline:
+    """Speedup over the baseline (`single`) divided by the number of accelerators is low."""
+    if f.topology.get("kind") != "gpu" or f.is_baseline or not f.baseline:
         return None
     eff, speedup = f.entry.get("scaling_efficiency"), f.entry.get("speedup_vs_single")
     n = len(f.accelerators_used) or len(f.topology.get("accelerators") or ())
-    if eff is None or speedup is None or n < 2 or eff >= rule.threshold:
+    if eff is None or speedup is None or n < rule.param("min_accelerators"):
+        return None
+    if eff >= rule.param("max_efficiency"):
         return None
     msg = (
-        f"speedup over single is {fmt_ratio(speedup)} on {n} accelerators: scaling efficiency "
+        f"speedup over {f.baseline['name']} is {fmt_ratio(speedup)} on {n} accelerators: scaling efficiency "
         f"{fmt_percent(eff)} (median step {fmt_seconds(f.entry['step_time_s']['median'])} vs "
         f"{fmt_seconds(f.baseline['step_time_s']['median'])})"
     )
@@ -293,9 +329,9 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     pulls = a["variable_pulls"]
     used = f.accelerators_used
     pulling = [d for d in used if pulls["by_accelerator"].get(d, 0) > 0]
-    if len(used) < rule.threshold or len(pulling) < len(used):
+    if len(used) < rule.param("min_accelerators") or len(pulling) < len(used):
         return None
-    x16 = LINK_MODELS[0]
+    x16 = link_model(rule.param("link_model"))
     modeled = pulls["bytes_per_step"] / x16.bytes_per_s
     step = f.entry["step_time_s"].get("median")
     modeled_share = modeled / step if (step and f.topology.get("kind") == "gpu") else None
@@ -314,26 +350,33 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     evidence = {"bytes_per_step": pulls["bytes_per_step"], "tensors": pulls["tensors"],
                 "by_accelerator": pulls["by_accelerator"], "from": pulls["from"],
                 "modeled_s": {x16.key: modeled}, "modeled_share_of_step": modeled_share}
-    severity = MEDIUM if (modeled_share is not None and modeled_share >= 0.1) else rule.severity
+    medium = modeled_share is not None and modeled_share >= rule.param("medium_at_modeled_share")
+    severity = MEDIUM if medium else rule.severity
     return Finding(rule.name, severity, f.name, msg, suggestion, evidence, tuple(sources))
 
 
 RULES: tuple[Rule, ...] = (
     Rule("host_compute", "heavy compute on the host while accelerators are available",
-         threshold=0.10, severity=MEDIUM, high_at=0.25, check=check_host_compute),
+         severity=MEDIUM, high_at=0.25, check=check_host_compute,
+         params={"min_host_flops_share": 0.10}, primary="min_host_flops_share", needs=(PLACEMENT,)),
     Rule("exposed_copies", "exposed copy time is a large share of the step",
-         threshold=0.20, severity=MEDIUM, high_at=0.40, check=check_exposed_copies,
-         needs_measured_timings=True),
+         severity=MEDIUM, high_at=0.40, check=check_exposed_copies,
+         params={"min_exposed_share": 0.20}, primary="min_exposed_share", needs=(MEASURED_TIMINGS,)),
     Rule("accelerator_idle", "accelerators idle, waiting on the host",
-         threshold=0.40, severity=MEDIUM, high_at=0.70, check=check_accelerator_idle,
-         needs_measured_timings=True),
+         severity=MEDIUM, high_at=0.70, check=check_accelerator_idle,
+         params={"min_idle_share": 0.40, "min_host_busy": 0.20}, primary="min_idle_share",
+         needs=(PLACEMENT, MEASURED_TIMINGS)),
     Rule("unbalanced_towers", "one accelerator does much more work than another",
-         threshold=1.25, severity=LOW, high_at=2.0, check=check_unbalanced_towers),
-    Rule("poor_scaling", "speedup over single divided by accelerators is low",
-         threshold=0.50, severity=MEDIUM, high_at=0.25, check=check_poor_scaling,
-         needs_measured_timings=True),
+         severity=LOW, high_at=2.0, check=check_unbalanced_towers,
+         params={"min_ratio": 1.25}, primary="min_ratio", needs=(PLACEMENT,)),
+    Rule("poor_scaling", "speedup over the baseline divided by accelerators is low",
+         severity=MEDIUM, high_at=0.25, check=check_poor_scaling,
+         params={"max_efficiency": 0.50, "min_accelerators": 2}, primary="max_efficiency",
+         needs=(MEASURED_TIMINGS, BASELINE)),
     Rule("variables_remote", "every tower pulls the variables across the bus",
-         threshold=2, severity=LOW, check=check_variables_remote),
+         severity=LOW, check=check_variables_remote,
+         params={"min_accelerators": 2, "link_model": "pcie3_x16", "medium_at_modeled_share": 0.10},
+         primary="min_accelerators", needs=(PLACEMENT,)),
 )
 
 
@@ -370,125 +413,118 @@ def _largest_tensor(links: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 
 
 # ------------------------------------------------------------------------------------------
-# Running the rules, and the recommendation
+# Running the rules
 
 
 def facts_for(summary: Mapping[str, Any]) -> list[Facts]:
+    """The facts of every successful variant (failed ones have nothing to judge)."""
     topology = summary.get("topology") or {}
     entries = summary.get("variants") or []
-    baseline = next((e for e in entries if e["name"] == BASELINE_VARIANT and e["status"] == "ok"), None)
+    baselines = {
+        _family(e): e for e in entries
+        if e["status"] == "ok" and registry.is_baseline(e["name"], e.get("source"))
+    }
     return [
-        Facts(e, e.get("audit"), e.get("breakdown"), topology, baseline)
+        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(_family(e)))
         for e in entries if e["status"] == "ok"
     ]
 
 
-def run_rules(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[Finding]:
-    """Every rule over every successful variant; findings by severity, then variant order."""
-    findings = []
+def _family(entry: Mapping[str, Any]) -> str:
+    return entry.get("family") or registry.TF1_GRAPH
+
+
+def run_level_gap(rule: Rule, topology: Mapping[str, Any]) -> str | None:
+    """Why ``rule`` cannot be evaluated on any variant of a run on ``topology`` (None: it can)."""
+    if rule.needs_measured_timings and topology.get("kind") != "gpu":
+        if topology.get("kind") == "logical-cpu":
+            return "not measurable here: the accelerators are logical CPU devices sharing the same cores"
+        return "needs device timings from real accelerators"
+    return None
+
+
+def unmet(rule: Rule, f: Facts) -> str | None:
+    """Why ``rule`` cannot be evaluated on the variant of ``f`` (None: it can)."""
+    gap = run_level_gap(rule, f.topology)
+    if gap:
+        return gap
+    if PLACEMENT in rule.needs and not f.audit:
+        return "no placement recorded"
+    if MEASURED_TIMINGS in rule.needs and not f.measured_timings:
+        error = (f.breakdown or {}).get("error")
+        return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
+    if BASELINE in rule.needs and not f.baseline and not f.is_baseline:
+        return f"the baseline {registry.baseline_name(_family(f.entry))} did not succeed"
+    return None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What the rules found, and where each could not be evaluated."""
+
+    findings: tuple[Finding, ...]
+    skipped: Mapping[str, Mapping[str, str]]  # rule -> {variant: why not evaluated}
+
+
+def evaluate(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> Evaluation:
+    """Every rule over every successful variant where its needs are met; findings by severity."""
+    findings: list[Finding] = []
+    skipped: dict[str, dict[str, str]] = {r.name: {} for r in rules}
     for f in facts_for(summary):
         for rule in rules:
+            why = unmet(rule, f)
+            if why is not None:
+                skipped[rule.name][f.name] = why
+                continue
             found = rule.check(rule, f)
             if found is not None:
                 findings.append(found)
     order = {s: i for i, s in enumerate(SEVERITIES)}
-    return sorted(findings, key=lambda x: order.get(x.severity, len(order)))
+    findings.sort(key=lambda x: order.get(x.severity, len(order)))
+    return Evaluation(tuple(findings), skipped)
 
 
-def rules_status(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[dict[str, Any]]:
-    """Each rule, and whether it could be evaluated on this run (and why not)."""
-    kind = (summary.get("topology") or {}).get("kind")
+def run_rules(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[Finding]:
+    """The findings of :func:`evaluate`."""
+    return list(evaluate(summary, rules).findings)
+
+
+def rules_status(
+    summary: Mapping[str, Any], rules: Sequence[Rule] = RULES, evaluation: Evaluation | None = None
+) -> list[dict[str, Any]]:
+    """Each rule with its parameters, and whether it was evaluated on every successful variant.
+
+    ``evaluated`` is false when the run cannot support the rule at all (``why_not`` says why)
+    or when some variant lacked what it needs (``not_evaluated`` names them, each with why).
+    """
+    evaluation = evaluation or evaluate(summary, rules)
+    topology = summary.get("topology") or {}
     out = []
     for r in rules:
         doc = r.to_json()
-        if r.needs_measured_timings and kind != "gpu":
-            doc["evaluated"] = False
-            doc["why_not"] = (
-                "not measurable here: the accelerators are logical CPU devices sharing the same cores"
-                if kind == "logical-cpu" else "needs device timings from real accelerators"
-            )
-        else:
-            doc["evaluated"] = True
-            doc["why_not"] = None
+        gap = run_level_gap(r, topology)
+        skipped = dict(evaluation.skipped.get(r.name) or {})
+        if gap is None and skipped:
+            gap = "; ".join(f"{name}: {why}" for name, why in skipped.items())
+            gap = f"not evaluated on {len(skipped)} variant(s): {gap}"
+        doc["evaluated"] = gap is None
+        doc["why_not"] = gap
+        doc["not_evaluated"] = skipped
         out.append(doc)
     return out
 
 
-def simplicity(entry: Mapping[str, Any]) -> int:
-    return SIMPLICITY.get(entry["name"], USER_VARIANT_SIMPLICITY) if entry.get("source") == "builtin" \
-        else USER_VARIANT_SIMPLICITY
+@dataclass(frozen=True)
+class Advice:
+    """What the advice step adds to a summary."""
+
+    findings: tuple[Finding, ...]
+    rules: tuple[dict[str, Any], ...]  # rules_status()
+    recommendation: recommend.Recommendation
 
 
-def within_noise(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """True when the p10–p90 ranges of two variants' un-profiled step times overlap."""
-    sa, sb = a["step_time_s"], b["step_time_s"]
-    if None in (sa.get("p10"), sa.get("p90"), sb.get("p10"), sb.get("p90")):
-        return False
-    return sa["p10"] <= sb["p90"] and sb["p10"] <= sa["p90"]
-
-
-def recommend(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The variant to use, with a two-or-three-sentence reason that quotes the numbers."""
-    entries = {e["name"]: e for e in summary.get("variants") or []}
-    ok = [entries[n] for n in summary.get("ranking") or [] if entries[n]["status"] == "ok"
-          and entries[n]["step_time_s"].get("median") is not None]
-    if not ok:
-        return {"variant": None, "fastest": None, "runner_up": None, "speedup_vs_single": None,
-                "median_step_s": None, "within_noise": [], "basis": "median un-profiled step time",
-                "reason": "No variant finished successfully, so there is nothing to recommend; "
-                          "the failed variants below say why."}
-    fastest = ok[0]
-    close = [e for e in ok[1:] if within_noise(fastest, e)]
-    simpler = sorted((e for e in close if simplicity(e) < simplicity(fastest)),
-                     key=lambda e: (simplicity(e), e["step_time_s"]["median"]))
-    chosen = simpler[0] if simpler else fastest
-    others = [e for e in ok if e is not chosen]
-    runner = others[0] if others else None
-    reason = [_describe_fastest(fastest)]
-    if chosen is not fastest:
-        reason.append(
-            f"{chosen['name']} is within measured noise ({_med(chosen)}, p10–p90 ranges overlap) and "
-            f"simpler, so it is the recommendation."
-        )
-    elif runner is not None:
-        gap = runner["step_time_s"]["median"] / fastest["step_time_s"]["median"]
-        noise = " (within measured noise, but not simpler)" if runner in close else ""
-        reason.append(f"Runner-up: {runner['name']} at {_med(runner)}, {fmt_ratio(gap)} slower{noise}.")
-    if (summary.get("topology") or {}).get("kind") == "logical-cpu":
-        reason.append(
-            "The accelerators here are logical CPU devices sharing the same cores, so this ranks "
-            "CPU cost, not GPU scaling: profile on the GPU machine before changing production code."
-        )
-    return {
-        "variant": chosen["name"],
-        "fastest": fastest["name"],
-        "runner_up": runner["name"] if runner else None,
-        "speedup_vs_single": chosen.get("speedup_vs_single"),
-        "median_step_s": chosen["step_time_s"]["median"],
-        "within_noise": [e["name"] for e in close],
-        "basis": "median un-profiled step time",
-        "reason": " ".join(reason),
-    }
-
-
-def _med(e: Mapping[str, Any]) -> str:
-    return fmt_seconds(e["step_time_s"]["median"])
-
-
-def _describe_fastest(e: Mapping[str, Any]) -> str:
-    st = e["step_time_s"]
-    text = f"{e['name']} has the fastest median un-profiled step: {_med(e)}"
-    if st.get("p10") is not None and st.get("p90") is not None:
-        text += f" (p10–p90 {fmt_seconds(st['p10'])}–{fmt_seconds(st['p90'])}, {st.get('n')} steps)"
-    if e.get("speedup_vs_single") is not None and e["name"] != BASELINE_VARIANT:
-        text += f", {fmt_ratio(e['speedup_vs_single'])} the speed of single"
-    return text + "."
-
-
-def advise(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"findings": [...], "rules": [...], "recommendation": {...}}`` for a summary with audits."""
-    return {
-        "findings": [f.to_json() for f in run_rules(summary)],
-        "rules": rules_status(summary),
-        "recommendation": recommend(summary),
-    }
+def advise(summary: Mapping[str, Any]) -> Advice:
+    """Findings, the rules' status and the recommendation, for a summary document with audits."""
+    evaluation = evaluate(summary)
+    return Advice(evaluation.findings, tuple(rules_status(summary, evaluation=evaluation)),
+                  recommend.measured(summary))

@@ -3,7 +3,7 @@
 Input: a variant's ``record.json`` (its ``placement`` section, see
 :mod:`tfprof_towers.capture.placement`), the run's topology, and optionally the
 variant's measured trace breakdown (``summary["variants"][i]["breakdown"]``,
-see :func:`tfprof_towers.pipeline.trace_breakdown`).  Output: one JSON-able dict
+see :func:`tfprof_towers.pipeline.analyse_variant`).  Output: one JSON-able dict
 (:func:`audit_variant`) that the advice rules and the report read:
 
 * ``devices``: per device its role (host / accelerator), op count, estimated
@@ -17,7 +17,8 @@ see :func:`tfprof_towers.pipeline.trace_breakdown`).  Output: one JSON-able dict
   asked (soft placement, colocation), grouped by (type, requested, assigned);
 * ``links``: cross-device traffic per step by link, with measured time and
   achieved bandwidth where the trace has device copies (GPU runs) and, always,
-  clearly labelled *modeled* times at the :data:`LINK_MODELS` bandwidths;
+  clearly labelled *modeled* times at the :data:`LINK_MODELS` bandwidths (listed
+  once per summary, ``summary.json`` -> ``link_models``, not per audit);
 * ``variable_pulls``: bytes of variable reads that cross to accelerators.
 
 No TensorFlow, no I/O: plain dicts in, plain dicts out.
@@ -74,6 +75,19 @@ LINK_MODELS: tuple[LinkModel, ...] = (
     LinkModel("pcie3_x16", "PCIe 3.0 x16", 12.0e9, _PCIE3_SOURCE),
     LinkModel("pcie3_x8", "PCIe 3.0 x8", 6.0e9, _PCIE3_SOURCE),
 )
+
+
+def link_model(key: str) -> LinkModel:
+    """The link model named ``key`` (e.g. ``"pcie3_x16"``)."""
+    found = next((m for m in LINK_MODELS if m.key == key), None)
+    if found is None:
+        raise KeyError(f"unknown link model {key!r}; known: {', '.join(m.key for m in LINK_MODELS)}")
+    return found
+
+
+def link_models_json(models: Sequence[LinkModel] = LINK_MODELS) -> list[dict[str, Any]]:
+    """The link models every modeled time in a summary uses (``summary.json`` -> ``link_models``)."""
+    return [{"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source} for m in models]
 
 
 def top_scope(op_name: str) -> str:
@@ -300,15 +314,9 @@ def audit_variant(
         "host_compute": groups if n_accel else [],
         "moved": moved_ops(placement.get("nodes") or ()),
         "links": link_table(placement, topology, links_measured),
-        "link_models": [
-            {"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source}
-            for m in LINK_MODELS
-        ],
         "links_measured": bool(links_measured),
         "variable_pulls": variable_pulls(placement, topology),
     }
-
-
 
 
 def _role_share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:

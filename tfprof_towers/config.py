@@ -1,15 +1,17 @@
-"""Presets, built-in variant names and the options of one profile run.
+"""Presets, the variants one run asks for, and the options of one profile run.
 
-Pure data: importing this module never imports TensorFlow.
+Pure data: importing this module never imports TensorFlow.  What each built-in
+variant is lives in :mod:`tfprof_towers.registry`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from . import registry
 from .errors import TowersError, VariantError
+from .registry import BUILTIN_NAMES
 
 
 @dataclass(frozen=True)
@@ -59,45 +61,6 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-@dataclass(frozen=True)
-class VariantInfo:
-    """A built-in placement variant: its name and one-line description."""
-
-    name: str
-    description: str
-    known_as: str
-
-
-BUILTIN_VARIANTS: tuple[VariantInfo, ...] = (
-    VariantInfo("single", "everything on accelerator 0", "the 'default version'"),
-    VariantInfo(
-        "towers_host_vars",
-        "variables + optimizer on the host, one tower per accelerator, gradients averaged on the host",
-        "inception multi-GPU tutorial; parameter_server with local_parameter_device=cpu; "
-        "CentralStorageStrategy",
-    ),
-    VariantInfo(
-        "towers_accel0_vars",
-        "as towers_host_vars, but variables + update on accelerator 0",
-        "parameter_server with local_parameter_device=gpu",
-    ),
-    VariantInfo(
-        "towers_bug",
-        "towers_host_vars with a stray host tf.device scope around the tower loss "
-        "(forward on the host, gradients on the accelerators)",
-        "the five-times-slower case",
-    ),
-    VariantInfo(
-        "replicated",
-        "a variable copy per accelerator, gradients all-reduced "
-        "(NCCL on GPUs, add_n across devices otherwise)",
-        "replicated / MirroredStrategy",
-    ),
-)
-BUILTIN_NAMES: tuple[str, ...] = tuple(v.name for v in BUILTIN_VARIANTS)
-BASELINE_VARIANT = "single"
-
-
 def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
@@ -109,14 +72,34 @@ def get_preset(name: str) -> Preset:
 
 @dataclass(frozen=True)
 class VariantSpec:
-    """One variant to run: a built-in name, or a user's variant file."""
+    """One variant to run: a built-in name, or a user's variant file, and its family."""
 
     name: str
     file: str | None = None  # absolute path of a variant file; None for built-ins
+    family: str = registry.TF1_GRAPH
+
+    @classmethod
+    def builtin(cls, name: str) -> VariantSpec:
+        v = registry.builtin(name)
+        if v is None:
+            raise VariantError(f"unknown variant {name!r}; built-in variants are: {', '.join(BUILTIN_NAMES)}")
+        return cls(name, None, v.family)
+
+    @classmethod
+    def from_source(cls, name: str, source: str, family: str | None = None) -> VariantSpec:
+        """From run.json's ``{"name", "source", "family"}`` (``source``: "builtin" or "file:PATH")."""
+        file = source[len("file:"):] if source.startswith("file:") else None
+        if family is None:
+            known = registry.lookup(name, source)
+            family = known.family if known else registry.TF1_GRAPH
+        return cls(name, file, family)
 
     @property
     def source(self) -> str:
         return f"file:{self.file}" if self.file else "builtin"
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "source": self.source, "family": self.family}
 
 
 def parse_variant_names(text: str | None) -> tuple[str, ...]:
@@ -138,19 +121,13 @@ def parse_variant_names(text: str | None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    """Everything one `profile` run needs; saved into run.json as `config`."""
+    """Everything one `profile` run needs; saved into run.json as `config` (``records.RunConfig``)."""
 
     preset: Preset
     variants: tuple[VariantSpec, ...]
-    accelerators: int = 2
+    accelerators: int | None = 2  # None: every GPU, or 2 logical CPU devices without GPUs
     warmup: int = 2
     steps: int = 10
     profile_steps: int = 3
     variant_timeout_s: float = 300.0
     out_dir: Path = field(default_factory=lambda: Path("reports"))
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["out_dir"] = str(self.out_dir)
-        d["variants"] = [{"name": v.name, "source": v.source} for v in self.variants]
-        return d

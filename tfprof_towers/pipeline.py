@@ -1,37 +1,45 @@
 """Analysis side of the data flow: a run directory in, summary.json and report.html out.
 
-``finish_run`` is shared by ``profile`` (after capture) and ``report`` (on a
-saved run), so both produce the same files from the same code.  No TensorFlow.
+``finish_run`` is shared by ``profile`` (after capture), ``report`` (on a saved
+run) and ``project RUN_DIR``, so all produce the same files from the same code.
+No TensorFlow.
 
-Steps, each a small function over the summary::
+Each step takes the typed summary (:class:`tfprof_towers.summary.Summary`) and
+returns a new one; nothing is edited in place::
 
-    summary  = build_summary(run_dir)                    records -> ranked entries
+    run, problems = load_run_or_skip(run_dir)            run.json (skipped, and said, when invalid)
+    records  = load_records(run_dir, run)                variants/*/record.json (failed stand-ins)
+    summary  = build_summary(run_dir, run, records)      records -> ranked entries
     analyses = analyse_traces(run_dir, summary)          xplane.pb -> per-step breakdown (trace/)
-    summary  = add_audits(summary, records, analyses)    placement audit per variant
-    summary  = add_advice(summary)                       findings, rules, recommendation
-    summary  = add_projection(summary, run_dir)          projection.json (if any) -> compact form
-    write summary.json, variants/<name>/trace.json (Chrome trace), report.html
+    summary  = with_breakdowns(summary, analyses)
+    summary  = with_audits(summary, records)             placement audit per variant
+    summary  = with_advice(summary)                      findings, rules, recommendation
+    summary  = with_projection(summary, load_projection(run_dir))
+    summary  = export_chrome_traces(run_dir, summary, analyses)   variants/<name>/trace.json
+    write summary.json and report.html
 
 A variant whose trace cannot be analysed keeps ``breakdown = {"error": ...}``;
+one whose Chrome-trace export cannot be written keeps ``chrome_trace_error``;
 the rest of the report still renders.  Likewise a ``projection.json`` (written by
 ``profile --project-on NAME`` or ``project RUN_DIR --hardware NAME``) that cannot
-be read becomes ``summary["projection"] = {"label": "projected", "error": ...}``;
-without one, ``summary["projection"]`` is ``None``.
+be read becomes ``summary.projection = {"label": "projected", "error": ...}``;
+without one, ``summary.projection`` is ``None``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import advise, audit
 from .device_names import device_role
 from .errors import TowersError
 from .project.api import PROJECTION_JSON
+from .records import VariantRecord, load_records, load_run_or_skip
 from .rundir import RunDir, read_json, write_json
-from .summary import build_summary, load_records, load_run
+from .summary import Summary, SummaryEntry, build_summary
 
 CHROME_TRACE = "trace.json"
 
@@ -61,55 +69,56 @@ def analyse_variant(run_dir: RunDir, name: str) -> VariantTrace:
     return VariantTrace(doc, analysis.trace)
 
 
-def analyse_traces(run_dir: RunDir, summary: Mapping[str, Any]) -> dict[str, VariantTrace]:
-    return {
-        v["name"]: analyse_variant(run_dir, v["name"])
-        for v in summary["variants"]
-        if v["status"] == "ok" and v.get("xplane_files")
-    }
+def analyse_traces(run_dir: RunDir, summary: Summary) -> dict[str, VariantTrace]:
+    return {e.name: analyse_variant(run_dir, e.name) for e in summary.variants if e.ok and e.xplane_files}
 
 
-def add_breakdowns(summary: dict[str, Any], analyses: Mapping[str, VariantTrace]) -> dict[str, Any]:
-    topology = summary.get("topology") or {}
-    for v in summary["variants"]:
-        t = analyses.get(v["name"])
+def _topology(summary: Summary) -> dict[str, Any]:
+    return summary.topology.to_json() if summary.topology is not None else {}
+
+
+def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
+    """Each analysed variant's per-step breakdown, every device labelled host or accelerator."""
+    topology = _topology(summary)
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        t = analyses.get(e.name)
         if t is None:
-            v["breakdown"] = None
-            continue
-        bd = t.breakdown
-        for dev, d in (bd.get("devices") or {}).items():
-            d["role"] = device_role(dev, topology)
-        v["breakdown"] = bd
-    return summary
+            return replace(e, breakdown=None)
+        devices = {dev: {**d, "role": device_role(dev, topology)}
+                   for dev, d in (t.breakdown.get("devices") or {}).items()}
+        bd = {**t.breakdown, "devices": devices} if "devices" in t.breakdown else dict(t.breakdown)
+        return replace(e, breakdown=bd)
+
+    return summary.map_entries(one)
 
 
-def add_audits(summary: dict[str, Any], records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    topology = summary.get("topology") or {}
-    for v in summary["variants"]:
-        rec = records.get(v["name"]) or {}
-        v["audit"] = audit.audit_variant(rec, topology, v.get("breakdown")) if v["status"] == "ok" else None
-    summary["link_models"] = [
-        {"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source}
-        for m in audit.LINK_MODELS
-    ]
-    return summary
+def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
+    """Each successful variant's placement audit, and the link models its modeled times use."""
+    topology = _topology(summary)
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        rec = records.get(e.name)
+        if not e.ok or rec is None:
+            return replace(e, audit=None)
+        return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown))
+
+    return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json()))
 
 
-def add_advice(summary: dict[str, Any]) -> dict[str, Any]:
-    advice = advise.advise(summary)
-    summary["findings"] = advice["findings"]
-    summary["rules"] = advice["rules"]
-    summary["recommendation"] = advice["recommendation"]
-    return summary
+def with_advice(summary: Summary) -> Summary:
+    """Findings, the rules' status (with their parameters) and the recommendation."""
+    advice = advise.advise(summary.to_json())
+    return replace(summary, findings=tuple(f.to_json() for f in advice.findings), rules=advice.rules,
+                   recommendation=advice.recommendation)
 
 
 # ------------------------------------------------------------------------------------------
 # What-if projection (projection.json) -> summary["projection"]
 
 
-def add_projection(summary: dict[str, Any], run_dir: RunDir) -> dict[str, Any]:
-    summary["projection"] = load_projection(run_dir)
-    return summary
+def with_projection(summary: Summary, projection: Mapping[str, Any] | None) -> Summary:
+    return replace(summary, projection=projection)
 
 
 def load_projection(run_dir: RunDir) -> dict[str, Any] | None:
@@ -195,52 +204,63 @@ def _plain(value: Any, depth: int = 0) -> Any:
 
 
 def export_chrome_traces(
-    run_dir: RunDir, summary: dict[str, Any], analyses: Mapping[str, VariantTrace]
-) -> dict[str, Any]:
-    """``variants/<name>/trace.json`` for each analysed trace; the entry names it (relative path)."""
+    run_dir: RunDir, summary: Summary, analyses: Mapping[str, VariantTrace]
+) -> Summary:
+    """Write ``variants/<name>/trace.json`` for each analysed trace; entries name it (or why not)."""
     from .render.chrome_trace import write_chrome_trace
 
-    for v in summary["variants"]:
-        t = analyses.get(v["name"])
-        v["chrome_trace"] = None
+    topology = _topology(summary)
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        t = analyses.get(e.name)
         if t is None or t.trace is None:
-            continue
-        path = run_dir.variant_dir(v["name"]) / CHROME_TRACE
+            return replace(e, chrome_trace=None, chrome_trace_error=None)
+        path = run_dir.variant_dir(e.name) / CHROME_TRACE
         try:
-            write_chrome_trace(t.trace, path, summary.get("topology"), v["name"])
+            write_chrome_trace(t.trace, path, topology, e.name)
         except OSError as exc:
-            v["chrome_trace_error"] = f"cannot write {path}: {exc.strerror or exc}"
-            continue
-        v["chrome_trace"] = path.relative_to(run_dir.root).as_posix()
-    return summary
+            why = f"cannot write {path}: {exc.strerror or exc}"
+            return replace(e, chrome_trace=None, chrome_trace_error=why)
+        return replace(e, chrome_trace=path.relative_to(run_dir.root).as_posix(), chrome_trace_error=None)
+
+    return summary.map_entries(one)
 
 
-def timelines(summary: Mapping[str, Any], analyses: Mapping[str, VariantTrace]) -> list[dict[str, Any]]:
+def timelines(summary: Summary, analyses: Mapping[str, VariantTrace]) -> list[dict[str, Any]]:
     from .render.timeline import step_timeline
 
+    topology = _topology(summary)
     out = []
-    for v in summary["variants"]:
-        t = analyses.get(v["name"])
+    for e in summary.variants:
+        t = analyses.get(e.name)
         if t is None or t.trace is None:
             continue
-        tl = step_timeline(t.trace, v["name"], summary.get("topology"))
+        tl = step_timeline(t.trace, e.name, topology)
         if tl is not None:
             out.append(tl)
     return out
 
 
+def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
+    """The whole summary of ``run_dir`` and its trace analyses (nothing written)."""
+    run, problems = load_run_or_skip(run_dir)
+    records = load_records(run_dir, run)
+    summary = build_summary(run_dir, run, records, problems)
+    analyses = analyse_traces(run_dir, summary)
+    summary = with_breakdowns(summary, analyses)
+    summary = with_audits(summary, records)
+    summary = with_advice(summary)
+    summary = with_projection(summary, load_projection(run_dir))
+    return summary, analyses
+
+
 def finish_run(run_dir: RunDir) -> dict[str, Any]:
-    """Build summary.json, the Chrome-trace exports and report.html from ``run_dir``."""
+    """Write summary.json, the Chrome-trace exports and report.html; return summary.json's document."""
     from .render.html import render_report
 
-    records = load_records(run_dir, load_run(run_dir))
-    summary = build_summary(run_dir, records)
-    analyses = analyse_traces(run_dir, summary)
-    add_breakdowns(summary, analyses)
-    add_audits(summary, records)
-    add_advice(summary)
-    add_projection(summary, run_dir)
-    export_chrome_traces(run_dir, summary, analyses)
-    write_json(run_dir.summary_json, summary)
-    render_report(summary, run_dir, timelines(summary, analyses))
-    return summary
+    summary, analyses = analyse_run(run_dir)
+    summary = export_chrome_traces(run_dir, summary, analyses)
+    doc = summary.to_json()
+    write_json(run_dir.summary_json, doc)
+    render_report(doc, run_dir, timelines(summary, analyses))
+    return doc

@@ -1,159 +1,276 @@
-"""From a run directory's records to ``summary.json`` (no TensorFlow).
+"""``summary.json``: the run's measurements put together, as typed documents (no TensorFlow).
 
-``build_summary(run_dir)`` is the one place the run's measurements are put
-together: it is called at the end of ``profile`` and again by ``report``, so a
-re-rendered report always agrees with a fresh one.  A missing or corrupt
-variant record becomes a failed entry that says so; the rest still render.
+:class:`SummaryEntry` is one variant's line (``summary.json`` -> ``variants[]``);
+:class:`Summary` the whole document.  Both are frozen, with ``to_json()`` and
+``from_json()`` and a schema version; the JSON keeps the field names the README
+documents and the report reads.
+
+``build_summary(run_dir, run, records)`` is the first step of the analysis
+(:mod:`tfprof_towers.pipeline`): the records' timings and placement totals,
+speedups over each family's baseline, and the ranking by median un-profiled
+step time.  Later steps return new summaries with breakdowns, audits, advice
+and the projection added (``dataclasses.replace``; nothing is edited in place).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .config import BASELINE_VARIANT
-from .errors import TowersError
-from .rundir import RunDir, read_json
+from . import registry
+from .fields import Fields, RecordError
+from .recommend import Recommendation
+from .records import (
+    OK,
+    STATUSES,
+    RunConfig,
+    RunDoc,
+    StepStats,
+    Topology,
+    VariantRecord,
+)
+from .rundir import RunDir
 
-SUMMARY_SCHEMA = 1
+SUMMARY_SCHEMA = 2  # 2: typed documents; rules carry named parameters; no link_models per audit
 
-
-def load_run(run_dir: RunDir) -> dict[str, Any]:
-    """run.json, or a one-line error naming what is wrong."""
-    if not run_dir.root.is_dir():
-        raise TowersError(f"{run_dir.root}: no such run directory")
-    if not run_dir.run_json.is_file():
-        raise TowersError(f"{run_dir.root}: not a tfprof-towers run directory (no run.json)")
-    doc = read_json(run_dir.run_json)
-    if not isinstance(doc, dict):
-        raise TowersError(f"{run_dir.run_json}: corrupt (not a JSON object)")
-    return doc
-
-
-def variant_names(run: Mapping[str, Any], run_dir: RunDir) -> list[str]:
-    """Variants in the order the run asked for them, then any others found on disk."""
-    asked = [v["name"] for v in run.get("config", {}).get("variants", [])]
-    return asked + [n for n in run_dir.variant_names() if n not in asked]
+#: Before the advice step has run.
+NOT_ADVISED = Recommendation(None, "not advised yet")
 
 
-def load_record(run_dir: RunDir, name: str, interrupted: bool = False) -> dict[str, Any]:
-    """A variant's record; a failed stand-in (saying why) when it is missing or corrupt."""
-    path = run_dir.record_json(name)
-    if not path.is_file():
-        why = "not run: the profile was interrupted first" if interrupted else "record.json is missing"
-        return _stand_in(name, why)
-    try:
-        doc = read_json(path)
-    except TowersError as exc:
-        return _stand_in(name, f"record.json is unreadable: {exc}")
-    if not isinstance(doc, dict) or "status" not in doc:
-        return _stand_in(name, "record.json is corrupt: not a variant record")
-    return doc
+@dataclass(frozen=True)
+class SummaryEntry:
+    """One variant in ``summary.json``: timings, placement totals, and what the later steps add."""
+
+    name: str
+    status: str
+    source: str = "builtin"
+    family: str = registry.TF1_GRAPH
+    error: str | None = None
+    stderr_tail: str = ""
+    step_time_s: StepStats = field(default_factory=StepStats)
+    profiled_median_s: float | None = None
+    examples_per_s: float | None = None
+    devices: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # device -> {ops, flops_per_step}
+    transfers: tuple[Mapping[str, Any], ...] = ()  # {src, dst, bytes_per_step, tensors}
+    xplane_files: tuple[str, ...] = ()
+    speedup_vs_single: float | None = None  # over the family's baseline (the name is the JSON's)
+    scaling_efficiency: float | None = None
+    rank: int | None = None
+    breakdown: Mapping[str, Any] | None = None  # the trace analysis per step, or {"error": ...}
+    audit: Mapping[str, Any] | None = None  # audit.audit_variant
+    chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
+    chrome_trace_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def median_s(self) -> float | None:
+        return self.step_time_s.median
+
+    @property
+    def baseline(self) -> bool:
+        return registry.is_baseline(self.name, self.source)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "source": self.source, "family": self.family, "status": self.status,
+            "error": self.error, "stderr_tail": self.stderr_tail, "step_time_s": self.step_time_s.to_json(),
+            "profiled_step_time_s": {"median": self.profiled_median_s}, "examples_per_s": self.examples_per_s,
+            "devices": {d: dict(v) for d, v in self.devices.items()},
+            "transfers": [dict(t) for t in self.transfers], "xplane_files": list(self.xplane_files),
+            "speedup_vs_single": self.speedup_vs_single, "scaling_efficiency": self.scaling_efficiency,
+            "rank": self.rank, "breakdown": self.breakdown, "audit": self.audit,
+            "chrome_trace": self.chrome_trace, "chrome_trace_error": self.chrome_trace_error,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "summary.json: variants[]") -> SummaryEntry:
+        f = Fields.of(doc, where)
+        step = f.obj("step_time_s")
+        profiled = f.obj("profiled_step_time_s")
+        devices = f.obj("devices")
+        if devices is not None:
+            for dev in devices.data:
+                d = devices.obj(dev, required=True)
+                d.integer("ops", required=True)
+                d.number("flops_per_step", required=True)
+        return cls(
+            name=f.text("name", required=True), status=f.choice("status", STATUSES, required=True),
+            source=f.text("source", default="builtin"), family=f.text("family", default=registry.TF1_GRAPH),
+            error=f.text("error"), stderr_tail=f.text("stderr_tail", default=""),
+            step_time_s=StepStats() if step is None else StepStats.from_fields(step),
+            profiled_median_s=None if profiled is None else profiled.number("median"),
+            examples_per_s=f.number("examples_per_s"),
+            devices={} if devices is None else dict(devices.data),
+            transfers=tuple(t.data for t in f.objects("transfers")), xplane_files=f.texts("xplane_files"),
+            speedup_vs_single=f.number("speedup_vs_single"),
+            scaling_efficiency=f.number("scaling_efficiency"),
+            rank=f.integer("rank"), breakdown=f.mapping("breakdown"), audit=f.mapping("audit"),
+            chrome_trace=f.text("chrome_trace"), chrome_trace_error=f.text("chrome_trace_error"),
+        )
 
 
-def _stand_in(name: str, why: str) -> dict[str, Any]:
-    return {"name": name, "status": "failed", "error": why, "timings": {}, "placement": None,
-            "topology": None, "source": "unknown"}
+@dataclass(frozen=True)
+class Summary:
+    """``summary.json``."""
+
+    run_dir: str
+    variants: tuple[SummaryEntry, ...]
+    ranking: tuple[str, ...] = ()
+    recommendation: Recommendation = NOT_ADVISED
+    topology: Topology | None = None
+    config: RunConfig | None = None
+    versions: Mapping[str, str | None] = field(default_factory=dict)
+    started: str | None = None
+    finished: str | None = None
+    partial: bool = False
+    interrupted_by: str | None = None
+    findings: tuple[Mapping[str, Any], ...] = ()  # advise.Finding.to_json()
+    rules: tuple[Mapping[str, Any], ...] = ()  # advise.rules_status()
+    link_models: tuple[Mapping[str, Any], ...] = ()  # the link bandwidths modeled times use
+    projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
+    problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
+    schema: int = SUMMARY_SCHEMA
+
+    def entry(self, name: str) -> SummaryEntry | None:
+        return next((e for e in self.variants if e.name == name), None)
+
+    def map_entries(self, fn: Callable[[SummaryEntry], SummaryEntry]) -> Summary:
+        """A new summary with ``fn`` applied to every entry."""
+        return replace(self, variants=tuple(fn(e) for e in self.variants))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema, "run_dir": self.run_dir, "partial": self.partial,
+            "interrupted_by": self.interrupted_by,
+            "topology": None if self.topology is None else self.topology.to_json(),
+            "config": None if self.config is None else self.config.to_json(),
+            "versions": dict(self.versions), "started": self.started, "finished": self.finished,
+            "ranking": list(self.ranking), "variants": [e.to_json() for e in self.variants],
+            "recommendation": self.recommendation.to_json(),
+            "findings": [dict(f) for f in self.findings], "rules": [dict(r) for r in self.rules],
+            "link_models": [dict(m) for m in self.link_models], "projection": self.projection,
+            "problems": list(self.problems),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "summary.json") -> Summary:
+        f = Fields.of(doc, where)
+        config, topology, rec = f.obj("config"), f.obj("topology"), f.obj("recommendation")
+        variants = tuple(SummaryEntry.from_json(v.data, f"{where}: {v.prefix}")
+                         for v in f.objects("variants"))
+        ranking = f.texts("ranking")
+        names = {v.name for v in variants}
+        unknown = [n for n in ranking if n not in names]
+        if unknown:
+            raise RecordError(where, "ranking", f"names variants the summary lacks: {', '.join(unknown)}")
+        for item in f.objects("findings"):
+            for key in ("rule", "severity", "variant", "message", "suggestion"):
+                item.text(key, required=True)
+        for item in f.objects("rules"):
+            item.text("rule", required=True)
+            item.flag("evaluated")
+        return cls(
+            run_dir=f.text("run_dir", default=""), variants=variants, ranking=ranking,
+            recommendation=NOT_ADVISED if rec is None else Recommendation.from_json(rec.data, f"{where}: "
+                                                                                               "recommendation"),
+            topology=None if topology is None else Topology.from_fields(topology),
+            config=None if config is None else RunConfig.from_fields(config),
+            versions=f.text_map("versions"), started=f.text("started"), finished=f.text("finished"),
+            partial=f.flag("partial"), interrupted_by=f.text("interrupted_by"),
+            findings=tuple(x.data for x in f.objects("findings")),
+            rules=tuple(x.data for x in f.objects("rules")),
+            link_models=tuple(x.data for x in f.objects("link_models")), projection=f.mapping("projection"),
+            problems=f.texts("problems"), schema=f.integer("schema", default=SUMMARY_SCHEMA),
+        )
 
 
-def _median(record: Mapping[str, Any], key: str) -> float | None:
-    stats = (record.get("timings") or {}).get(key) or {}
-    return stats.get("median")
+# ------------------------------------------------------------------------------------------
+# Building it from the records
 
 
-def variant_entry(record: Mapping[str, Any], batch: int | None) -> dict[str, Any]:
-    placement = record.get("placement") or {}
-    timings = record.get("timings") or {}
-    median = _median(record, "step_time_s")
-    step = timings.get("step_time_s") or {}
-    return {
-        "name": record["name"],
-        "source": record.get("source", "builtin"),
-        "status": record["status"],
-        "error": record.get("error"),
-        "stderr_tail": record.get("stderr_tail", ""),
-        "step_time_s": {k: step.get(k) for k in ("median", "p10", "p90", "min", "max", "n")},
-        "profiled_step_time_s": {"median": _median(record, "profiled_step_time_s")},
-        "examples_per_s": (batch / median) if (batch and median) else None,
-        "devices": {
-            d: {"ops": v["ops"], "flops_per_step": v["flops_per_step"]}
-            for d, v in (placement.get("devices") or {}).items()
-        },
-        "transfers": list(placement.get("transfers") or []),
-        "xplane_files": record.get("xplane_files", []),
+def variant_entry(record: VariantRecord, batch: int | None) -> SummaryEntry:
+    """A record's line in the summary (before speedups, ranks and the analysis)."""
+    placement = record.placement or {}
+    median = record.median_step_s
+    profiled = record.timings.profiled_step_time_s
+    known = registry.lookup(record.name, record.source)
+    return SummaryEntry(
+        name=record.name,
+        status=record.status,
+        source=record.source,
+        family=record.family or (known.family if known else registry.TF1_GRAPH),
+        error=record.error,
+        stderr_tail=record.stderr_tail or "",
+        step_time_s=record.timings.step_time_s or StepStats(),
+        profiled_median_s=None if profiled is None else profiled.median,
+        examples_per_s=(batch / median) if (batch and median) else None,
+        devices={d: {"ops": v["ops"], "flops_per_step": v["flops_per_step"]}
+                 for d, v in (placement.get("devices") or {}).items()},
+        transfers=tuple(placement.get("transfers") or ()),
+        xplane_files=record.xplane_files or (),
+    )
+
+
+def with_speedups(entries: Sequence[SummaryEntry], accelerators: int) -> list[SummaryEntry]:
+    """Speedup over the family's baseline, and scaling efficiency (speedup / accelerators used)."""
+    base = {
+        e.family: e.median_s for e in entries
+        if e.baseline and e.ok and e.median_s
     }
 
+    def one(e: SummaryEntry) -> SummaryEntry:
+        b, m = base.get(e.family), e.median_s
+        speedup = (b / m) if (b and m and e.ok) else None
+        uses = 1 if e.baseline else max(accelerators, 1)
+        return replace(e, speedup_vs_single=speedup, scaling_efficiency=(speedup / uses) if speedup else None)
 
-def add_speedups(entries: list[dict[str, Any]], accelerators: int) -> None:
-    """speedup over ``single`` and scaling efficiency (speedup / accelerators), in place."""
-    base = next(
-        (e["step_time_s"]["median"] for e in entries
-         if e["name"] == BASELINE_VARIANT and e["status"] == "ok"),
-        None,
-    )
-    for e in entries:
-        m = e["step_time_s"]["median"]
-        e["speedup_vs_single"] = (base / m) if (base and m and e["status"] == "ok") else None
-        uses = 1 if e["name"] == BASELINE_VARIANT else max(accelerators, 1)
-        e["scaling_efficiency"] = (e["speedup_vs_single"] / uses) if e["speedup_vs_single"] else None
+    return [one(e) for e in entries]
 
 
-def rank(entries: list[dict[str, Any]]) -> list[str]:
-    """Successful variants by median un-profiled step time, fastest first; failed ones last."""
-    ok = sorted(
-        (e for e in entries if e["status"] == "ok" and e["step_time_s"]["median"] is not None),
-        key=lambda e: e["step_time_s"]["median"],
-    )
-    return [e["name"] for e in ok] + [e["name"] for e in entries if e not in ok]
+def rank(entries: Sequence[SummaryEntry]) -> list[str]:
+    """Successful variants by median un-profiled step time, fastest first; the others last."""
+    ok = sorted((e for e in entries if e.ok and e.median_s is not None), key=lambda e: e.median_s)
+    ranked = {e.name for e in ok}
+    return [e.name for e in ok] + [e.name for e in entries if e.name not in ranked]
 
 
-def simple_recommendation(entries: list[dict[str, Any]], ranking: list[str]) -> dict[str, Any]:
-    by_name = {e["name"]: e for e in entries}
-    ok = [n for n in ranking if by_name[n]["status"] == "ok"]
-    if not ok:
-        return {"variant": None, "reason": "no variant finished successfully; see the errors above"}
-    best = by_name[ok[0]]
-    reason = f"fastest median step time: {best['step_time_s']['median'] * 1e3:.2f} ms"
-    if best.get("speedup_vs_single"):
-        reason += f" ({best['speedup_vs_single']:.2f}x single)"
-    return {"variant": best["name"], "reason": reason}
+def with_ranks(entries: Sequence[SummaryEntry], ranking: Sequence[str]) -> list[SummaryEntry]:
+    """Each ranked variant's place (1 = fastest); None for those without a measured median."""
+    position = {n: i + 1 for i, n in enumerate(ranking)}
+    return [replace(e, rank=position[e.name] if e.ok and e.median_s is not None else None) for e in entries]
 
 
-def load_records(run_dir: RunDir, run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every variant's record (or its failed stand-in), in the run's order."""
-    interrupted = bool(run.get("interrupted"))
-    return {n: load_record(run_dir, n, interrupted) for n in variant_names(run, run_dir)}
+def accelerator_count(run: RunDoc, topology: Topology | None) -> int:
+    """Accelerators the run had: the topology's, else the config's, else 1."""
+    if topology is not None and topology.accelerators:
+        return len(topology.accelerators)
+    asked = run.config.accelerators if run.config is not None else None
+    return asked or 1
 
 
 def build_summary(
-    run_dir: RunDir, records: Mapping[str, Mapping[str, Any]] | None = None
-) -> dict[str, Any]:
-    """The summary document; ``records`` (from :func:`load_records`) saves re-reading them."""
-    run = load_run(run_dir)
-    records = list((records if records is not None else load_records(run_dir, run)).values())
-    topology = run.get("topology") or next(
-        (r["topology"] for r in records if r.get("topology")), None
-    )
-    batch = (run.get("config", {}).get("preset") or {}).get("batch")
-    entries = [variant_entry(r, batch) for r in records]
-    accelerators = len((topology or {}).get("accelerators") or []) or run.get("config", {}).get(
-        "accelerators", 1
-    )
-    add_speedups(entries, accelerators)
+    run_dir: RunDir, run: RunDoc, records: Mapping[str, VariantRecord], problems: Sequence[str] = ()
+) -> Summary:
+    """The summary of ``records`` (from :func:`tfprof_towers.records.load_records`), ranked."""
+    topology = run.topology or next((r.topology for r in records.values() if r.topology), None)
+    batch = run.preset.batch if run.preset is not None else None
+    entries = [variant_entry(r, batch) for r in records.values()]
+    entries = with_speedups(entries, accelerator_count(run, topology))
     ranking = rank(entries)
-    for e in entries:
-        e["rank"] = ranking.index(e["name"]) + 1 if e["status"] == "ok" else None
-    return {
-        "schema": SUMMARY_SCHEMA,
-        "run_dir": str(run_dir.root),
-        "partial": bool(run.get("interrupted")),
-        "interrupted_by": run.get("interrupted_by"),
-        "topology": topology,
-        "config": run.get("config"),
-        "versions": run.get("versions"),
-        "started": run.get("started"),
-        "finished": run.get("finished"),
-        "ranking": ranking,
-        "variants": entries,
-        "recommendation": simple_recommendation(entries, ranking),
-    }
+    return Summary(
+        run_dir=str(run_dir.root),
+        variants=tuple(with_ranks(entries, ranking)),
+        ranking=tuple(ranking),
+        topology=topology,
+        config=run.config,
+        versions=run.versions,
+        started=run.started,
+        finished=run.finished,
+        partial=run.interrupted,
+        interrupted_by=run.interrupted_by,
+        problems=tuple(problems),
+    )

@@ -5,12 +5,17 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .config import BUILTIN_NAMES, VariantSpec
+from . import registry
+from .config import VariantSpec
 from .errors import VariantError
 
 
 def check_variant_file(path: str | Path) -> VariantSpec:
-    """A variant file must exist, parse, and define ``build_variant``; its name is its stem."""
+    """A variant file must exist, parse, and define one family's function; its name is its stem.
+
+    The family is the one whose ``file_function`` (registry) the file defines: today
+    ``build_variant`` (TF1 graph).  A file that defines several families' functions is refused.
+    """
     p = Path(path)
     if not p.exists():
         raise VariantError(f"variant file {p}: not found")
@@ -24,12 +29,18 @@ def check_variant_file(path: str | Path) -> VariantSpec:
         tree = ast.parse(source, filename=str(p))
     except SyntaxError as exc:
         raise VariantError(f"variant file {p}: syntax error at line {exc.lineno}: {exc.msg}") from None
-    if not _defines(tree, "build_variant"):
-        raise VariantError(f"variant file {p}: defines no build_variant(devices) function")
+    families = [f for f in registry.FAMILIES.values() if _defines(tree, f.file_function)]
+    if not families:
+        wanted = " or ".join(f"{f.file_function}({f.file_signature.split('(', 1)[1].split(')', 1)[0]})"
+                             for f in registry.FAMILIES.values())
+        raise VariantError(f"variant file {p}: defines no {wanted} function")
+    if len(families) > 1:
+        raise VariantError(f"variant file {p}: defines both {families[0].file_function} and "
+                           f"{families[1].file_function}; keep one ({families[0].key} or {families[1].key})")
     name = p.stem
     if not name.isidentifier():
         raise VariantError(f"variant file {p}: its stem {name!r} is not a usable variant name")
-    return VariantSpec(name=name, file=str(p.resolve()))
+    return VariantSpec(name=name, file=str(p.resolve()), family=families[0].key)
 
 
 def _defines(tree: ast.Module, name: str) -> bool:
@@ -47,11 +58,11 @@ def _defines(tree: ast.Module, name: str) -> bool:
 
 def resolve_variants(builtin: tuple[str, ...], files: list[str]) -> tuple[VariantSpec, ...]:
     """Built-ins then variant files, with names unique across both."""
-    specs = [VariantSpec(n) for n in builtin] + [check_variant_file(f) for f in files]
+    specs = [VariantSpec.builtin(n) for n in builtin] + [check_variant_file(f) for f in files]
     seen: dict[str, VariantSpec] = {}
     for s in specs:
         if s.name in seen:
-            clash = "a built-in variant" if s.name in BUILTIN_NAMES and not seen[s.name].file else "another"
+            clash = "a built-in variant" if registry.builtin(s.name) and not seen[s.name].file else "another"
             raise VariantError(
                 f"variant name {s.name!r} is used twice ({clash}); rename the variant file"
             )

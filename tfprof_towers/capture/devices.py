@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..config import Preset
 from ..device_names import canonical_device
+from ..records import Topology
 
 
 @dataclass(frozen=True)
@@ -24,12 +25,13 @@ class Devices:
     kind: str  # "gpu" | "logical-cpu"
     preset: Preset
 
+    def topology(self) -> Topology:
+        """The record's topology: canonical device names."""
+        return Topology(self.kind, canonical_device(self.host),
+                        tuple(canonical_device(a) for a in self.accelerators))
+
     def to_json(self) -> dict:
-        return {
-            "kind": self.kind,
-            "host": canonical_device(self.host),
-            "accelerators": [canonical_device(a) for a in self.accelerators],
-        }
+        return self.topology().to_json()
 
 
 def plan_devices(gpus: int, accelerators: int | None, preset: Preset) -> Devices:

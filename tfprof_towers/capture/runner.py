@@ -18,13 +18,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from ..config import ProfileOptions, VariantSpec
 from ..errors import TowersError
+from ..records import FAILED, OK, ChildSpec, RecordError, VariantRecord
 from ..rundir import RunDir, read_json, write_json
 
 STDERR_TAIL_LINES = 25
@@ -88,22 +88,19 @@ def disk_errors(folder: Path) -> Iterator[None]:
         raise TowersError(f"{where}: cannot write ({exc.strerror or exc}); the run stopped there") from None
 
 
-def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -> dict[str, Any]:
-    return {
-        "name": variant.name,
-        "file": variant.file,
-        "preset": {
-            k: getattr(options.preset, k)
-            for k in ("name", "batch", "dim", "blocks", "warmup", "steps", "profile_steps",
-                      "variant_timeout_s", "description")
-        },
-        "accelerators": options.accelerators,
-        "warmup": options.warmup,
-        "steps": options.steps,
-        "profile_steps": options.profile_steps,
-        "logdir": str(run_dir.logdir(variant.name).resolve()),
-        "record": str(run_dir.record_json(variant.name).resolve()),
-    }
+def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -> ChildSpec:
+    return ChildSpec(
+        name=variant.name,
+        family=variant.family,
+        file=variant.file,
+        preset=options.preset,
+        accelerators=options.accelerators,
+        warmup=options.warmup,
+        steps=options.steps,
+        profile_steps=options.profile_steps,
+        logdir=str(run_dir.logdir(variant.name).resolve()),
+        record=str(run_dir.record_json(variant.name).resolve()),
+    )
 
 
 def stderr_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
@@ -169,6 +166,34 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
         proc.wait(timeout=5.0)
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``, from /proc; [] where there is no /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def wait_group_gone(pgid: int, timeout_s: float = 2.0) -> bool:
+    """After a SIGKILL, wait (briefly) until no process of the group is alive; True when none is.
+
+    The kill is delivered asynchronously: a busy machine may take a few milliseconds
+    to schedule the dying processes, and a variant is only over when they are gone.
+    """
+    deadline = time.monotonic() + timeout_s
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     # ProcessLookupError: the group is empty; PermissionError: only zombies left (macOS).
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -183,7 +208,7 @@ def run_one(
     vdir.mkdir(parents=True, exist_ok=True)
     spec = child_spec(options, variant, run_dir)
     spec_path = vdir / "spec.json"
-    write_json(spec_path, spec)
+    write_json(spec_path, spec.to_json())
     record_path = run_dir.record_json(variant.name)
     err_path = run_dir.stderr_txt(variant.name)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
@@ -205,31 +230,32 @@ def run_one(
             _kill_group(proc, grace_s=1.0)
             raise
         _signal_group(proc.pid, signal.SIGKILL)  # whatever the child left running in its group
+        wait_group_gone(proc.pid)
     ended_unix = time.time()
     wall = time.perf_counter() - t0
     tail = stderr_tail(err_path)
-    record = _read_record(record_path) if not timed_out else None
-    if record is None:
-        record = {
-            "schema": 1, "name": variant.name, "source": variant.source, "status": "failed",
-            "error": crash_reason(proc.returncode, tail, timed_out, options.variant_timeout_s),
-            "stage": "unknown", "topology": None, "timings": {}, "placement": None,
-        }
-    record["returncode"] = proc.returncode
-    record["wall_s"] = wall
-    record["process_s"] = process_times(record.get("clock_unix"), spawned_unix, ended_unix)
-    record["stderr_tail"] = tail if record["status"] != "ok" else ""
-    record["xplane_files"] = [
-        str(p.relative_to(run_dir.root)) for p in run_dir.xplane_files(variant.name)
-    ]
-    if record["status"] == "ok" and not record["xplane_files"]:
-        record["status"], record["error"] = "failed", "the profiler wrote no trace file"
-    write_json(record_path, record)
-    return Outcome(variant.name, record["status"], record.get("error"), wall)
+    record = None if timed_out else _read_record(record_path)
+    if not isinstance(record, VariantRecord):
+        why = record or crash_reason(proc.returncode, tail, timed_out, options.variant_timeout_s)
+        record = VariantRecord.failed(variant.name, why, source=variant.source, family=variant.family,
+                                      stage="unknown")
+    xplanes = tuple(str(p.relative_to(run_dir.root)) for p in run_dir.xplane_files(variant.name))
+    record = replace(
+        record,
+        returncode=proc.returncode,
+        wall_s=wall,
+        process_s=process_times(record.clock_unix, spawned_unix, ended_unix),
+        stderr_tail=tail if record.status != OK else "",
+        xplane_files=xplanes,
+    )
+    if record.ok and not xplanes:
+        record = replace(record, status=FAILED, error="the profiler wrote no trace file")
+    write_json(record_path, record.to_json())
+    return Outcome(variant.name, record.status, record.error, wall)
 
 
 def process_times(
-    clock: dict[str, float] | None, spawned_unix: float, ended_unix: float
+    clock: Mapping[str, float] | None, spawned_unix: float, ended_unix: float
 ) -> dict[str, float] | None:
     """Seconds from spawn to the child's main() and from its end to the parent seeing it exit.
 
@@ -245,14 +271,20 @@ def process_times(
     }
 
 
-def _read_record(path: Path) -> dict[str, Any] | None:
+def _read_record(path: Path) -> VariantRecord | str | None:
+    """The child's record; None when it wrote none (or half of one); why, when it is invalid."""
     if not path.is_file():
         return None
     try:
         doc = read_json(path)
     except TowersError:
         return None
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    try:
+        return VariantRecord.from_json(doc, str(path))
+    except RecordError as exc:
+        return f"the child wrote an invalid record: {exc.detail}"
 
 
 def run_all(
@@ -294,15 +326,12 @@ def run_all(
 
 def _record_interrupted(run_dir: RunDir, variant: VariantSpec, signum: int) -> None:
     """The variant running when the signal came did not finish: say so in its record."""
-    write_json(
-        run_dir.record_json(variant.name),
-        {
-            "schema": 1, "name": variant.name, "source": variant.source, "status": "failed",
-            "error": f"interrupted by {signal.Signals(signum).name} before it finished",
-            "stage": "interrupted", "topology": None, "timings": {}, "placement": None,
-            "stderr_tail": stderr_tail(run_dir.stderr_txt(variant.name)), "xplane_files": [],
-        },
+    record = VariantRecord.failed(
+        variant.name, f"interrupted by {signal.Signals(signum).name} before it finished",
+        source=variant.source, family=variant.family, stage="interrupted",
+        stderr_tail=stderr_tail(run_dir.stderr_txt(variant.name)), xplane_files=(),
     )
+    write_json(run_dir.record_json(variant.name), record.to_json())
 
 
 def gpu_topology_text() -> str | None:

@@ -6,17 +6,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..records import StepStats
 
-def step_stats(times: Sequence[float]) -> dict[str, float | int | None]:
+
+def step_stats(times: Sequence[float]) -> StepStats:
     """Median, p10, p90, min, max (seconds) and count of a list of step times."""
     if len(times) == 0:
-        return {"median": None, "p10": None, "p90": None, "min": None, "max": None, "n": 0}
+        return StepStats()
     arr = np.asarray(times, dtype=float)
-    return {
-        "median": float(np.median(arr)),
-        "p10": float(np.percentile(arr, 10)),
-        "p90": float(np.percentile(arr, 90)),
-        "min": float(arr.min()),
-        "max": float(arr.max()),
-        "n": int(arr.size),
-    }
+    return StepStats(
+        median=float(np.median(arr)),
+        p10=float(np.percentile(arr, 10)),
+        p90=float(np.percentile(arr, 90)),
+        min=float(arr.min()),
+        max=float(arr.max()),
+        n=int(arr.size),
+    )

@@ -1,9 +1,10 @@
-"""Placement variants: the built-ins of design.md and users' variant files.
+"""The ``tf1-graph`` placement variants: the built-ins of design.md and users' variant files.
 
 Every built-in is assembled from the one workload in :mod:`.workload`; only
 the ``tf.device`` scopes differ.  A variant builder runs inside a fresh
 ``tf.Graph`` in TF1 graph mode and returns ``(fetches, feed_dict)`` for one
-training step.
+training step.  The registry (:mod:`tfprof_towers.registry`) names each
+built-in's builder here as ``"tfprof_towers.capture.variants:build_<name>"``.
 
 Imported only inside a capture child: it imports TensorFlow.
 """
@@ -18,7 +19,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from ..config import BUILTIN_NAMES
 from ..errors import VariantError
 from . import workload as wl
 from .devices import Devices
@@ -124,16 +124,6 @@ def build_replicated(devices: Devices) -> Built:
         with tf.device(accel):
             updates.append(wl.apply_update(reduced[i], replicas[i], name=f"adam_r{i}"))
     return tf.group(*updates, name="train_step"), {x: value}
-
-
-BUILDERS: dict[str, Builder] = {
-    "single": build_single,
-    "towers_host_vars": build_towers_host_vars,
-    "towers_accel0_vars": build_towers_accel0_vars,
-    "towers_bug": build_towers_bug,
-    "replicated": build_replicated,
-}
-assert tuple(BUILDERS) == BUILTIN_NAMES
 
 
 def load_variant_file(path: str | Path) -> Builder:

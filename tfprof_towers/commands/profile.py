@@ -7,14 +7,15 @@ import datetime as _dt
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
 from ..cli import add_command
 from ..config import PRESETS, ProfileOptions, get_preset, parse_variant_names
 from ..errors import TowersError
 from ..pipeline import finish_run
+from ..records import RunConfig, RunDoc, Topology, load_record
 from ..rundir import RunDir, check_writable, claim_out_dir, new_run_dir, point_latest, utc_now, write_json
 from ..variant_files import resolve_variants
 from . import console
@@ -120,12 +121,12 @@ def _capture_and_report(
     args: argparse.Namespace, options: ProfileOptions, run_dir: RunDir, t0: float
 ) -> int:
     run_doc = start_run_doc(options)
-    write_json(run_dir.run_json, run_doc)
+    write_json(run_dir.run_json, run_doc.to_json())
     if args.out is None:
         point_latest(args.reports, run_dir.root)
 
     # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
-    timing = run_doc["harness_s"] = {"setup": time.perf_counter() - t0}
+    timing = {"setup": time.perf_counter() - t0}
     t1 = time.perf_counter()
     ui = console.ProgressView(options, run_dir)
     exit_code = 0
@@ -133,15 +134,12 @@ def _capture_and_report(
         with ui:
             run_all(options, run_dir, ui.update)
     except Interrupted as exc:
-        run_doc["interrupted"] = True
-        run_doc["interrupted_by"] = exc.args[0]
+        run_doc = replace(run_doc, interrupted=True, interrupted_by=exc.args[0])
         exit_code = exc.exit_code
     timing["variants"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    run_doc["finished"] = utc_now()
-    run_doc["topology"] = topology_from_records(run_dir, options) or run_doc.get("topology")
-    run_doc["versions"]["tensorflow"] = (run_doc["topology"] or {}).get("tensorflow")
-    write_json(run_dir.run_json, run_doc)
+    run_doc = finished_run_doc(run_doc, run_dir, options, timing)
+    write_json(run_dir.run_json, run_doc.to_json())
     if args.project_on:
         _project(run_dir, args.project_on)
     summary = finish_run(run_dir)
@@ -150,7 +148,7 @@ def _capture_and_report(
         done = sum(v["status"] == "ok" for v in summary["variants"])
         console.err(f"interrupted: wrote a partial report from {done} finished variant(s)")
     timing["finish"] = time.perf_counter() - t2
-    write_json(run_dir.run_json, run_doc)
+    write_json(run_dir.run_json, replace(run_doc, harness_s=dict(timing)).to_json())
     return exit_code
 
 
@@ -164,31 +162,31 @@ def _project(run_dir: RunDir, hardware: str) -> None:
         console.err(f"projection on {hardware} failed: {exc}")
 
 
-def start_run_doc(options: ProfileOptions) -> dict[str, Any]:
-    return {
-        "schema": 1,
-        "tool": "tfprof-towers",
-        "started": utc_now(),
-        "started_local": _dt.datetime.now().isoformat(timespec="seconds"),
-        "finished": None,
-        "interrupted": False,
-        "command": sys.argv,
-        "config": options.to_json(),
-        "versions": {"python": platform.python_version(), "tensorflow": None},
-        "host": {"node": platform.node(), "machine": platform.machine(), "system": platform.system()},
-        "topology": None,
-        "nvidia_smi_topo": gpu_topology_text(),
-    }
+def start_run_doc(options: ProfileOptions) -> RunDoc:
+    return RunDoc(
+        started=utc_now(),
+        started_local=_dt.datetime.now().isoformat(timespec="seconds"),
+        command=tuple(sys.argv),
+        config=RunConfig.from_options(options),
+        versions={"python": platform.python_version(), "tensorflow": None},
+        host={"node": platform.node(), "machine": platform.machine(), "system": platform.system()},
+        nvidia_smi_topo=gpu_topology_text(),
+    )
 
 
-def topology_from_records(run_dir: RunDir, options: ProfileOptions) -> dict[str, Any] | None:
-    """The devices the children saw (all children see the same machine)."""
-    from ..summary import load_record
+def finished_run_doc(run_doc: RunDoc, run_dir: RunDir, options: ProfileOptions,
+                     timing: dict[str, float]) -> RunDoc:
+    """``run_doc`` once the variants are done: end time, the devices the children saw, versions."""
+    topology = topology_from_records(run_dir, options) or run_doc.topology
+    tensorflow = topology.tensorflow if topology is not None else None
+    return replace(run_doc, finished=utc_now(), topology=topology,
+                   versions={**run_doc.versions, "tensorflow": tensorflow}, harness_s=dict(timing))
 
+
+def topology_from_records(run_dir: RunDir, options: ProfileOptions) -> Topology | None:
+    """The devices the children saw (all children see the same machine), with their TensorFlow."""
     for v in options.variants:
         rec = load_record(run_dir, v.name)
-        if rec.get("topology"):
-            topo = dict(rec["topology"])
-            topo["tensorflow"] = (rec.get("versions") or {}).get("tensorflow")
-            return topo
+        if rec.topology is not None:
+            return replace(rec.topology, tensorflow=rec.versions.get("tensorflow"))
     return None

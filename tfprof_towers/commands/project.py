@@ -12,13 +12,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .. import registry
 from ..cli import add_command
-from ..config import BASELINE_VARIANT, BUILTIN_NAMES, PRESETS, VariantSpec, get_preset, parse_variant_names
+from ..config import PRESETS, VariantSpec, get_preset, parse_variant_names
 from ..pipeline import finish_run
 from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
 from ..project.hardware import BUILDS, builtin_names
+from ..records import RunDoc, load_run
 from ..rundir import RunDir, write_json
-from ..summary import load_run
 from ..variant_files import resolve_variants
 
 DEFAULT_PRESET = "seed"
@@ -75,13 +76,13 @@ def run(args: argparse.Namespace) -> int:
     return 0 if doc["ranking"] else 3
 
 
-def _variants(args: argparse.Namespace, run: dict[str, Any] | None) -> tuple[VariantSpec, ...]:
+def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec, ...]:
     if args.variants or args.variant_file:
         builtin = parse_variant_names(args.variants) if args.variants else ()
         return resolve_variants(builtin, list(args.variant_file))
     if run is not None:
         return run_variants(run)
-    return tuple(VariantSpec(n) for n in BUILTIN_NAMES)
+    return tuple(VariantSpec.builtin(n) for n in registry.BUILTIN_NAMES)
 
 
 def _time(seconds: float) -> str:
@@ -92,11 +93,12 @@ def projection_table(doc: dict[str, Any]) -> Table:
     p = doc["preset"]
     t = Table(title=f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
                     f"dim {p['dim']}); not measured")
+    baseline = registry.baseline_name()
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
-                      ("vs single", "right"), ("bottleneck", "left")):
+                      (f"vs {baseline}", "right"), ("bottleneck", "left")):
         t.add_column(col, justify=just)
     by_name = {e["name"]: e for e in doc["variants"]}
-    base = by_name.get(BASELINE_VARIANT, {}).get("projected_step_s", {}).get("overlapped")
+    base = by_name.get(baseline, {}).get("projected_step_s", {}).get("overlapped")
     for name in doc["ranking"]:
         e = by_name[name]
         s = e["projected_step_s"]

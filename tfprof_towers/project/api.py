@@ -21,18 +21,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..config import BASELINE_VARIANT, Preset, VariantSpec, get_preset
+from .. import recommend as recommender
+from ..config import Preset, VariantSpec
 from ..errors import TowersError
+from ..records import RunDoc, load_record, load_run
 from ..rundir import RunDir, read_json, write_json
-from ..summary import load_record, load_run
 from .calibrate import Calibration, calibrate, placement_check
 from .hardware import Hardware, load_hardware
 from .model import GraphWork, Rates, project_work
 
 PROJECTION_JSON = "projection.json"
 SCHEMA = 1
-#: A simpler placement within this fraction of the fastest is recommended instead.
-SIMPLER_WITHIN = 0.05
+#: A simpler placement within this fraction of the fastest is recommended instead (the recommender's).
+SIMPLER_WITHIN = recommender.PROJECTED_WITHIN
 BUILD_TIMEOUT_S = 900.0
 
 ASSUMPTIONS = (
@@ -66,7 +67,7 @@ def build_graphs(
             "preset": asdict(preset),
             "layout": layout,
             "check_layout": check_layout,
-            "variants": [{"name": v.name, "file": v.file} for v in variants],
+            "variants": [{"name": v.name, "file": v.file, "family": v.family} for v in variants],
             "out": str(out_path),
         })
         env = dict(os.environ)
@@ -92,37 +93,12 @@ def rank(entries: Sequence[dict[str, Any]]) -> list[str]:
     return [e["name"] for e in ok]
 
 
-def recommend(entries: Sequence[dict[str, Any]], ranking: Sequence[str], hw_name: str) -> dict[str, Any]:
-    """The fastest projected variant, unless ``single`` is within 5% of it (then the simpler one)."""
-    if not ranking:
-        return {"variant": None, "reason": "no variant could be projected; see the errors"}
-    by_name = {e["name"]: e for e in entries}
-    best = by_name[ranking[0]]
-    t_best = best["projected_step_s"]["overlapped"]
-    base = by_name.get(BASELINE_VARIANT)
-    if base and "projected_step_s" in base and best["name"] != BASELINE_VARIANT:
-        t_base = base["projected_step_s"]["overlapped"]
-        if t_base <= t_best * (1 + SIMPLER_WITHIN):
-            return {"variant": BASELINE_VARIANT, "reason": (
-                f"projected within {SIMPLER_WITHIN:.0%} of the fastest ({best['name']}, "
-                f"{_fmt(t_best)}) on {hw_name}, with one device: multi-device placement does not pay")}
-    lo, hi = best["projected_step_s"]["overlapped"], best["projected_step_s"]["serial"]
-    reason = f"projected fastest on {hw_name}: {_fmt(lo)} to {_fmt(hi)} per step (overlapped to serial)"
-    if base and "projected_step_s" in base and best["name"] != BASELINE_VARIANT:
-        reason += f", {base['projected_step_s']['overlapped'] / lo:.2f}x single"
-    reason += f"; bottleneck: {best['bottleneck']['text']}"
-    by_serial = min((by_name[n] for n in ranking), key=lambda e: e["projected_step_s"]["serial"])
-    if by_serial["name"] != best["name"]:
-        reason += f" (if copies never overlap compute, {by_serial['name']} is faster)"
-    if len(ranking) > 1:
-        runner = by_name[ranking[1]]
-        gap = runner["projected_step_s"]["overlapped"] / lo - 1
-        reason += f"; next: {runner['name']} ({gap:+.1%})"
-    return {"variant": best["name"], "reason": reason}
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
+def recommend(
+    entries: Sequence[dict[str, Any]], ranking: Sequence[str], hw_name: str,
+    sources: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``{"variant", "reason"}`` from :func:`tfprof_towers.recommend.projected` (the one recommender)."""
+    return recommender.projected(entries, ranking, hw_name, sources).brief()
 
 
 def project(
@@ -164,7 +140,7 @@ def project(
                   "calibrated": list(rates.calibrated)},
         "variants": entries,
         "ranking": ranking,
-        "recommendation": recommend(entries, ranking, hw.name),
+        "recommendation": recommend(entries, ranking, hw.name, {v.name: v.source for v in variants}),
         "calibration": None,
         "tensorflow": graphs.get("tensorflow"),
     }
@@ -177,17 +153,17 @@ def _calibration(run_dir: RunDir | None, preset: Preset):
     if run_dir is None:
         return None, None, None
     run = load_run(run_dir)
-    topology = run.get("topology") or {}
-    run_preset = ((run.get("config") or {}).get("preset") or {}).get("name")
-    cal = calibrate(run_dir, same_preset=run_preset == preset.name)
+    topology = run.topology
+    run_preset_name = run.preset.name if run.preset is not None else None
+    cal = calibrate(run_dir, same_preset=run_preset_name == preset.name)
     check = None
-    if run_preset == preset.name and topology.get("host") and topology.get("accelerators"):
-        check = {"host": topology["host"], "accelerators": list(topology["accelerators"]),
-                 "kind": topology.get("kind", "gpu")}
+    if run_preset_name == preset.name and topology is not None and topology.host and topology.accelerators:
+        check = {"host": topology.host, "accelerators": list(topology.accelerators),
+                 "kind": topology.kind or "gpu"}
     return cal, check, run
 
 
-def _calibration_doc(run_dir: RunDir, run: dict[str, Any], cal: Calibration, graphs: dict[str, Any],
+def _calibration_doc(run_dir: RunDir, run: RunDoc, cal: Calibration, graphs: dict[str, Any],
                      variants: Sequence[VariantSpec]) -> dict[str, Any]:
     doc = {"run_dir": str(run_dir.root), **cal.to_json(), "placement_checks": {}}
     checks = graphs.get("checks") or {}
@@ -196,32 +172,23 @@ def _calibration_doc(run_dir: RunDir, run: dict[str, Any], cal: Calibration, gra
         if not static or "error" in static:
             continue
         record = load_record(run_dir, v.name)
-        doc["placement_checks"][v.name] = placement_check(GraphWork.from_json(static), record)
+        doc["placement_checks"][v.name] = placement_check(GraphWork.from_json(static), record.to_json())
     if not checks:
         doc["notes"].append("placement not checked: the run's preset differs from the projected one")
     return doc
 
 
-def run_variants(run: dict[str, Any]) -> tuple[VariantSpec, ...]:
+def run_variants(run: RunDoc) -> tuple[VariantSpec, ...]:
     """The variants a run directory's run.json asked for (built-ins and variant files)."""
-    specs = []
-    for v in (run.get("config") or {}).get("variants") or []:
-        source = v.get("source", "builtin")
-        file = source[len("file:"):] if source.startswith("file:") else None
-        specs.append(VariantSpec(v["name"], file))
-    if not specs:
+    if not run.variants:
         raise TowersError("the run directory names no variants in run.json")
-    return tuple(specs)
+    return run.variants
 
 
-def run_preset(run: dict[str, Any]) -> Preset:
-    raw = (run.get("config") or {}).get("preset") or {}
-    if "name" not in raw:
+def run_preset(run: RunDoc) -> Preset:
+    if run.preset is None:
         raise TowersError("the run directory's run.json names no preset")
-    try:
-        return Preset(**raw)
-    except TypeError:
-        return get_preset(raw["name"])
+    return run.preset
 
 
 def project_run(run_dir: RunDir, hardware: str) -> dict[str, Any]:

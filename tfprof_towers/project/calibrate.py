@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..records import RunDoc, load_record, load_run, variant_names
 from ..rundir import RunDir
-from ..summary import load_record, load_run, variant_names
 from .model import GraphWork, Rates
 
 MIN_COMPUTE_SHARE = 0.5
@@ -97,9 +97,9 @@ def points_from_run(run_dir: RunDir) -> list[Point]:
     out = []
     for name in variant_names(run, run_dir):
         rec = load_record(run_dir, name)
-        median = ((rec.get("timings") or {}).get("step_time_s") or {}).get("median")
-        nodes = (rec.get("placement") or {}).get("nodes") or []
-        if rec.get("status") != "ok" or not median or not nodes:
+        median = rec.median_step_s
+        nodes = (rec.placement or {}).get("nodes") or []
+        if not rec.ok or not median or not nodes:
             continue
         flops = float(sum(n.get("flops", 0) for n in nodes))
         ops = sum(1 for n in nodes if n.get("kernel") not in PLUMBING)
@@ -155,9 +155,8 @@ def local_peak_flops(cpuinfo: str, cores: int) -> float | None:
 def calibrate(run_dir: RunDir, same_preset: bool = True) -> Calibration:
     """Calibration from ``run_dir``; ``same_preset``: the projection is at the run's own sizes."""
     run = load_run(run_dir)
-    topology = run.get("topology") or {}
     points = points_from_run(run_dir)
-    if topology.get("kind") != "logical-cpu":
+    if run.topology is None or run.topology.kind != "logical-cpu":
         return Calibration(None, None, None, None, (
             "not calibrated: the run used real accelerators; the host and accelerator rates "
             "are the profile's",), tuple(points))
@@ -187,8 +186,8 @@ def calibrate(run_dir: RunDir, same_preset: bool = True) -> Calibration:
     return Calibration(eff, result.overhead_s, achieved, peak, tuple(notes), tuple(points))
 
 
-def _this_machine_peak(run: Mapping[str, Any]) -> float | None:
-    if (run.get("host") or {}).get("node") != platform.node():
+def _this_machine_peak(run: RunDoc) -> float | None:
+    if run.host.get("node") != platform.node():
         return None
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:

@@ -232,12 +232,10 @@ def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tu
 
     from ..capture import variants
     from ..capture.devices import Devices
+    from ..capture.families.tf1_graph import builder as tf1_builder
 
     devices = Devices(host, accelerators, kind, preset)
-    if spec.get("file"):
-        builder, origin = variants.load_variant_file(spec["file"]), f"variant file {spec['file']}"
-    else:
-        builder, origin = variants.BUILDERS[spec["name"]], f"built-in variant {spec['name']}"
+    builder, origin = tf1_builder(spec["name"], spec.get("file"))
     graph = tf.Graph()
     with graph.as_default():
         fetches, _feed = variants.check_built(builder(devices), origin)

@@ -25,7 +25,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from .. import categories
+from .. import categories, registry
 from ..rundir import RunDir, atomic_write_text
 from .filters import FILTERS
 from .projection import projection_view
@@ -150,9 +150,14 @@ def view_model(
         "breakdown": {"categories": category_list(), "rows": breakdown_rows(summary)},
         "timelines": timelines,
     }
+    recommendation = summary.get("recommendation") or {}
+    picked = by_name.get(recommendation.get("variant") or "")
     return {
         "summary": summary,
         "title": f"tfprof-towers report — {Path(str(summary.get('run_dir') or run_root)).name}",
+        "baseline": baseline_of(picked),
+        "rec_is_baseline": bool(picked) and registry.is_baseline(picked["name"], picked.get("source")),
+        "trace_errors": trace_errors(ranked),
         "topology": topology,
         "ranked": ranked,
         "ok": [v for v in ranked if v["status"] == "ok"],
@@ -160,7 +165,7 @@ def view_model(
         "failed": [v for v in ranked if v["status"] != "ok"],
         "per_variant": per_variant,
         "findings": findings,
-        "recommendation": summary.get("recommendation") or {},
+        "recommendation": recommendation,
         "rules": summary.get("rules") or [],
         "link_models": summary.get("link_models") or [],
         "categories": category_list(),
@@ -169,6 +174,24 @@ def view_model(
         "run_root": str(run_root),
         "tensorboard_all": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard'))} --port 6006",
     }
+
+
+def baseline_of(entry: Mapping[str, Any] | None) -> str:
+    """The name of the baseline that ``entry``'s speedups are over (its family's)."""
+    family = (entry or {}).get("family") or registry.TF1_GRAPH
+    return registry.baseline_name(family)
+
+
+def trace_errors(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Why each successful variant has no trace breakdown (for the empty breakdown section)."""
+    out = []
+    for v in entries:
+        if v.get("status") != "ok":
+            continue
+        error = (v.get("breakdown") or {}).get("error")
+        if error or not v.get("xplane_files"):
+            out.append({"variant": v["name"], "error": error or "no trace file was recorded"})
+    return out
 
 
 def _dom_id(name: str) -> str:

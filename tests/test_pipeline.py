@@ -1,0 +1,183 @@
+"""pipeline.py step by step on small run directories built in code (no TensorFlow): each step
+returns a new summary, and what it adds."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from records_kit import GPU, record, run_doc, write_run
+from report_kit import ACC0, HOST, TOPOLOGY, make_run_dir
+
+from tfprof_towers.pipeline import (
+    VariantTrace,
+    analyse_run,
+    analyse_traces,
+    export_chrome_traces,
+    finish_run,
+    load_projection,
+    with_advice,
+    with_audits,
+    with_breakdowns,
+)
+from tfprof_towers.records import load_records, load_run_or_skip
+from tfprof_towers.rundir import RunDir
+from tfprof_towers.summary import build_summary
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    return make_run_dir(tmp_path / "run")
+
+
+def first_steps(run: Path):
+    rd = RunDir(run)
+    doc, problems = load_run_or_skip(rd)
+    records = load_records(rd, doc)
+    return rd, records, build_summary(rd, doc, records, problems)
+
+
+def test_breakdowns_label_devices_and_leave_the_input_alone(run: Path) -> None:
+    rd, _, summary = first_steps(run)
+    analyses = analyse_traces(rd, summary)
+    assert sorted(analyses) == ["single", "towers_bug"]  # the failed variant has no trace
+    before = json.dumps(analyses["single"].breakdown, sort_keys=True)
+    out = with_breakdowns(summary, analyses)
+    assert out is not summary and summary.entry("single").breakdown is None
+    single = out.entry("single").breakdown
+    assert {d: v["role"] for d, v in single["devices"].items()} == {ACC0: "accelerator"}
+    bug = out.entry("towers_bug").breakdown
+    assert {d: v["role"] for d, v in bug["devices"].items()} == {
+        HOST: "host",
+        ACC0: "accelerator",
+        "/device:CPU:2": "accelerator",
+    }
+    assert single["steps"] == 3
+    assert json.dumps(analyses["single"].breakdown, sort_keys=True) == before
+    assert out.entry("broken").breakdown is None
+
+
+def test_breakdown_errors_are_kept(run: Path) -> None:
+    _, _, summary = first_steps(run)
+    out = with_breakdowns(summary, {"single": VariantTrace({"error": "boom"})})
+    assert out.entry("single").breakdown == {"error": "boom"}
+    assert out.entry("towers_bug").breakdown is None
+
+
+def test_audits_once_per_variant_and_link_models_once_per_summary(run: Path) -> None:
+    _, records, summary = first_steps(run)
+    out = with_audits(summary, records)
+    assert out.entry("broken").audit is None
+    bug = out.entry("towers_bug").audit
+    assert (bug["host_flops_share"], bug["host_compute_share"]) == (0.6, None)  # no breakdown yet
+    assert "link_models" not in bug
+    assert [m["key"] for m in out.link_models] == ["pcie3_x16", "pcie3_x8"]
+    assert summary.link_models == () and summary.entry("towers_bug").audit is None
+
+
+def test_advice_adds_findings_rules_and_the_recommendation(run: Path) -> None:
+    _, records, summary = first_steps(run)
+    audited = with_audits(summary, records)
+    advised = with_advice(audited)
+    assert audited.findings == () and audited.recommendation.variant is None
+    assert [(f["rule"], f["variant"]) for f in advised.findings] == [
+        ("host_compute", "towers_bug"),
+        ("variables_remote", "towers_bug"),
+    ]
+    assert advised.recommendation.variant == "single"
+    rules = {r["rule"]: r for r in advised.rules}
+    assert rules["variables_remote"]["params"] == {
+        "min_accelerators": 2,
+        "link_model": "pcie3_x16",
+        "medium_at_modeled_share": 0.1,
+    }
+    assert not rules["exposed_copies"]["evaluated"]
+
+
+def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run: Path) -> None:
+    """A GPU run: one variant's trace is unreadable, so its timing rules cannot say anything."""
+    run_json = json.loads((run / "run.json").read_text())
+    run_json["topology"] = {"kind": "gpu", "host": HOST, "accelerators": [ACC0]}
+    (run / "run.json").write_text(json.dumps(run_json))
+    xplane = next((run / "tensorboard" / "towers_bug").glob("plugins/profile/*/*.xplane.pb"))
+    xplane.write_bytes(b"\x00garbage")
+    summary, _ = analyse_run(RunDir(run))
+    rules = {r["rule"]: r for r in summary.rules}
+    error = summary.entry("towers_bug").breakdown["error"]
+    for name in ("exposed_copies", "accelerator_idle"):
+        assert rules[name]["evaluated"] is False
+        assert rules[name]["not_evaluated"] == {"towers_bug": f"no device timings: {error}"}
+        assert (
+            rules[name]["why_not"] == f"not evaluated on 1 variant(s): towers_bug: no device timings: {error}"
+        )
+    assert rules["host_compute"]["evaluated"] is True
+    html = finish_run(RunDir(run)) and (run / "report.html").read_text()
+    assert "not evaluated on 1 variant(s): towers_bug: no device timings" in html
+
+
+def test_chrome_trace_export_that_cannot_be_written_says_why(run: Path) -> None:
+    rd, _, summary = first_steps(run)
+    analyses = analyse_traces(rd, summary)
+    (run / "variants" / "towers_bug" / "trace.json").mkdir()  # a directory where the file goes
+    out = export_chrome_traces(rd, summary, analyses)
+    assert out.entry("single").chrome_trace == "variants/single/trace.json"
+    assert out.entry("single").chrome_trace_error is None
+    bug = out.entry("towers_bug")
+    assert bug.chrome_trace is None and bug.chrome_trace_error.startswith("cannot write ")
+    assert summary.entry("towers_bug").chrome_trace is None  # the input summary is unchanged
+
+
+def test_the_report_shows_why_a_chrome_trace_is_missing(run: Path) -> None:
+    (run / "variants" / "towers_bug" / "trace.json").mkdir()
+    doc = finish_run(RunDir(run))
+    bug = next(v for v in doc["variants"] if v["name"] == "towers_bug")
+    assert bug["chrome_trace_error"].startswith("cannot write ")
+    assert "not exported: cannot write " in (run / "report.html").read_text()
+
+
+def test_no_breakdown_anywhere_says_why_per_variant(run: Path) -> None:
+    for name in ("single", "towers_bug"):
+        xplane = next((run / "tensorboard" / name).glob("plugins/profile/*/*.xplane.pb"))
+        xplane.write_bytes(b"\x00garbage")
+    finish_run(RunDir(run))
+    html = (run / "report.html").read_text()
+    assert "No trace breakdown is available for this run:" in html
+    assert html.count('<ul class="trace-errors">') == 1
+    assert "<li><b>single</b>: " in html and "<li><b>towers_bug</b>: " in html
+
+
+def test_finish_run_writes_what_it_returns(run: Path) -> None:
+    doc = finish_run(RunDir(run))
+    assert json.loads((run / "summary.json").read_text()) == json.loads(json.dumps(doc))
+    assert doc["schema"] == 2 and doc["problems"] == [] and doc["projection"] is None
+    assert load_projection(RunDir(run)) is None
+
+
+def test_pipeline_on_records_without_traces(tmp_path: Path) -> None:
+    """Records only (no traces): audits, rules and the recommendation still come."""
+    names = ["single", "replicated", "broken"]
+    records = [
+        record("single", 0.010, 0.009, 0.011, topology=GPU),
+        record("replicated", 0.0048, 0.0047, 0.0049, topology=GPU),
+        record("broken", status="failed", error="crashed: killed by SIGKILL"),
+    ]
+    rd = write_run(tmp_path / "run", run_doc(names, topology=GPU), records)
+    summary, analyses = analyse_run(rd)
+    assert analyses == {}
+    assert summary.ranking == ("replicated", "single", "broken")
+    assert summary.recommendation.variant == "replicated"
+    assert summary.recommendation.speedup_vs_single == pytest.approx(10 / 4.8)
+    rules = {r["rule"]: r for r in summary.rules}
+    # a GPU run, but no variant has a trace: the timing rules were not evaluated, and say so
+    assert rules["exposed_copies"]["not_evaluated"] == {
+        "single": "no device timings (no trace analysed)",
+        "replicated": "no device timings (no trace analysed)",
+    }
+    assert replace(summary, rules=()).rules == ()
+
+
+def test_topology_is_the_runs(run: Path) -> None:
+    _, _, summary = first_steps(run)
+    assert summary.topology.to_json() == TOPOLOGY

@@ -1,0 +1,90 @@
+"""The variant registry: one place for what each built-in is, its family, baseline and builder."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers import registry
+from tfprof_towers.cli import main
+from tfprof_towers.config import VariantSpec, parse_variant_names
+from tfprof_towers.errors import VariantError
+from tfprof_towers.variant_files import check_variant_file, resolve_variants
+
+
+def _defined_functions(module: str) -> set[str]:
+    """Top-level functions of ``module``'s source, read without importing it (it imports TensorFlow)."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin, module
+    tree = ast.parse(Path(spec.origin).read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def test_builtins_in_order() -> None:
+    assert registry.BUILTIN_NAMES == (
+        "single",
+        "towers_host_vars",
+        "towers_accel0_vars",
+        "towers_bug",
+        "replicated",
+    )
+    assert parse_variant_names(None) == registry.BUILTIN_NAMES
+
+
+def test_every_builder_reference_names_a_function_of_its_module() -> None:
+    for v in registry.BUILTINS:
+        module, _, attr = v.builder.partition(":")
+        assert attr in _defined_functions(module), v.builder
+
+
+def test_every_family_has_a_runner_with_run_and_one_baseline() -> None:
+    for key, fam in registry.FAMILIES.items():
+        assert "run" in _defined_functions(fam.runner), fam.runner
+        assert registry.baseline(key).family == key
+    assert registry.baseline_name() == "single"
+
+
+def test_simplicity_and_baseline_come_from_the_registry_for_builtins_only() -> None:
+    assert [registry.simplicity(n) for n in registry.BUILTIN_NAMES] == [0, 1, 1, 9, 2]
+    assert registry.simplicity("mine", "file:/x/mine.py") == registry.USER_SIMPLICITY == 2
+    assert registry.simplicity("single", "file:/x/single.py") == 2  # a file does not borrow a built-in's role
+    assert registry.is_baseline("single") and not registry.is_baseline("single", "file:/x/single.py")
+    assert not registry.is_baseline("replicated")
+
+
+def test_needs_and_resolution() -> None:
+    v = registry.Variant("x", registry.TF1_GRAPH, "d", "k", 1, "os.path:join", needs=("gpu", "nccl"))
+    assert registry.unmet_needs(v, {"gpu"}) == ("nccl",)
+    assert registry.unmet_needs(v, {"gpu", "nccl"}) == ()
+    assert v.load_builder() is __import__("os").path.join
+    with pytest.raises(ValueError, match="not a 'module:attribute' reference"):
+        registry.resolve("os.path")
+    with pytest.raises(KeyError, match="unknown variant family 'nope'"):
+        registry.family("nope")
+
+
+def test_variant_specs_carry_the_family(tmp_path: Path) -> None:
+    assert VariantSpec.builtin("replicated") == VariantSpec("replicated", None, "tf1-graph")
+    with pytest.raises(VariantError, match="unknown variant 'nope'"):
+        VariantSpec.builtin("nope")
+    f = tmp_path / "mine.py"
+    f.write_text("def build_variant(devices):\n    return None, {}\n")
+    assert check_variant_file(f) == VariantSpec("mine", str(f.resolve()), "tf1-graph")
+    specs = resolve_variants(("single",), [str(f)])
+    assert [(s.name, s.source, s.family) for s in specs] == [
+        ("single", "builtin", "tf1-graph"),
+        ("mine", f"file:{f.resolve()}", "tf1-graph"),
+    ]
+
+
+def test_variants_command_lists_them_by_family(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("tf1-graph") < out.index("single")
+    assert "single (baseline)" in out
+    assert "variant files define build_variant(devices) -> (fetches, feed_dict)" in out
+    for name in registry.BUILTIN_NAMES:
+        assert name in out

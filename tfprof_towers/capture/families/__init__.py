@@ -1,0 +1,68 @@
+"""Runners of the variant families, one module per family (named in :mod:`tfprof_towers.registry`).
+
+A runner module defines ``run(spec, draft)``: inside the capture child, it
+builds the variant described by ``spec`` (:class:`tfprof_towers.records.ChildSpec`),
+warms it up, records placement, times steps without the profiler and profiles
+a few with ``train`` step markers, filling ``draft`` (:class:`Draft`) as each
+phase completes -- so that a failure keeps what was done -- and ends with
+``draft.status = "ok"``.  The child (:mod:`..child`) turns the draft into the
+variant's ``record.json``.
+
+This package's ``__init__`` never imports TensorFlow; the runner modules do.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ...records import FAILED, ChildSpec, Timings, Topology, VariantRecord
+
+#: Profiler settings: host ops (level 2: TF ops, which the analysis needs to attribute
+#: CPU-device ops; not every runtime detail), no Python tracer, device (CUDA) tracer on.
+#: `make bench` measures them against the alternatives: on the cpu preset every
+#: variant's profiled / un-profiled median step time stays within 1.05 (about 1.01).
+PROFILER_OPTIONS = {"host_tracer_level": 2, "python_tracer_level": 0, "device_tracer_level": 1}
+
+T = TypeVar("T")
+
+
+class Phases:
+    """Wall time of each named phase, in order."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+
+@dataclass
+class Draft:
+    """The record under construction in the child (mutable on purpose: see the module docstring)."""
+
+    stage: str = "start"
+    status: str = FAILED
+    versions: dict[str, str | None] = field(default_factory=lambda: {"python": platform.python_version()})
+    topology: Topology | None = None
+    timings: Timings = field(default_factory=Timings)
+    placement: Mapping[str, Any] | None = None
+    profiler_options: Mapping[str, Any] | None = None
+    phases: Phases = field(default_factory=Phases)
+
+    def record(self, spec: ChildSpec, error: str | None, pid: int,
+               clock_unix: Mapping[str, float] | None = None) -> VariantRecord:
+        return VariantRecord(
+            name=spec.name, status=self.status, source=spec.source, family=spec.family, error=error,
+            stage=self.stage, versions=dict(self.versions), topology=self.topology, timings=self.timings,
+            placement=self.placement, pid=pid, phases_s=dict(self.phases.seconds),
+            profiler_options=None if self.profiler_options is None else dict(self.profiler_options),
+            clock_unix=None if clock_unix is None else dict(clock_unix),
+        )

@@ -1,0 +1,130 @@
+"""The ``tf1-graph`` family: a ``tf.compat.v1`` graph run in a ``Session`` (the seed's dialect).
+
+A variant's builder (a built-in from :mod:`tfprof_towers.capture.variants`, or a
+user's file with ``build_variant(devices)``) runs inside a fresh ``tf.Graph`` and
+returns ``(fetches, feed_dict)`` for one training step.  Order of work, each
+phase timed: import TensorFlow, build the graph, create the session and
+initialise, warm-up steps, one ``FULL_TRACE`` step for the partition graphs
+(not timed), timed steps without the profiler, profiled steps under
+``tf.profiler.experimental`` with ``train`` step markers, and the profiler's
+trace collection.
+
+Imported only inside a capture child: it imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import Any
+
+from ... import registry
+from ...records import OK, ChildSpec
+from ..devices import Devices, plan_devices
+from ..stats import step_stats
+from . import PROFILER_OPTIONS, Draft
+
+
+def import_tensorflow() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    return tf
+
+
+def builder(name: str, file: str | None) -> tuple[Any, str]:
+    """The variant's builder function and where it comes from (for error messages)."""
+    from .. import variants
+
+    if file:
+        return variants.load_variant_file(file), f"variant file {file}"
+    known = registry.builtin(name)
+    if known is None or known.family != registry.TF1_GRAPH:
+        raise KeyError(f"{name!r} is not a built-in {registry.TF1_GRAPH} variant")
+    return known.load_builder(), f"built-in variant {name}"
+
+
+def build_graph(tf: Any, name: str, file: str | None, devices: Devices) -> tuple[Any, Any, dict, Any]:
+    """The variant's training step in a fresh ``tf.Graph``: ``(graph, fetches, feed, init)``."""
+    from ..variants import check_built
+
+    build, origin = builder(name, file)
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches, feed = check_built(build(devices), origin)
+        init = tf.compat.v1.global_variables_initializer()
+    return graph, fetches, feed, init
+
+
+def new_session(tf: Any, graph: Any, devices: Devices) -> Any:
+    """A TF1 session on ``graph`` with one extra CPU device per logical-CPU accelerator."""
+    n_cpu = 1 + (len(devices.accelerators) if devices.kind == "logical-cpu" else 0)
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": n_cpu}, allow_soft_placement=True)
+    return tf.compat.v1.Session(graph=graph, config=config)
+
+
+def timed_steps(sess: Any, fetches: Any, feed: dict, n: int, marker: Any = None) -> list[float]:
+    """Run ``n`` steps; each one's wall time (inside a ``train`` step marker when given)."""
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        if marker is None:
+            sess.run(fetches, feed)
+        else:
+            with marker("train", step_num=i, _r=1):
+                sess.run(fetches, feed)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def run(spec: ChildSpec, draft: Draft) -> None:
+    """Run one TF1-graph variant, filling ``draft`` as each phase completes."""
+    phases = draft.phases
+    draft.stage = "import"
+    tf = phases.run("tf_import", import_tensorflow)
+    draft.versions["tensorflow"] = tf.__version__
+    from ..placement import extract_placement
+
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    devices = plan_devices(gpus, spec.accelerators, spec.preset)
+    draft.topology = devices.topology()
+
+    draft.stage = "build"
+    graph, fetches, feed, init = phases.run("build", build_graph, tf, spec.name, spec.file, devices)
+
+    draft.stage = "session"
+    sess = phases.run("session_init", new_session, tf, graph, devices)
+    phases.run("session_init", sess.run, init)
+
+    draft.stage = "warmup"
+    phases.run("warmup", timed_steps, sess, fetches, feed, spec.warmup)
+
+    draft.stage = "placement"
+    options = tf.compat.v1.RunOptions(
+        trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True
+    )
+    meta = tf.compat.v1.RunMetadata()
+    phases.run("placement_trace", sess.run, fetches, feed, options=options, run_metadata=meta)
+    draft.placement = phases.run("placement_extract", extract_placement, graph, meta)
+
+    draft.stage = "timed"
+    times = phases.run("timed", timed_steps, sess, fetches, feed, spec.steps)
+    draft.timings = replace(draft.timings, step_times_s=tuple(times), step_time_s=step_stats(times))
+
+    draft.stage = "profiled"
+    opts = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
+    phases.run("profiler_start", tf.profiler.experimental.start, spec.logdir, options=opts)
+    try:
+        ptimes = phases.run(
+            "profiled", timed_steps, sess, fetches, feed, spec.profile_steps, tf.profiler.experimental.Trace,
+        )
+    finally:
+        phases.run("collect", tf.profiler.experimental.stop)
+    draft.timings = replace(draft.timings, profiled_step_times_s=tuple(ptimes),
+                            profiled_step_time_s=step_stats(ptimes))
+    draft.profiler_options = dict(PROFILER_OPTIONS)
+    sess.close()
+    draft.stage = "done"
+    draft.status = OK

@@ -1,0 +1,183 @@
+"""The one registry of variant families and built-in variants (pure data; never imports TensorFlow).
+
+A **family** is a dialect in which a training step is written and run: today
+``tf1-graph`` (``build_variant(devices)`` -> ``(fetches, feed_dict)`` in a
+``tf.compat.v1.Session``); next ``tf2-strategy`` and ``cluster`` (design.md,
+"Variant families").  Each family names the module that runs one of its
+variants inside the capture child (``capture/families/<family>.py``, a
+``run(spec, draft)`` function) and the function a user's variant file of that
+family defines.
+
+A **built-in variant** belongs to one family and says what it is (description,
+known-as), how simple it is (the recommender prefers the simpler of two
+variants within noise: :mod:`tfprof_towers.recommend`), whether it is its
+family's baseline (speedups are "vs" it), what it needs to run, and where its
+builder is (``"module:function"``, imported only in the child).
+
+Adding a family: a ``Family`` here, its variants in ``BUILTINS``, and a runner
+module under ``capture/families/``.  Nothing else branches on variant names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+TF1_GRAPH = "tf1-graph"
+
+#: What a variant may need from the machine, and how to say it.
+NEEDS: dict[str, str] = {
+    "gpu": "real GPUs (not logical CPU devices)",
+    "nccl": "NCCL, which has kernels only on GPUs",
+    "multi-process": "several task processes (a cluster)",
+}
+
+#: Simplicity of a user's variant file: as much machinery as the towers variants.
+USER_SIMPLICITY = 2
+
+
+@dataclass(frozen=True)
+class Family:
+    """A dialect of variants and the child-side runner that runs them."""
+
+    key: str
+    title: str
+    runner: str  # module with ``run(spec, draft)``, imported only in the capture child
+    file_function: str  # what a variant file of this family defines
+    file_signature: str
+
+    def load_runner(self) -> Any:
+        return importlib.import_module(self.runner)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One built-in variant."""
+
+    name: str
+    family: str
+    description: str
+    known_as: str
+    simplicity: int  # lower is simpler; the recommender prefers simpler within noise
+    builder: str  # "module:function", resolved lazily (the module imports TensorFlow)
+    baseline: bool = False  # the family's reference: speedups and scaling are measured against it
+    needs: tuple[str, ...] = ()  # keys of NEEDS
+
+    def load_builder(self) -> Any:
+        return resolve(self.builder)
+
+
+FAMILIES: dict[str, Family] = {
+    f.key: f
+    for f in (
+        Family(TF1_GRAPH, "a tf.compat.v1 graph run in a Session, placed with tf.device",
+               runner="tfprof_towers.capture.families.tf1_graph", file_function="build_variant",
+               file_signature="build_variant(devices) -> (fetches, feed_dict)"),
+    )
+}
+
+_TF1 = "tfprof_towers.capture.variants"
+
+BUILTINS: tuple[Variant, ...] = (
+    Variant("single", TF1_GRAPH, "everything on accelerator 0", "the 'default version'",
+            simplicity=0, builder=f"{_TF1}:build_single", baseline=True),
+    Variant("towers_host_vars", TF1_GRAPH,
+            "variables + optimizer on the host, one tower per accelerator, gradients averaged on the host",
+            "inception multi-GPU tutorial; parameter_server with local_parameter_device=cpu; "
+            "CentralStorageStrategy",
+            simplicity=1, builder=f"{_TF1}:build_towers_host_vars"),
+    Variant("towers_accel0_vars", TF1_GRAPH, "as towers_host_vars, but variables + update on accelerator 0",
+            "parameter_server with local_parameter_device=gpu",
+            simplicity=1, builder=f"{_TF1}:build_towers_accel0_vars"),
+    Variant("towers_bug", TF1_GRAPH,
+            "towers_host_vars with a stray host tf.device scope around the tower loss "
+            "(forward on the host, gradients on the accelerators)",
+            "the five-times-slower case",
+            simplicity=9, builder=f"{_TF1}:build_towers_bug"),  # never preferred as "simpler"
+    Variant("replicated", TF1_GRAPH,
+            "a variable copy per accelerator, gradients all-reduced "
+            "(NCCL on GPUs, add_n across devices otherwise)",
+            "replicated / MirroredStrategy",
+            simplicity=2, builder=f"{_TF1}:build_replicated"),
+)
+
+BY_NAME: dict[str, Variant] = {v.name: v for v in BUILTINS}
+BUILTIN_NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def resolve(ref: str) -> Any:
+    """``"package.module:attr"`` -> the object (imports the module)."""
+    module, _, attr = ref.partition(":")
+    if not module or not attr:
+        raise ValueError(f"not a 'module:attribute' reference: {ref!r}")
+    return getattr(importlib.import_module(module), attr)
+
+
+def builtin(name: str) -> Variant | None:
+    return BY_NAME.get(name)
+
+
+def family(key: str) -> Family:
+    try:
+        return FAMILIES[key]
+    except KeyError:
+        raise KeyError(f"unknown variant family {key!r}; known: {', '.join(FAMILIES)}") from None
+
+
+def is_builtin_source(source: str | None) -> bool:
+    return source in (None, "builtin")
+
+
+def lookup(name: str, source: str | None = "builtin") -> Variant | None:
+    """The built-in behind a run's variant: only when it came from the registry, not a file."""
+    return BY_NAME.get(name) if is_builtin_source(source) else None
+
+
+def simplicity(name: str, source: str | None = "builtin") -> int:
+    v = lookup(name, source)
+    return v.simplicity if v is not None else USER_SIMPLICITY
+
+
+def is_baseline(name: str, source: str | None = "builtin") -> bool:
+    v = lookup(name, source)
+    return bool(v and v.baseline)
+
+
+def baseline(family_key: str = TF1_GRAPH) -> Variant:
+    """The baseline variant of a family (its single-device reference)."""
+    found = [v for v in BUILTINS if v.family == family_key and v.baseline]
+    if len(found) != 1:
+        raise LookupError(f"family {family_key!r} has {len(found)} baselines")
+    return found[0]
+
+
+def baseline_name(family_key: str = TF1_GRAPH) -> str:
+    return baseline(family_key).name
+
+
+def by_family(variants: Iterable[Variant] = BUILTINS) -> dict[str, tuple[Variant, ...]]:
+    """Built-ins grouped by family, families in registry order."""
+    variants = tuple(variants)
+    return {k: tuple(v for v in variants if v.family == k) for k in FAMILIES
+            if any(v.family == k for v in variants)}
+
+
+def unmet_needs(variant: Variant, available: Iterable[str]) -> tuple[str, ...]:
+    """What ``variant`` needs that the machine lacks (``available``: keys of NEEDS)."""
+    have = set(available)
+    return tuple(n for n in variant.needs if n not in have)
+
+
+def _check() -> None:
+    for v in BUILTINS:
+        if v.family not in FAMILIES:
+            raise AssertionError(f"{v.name}: unknown family {v.family!r}")
+        if not set(v.needs) <= set(NEEDS):
+            raise AssertionError(f"{v.name}: unknown needs {sorted(set(v.needs) - set(NEEDS))}")
+    for key in {v.family for v in BUILTINS}:
+        baseline(key)
+
+
+_check()
