@@ -86,6 +86,11 @@ def _topology(f: Fields, key: str = "topology") -> Topology | None:
     return None if sub is None else Topology.from_fields(sub)
 
 
+def _math(f: Fields) -> MathCheck | None:
+    sub = f.obj("math")
+    return None if sub is None else MathCheck.from_fields(sub)
+
+
 def _stats(f: Fields, key: str) -> StepStats | None:
     sub = f.obj(key)
     return None if sub is None else StepStats.from_fields(sub)
@@ -147,13 +152,30 @@ def check_placement(f: Fields) -> Mapping[str, Any]:
     return f.data
 
 
+@dataclass(frozen=True)
+class MathCheck:
+    """What the variant computed in its first training steps, to compare across variants:
+    the loss of each step (before its update) and the step-1 global gradient norm
+    (before clipping; see :mod:`tfprof_towers.capture.seed_values` for why both)."""
+
+    losses: tuple[float, ...] = ()
+    grad_norm: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"losses": list(self.losses), "grad_norm": self.grad_norm}
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> MathCheck:
+        return cls(f.numbers("losses") or (), f.number("grad_norm"))
+
+
 # ------------------------------------------------------------------------------------------
 # variants/<name>/record.json
 
 
 #: Record fields the parent adds after the child exits (absent from the child's own record).
 _RUNNER_FIELDS = ("returncode", "wall_s", "process_s", "stderr_tail", "xplane_files")
-_OPTIONAL = ("pid", "phases_s", "profiler_options", "clock_unix", "family", *_RUNNER_FIELDS)
+_OPTIONAL = ("pid", "phases_s", "profiler_options", "clock_unix", "family", "math", *_RUNNER_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -170,6 +192,7 @@ class VariantRecord:
     topology: Topology | None = None
     timings: Timings = field(default_factory=Timings)
     placement: Mapping[str, Any] | None = None
+    math: MathCheck | None = None
     pid: int | None = None
     phases_s: Mapping[str, float] | None = None
     profiler_options: Mapping[str, Any] | None = None
@@ -195,7 +218,8 @@ class VariantRecord:
             "schema": self.schema, "name": self.name, "source": self.source, "family": self.family,
             "status": self.status, "error": self.error, "stage": self.stage, "versions": dict(self.versions),
             "topology": None if self.topology is None else self.topology.to_json(),
-            "timings": self.timings.to_json(), "placement": self.placement, "pid": self.pid,
+            "timings": self.timings.to_json(), "placement": self.placement,
+            "math": None if self.math is None else self.math.to_json(), "pid": self.pid,
             "phases_s": None if self.phases_s is None else dict(self.phases_s),
             "profiler_options": None if self.profiler_options is None else dict(self.profiler_options),
             "clock_unix": None if self.clock_unix is None else dict(self.clock_unix),
@@ -221,6 +245,7 @@ class VariantRecord:
             topology=_topology(f),
             timings=Timings.from_fields(f.obj("timings")),
             placement=None if placement is None else check_placement(placement),
+            math=_math(f),
             pid=f.integer("pid"),
             phases_s=f.number_map("phases_s"),
             profiler_options=f.mapping("profiler_options"),

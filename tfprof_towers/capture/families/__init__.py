@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ...records import FAILED, ChildSpec, Timings, Topology, VariantRecord
+from ...records import FAILED, ChildSpec, MathCheck, Timings, Topology, VariantRecord
 
 #: Profiler settings: host ops (level 2: TF ops, which the analysis needs to attribute
 #: CPU-device ops; not every runtime detail), no Python tracer, device (CUDA) tracer on.
@@ -54,6 +54,7 @@ class Draft:
     topology: Topology | None = None
     timings: Timings = field(default_factory=Timings)
     placement: Mapping[str, Any] | None = None
+    math: MathCheck | None = None
     profiler_options: Mapping[str, Any] | None = None
     phases: Phases = field(default_factory=Phases)
 
@@ -62,7 +63,7 @@ class Draft:
         return VariantRecord(
             name=spec.name, status=self.status, source=spec.source, family=spec.family, error=error,
             stage=self.stage, versions=dict(self.versions), topology=self.topology, timings=self.timings,
-            placement=self.placement, pid=pid, phases_s=dict(self.phases.seconds),
+            placement=self.placement, math=self.math, pid=pid, phases_s=dict(self.phases.seconds),
             profiler_options=None if self.profiler_options is None else dict(self.profiler_options),
             clock_unix=None if clock_unix is None else dict(clock_unix),
         )
