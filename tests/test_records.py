@@ -90,7 +90,7 @@ def test_old_run_json_without_family_gets_the_registry_family() -> None:
         (lambda d: d.pop("name"), "name is missing"),
         (
             lambda d: d.update(status="great"),
-            "status must be one of 'ok', 'failed', not the string \"great\"",
+            "status must be one of 'ok', 'failed', 'skipped', not the string \"great\"",
         ),
         (
             lambda d: d["timings"].update(step_times_s=[0.1, None]),

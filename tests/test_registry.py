@@ -23,15 +23,22 @@ def _defined_functions(module: str) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
+TF1 = ("single", "towers_host_vars", "towers_accel0_vars", "towers_bug", "replicated")
+TF2 = ("one_device", "mirrored", "mirrored_nccl", "mirrored_hierarchical", "mirrored_reduce_host",
+       "central_storage")
+
+
 def test_builtins_in_order() -> None:
-    assert registry.BUILTIN_NAMES == (
-        "single",
-        "towers_host_vars",
-        "towers_accel0_vars",
-        "towers_bug",
-        "replicated",
-    )
+    assert registry.names(registry.TF1_GRAPH) == TF1
+    assert registry.names(registry.TF2_STRATEGY) == TF2
+    assert registry.BUILTIN_NAMES == TF1 + TF2  # the families side by side, in registry order
     assert parse_variant_names(None) == registry.BUILTIN_NAMES
+    assert parse_variant_names(None, family=registry.TF2_STRATEGY) == TF2
+    picked = parse_variant_names("mirrored,one_device", family=registry.TF2_STRATEGY)
+    assert picked == ("mirrored", "one_device")
+    with pytest.raises(VariantError, match="single is a tf1-graph variant; with this option choose among the "
+                                           "tf2-strategy variants: one_device, mirrored"):
+        parse_variant_names("mirrored,single", family=registry.TF2_STRATEGY)
 
 
 def test_every_builder_reference_names_a_function_of_its_module() -> None:
@@ -45,10 +52,14 @@ def test_every_family_has_a_runner_with_run_and_one_baseline() -> None:
         assert "run" in _defined_functions(fam.runner), fam.runner
         assert registry.baseline(key).family == key
     assert registry.baseline_name() == "single"
+    assert registry.baseline_name(registry.TF2_STRATEGY) == "one_device"
+    assert registry.builtin("mirrored_nccl").needs == ("nccl",)
+    assert [v.name for v in registry.BUILTINS if v.needs] == ["mirrored_nccl"]
 
 
 def test_simplicity_and_baseline_come_from_the_registry_for_builtins_only() -> None:
-    assert [registry.simplicity(n) for n in registry.BUILTIN_NAMES] == [0, 1, 1, 9, 2]
+    assert [registry.simplicity(n) for n in TF1] == [0, 1, 1, 9, 2]
+    assert [registry.simplicity(n) for n in TF2] == [0, 1, 2, 2, 2, 2]
     assert registry.simplicity("mine", "file:/x/mine.py") == registry.USER_SIMPLICITY == 2
     assert registry.simplicity("single", "file:/x/single.py") == 2  # a file does not borrow a built-in's role
     assert registry.is_baseline("single") and not registry.is_baseline("single", "file:/x/single.py")
@@ -83,8 +94,11 @@ def test_variant_specs_carry_the_family(tmp_path: Path) -> None:
 def test_variants_command_lists_them_by_family(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["variants"]) == 0
     out = capsys.readouterr().out
-    assert out.index("tf1-graph") < out.index("single")
+    assert out.index("tf1-graph") < out.index("single") < out.index("tf2-strategy") < out.index("one_device")
     assert "single (baseline)" in out
+    assert "one_device (baseline)" in out
     assert "variant files define build_variant(devices) -> (fetches, feed_dict)" in out
+    tf2 = "variant files define build_step(strategy, devices) -> tf.function (+ build_strategy(devices))"
+    assert tf2 in out
     for name in registry.BUILTIN_NAMES:
         assert name in out

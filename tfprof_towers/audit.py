@@ -221,18 +221,24 @@ def link_table(
     by_link: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for e in placement.get("edges") or ():
         by_link[(e["src"], e["dst"])].append(e)
+    by_member: dict[str, list[Mapping[str, Any]]] = defaultdict(list)  # collective ops by device
+    for c in placement.get("collectives") or ():
+        by_member[c["device"]].append({"tensor": c.get("tensor") or c["name"], "bytes": c["bytes"],
+                                       "producer_type": c.get("kernel", "")})
     rows = []
     for t in placement.get("transfers") or ():
         key = (t["src"], t["dst"])
+        via = t.get("kind") or "send_recv"  # "collective": all-reduce traffic (TF2 placements)
         nbytes = int(t.get("bytes_per_step") or 0)
         m = measured.get(key)
         m_s = float(m["s"]) if m and m.get("s") else None
         m_bytes = int(m.get("bytes") or 0) if m else None
         kind = link_kind(*key, topology)
         crosses_bus = kind != "other"
-        biggest = sorted(by_link.get(key, ()), key=lambda e: (-int(e.get("bytes") or 0), e.get("tensor", "")))
+        members = by_member.get(key[0], ()) if via == "collective" else by_link.get(key, ())
+        biggest = sorted(members, key=lambda e: (-int(e.get("bytes") or 0), e.get("tensor", "")))
         rows.append({
-            "src": key[0], "dst": key[1], "kind": kind,
+            "src": key[0], "dst": key[1], "kind": kind, "via": via,
             "bytes_per_step": nbytes, "tensors": int(t.get("tensors") or 0),
             "measured_s": m_s,
             "measured_bytes": m_bytes,

@@ -102,8 +102,20 @@ class VariantSpec:
         return {"name": self.name, "source": self.source, "family": self.family}
 
 
-def parse_variant_names(text: str | None) -> tuple[str, ...]:
-    """``"a,b"`` -> ("a", "b"), each checked against the built-ins."""
+def parse_variant_names(text: str | None, family: str | None = None) -> tuple[str, ...]:
+    """``"a,b"`` -> ("a", "b"), each checked against the built-ins (of ``family`` when given).
+
+    ``None`` means every built-in (of ``family``): the TF1 and TF2 families side by side.
+    """
+    if family is not None:
+        allowed = registry.names(family)
+        names = allowed if text is None else parse_variant_names(text)
+        others = [n for n in names if n not in allowed]
+        if others:
+            fam = registry.builtin(others[0]).family  # type: ignore[union-attr]
+            raise VariantError(f"{others[0]} is a {fam} variant; with this option choose among the "
+                               f"{family} variants: {', '.join(allowed)}")
+        return names
     if text is None:
         return BUILTIN_NAMES
     names = tuple(n.strip() for n in text.split(",") if n.strip())
@@ -131,3 +143,4 @@ class ProfileOptions:
     profile_steps: int = 3
     variant_timeout_s: float = 300.0
     out_dir: Path = field(default_factory=lambda: Path("reports"))
+    keras_model: str | None = None  # absolute path of a --keras-model file (tf2-strategy variants only)

@@ -27,9 +27,11 @@ RUN_SCHEMA = 1
 RECORD_SCHEMA = 1
 SPEC_SCHEMA = 1
 
-OK, FAILED = "ok", "failed"
-#: A variant's status: it finished every phase, or it did not (``error`` says why).
-STATUSES: tuple[str, ...] = (OK, FAILED)
+OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+#: A variant's status: it finished every phase; it did not (``error`` says why); or it was
+#: not run because the machine lacks what it needs (``error`` says what, e.g. NCCL without
+#: GPUs).  A skipped variant is not a failure: the run's exit code stays 0.
+STATUSES: tuple[str, ...] = (OK, FAILED, SKIPPED)
 
 
 # ------------------------------------------------------------------------------------------
@@ -281,11 +283,12 @@ class RunConfig:
     profile_steps: int | None = None
     variant_timeout_s: float | None = None
     out_dir: str | None = None
+    keras_model: str | None = None  # --keras-model: the user's Keras file every variant trains
 
     @classmethod
     def from_options(cls, o: ProfileOptions) -> RunConfig:
         return cls(o.preset, tuple(o.variants), o.accelerators, o.warmup, o.steps, o.profile_steps,
-                   o.variant_timeout_s, str(o.out_dir))
+                   o.variant_timeout_s, str(o.out_dir), o.keras_model)
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -295,7 +298,7 @@ class RunConfig:
             "variants": [v.to_json() for v in self.variants],
             "accelerators": self.accelerators, "warmup": self.warmup, "steps": self.steps,
             "profile_steps": self.profile_steps, "variant_timeout_s": self.variant_timeout_s,
-            "out_dir": self.out_dir,
+            "out_dir": self.out_dir, **({"keras_model": self.keras_model} if self.keras_model else {}),
         }
 
     @classmethod
@@ -311,6 +314,7 @@ class RunConfig:
             accelerators=f.integer("accelerators"),
             warmup=f.integer("warmup"), steps=f.integer("steps"), profile_steps=f.integer("profile_steps"),
             variant_timeout_s=f.number("variant_timeout_s"), out_dir=f.text("out_dir"),
+            keras_model=f.text("keras_model"),
         )
 
 
@@ -400,6 +404,7 @@ class ChildSpec:
     profile_steps: int
     logdir: str
     record: str
+    keras_model: str | None = None  # a Keras model file to train with model.fit (tf2-strategy only)
     schema: int = SPEC_SCHEMA
 
     @property
@@ -412,7 +417,7 @@ class ChildSpec:
         return {"schema": self.schema, "name": self.name, "family": self.family, "file": self.file,
                 "preset": asdict(self.preset), "accelerators": self.accelerators, "warmup": self.warmup,
                 "steps": self.steps, "profile_steps": self.profile_steps, "logdir": self.logdir,
-                "record": self.record}
+                "record": self.record, "keras_model": self.keras_model}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "spec.json") -> ChildSpec:
@@ -422,7 +427,8 @@ class ChildSpec:
             preset=preset_from_fields(f.obj("preset", required=True)), accelerators=f.integer("accelerators"),
             warmup=f.integer("warmup", required=True), steps=f.integer("steps", required=True),
             profile_steps=f.integer("profile_steps", required=True), logdir=f.text("logdir", required=True),
-            record=f.text("record", required=True), schema=f.integer("schema", default=SPEC_SCHEMA),
+            record=f.text("record", required=True), keras_model=f.text("keras_model"),
+            schema=f.integer("schema", default=SPEC_SCHEMA),
         )
 
 

@@ -1,12 +1,13 @@
 """The one registry of variant families and built-in variants (pure data; never imports TensorFlow).
 
-A **family** is a dialect in which a training step is written and run: today
+A **family** is a dialect in which a training step is written and run:
 ``tf1-graph`` (``build_variant(devices)`` -> ``(fetches, feed_dict)`` in a
-``tf.compat.v1.Session``); next ``tf2-strategy`` and ``cluster`` (design.md,
-"Variant families").  Each family names the module that runs one of its
-variants inside the capture child (``capture/families/<family>.py``, a
-``run(spec, draft)`` function) and the function a user's variant file of that
-family defines.
+``tf.compat.v1.Session``) and ``tf2-strategy`` (a ``tf.distribute`` strategy and
+``build_step(strategy, devices)`` -> a ``tf.function`` step, or a Keras model
+under ``model.fit``); next ``cluster`` (design.md, "Variant families").
+Each family names the module that runs one of its variants inside the capture
+child (``capture/families/<family>.py``, a ``run(spec, draft)`` function) and the
+function a user's variant file of that family defines.
 
 A **built-in variant** belongs to one family and says what it is (description,
 known-as), how simple it is (the recommender prefers the simpler of two
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TF1_GRAPH = "tf1-graph"
+TF2_STRATEGY = "tf2-strategy"
 
 #: What a variant may need from the machine, and how to say it.
 NEEDS: dict[str, str] = {
@@ -75,12 +77,15 @@ FAMILIES: dict[str, Family] = {
         Family(TF1_GRAPH, "a tf.compat.v1 graph run in a Session, placed with tf.device",
                runner="tfprof_towers.capture.families.tf1_graph", file_function="build_variant",
                file_signature="build_variant(devices) -> (fetches, feed_dict)"),
+        Family(TF2_STRATEGY, "a tf.function step under a tf.distribute strategy",
+               runner="tfprof_towers.capture.families.tf2_strategy", file_function="build_step",
+               file_signature="build_step(strategy, devices) -> tf.function (+ build_strategy(devices))"),
     )
 }
 
 _TF1 = "tfprof_towers.capture.variants"
 
-BUILTINS: tuple[Variant, ...] = (
+TF1_BUILTINS: tuple[Variant, ...] = (
     Variant("single", TF1_GRAPH, "everything on accelerator 0", "the 'default version'",
             simplicity=0, builder=f"{_TF1}:build_single", baseline=True),
     Variant("towers_host_vars", TF1_GRAPH,
@@ -103,8 +108,47 @@ BUILTINS: tuple[Variant, ...] = (
             simplicity=2, builder=f"{_TF1}:build_replicated"),
 )
 
+_TF2 = "tfprof_towers.capture.strategies"
+
+#: The tf2-strategy built-ins: the seed step (capture/seed_step.py) under each strategy.
+#: Simplicity: one device; the default MirroredStrategy (one line); an explicit
+#: cross_device_ops argument or the experimental CentralStorageStrategy.
+TF2_BUILTINS: tuple[Variant, ...] = (
+    Variant("one_device", TF2_STRATEGY, "OneDeviceStrategy on accelerator 0",
+            "tf.distribute.OneDeviceStrategy; the single-GPU Keras default",
+            simplicity=0, builder=f"{_TF2}:one_device", baseline=True),
+    Variant("mirrored", TF2_STRATEGY,
+            "MirroredStrategy with TensorFlow's default cross-device ops for the machine "
+            "(collective all-reduce: NCCL on GPUs, a ring on CPUs)",
+            "tf.distribute.MirroredStrategy()", simplicity=1, builder=f"{_TF2}:mirrored"),
+    Variant("mirrored_nccl", TF2_STRATEGY, "MirroredStrategy with NcclAllReduce",
+            "MirroredStrategy(cross_device_ops=NcclAllReduce())",
+            simplicity=2, builder=f"{_TF2}:mirrored_nccl", needs=("nccl",)),
+    Variant("mirrored_hierarchical", TF2_STRATEGY,
+            "MirroredStrategy with HierarchicalCopyAllReduce (made for DGX-1's NVLink topology)",
+            "MirroredStrategy(cross_device_ops=HierarchicalCopyAllReduce())",
+            simplicity=2, builder=f"{_TF2}:mirrored_hierarchical"),
+    Variant("mirrored_reduce_host", TF2_STRATEGY,
+            "MirroredStrategy with ReductionToOneDevice on the host: gradients summed on the host, "
+            "sent back to every replica",
+            "MirroredStrategy(cross_device_ops=ReductionToOneDevice(host))",
+            simplicity=2, builder=f"{_TF2}:mirrored_reduce_host"),
+    Variant("central_storage", TF2_STRATEGY,
+            "CentralStorageStrategy: variables and their update on the host, compute on every accelerator",
+            "tf.distribute.experimental.CentralStorageStrategy; towers_host_vars in TF2",
+            simplicity=2, builder=f"{_TF2}:central_storage"),
+)
+
+#: Every built-in, families in registry order.
+BUILTINS: tuple[Variant, ...] = TF1_BUILTINS + TF2_BUILTINS
+
 BY_NAME: dict[str, Variant] = {v.name: v for v in BUILTINS}
 BUILTIN_NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def names(family_key: str) -> tuple[str, ...]:
+    """The built-ins of one family, in registry order."""
+    return tuple(v.name for v in BUILTINS if v.family == family_key)
 
 
 def resolve(ref: str) -> Any:

@@ -100,6 +100,7 @@ def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -
         profile_steps=options.profile_steps,
         logdir=str(run_dir.logdir(variant.name).resolve()),
         record=str(run_dir.record_json(variant.name).resolve()),
+        keras_model=options.keras_model,
     )
 
 

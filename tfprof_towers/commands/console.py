@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .. import registry
 from ..config import ProfileOptions
 from ..rundir import RunDir
 
@@ -62,7 +63,7 @@ class ProgressView:
             self._progress.update(self._task, description=f"running [bold]{name}[/]")
             return
         took = time.perf_counter() - self._started.get(name, time.perf_counter())
-        mark = "[green]ok[/]" if event == "ok" else "[red]failed[/]"
+        mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(event, "[red]failed[/]")
         self._progress.console.print(f"  {name:<24} {mark}  ({took:.1f} s)")
         self._progress.advance(self._task)
 
@@ -71,10 +72,25 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.2f} ms"
 
 
+def _speedup_title(summary: dict[str, Any]) -> str:
+    """``speedup vs <baseline>`` for one family; with several, each over its own family's baseline."""
+    families = {v.get("family") or registry.TF1_GRAPH for v in summary["variants"]}
+    if len(families) == 1:
+        return f"speedup vs {registry.baseline_name(families.pop())}"
+    return "speedup vs " + " / ".join(registry.baseline_name(f) for f in registry.FAMILIES if f in families)
+
+
+def _status(v: dict[str, Any]) -> str:
+    if v["status"] == "ok":
+        return "ok"
+    text = _escape(f"{v['status']}: {v.get('error') or ''}")
+    return f"[yellow]{text}[/]" if v["status"] == "skipped" else f"[red]{text}[/]"
+
+
 def ranked_table(summary: dict[str, Any]) -> Table:
     t = Table(title="Placements, fastest first (median un-profiled step time)")
     for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),
-                      ("p10-p90", "right"), ("speedup vs single", "right"), ("status", "left")):
+                      ("p10-p90", "right"), (_speedup_title(summary), "right"), ("status", "left")):
         t.add_column(col, justify=just)
     by_name = {v["name"]: v for v in summary["variants"]}
     for name in summary["ranking"]:
@@ -82,12 +98,8 @@ def ranked_table(summary: dict[str, Any]) -> Table:
         st = v["step_time_s"]
         spread = f"{_ms(st['p10'])} - {_ms(st['p90'])}" if st.get("p10") is not None else "-"
         sp = v.get("speedup_vs_single")
-        status = "ok" if v["status"] == "ok" else f"failed: {v.get('error') or ''}"
-        t.add_row(
-            str(v["rank"] or "-"), name, _ms(st["median"]), spread,
-            "-" if sp is None else f"{sp:.2f}x",
-            status if v["status"] == "ok" else f"[red]{_escape(status)}[/]",
-        )
+        t.add_row(str(v["rank"] or "-"), name, _ms(st["median"]), spread,
+                  "-" if sp is None else f"{sp:.2f}x", _status(v))
     return t
 
 

@@ -10,14 +10,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .. import registry
 from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
 from ..cli import add_command
 from ..config import PRESETS, ProfileOptions, get_preset, parse_variant_names
-from ..errors import TowersError
+from ..errors import TowersError, VariantError
 from ..pipeline import finish_run
 from ..records import RunConfig, RunDoc, Topology, load_record
 from ..rundir import RunDir, check_writable, claim_out_dir, new_run_dir, point_latest, utc_now, write_json
-from ..variant_files import resolve_variants
+from ..variant_files import check_keras_file, resolve_variants
 from . import console
 
 
@@ -28,7 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variants", default=None, metavar="A,B,...",
                    help="built-in variants to run (default: all; see `tfprof-towers variants`)")
     p.add_argument("--variant-file", action="append", default=[], metavar="PATH",
-                   help="a Python file with build_variant(devices); repeatable; its name is the file's stem")
+                   help="a Python file with build_variant(devices) (TF1 graph) or build_step(strategy, "
+                        "devices) (TF2 strategy); repeatable; its name is the file's stem")
+    p.add_argument("--keras-model", default=None, metavar="FILE",
+                   help="a Keras model file (build_model(), make_dataset(global_batch_size), optional "
+                        "compile_kwargs()) trained with model.fit under each tf2-strategy variant "
+                        "(--variants picks among them)")
     p.add_argument("--accelerators", type=_positive_int, default=None, metavar="N",
                    help="accelerators to use (default: all GPUs; without GPUs, 2 logical CPU devices)")
     p.add_argument("--warmup", type=_non_negative_int, default=None, metavar="N",
@@ -76,7 +82,15 @@ def _positive_float(text: str) -> float:
 def options_from_args(args: argparse.Namespace) -> ProfileOptions:
     """Validate everything before any variant runs; one-line errors."""
     preset = get_preset(args.preset or "cpu")
-    builtin = parse_variant_names(args.variants) if (args.variants or not args.variant_file) else ()
+    keras_model = None
+    if args.keras_model is not None:
+        if args.variant_file:
+            raise VariantError("--keras-model trains your model under the built-in tf2-strategy variants; "
+                               "it cannot be combined with --variant-file")
+        keras_model = check_keras_file(args.keras_model)
+        builtin = parse_variant_names(args.variants, family=registry.TF2_STRATEGY)
+    else:
+        builtin = parse_variant_names(args.variants) if (args.variants or not args.variant_file) else ()
     variants = resolve_variants(builtin, list(args.variant_file))
     return ProfileOptions(
         preset=preset,
@@ -87,6 +101,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         profile_steps=args.profile_steps or preset.profile_steps,
         variant_timeout_s=args.variant_timeout or preset.variant_timeout_s,
         out_dir=args.out or args.reports,
+        keras_model=keras_model,
     )
 
 
@@ -95,8 +110,10 @@ def run(args: argparse.Namespace) -> int:
 
     Writes a run directory (run.json, variants/<name>/record.json, tensorboard/,
     summary.json, report.html) and prints a ranked table and the report's path.
-    Without --variants and --variant-file all built-in variants run; with only
-    --variant-file, only those files run (add --variants to compare with built-ins).
+    Without --variants and --variant-file all built-in variants run (the tf1-graph and
+    tf2-strategy families side by side); with only --variant-file, only those files run
+    (add --variants to compare with built-ins).  With --keras-model, the user's Keras
+    model is trained under each tf2-strategy variant (--variants picks).
     """
     t0 = time.perf_counter()
     options = options_from_args(args)

@@ -99,8 +99,14 @@ def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> di
     """Bytes per step from row device to column device."""
     links = entry.get("transfers") or []
     devices = _device_order(sorted({x for t in links for x in (t["src"], t["dst"])}), topology)
-    cells = {(t["src"], t["dst"]): t for t in links}
-    biggest = max((int(t["bytes_per_step"]) for t in links), default=0)
+    cells: dict[tuple[str, str], dict[str, int]] = {}
+    for t in links:  # send/recv and collective (all-reduce) rows of one link add up
+        c = cells.setdefault((t["src"], t["dst"]), {"bytes_per_step": 0, "tensors": 0, "collective": 0})
+        c["bytes_per_step"] += int(t["bytes_per_step"])
+        c["tensors"] += int(t.get("tensors") or 0)
+        if t.get("kind") == "collective":
+            c["collective"] += int(t["bytes_per_step"])
+    biggest = max((c["bytes_per_step"] for c in cells.values()), default=0)
     return {
         "devices": devices,
         "rows": [
@@ -108,6 +114,7 @@ def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> di
                 {
                     "bytes": cells[(s, d)]["bytes_per_step"] if (s, d) in cells else None,
                     "tensors": cells[(s, d)]["tensors"] if (s, d) in cells else None,
+                    "collective": cells[(s, d)]["collective"] if (s, d) in cells else 0,
                     "alpha": round(0.08 + 0.5 * cells[(s, d)]["bytes_per_step"] / biggest, 3)
                     if (s, d) in cells and biggest else 0,
                 }
@@ -162,7 +169,7 @@ def view_model(
         "ranked": ranked,
         "ok": [v for v in ranked if v["status"] == "ok"],
         "projection": projection_view(summary, ranked),
-        "failed": [v for v in ranked if v["status"] != "ok"],
+        "failed": [v for v in ranked if v["status"] not in ("ok", "skipped")],
         "per_variant": per_variant,
         "findings": findings,
         "recommendation": recommendation,

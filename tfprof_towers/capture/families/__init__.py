@@ -5,7 +5,9 @@ builds the variant described by ``spec`` (:class:`tfprof_towers.records.ChildSpe
 warms it up, records placement, times steps without the profiler and profiles
 a few with ``train`` step markers, filling ``draft`` (:class:`Draft`) as each
 phase completes -- so that a failure keeps what was done -- and ends with
-``draft.status = "ok"``.  The child (:mod:`..child`) turns the draft into the
+``draft.status = "ok"``.  A variant the machine cannot run (it needs NCCL and
+there are no GPUs) ends early with ``draft.skip(reason)``: status ``skipped``,
+the reason in the record's ``error``, exit code 0.  The child (:mod:`..child`) turns the draft into the
 variant's ``record.json``.
 
 This package's ``__init__`` never imports TensorFlow; the runner modules do.
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ...records import FAILED, ChildSpec, MathCheck, Timings, Topology, VariantRecord
+from ...records import FAILED, SKIPPED, ChildSpec, MathCheck, Timings, Topology, VariantRecord
 
 #: Profiler settings: host ops (level 2: TF ops, which the analysis needs to attribute
 #: CPU-device ops; not every runtime detail), no Python tracer, device (CUDA) tracer on.
@@ -57,11 +59,17 @@ class Draft:
     math: MathCheck | None = None
     profiler_options: Mapping[str, Any] | None = None
     phases: Phases = field(default_factory=Phases)
+    skip_reason: str | None = None
+
+    def skip(self, reason: str) -> None:
+        """The machine lacks what the variant needs: it is skipped (not failed), saying why."""
+        self.status, self.skip_reason, self.stage = SKIPPED, reason, "skipped"
 
     def record(self, spec: ChildSpec, error: str | None, pid: int,
                clock_unix: Mapping[str, float] | None = None) -> VariantRecord:
         return VariantRecord(
-            name=spec.name, status=self.status, source=spec.source, family=spec.family, error=error,
+            name=spec.name, status=self.status, source=spec.source, family=spec.family,
+            error=error if error is not None else self.skip_reason,
             stage=self.stage, versions=dict(self.versions), topology=self.topology, timings=self.timings,
             placement=self.placement, math=self.math, pid=pid, phases_s=dict(self.phases.seconds),
             profiler_options=None if self.profiler_options is None else dict(self.profiler_options),

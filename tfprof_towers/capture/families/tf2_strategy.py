@@ -1,0 +1,187 @@
+"""The ``tf2-strategy`` family: a ``tf.function`` step under a ``tf.distribute`` strategy, eager TF2.
+
+What runs: a built-in's strategy (:mod:`..strategies`) with the seed step
+(:mod:`..seed_step`); a user's TF2 variant file's ``build_strategy(devices)``
+(default ``OneDeviceStrategy``) and ``build_step(strategy, devices)``; or, with
+``--keras-model``, the user's Keras model under the built-in's strategy with
+``model.fit`` (:mod:`..keras_fit`).
+
+Order of work, each phase timed: import TensorFlow; plan the devices (logical CPU
+devices stand in for accelerators without GPUs, configured before any op runs);
+skip the variant, saying why, if the machine lacks what it needs (NCCL without
+GPUs); build the strategy and the step; the step's **first call** with graph
+collection on gives the partition graphs after Grappler (placement) and loss 1;
+the second call gives loss 2 (the first two calls are the warm-up, plus any further
+warm-up steps asked for); timed steps without the profiler; profiled steps under
+``tf.profiler.experimental`` with ``train`` step markers; the trace collection.
+
+Imported only inside a capture child: it imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ... import registry
+from ...errors import VariantError
+from ...records import OK, ChildSpec, MathCheck
+from ..devices import Devices, plan_devices
+from ..stats import step_stats
+from . import PROFILER_OPTIONS, Draft
+
+
+def import_tensorflow() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def plan(tf: Any, spec: ChildSpec) -> Devices:
+    """The devices of this run; logical CPU devices are configured here (before any op)."""
+    from ..strategies import configure_devices
+
+    devices = plan_devices(len(tf.config.list_physical_devices("GPU")), spec.accelerators, spec.preset)
+    configure_devices(devices)
+    return devices
+
+
+def builtin(name: str) -> registry.Variant:
+    known = registry.builtin(name)
+    if known is None or known.family != registry.TF2_STRATEGY:
+        raise KeyError(f"{name!r} is not a built-in {registry.TF2_STRATEGY} variant")
+    return known
+
+
+def needs(spec: ChildSpec) -> tuple[str, ...]:
+    return () if spec.file else builtin(spec.name).needs
+
+
+def strategy_and_step(spec: ChildSpec, devices: Devices) -> tuple[Any, Callable[..., Any], list[str]]:
+    """The strategy, the ``build_step`` to call with it, and the user's files (for source lines)."""
+    from .. import seed_step, strategies
+    from ..tf2_files import load_step_file
+
+    if spec.file:
+        f = load_step_file(spec.file)
+        strategy = (f.build_strategy or strategies.one_device)(devices)
+        if not hasattr(strategy, "scope") or not hasattr(strategy, "run"):
+            raise VariantError(f"variant file {spec.file}: build_strategy must return a "
+                               f"tf.distribute.Strategy, got {type(strategy).__name__}")
+        return strategy, f.build_step, [spec.file]
+    strategy = builtin(spec.name).load_builder()(devices)
+    return strategy, seed_step.build_seed_step, [seed_step.__file__]
+
+
+def check_step(step: Any, origin: str) -> Any:
+    """A ``build_step`` must return a zero-argument ``tf.function``; one-line error otherwise."""
+    if not callable(getattr(step, "get_concrete_function", None)):
+        raise VariantError(f"{origin}: build_step must return a tf.function (a zero-argument function "
+                           f"decorated with @tf.function), got {type(step).__name__}")
+    return step
+
+
+def _scalar(value: Any, origin: str, what: str) -> float:
+    arr = np.asarray(value)
+    if arr.size != 1 or not np.issubdtype(arr.dtype, np.number):
+        raise VariantError(f"{origin}: the step must return the {what} as a scalar number, "
+                           f"got {arr.dtype} of shape {arr.shape}")
+    return float(arr.reshape(()))
+
+
+def loss_and_norm(result: Any, origin: str) -> tuple[float, float | None]:
+    """The step's loss, and its step's gradient norm when it returns one (``{"loss", "grad_norm"}``)."""
+    if isinstance(result, Mapping):
+        if "loss" not in result:
+            raise VariantError(f"{origin}: the step returned a mapping without 'loss'")
+        norm = result.get("grad_norm")
+        return (_scalar(result["loss"], origin, "loss"),
+                None if norm is None else _scalar(norm, origin, "gradient norm"))
+    return _scalar(result, origin, "loss"), None
+
+
+def timed_calls(step: Callable[[], Any], n: int, marker: Any = None) -> list[float]:
+    """Call ``step`` ``n`` times: each call's wall time, result fetched (in a ``train`` marker when given)."""
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        if marker is None:
+            _fetch(step())
+        else:
+            with marker("train", step_num=i, _r=1):
+                _fetch(step())
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _fetch(result: Any) -> None:
+    """Wait for the step: read its (small) loss back, as ``Session.run`` waits for its fetches."""
+    loss = result["loss"] if isinstance(result, Mapping) else result
+    if hasattr(loss, "numpy"):
+        loss.numpy()
+
+
+def run(spec: ChildSpec, draft: Draft) -> None:
+    """Run one tf2-strategy variant, filling ``draft`` as each phase completes."""
+    phases = draft.phases
+    draft.stage = "import"
+    tf = phases.run("tf_import", import_tensorflow)
+    draft.versions["tensorflow"] = tf.__version__
+    from ..strategies import describe, machine_offers, skip_reason
+
+    devices = phases.run("devices", plan, tf, spec)
+    draft.topology = devices.topology()
+    reason = skip_reason(needs(spec), machine_offers(devices), devices)
+    if reason:
+        draft.skip(reason)
+        return
+
+    draft.stage = "build"
+    strategy, build_step, user_files = phases.run("build", strategy_and_step, spec, devices)
+    if spec.keras_model:
+        from ..keras_fit import run_keras
+
+        run_keras(spec, draft, strategy, describe(strategy))
+        return
+    origin = f"variant file {spec.file}" if spec.file else f"built-in variant {spec.name}"
+    step = check_step(phases.run("build", build_step, strategy, devices), origin)
+
+    draft.stage = "placement"
+    from ..placement_tf2 import collect_partition_graphs, strategy_placement
+
+    meta, first = phases.run("first_call_placement", collect_partition_graphs, step)
+    concrete = step.get_concrete_function()
+    placement = phases.run("placement_extract", strategy_placement, concrete, meta, user_files)
+    draft.placement = {**placement, "strategy": describe(strategy)}
+
+    draft.stage = "warmup"
+    second = phases.run("second_call", step)
+    (loss1, norm1), (loss2, _) = loss_and_norm(first, origin), loss_and_norm(second, origin)
+    draft.math = MathCheck((loss1, loss2), norm1)
+    phases.run("warmup", timed_calls, step, max(spec.warmup - 2, 0))
+
+    draft.stage = "timed"
+    times = phases.run("timed", timed_calls, step, spec.steps)
+    draft.timings = replace(draft.timings, step_times_s=tuple(times), step_time_s=step_stats(times))
+
+    draft.stage = "profiled"
+    opts = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
+    phases.run("profiler_start", tf.profiler.experimental.start, spec.logdir, options=opts)
+    try:
+        ptimes = phases.run("profiled", timed_calls, step, spec.profile_steps, tf.profiler.experimental.Trace)
+    finally:
+        phases.run("collect", tf.profiler.experimental.stop)
+    draft.timings = replace(draft.timings, profiled_step_times_s=tuple(ptimes),
+                            profiled_step_time_s=step_stats(ptimes))
+    draft.profiler_options = dict(PROFILER_OPTIONS)
+    if step.experimental_get_tracing_count() != 1:
+        raise VariantError(f"{origin}: the step was traced {step.experimental_get_tracing_count()} times; "
+                           "the placement recorded is the first trace's")
+    draft.stage = "done"
+    draft.status = OK
