@@ -1,8 +1,10 @@
 """Shared fixtures.
 
-``tiny_run``: one real `profile` run of all built-in variants on the ``tiny``
-preset (about 15 s), made once per test session and shared by every test that
-reads a run directory.  ``fixture_8gpu``: the real 8-GPU trace in ../shared/fixtures.
+``tiny_run``: one real `profile` run of the five tf1-graph built-in variants on
+the ``tiny`` preset (about 15 s), made once per test session and shared by every
+test that reads a run directory.  ``tiny_tf2_run``: the same for the six
+tf2-strategy built-ins (NCCL skipped without GPUs).  ``fixture_8gpu``: the real
+8-GPU trace in ../shared/fixtures.
 """
 
 from __future__ import annotations
@@ -24,10 +26,25 @@ def run_cli(*argv: str) -> int:
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished tiny-preset run directory with all five built-in variants."""
+    """A finished tiny-preset run directory with all five tf1-graph built-in variants."""
+    from tfprof_towers import registry
+
     out = tmp_path_factory.mktemp("tiny") / "run"
-    code = run_cli("profile", "--preset", "tiny", "--out", str(out))
+    tf1 = ",".join(registry.names(registry.TF1_GRAPH))
+    code = run_cli("profile", "--preset", "tiny", "--variants", tf1, "--out", str(out))
     assert code == 0, f"tiny profile run failed with exit code {code}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_tf2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny-preset run directory with the six tf2-strategy built-ins (issue 11's command)."""
+    from tfprof_towers import registry
+
+    out = tmp_path_factory.mktemp("tiny_tf2") / "run"
+    tf2 = ",".join(registry.names(registry.TF2_STRATEGY))
+    code = run_cli("profile", "--preset", "tiny", "--variants", tf2, "--out", str(out))
+    assert code == 0, f"tiny tf2 profile run failed with exit code {code}"
     return out
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tfprof_towers import registry
 from tfprof_towers.config import Preset, VariantSpec
 from tfprof_towers.records import RunConfig, RunDoc, StepStats, Timings, Topology, VariantRecord
 from tfprof_towers.rundir import RunDir, write_json
@@ -82,9 +83,7 @@ def run_doc(
     interrupted: bool = False,
 ) -> RunDoc:
     specs = tuple(
-        VariantSpec.builtin(n)
-        if n in ("single", "towers_host_vars", "towers_accel0_vars", "towers_bug", "replicated")
-        else VariantSpec(n, f"/x/{n}.py")
+        VariantSpec.builtin(n) if registry.builtin(n) is not None else VariantSpec(n, f"/x/{n}.py")
         for n in names
     )
     config = RunConfig(

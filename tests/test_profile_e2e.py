@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.config import PRESETS
-from tfprof_towers.registry import BUILTIN_NAMES
+from tfprof_towers.registry import TF1_GRAPH, names
 from tfprof_towers.rundir import RunDir
 
 pytestmark = pytest.mark.slow
+BUILTIN_NAMES = names(TF1_GRAPH)  # the variants of tiny_run
 
 HOST = "/device:CPU:0"
 ACC = ("/device:CPU:1", "/device:CPU:2")

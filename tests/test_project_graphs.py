@@ -36,10 +36,11 @@ from tfprof_towers.config import PRESETS, VariantSpec
 from tfprof_towers.project import project, project_run
 from tfprof_towers.project.api import build_graphs, builder_layout
 from tfprof_towers.project.hardware import load_hardware
-from tfprof_towers.registry import BUILTIN_NAMES
+from tfprof_towers.registry import TF1_GRAPH, names
 from tfprof_towers.rundir import RunDir
 
 pytestmark = pytest.mark.slow
+BUILTIN_NAMES = names(TF1_GRAPH)  # the tf1-graph built-ins (tiny_run's)
 ALL = tuple(VariantSpec.builtin(n) for n in BUILTIN_NAMES)
 
 

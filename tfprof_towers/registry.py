@@ -22,7 +22,7 @@ module under ``capture/families/``.  Nothing else branches on variant names.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,6 +212,29 @@ def unmet_needs(variant: Variant, available: Iterable[str]) -> tuple[str, ...]:
     """What ``variant`` needs that the machine lacks (``available``: keys of NEEDS)."""
     have = set(available)
     return tuple(n for n in variant.needs if n not in have)
+
+
+def skip_reason(needs: Iterable[str], offers: Iterable[str], kind: str | None,
+                accelerators: Sequence[str]) -> str | None:
+    """Why a variant that ``needs`` these cannot run where the machine ``offers`` those (one line), or None.
+
+    ``kind`` and ``accelerators`` are the run's topology (``"gpu"`` or ``"logical-cpu"``, canonical names).
+    """
+    have = set(offers)
+    missing = [n for n in needs if n not in have]
+    if not missing:
+        return None
+    what = "; ".join(f"needs {NEEDS[n]}" for n in missing)
+    listed = ", ".join(accelerators)
+    if kind == "logical-cpu":
+        here = f"the accelerators here are logical CPU devices ({listed})"
+    elif "nccl" in missing and len(accelerators) < 2:
+        here = f"NCCL needs at least two GPUs; this run has {len(accelerators)} ({listed})"
+    elif "nccl" in missing:
+        here = "this TensorFlow build registers no GPU kernel for NcclAllReduce"
+    else:
+        here = f"the accelerators here are {listed}"
+    return f"{what}; {here}"
 
 
 def _check() -> None:

@@ -11,7 +11,7 @@ without, the CPU is split into ``1 + N`` logical devices (``/cpu:0`` the host,
 (:func:`configure_devices`).
 
 What a variant needs (``registry.NEEDS``) is checked against what the machine
-offers (:func:`machine_offers`) before anything is built: ``NcclAllReduce``
+offers (:func:`machine_offers`, then ``registry.skip_reason``) before anything is built: ``NcclAllReduce``
 constructs on CPUs but fails at its first step ("No OpKernel was registered to
 support Op 'NcclAllReduce'"), so ``mirrored_nccl`` is *skipped* there, with the reason.
 
@@ -20,12 +20,10 @@ Imported only inside a capture child: it imports TensorFlow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import tensorflow as tf
 
-from .. import registry
 from .devices import Devices
 
 
@@ -57,24 +55,6 @@ def machine_offers(devices: Devices) -> frozenset[str]:
         if len(devices.accelerators) >= 2 and "GPU" in kernel_device_types("NcclAllReduce"):
             offers.add("nccl")
     return frozenset(offers)
-
-
-def skip_reason(needs: Iterable[str], offers: Iterable[str], devices: Devices) -> str | None:
-    """Why a variant with ``needs`` cannot run here (one line), or None when it can."""
-    missing = [n for n in needs if n not in set(offers)]
-    if not missing:
-        return None
-    what = "; ".join(f"needs {registry.NEEDS[n]}" for n in missing)
-    accels = ", ".join(devices.topology().accelerators)
-    if devices.kind == "logical-cpu":
-        here = f"the accelerators here are logical CPU devices ({accels})"
-    elif "nccl" in missing and len(devices.accelerators) < 2:
-        here = f"NCCL needs at least two GPUs; this run has {len(devices.accelerators)} ({accels})"
-    elif "nccl" in missing:
-        here = "this TensorFlow build registers no GPU kernel for NcclAllReduce"
-    else:
-        here = f"the accelerators here are {accels}"
-    return f"{what}; {here}"
 
 
 # ------------------------------------------------------------------------------------------

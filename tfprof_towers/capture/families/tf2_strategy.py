@@ -133,11 +133,12 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.stage = "import"
     tf = phases.run("tf_import", import_tensorflow)
     draft.versions["tensorflow"] = tf.__version__
-    from ..strategies import describe, machine_offers, skip_reason
+    from ..strategies import describe, machine_offers
 
     devices = phases.run("devices", plan, tf, spec)
     draft.topology = devices.topology()
-    reason = skip_reason(needs(spec), machine_offers(devices), devices)
+    reason = registry.skip_reason(needs(spec), machine_offers(devices), devices.kind,
+                                  draft.topology.accelerators)
     if reason:
         draft.skip(reason)
         return
