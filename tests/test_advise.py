@@ -324,3 +324,142 @@ def test_poor_scaling_needs_the_baseline() -> None:
                                               "breakdown": bd}]}
     status = {r["rule"]: r for r in advise.rules_status(summary)}
     assert status["poor_scaling"]["not_evaluated"] == {"replicated": "the baseline single did not succeed"}
+
+
+# -- rules that know the tf.distribute strategies (hand-built placements: 2 logical accelerators, tiny seed)
+
+ACC = ("/device:CPU:1", "/device:CPU:2")
+HOST = TOPOLOGY["host"]
+PCIE3_X8 = {"name": "PCIe 3.0 x8", "bandwidth_gbs": 7.88, "efficiency": 0.8, "latency_us": 10.0}
+STAGED = {"kind": "staged", "topology": "mesh", "name": "PCIe 3.0 x8, staged through host",
+          "bandwidth_gbs": 7.88, "efficiency": 0.36, "latency_us": 20.0}
+NVLINK = {"kind": "direct", "topology": "mesh", "name": "NVLink 2.0 x2", "bandwidth_gbs": 50.0,
+          "efficiency": 0.8, "latency_us": 5.0}
+
+
+def projection(peer: dict[str, Any], steps: dict[str, float]) -> dict[str, Any]:
+    variants = [{"name": n, "projected_step_s": {"overlapped": s, "serial": s}} for n, s in steps.items()]
+    return {"label": "projected", "hardware": "box", "variants": variants,
+            "profile": {"name": "box", "peer": peer, "host_link": PCIE3_X8}}
+
+
+def strategy_audit(strategy: str, ops: str | None, collective: int = 0, to_host: int = 0,
+                   pulls: int = 0) -> dict[str, Any]:
+    """The audit of a TF2 strategy variant's placement: matmuls on both accelerators, and what crosses."""
+    from tfprof_towers.capture.placement import summarise_devices, summarise_transfers
+
+    nodes = [{"name": f"mm{i}", "type": "MatMul", "kernel": "MatMul", "device": a, "requested": a,
+              "flops": 278528, "sources": []} for i, a in enumerate(ACC)]
+    nodes.append({"name": "update", "type": "AssignSubVariableOp", "kernel": "AssignSubVariableOp",
+                  "device": HOST, "requested": HOST, "flops": 0, "sources": []})
+    edges = []
+    for a in ACC:
+        if pulls:
+            edges.append({"src": HOST, "dst": a, "bytes": pulls, "tensor": "W:0",
+                          "producer_type": "ReadVariableOp"})
+        if to_host:
+            edges.append({"src": a, "dst": HOST, "bytes": to_host, "tensor": "g:0", "producer_type": "AddN"})
+    placement = {
+        "nodes": nodes, "devices": summarise_devices(nodes), "edges": edges,
+        "transfers": summarise_transfers(edges),
+        "strategy": {"strategy": strategy, "replicas": 2, "cross_device_ops": ops},
+        "collectives": [{"name": f"CollectiveReduceV2_{i}", "device": a, "kernel": "CollectiveReduceV2",
+                         "bytes": collective, "group_size": 2, "communication_hint": "nccl"}
+                        for i, a in enumerate(ACC) if collective],
+    }
+    return audit.audit_variant({"name": "v", "placement": placement}, TOPOLOGY)
+
+
+MIRRORED = strategy_audit("MirroredStrategy", "CollectiveAllReduce", collective=6528)
+REDUCE_HOST = strategy_audit("MirroredStrategy", "ReductionToOneDevice", to_host=6536)
+CENTRAL = strategy_audit("CentralStorageStrategy", "ReductionToOneDevice", to_host=13064, pulls=6528)
+
+
+def tf2_facts(name: str, a: dict[str, Any], proj: dict[str, Any] | None) -> advise.Facts:
+    return advise.Facts({**entry(name, 1e-3), "family": "tf2-strategy"}, a, None, TOPOLOGY, None, proj)
+
+
+def test_staged_allreduce_fires_without_a_peer_path_citing_the_modeled_ring() -> None:
+    proj = projection(STAGED, {"mirrored": 1e-3, "mirrored_reduce_host": 8e-4, "mirrored_hierarchical": 9e-4})
+    f = check("staged_allreduce", tf2_facts("mirrored", MIRRORED, proj))
+    assert f is not None and (f.rule, f.severity) == ("staged_allreduce", "low")
+    # ring of 2: 2 latencies + 6528 B at 7.88e9 x 0.36; via the host: 2 x (10 us + 6528 B at 7.88e9 x 0.8)
+    ring = 2 * 20e-6 + 6528 / (7.88e9 * 0.36)
+    via_host = 2 * (10e-6 + 6528 / (7.88e9 * 0.8))
+    assert f.evidence["modeled_ring_s"] == pytest.approx(ring)
+    assert f.evidence["modeled_via_host_s"] == pytest.approx(via_host)
+    assert (f.evidence["payload_bytes_per_replica"], f.evidence["replicas"]) == (6528, 2)
+    assert f.evidence["share_of_projected_step"] == pytest.approx(ring / 1e-3)
+    assert f.message == (
+        "mirrored all-reduces 6.53 kB of gradients per replica per step with CollectiveReduceV2 (nccl) "
+        "over 2 accelerators; on box they have no peer access (PCIe 3.0 x8, staged through host, 2.84 GB/s "
+        "effective), so every step of the ring is staged through host memory: modeled 42.3 µs per step for "
+        "the ring, against 22.1 µs to send each replica's gradients to the host and the sum back over its "
+        "own PCIe 3.0 x8 link (6.30 GB/s)")
+    assert "ReductionToOneDevice()" in f.suggestion and "HierarchicalCopyAllReduce()" in f.suggestion
+    assert f.suggestion.endswith("Projected on box: mirrored 1.00 ms, mirrored_reduce_host 800 µs, "
+                                 "mirrored_hierarchical 900 µs per step.")
+
+
+def test_staged_allreduce_is_medium_when_the_ring_is_a_large_share_of_the_step() -> None:
+    f = check("staged_allreduce", tf2_facts("mirrored", MIRRORED, projection(STAGED, {"mirrored": 3e-4})))
+    assert f.severity == "medium" and f.evidence["share_of_projected_step"] == pytest.approx(42.3e-6 / 3e-4,
+                                                                                             rel=1e-3)
+
+
+def test_staged_allreduce_quiet_over_nvlink_or_without_an_all_reduce() -> None:
+    assert check("staged_allreduce", tf2_facts("mirrored", MIRRORED, projection(NVLINK, {}))) is None
+    reduce_host = tf2_facts("mirrored_reduce_host", REDUCE_HOST, projection(STAGED, {}))
+    assert check("staged_allreduce", reduce_host) is None
+
+
+def test_reduction_through_host_fires_over_direct_links() -> None:
+    proj = projection(NVLINK, {"mirrored_reduce_host": 1e-3, "mirrored": 9e-4})
+    f = check("reduction_through_host", tf2_facts("mirrored_reduce_host", REDUCE_HOST, proj))
+    via_host = 2 * (10e-6 + 6536 / (7.88e9 * 0.8))  # 22.1 us: 2.2% of the projected 1 ms, so low
+    assert f is not None and f.severity == "low"
+    assert f.evidence["modeled_via_host_s"] == pytest.approx(via_host)
+    assert f.evidence["modeled_ring_s"] == pytest.approx(2 * 5e-6 + 6536 / (50e9 * 0.8))
+    assert f.message.startswith("mirrored_reduce_host sums the gradients on the host: each of 2 replicas "
+                                "sends up to 6.54 kB per step to /device:CPU:0 and receives the sum back")
+    assert "use `tf.distribute.MirroredStrategy()` with its default cross-device ops" in f.suggestion
+    assert f.suggestion.endswith("Projected on box: mirrored_reduce_host 1.00 ms, mirrored 900 µs per step.")
+
+
+def test_reduction_through_host_quiet_without_direct_links_or_for_central_storage() -> None:
+    staged = tf2_facts("mirrored_reduce_host", REDUCE_HOST, projection(STAGED, {}))
+    assert check("reduction_through_host", staged) is None
+    central = tf2_facts("central_storage", CENTRAL, projection(NVLINK, {}))
+    assert check("reduction_through_host", central) is None
+
+
+def test_central_storage_pulls_fires_with_the_bytes_each_accelerator_pulls() -> None:
+    f = check("central_storage_pulls", tf2_facts("central_storage", CENTRAL, None))
+    assert f is not None and f.severity == "low"  # logical devices: the modeled time is not a share of a step
+    assert f.evidence["pulls_per_accelerator"] == {ACC[0]: 6528, ACC[1]: 6528}
+    assert f.evidence["modeled_s"] == {"pcie3_x16": (6528 + 13064) / 12e9}
+    assert f.message == (
+        "CentralStorageStrategy keeps the variables on the host /device:CPU:0: every step each of 2 "
+        "accelerators pulls them (/device:CPU:1 6.53 kB, /device:CPU:2 6.53 kB; 2 tensors in all) and sends "
+        "gradients back (13.1 kB from /device:CPU:1), and the host runs the update (1 ops); modeled at "
+        "PCIe 3.0 x16: 1.63 µs per step on /device:CPU:1's link")
+    # the generic rule leaves central storage to this one
+    assert check("variables_remote", tf2_facts("central_storage", CENTRAL, None)) is None
+
+
+def test_central_storage_pulls_quiet_for_other_strategies() -> None:
+    assert check("central_storage_pulls", tf2_facts("mirrored", MIRRORED, None)) is None
+
+
+def test_peer_path_rules_say_why_they_were_not_evaluated_without_a_profile() -> None:
+    summary = {"topology": TOPOLOGY, "variants": [
+        {**entry("mirrored", 1e-3), "family": "tf2-strategy", "audit": MIRRORED, "breakdown": None},
+        {**entry("single", 1e-3), "audit": audit.audit_variant(SINGLE, TOPOLOGY), "breakdown": None}]}
+    status = {r["rule"]: r for r in advise.rules_status(summary)}
+    assert status["staged_allreduce"]["not_evaluated"] == {
+        "mirrored": "it reduces across devices, and no hardware profile says how its accelerators are linked "
+                    "(profile --project-on NAME, or project RUN_DIR --hardware NAME)"}
+    assert status["central_storage_pulls"]["evaluated"] is True
+    assert [f.rule for f in advise.run_rules(summary)] == []
+    summary["projection"] = projection(STAGED, {})
+    assert [f.rule for f in advise.run_rules(summary)] == ["staged_allreduce"]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import recommend, registry
+from . import recommend, registry, strategy_advice
 from .audit import link_model, short_source
 from .categories import COPY_CATEGORIES
 from .device_names import HOST_THREADS
@@ -35,10 +35,13 @@ SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
 
 #: What a rule may need before it can be evaluated on a variant (see :func:`unmet`).
 PLACEMENT, MEASURED_TIMINGS, BASELINE = "placement", "measured_timings", "baseline"
+PEER_PATH = "peer_path"
 NEEDS: dict[str, str] = {
     PLACEMENT: "the variant's placement (partition graphs)",
     MEASURED_TIMINGS: "device timings from real accelerators (a GPU run whose trace was analysed)",
     BASELINE: "the family's baseline variant, succeeded in the same run",
+    PEER_PATH: "for a variant that reduces across devices: a hardware profile saying how its accelerators "
+               "are linked (profile --project-on NAME)",
 }
 
 
@@ -51,6 +54,7 @@ class Facts:
     breakdown: Mapping[str, Any] | None
     topology: Mapping[str, Any]
     baseline: Mapping[str, Any] | None  # the family's baseline entry (`single`), when it succeeded
+    projection: Mapping[str, Any] | None = None  # summary["projection"]: its hardware profile's links
 
     @property
     def name(self) -> str:
@@ -326,6 +330,8 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     a = f.audit
     if not a:
         return None
+    if strategy_advice.strategy(f).get("strategy") == strategy_advice.CENTRAL_STORAGE:
+        return None  # central_storage_pulls says it, with the strategy's own remedy
     pulls = a["variable_pulls"]
     used = f.accelerators_used
     pulling = [d for d in used if pulls["by_accelerator"].get(d, 0) > 0]
@@ -342,9 +348,12 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
         f"modeled at {x16.name}: {fmt_seconds(modeled)} per step"
     )
     sources = _variable_sources(f)
+    tf2 = _family(f.entry) == registry.TF2_STRATEGY
+    remedy = ("`tf.distribute.MirroredStrategy`, the `mirrored` variant" if tf2
+              else "the `replicated` variant, MirroredStrategy")
     suggestion = (
         "Suggestion: keep a copy of the variables on each accelerator and all-reduce the gradients "
-        "(the `replicated` variant, MirroredStrategy)"
+        f"({remedy})"
         + (f" instead of the scope at {_list(sources)}" if sources else "") + "."
     )
     evidence = {"bytes_per_step": pulls["bytes_per_step"], "tensors": pulls["tensors"],
@@ -375,6 +384,18 @@ RULES: tuple[Rule, ...] = (
          needs=(MEASURED_TIMINGS, BASELINE)),
     Rule("variables_remote", "every tower pulls the variables across the bus",
          severity=LOW, check=check_variables_remote,
+         params={"min_accelerators": 2, "link_model": "pcie3_x16", "medium_at_modeled_share": 0.10},
+         primary="min_accelerators", needs=(PLACEMENT,)),
+    Rule("staged_allreduce", "a ring all-reduce (NCCL) where the accelerators have no peer path",
+         severity=LOW, check=strategy_advice.check_staged_allreduce,
+         params={"min_replicas": 2, "medium_at_share": 0.10}, primary="min_replicas",
+         needs=(PLACEMENT, PEER_PATH)),
+    Rule("reduction_through_host", "gradients summed on the host though the accelerators are linked directly",
+         severity=LOW, check=strategy_advice.check_reduction_through_host,
+         params={"min_replicas": 2, "medium_at_share": 0.10}, primary="min_replicas",
+         needs=(PLACEMENT, PEER_PATH)),
+    Rule("central_storage_pulls", "CentralStorageStrategy pulls every variable to each accelerator each step",
+         severity=LOW, check=strategy_advice.check_central_storage_pulls,
          params={"min_accelerators": 2, "link_model": "pcie3_x16", "medium_at_modeled_share": 0.10},
          primary="min_accelerators", needs=(PLACEMENT,)),
 )
@@ -424,8 +445,9 @@ def facts_for(summary: Mapping[str, Any]) -> list[Facts]:
         _family(e): e for e in entries
         if e["status"] == "ok" and registry.is_baseline(e["name"], e.get("source"))
     }
+    projection = summary.get("projection")
     return [
-        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(_family(e)))
+        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(_family(e)), projection)
         for e in entries if e["status"] == "ok"
     ]
 
@@ -455,6 +477,10 @@ def unmet(rule: Rule, f: Facts) -> str | None:
         return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
     if BASELINE in rule.needs and not f.baseline and not f.is_baseline:
         return f"the baseline {registry.baseline_name(_family(f.entry))} did not succeed"
+    if (PEER_PATH in rule.needs and strategy_advice.reduces_across_devices(f)
+            and strategy_advice.profile(f) is None):
+        return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
+                "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
     return None
 
 

@@ -19,7 +19,9 @@ see :func:`tfprof_towers.pipeline.analyse_variant`).  Output: one JSON-able dict
   achieved bandwidth where the trace has device copies (GPU runs) and, always,
   clearly labelled *modeled* times at the :data:`LINK_MODELS` bandwidths (listed
   once per summary, ``summary.json`` -> ``link_models``, not per audit);
-* ``variable_pulls``: bytes of variable reads that cross to accelerators.
+* ``variable_pulls``: bytes of variable reads that cross to accelerators;
+* ``strategy`` and ``collectives`` (TF2 strategies): the ``tf.distribute`` strategy with its
+  cross-device ops, and its all-reduce ops with the bytes each replica contributes.
 
 No TensorFlow, no I/O: plain dicts in, plain dicts out.
 """
@@ -322,6 +324,11 @@ def audit_variant(
         "links": link_table(placement, topology, links_measured),
         "links_measured": bool(links_measured),
         "variable_pulls": variable_pulls(placement, topology),
+        "strategy": placement.get("strategy"),  # TF2: the tf.distribute strategy and its cross-device ops
+        "collectives": [  # TF2: all-reduce ops, the bytes each replica contributes per step
+            {k: c.get(k) for k in ("name", "device", "kernel", "bytes", "group_size", "communication_hint")}
+            for c in placement.get("collectives") or ()
+        ],
     }
 
 
