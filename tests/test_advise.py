@@ -441,7 +441,7 @@ def test_central_storage_pulls_fires_with_the_bytes_each_accelerator_pulls() -> 
     assert f.message == (
         "CentralStorageStrategy keeps the variables on the host /device:CPU:0: every step each of 2 "
         "accelerators pulls them (/device:CPU:1 6.53 kB, /device:CPU:2 6.53 kB; 2 tensors in all) and sends "
-        "gradients back (13.1 kB from /device:CPU:1), and the host runs the update (1 ops); modeled at "
+        "gradients back (13.1 kB from /device:CPU:1), and the host runs the update (1 op); modeled at "
         "PCIe 3.0 x16: 1.63 µs per step on /device:CPU:1's link")
     # the generic rule leaves central storage to this one
     assert check("variables_remote", tf2_facts("central_storage", CENTRAL, None)) is None

@@ -200,7 +200,8 @@ def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
     msg = (
         f"CentralStorageStrategy keeps the variables on the host {host}: every step each of {len(used)} "
         f"accelerators pulls them ({per_acc}; {pulls['tensors']} tensors in all) and sends gradients back "
-        f"({fmt_bytes(back.get(worst, 0))} from {worst}), and the host runs the update ({host_ops} ops); "
+        f"({fmt_bytes(back.get(worst, 0))} from {worst}), and the host runs the update "
+        f"({host_ops} op{'' if host_ops == 1 else 's'}); "
         f"modeled at {model.name}: {fmt_seconds(modeled)} per step on {worst}'s link"
     )
     step = f.entry["step_time_s"].get("median")

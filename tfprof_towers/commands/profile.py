@@ -117,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
     """
     t0 = time.perf_counter()
     options = options_from_args(args)
+    if args.project_on and options.keras_model:
+        raise TowersError("--project-on projects the seed workload and variant files; it cannot project a "
+                          "--keras-model run")
     if args.project_on:
         from ..project.hardware import load_hardware
 

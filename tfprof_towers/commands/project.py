@@ -130,7 +130,8 @@ def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
         for note in cal["notes"]:
             out.print(f"calibration: {escape(note)}")
         for name, check in cal.get("placement_checks", {}).items():
-            agree = "bytes per link agree" if check["links_agree"] else "bytes per link DIFFER"
+            agree = ("bytes per link agree" if check["links_agree"] else
+                     f"bytes per link differ by up to {check.get('max_link_difference_bytes', '?')} B")
             out.print(f"placement check {escape(name)}: {check['ops_same_device']}/{check['ops_compared']} "
                       f"ops on the measured device; {agree}")
     if run_dir is not None:

@@ -172,6 +172,8 @@ def _calibration_doc(run_dir: RunDir, run: RunDoc, cal: Calibration, graphs: dic
         if not static or "error" in static:
             continue
         record = load_record(run_dir, v.name)
+        if not record.placement:  # failed or skipped (NCCL without GPUs): nothing measured to check
+            continue
         doc["placement_checks"][v.name] = placement_check(GraphWork.from_json(static), record.to_json())
     if not checks:
         doc["notes"].append("placement not checked: the run's preset differs from the projected one")
@@ -182,6 +184,9 @@ def run_variants(run: RunDoc) -> tuple[VariantSpec, ...]:
     """The variants a run directory's run.json asked for (built-ins and variant files)."""
     if not run.variants:
         raise TowersError("the run directory names no variants in run.json")
+    if run.config is not None and run.config.keras_model:
+        raise TowersError(f"the run trained a Keras model ({run.config.keras_model}); the projection builds "
+                          "the seed workload and variant files, not Keras models")
     return run.variants
 
 

@@ -206,17 +206,32 @@ def placement_check(static: GraphWork, record: Mapping[str, Any]) -> dict[str, A
     static_links: dict[tuple[str, str], int] = {}
     for c in static.copies:
         static_links[(c.src, c.dst)] = static_links.get((c.src, c.dst), 0) + c.bytes
-    measured_links = {
-        (t["src"], t["dst"]): int(t["bytes_per_step"]) for t in placement.get("transfers") or []
-    }
+    measured_links: dict[tuple[str, str], int] = {}
+    for t in placement.get("transfers") or []:
+        if t.get("kind", "send_recv") == "send_recv":  # all-reduce traffic is compared apart
+            key = (t["src"], t["dst"])
+            measured_links[key] = measured_links.get(key, 0) + int(t["bytes_per_step"])
     links = [
         {"src": s, "dst": d, "static_bytes": static_links.get((s, d), 0),
          "measured_bytes": measured_links.get((s, d), 0)}
         for s, d in sorted(set(static_links) | set(measured_links))
     ]
+    static_payloads = sorted(g.bytes for g in static.collectives)
+    measured_payloads = _collective_payloads(placement.get("collectives") or [])
     return {
         "ops_compared": len(compared),
         "ops_same_device": agree,
         "links": links,
         "links_agree": all(x["static_bytes"] == x["measured_bytes"] for x in links),
+        "max_link_difference_bytes": max((abs(x["static_bytes"] - x["measured_bytes"]) for x in links),
+                                         default=0),
+        "collectives_agree": static_payloads == measured_payloads,
     }
+
+
+def _collective_payloads(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The measured all-reduces' payloads, one per group (members on every device contribute the same)."""
+    per_device: dict[str, list[int]] = {}
+    for r in rows:
+        per_device.setdefault(r["device"], []).append(int(r["bytes"]))
+    return sorted(max(sizes) for sizes in zip(*per_device.values())) if per_device else []

@@ -35,7 +35,8 @@ VIEW_OPS = frozenset({
 })
 MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D",
                         "Conv2DBackpropInput", "Conv2DBackpropFilter"})
-COLLECTIVE_OPS = frozenset({"NcclAllReduce"})
+#: All-reduce ops, modeled as a ring over their members (NCCL; TF2's collective ops).
+COLLECTIVE_OPS = frozenset({"NcclAllReduce", "CollectiveReduceV2", "CollectiveReduceV3"})
 
 
 def tensor_nbytes(t: Any) -> int:
@@ -140,14 +141,44 @@ def _split_axis(op: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def collective_key(op: Any, device: str, seen: dict[tuple[str, str], int]) -> tuple[str, int]:
+    """Which all-reduce ``op`` belongs to, and the bytes each member contributes.
+
+    NCCL ops by their shared name.  TF2's ``CollectiveReduceV2`` feeds its instance key
+    at call time, so the k-th collective of a group key on one device goes with the
+    k-th on every other (a group's collectives run in the same order on every member).
+    """
+    if op.type == "NcclAllReduce":
+        return op.get_attr("shared_name").decode(), sum(tensor_nbytes(t) for t in op.inputs)
+    group = _static_int(op.inputs[2]) if len(op.inputs) > 2 else None
+    k = seen.get((str(group), device), 0)
+    seen[(str(group), device)] = k + 1
+    return f"collective:{group}#{k}", tensor_nbytes(op.inputs[0])
+
+
+def _static_int(t: Any) -> int | None:
+    import tensorflow as tf
+
+    try:
+        value = tf.get_static_value(t)
+    except (TypeError, ValueError):
+        return None
+    return None if value is None else int(value)
+
+
 def extract_work(
-    graph: Any, fetches: Any, host: str, accelerators: Iterable[str], default_to_accelerator: bool = True
+    graph: Any, fetches: Any, host: str, accelerators: Iterable[str], default_to_accelerator: bool = True,
+    preplaced: dict[str, str] | None = None, group_control_edges: bool = False,
 ) -> dict[str, Any]:
     """Per-op work, dependencies and cross-device copies of one step (JSON-able; see model.GraphWork).
 
     An op that requests no device goes to the first accelerator when
     ``default_to_accelerator`` (TensorFlow prefers GPUs), else to the host (with
-    logical CPU devices TensorFlow's default is ``/cpu:0``).
+    logical CPU devices TensorFlow's default is ``/cpu:0``).  ``preplaced`` fixes the
+    device of some ops (a function's placeholders live where the values they capture do).
+    With ``group_control_edges`` (how a ``tf.function``'s graph is partitioned), an op's
+    control inputs from another device cross as one zero-byte edge per source device,
+    after the last of them; otherwise each crosses on its own (a Session's graph).
     """
     from ..device_names import canonical_device
 
@@ -158,11 +189,13 @@ def extract_work(
     index = {op.name: i for i, op in enumerate(order)}
     placed: dict[str, str] = {}
     for op in order:
-        placed[op.name] = resolve_device(op, graph, default, placed)
+        fixed = (preplaced or {}).get(op.name)
+        placed[op.name] = fixed if fixed is not None else resolve_device(op, graph, default, placed)
     devices = [placed[op.name] for op in order]
     copies: list[dict[str, Any]] = []
     copy_of: dict[tuple[str, str], int] = {}
     collectives: dict[str, dict[str, Any]] = {}
+    seen: dict[tuple[str, str], int] = {}
     ops: list[dict[str, Any]] = []
     for i, op in enumerate(order):
         dev = devices[i]
@@ -176,22 +209,27 @@ def extract_work(
                 base = _base_tensor(t, placed)
                 waits.add(_copy(copies, copy_of, base.name, index[base.op.name], devices[j], dev,
                                 tensor_nbytes(t)))
+        remote: dict[str, int] = {}
         for c in op.control_inputs:
             j = index[c.name]
             if devices[j] == dev:
                 deps.add(j)
+            elif group_control_edges:
+                remote[devices[j]] = max(remote.get(devices[j], -1), j)
             else:  # a control edge crosses devices as a zero-byte send/recv
                 waits.add(_copy(copies, copy_of, "^" + c.name, j, devices[j], dev, 0))
+        for src_dev, j in remote.items():
+            waits.add(_copy(copies, copy_of, f"^{src_dev}->{op.name}", j, src_dev, dev, 0))
         flops, nbytes = op_work(op)
         entry: dict[str, Any] = {
             "name": op.name, "type": op.type, "device": dev, "flops": flops, "bytes": nbytes,
             "matmul": op.type in MATMUL_OPS, "deps": sorted(deps), "copies": sorted(waits),
         }
         if op.type in COLLECTIVE_OPS:
-            key = op.get_attr("shared_name").decode()
+            key, payload = collective_key(op, dev, seen)
             group = collectives.setdefault(key, {"name": key, "ops": [], "bytes": 0})
             group["ops"].append(i)
-            group["bytes"] = max(group["bytes"], sum(tensor_nbytes(t) for t in op.inputs))
+            group["bytes"] = max(group["bytes"], payload)
             entry["collective"] = key
             entry["flops"], entry["bytes"] = 0.0, 0.0
         ops.append(entry)
@@ -251,9 +289,19 @@ def work_for(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[s
 
 
 def main(argv: list[str]) -> int:
-    """Child entry: SPEC.json names the preset, accelerators, variants and the output path."""
+    """Child entry: SPEC.json names the preset, accelerators, variants and the output path.
+
+    tf2-strategy variants are built eagerly in a child of their own
+    (:mod:`.strategy_graphs`), started first so that both run at once; their
+    results are merged into this one's.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = json.loads(Path(argv[0]).read_text())
+    from .. import registry
+    from .strategy_graphs import start_child
+
+    tf2 = [v for v in spec["variants"] if v.get("family") == registry.TF2_STRATEGY]
+    child = start_child(spec, tf2) if tf2 else None
     import tensorflow as tf
 
     tf.compat.v1.disable_eager_execution()
@@ -267,6 +315,8 @@ def main(argv: list[str]) -> int:
         if layout is None:
             continue
         for v in spec["variants"]:
+            if v in tf2:
+                continue
             try:
                 out[layout_key][v["name"]] = work_for(
                     v, preset, layout["host"], tuple(layout["accelerators"]), layout["kind"]
@@ -276,6 +326,9 @@ def main(argv: list[str]) -> int:
             except Exception as exc:  # a variant's own bug: say which, in one line
                 first = " ".join(str(exc).split())[:300]
                 out[layout_key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
+    if child is not None:
+        for key, works in child.result().items():
+            out[key].update(works)
     write_json(Path(spec["out"]), out)
     return 0
 

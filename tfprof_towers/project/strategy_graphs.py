@@ -1,0 +1,213 @@
+"""tf2-strategy variants' graphs at full size, traced but never run: per-op work, copies and all-reduces.
+
+The graph of a TF2 step is its ``tf.function``'s FuncGraph, traced under the
+variant's strategy (``step.get_concrete_function()`` runs nothing).  It is traced
+on logical CPU devices -- ``/cpu:0`` the host and ``/cpu:1..N`` standing in for the
+profile's ``N`` accelerators -- and the devices are renamed to the layout's
+(``/device:GPU:i``) afterwards, so a CPU-only machine can build it for any profile.
+Ops are placed as :func:`.graphcost.resolve_device` does, with each function input
+placed where the value it captures lives (a variable's handle on its device).
+
+What each strategy's cross-device choice becomes in the model (:mod:`.model`):
+
+* ``mirrored`` / ``mirrored_nccl``: one packed all-reduce per step (``CollectiveReduceV2``
+  or ``NcclAllReduce``), modeled as a ring over the peer links -- direct (NVLink), or
+  staged through the host where the profile has no peer access.  (Traced on CPUs the
+  default is TensorFlow's RING collective; on GPUs it would be NCCL: both are rings.)
+* ``mirrored_hierarchical``: the copies and sums ``HierarchicalCopyAllReduce`` builds
+  between the accelerators, each a peer copy on its route.
+* ``mirrored_reduce_host``: every gradient copied to the host, summed there, and the
+  sums copied back: host links.
+* ``central_storage``: variables on the host, read by every accelerator each step and
+  updated on the host: host links both ways.
+
+Run as ``python -m tfprof_towers.project.strategy_graphs SPEC.json`` (started by
+:func:`.graphcost.main`); imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUILD_TIMEOUT_S = 900.0
+
+
+# ------------------------------------------------------------------------------------------
+# Parent side (in graphcost's child): start it, collect its result
+
+
+@dataclass
+class StrategyChild:
+    """A running ``strategy_graphs`` child and where it writes."""
+
+    proc: subprocess.Popen
+    tmp: tempfile.TemporaryDirectory
+    out: Path
+    names: tuple[str, ...]
+    layouts: tuple[str, ...]
+
+    def result(self) -> dict[str, dict[str, Any]]:
+        """``{"variants": {name: work|{"error"}}, "checks": {...}}``; errors for all when the child failed."""
+        try:
+            _, err = self.proc.communicate(timeout=BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            err = f"building the tf2-strategy graphs took longer than {BUILD_TIMEOUT_S:.0f} s"
+        try:
+            if self.proc.returncode == 0 and self.out.is_file():
+                return json.loads(self.out.read_text())
+            tail = " ".join((err or "").strip().splitlines()[-1:]) or f"exit code {self.proc.returncode}"
+            why = {"error": f"building the tf2-strategy graphs failed: {tail[:300]}"}
+            return {key: dict.fromkeys(self.names, why) for key in self.layouts}
+        finally:
+            self.tmp.cleanup()
+
+
+def start_child(spec: dict[str, Any], variants: list[dict[str, Any]]) -> StrategyChild:
+    """Start building ``variants`` (tf2-strategy) for ``spec``'s layouts in a child process."""
+    tmp = tempfile.TemporaryDirectory(prefix="tfprof-strategies-")
+    sub_spec, out = Path(tmp.name) / "spec.json", Path(tmp.name) / "work.json"
+    sub_spec.write_text(json.dumps({**spec, "variants": variants, "out": str(out)}))
+    command = [sys.executable, "-m", "tfprof_towers.project.strategy_graphs", str(sub_spec)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ))
+    layouts = tuple(k for k, key in (("variants", "layout"), ("checks", "check_layout")) if spec.get(key))
+    return StrategyChild(proc, tmp, out, tuple(v["name"] for v in variants), layouts)
+
+
+# ------------------------------------------------------------------------------------------
+# Child side
+
+
+def shapes_only(preset: Any) -> Any:
+    """Seed values of the preset's shapes without drawing them (the graph is never run)."""
+    import numpy as np
+
+    from ..capture.seed_values import SeedValues
+
+    d = preset.dim
+    x = np.empty((preset.batch, d, d), np.float32)  # untouched: only its shape is read
+    return SeedValues(x, tuple(np.zeros((d, d), np.float32) for _ in range(preset.blocks)),
+                      tuple(np.zeros(d, np.float32) for _ in range(preset.blocks)))
+
+
+def build_step(spec: dict[str, Any], devices: Any) -> tuple[Any, Any]:
+    """The variant's strategy and traced step: ``(strategy, concrete function)``."""
+    import tensorflow as tf
+
+    from .. import registry
+    from ..capture import seed_step, strategies
+    from ..capture.tf2_files import load_step_file
+
+    if spec.get("file"):
+        f = load_step_file(spec["file"])
+        strategy = (f.build_strategy or strategies.one_device)(devices)
+        step = f.build_step(strategy, devices)
+    else:
+        variant = registry.builtin(spec["name"])
+        if variant is None or variant.family != registry.TF2_STRATEGY:
+            raise KeyError(f"{spec['name']!r} is not a built-in {registry.TF2_STRATEGY} variant")
+        strategy = variant.load_builder()(devices)
+        values = shapes_only(devices.preset)
+        with tf.device(devices.host):
+            batch = tf.zeros(values.x.shape, tf.float32)
+        step = seed_step.seed_step(strategy, values, devices.host, batch=batch)
+    return strategy, step.get_concrete_function()
+
+
+def capture_devices(concrete: Any, host: str) -> dict[str, str]:
+    """Each captured input's placeholder -> the device of the value it captures.
+
+    Values captured by reference (a collective's instance key, read at each call) are
+    host tensors.
+    """
+    from ..device_names import canonical_device
+
+    out = {}
+    for external, internal in concrete.graph.captures:
+        device = getattr(external, "device", "")
+        if device:
+            out[internal.op.name] = canonical_device(device)
+    by_ref = getattr(getattr(concrete.graph, "function_captures", None), "by_ref_internal", {}) or {}
+    for internal in by_ref.values():
+        if hasattr(internal, "op"):
+            out[internal.op.name] = canonical_device(host)
+    return out
+
+
+def rename_devices(work: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
+    """``work`` with every device name replaced through ``mapping`` (names not in it stay)."""
+    def name(d: str) -> str:
+        return mapping.get(d, d)
+
+    return {
+        **work,
+        "host": name(work["host"]),
+        "accelerators": [name(a) for a in work["accelerators"]],
+        "ops": [{**op, "device": name(op["device"])} for op in work["ops"]],
+        "copies": [{**c, "src": name(c["src"]), "dst": name(c["dst"])} for c in work["copies"]],
+    }
+
+
+def work_for(spec: dict[str, Any], preset: Any, layout: dict[str, Any]) -> dict[str, Any]:
+    """One variant's work on ``layout``, traced on logical CPU devices standing in for its accelerators."""
+    from ..capture.devices import Devices
+    from ..device_names import canonical_device
+    from .graphcost import extract_work
+
+    n = len(layout["accelerators"])
+    cpu = Devices("/cpu:0", tuple(f"/cpu:{i + 1}" for i in range(n)), "logical-cpu", preset)
+    _strategy, concrete = build_step(spec, cpu)
+    fetches = [*concrete.graph.outputs, *concrete.graph.control_outputs]
+    work = extract_work(concrete.graph, fetches, cpu.host, cpu.accelerators,
+                        default_to_accelerator=(layout["kind"] == "gpu"),
+                        preplaced=capture_devices(concrete, cpu.host), group_control_edges=True)
+    mapping = {canonical_device(cpu.host): canonical_device(layout["host"])}
+    mapping.update({canonical_device(c): canonical_device(g) for c, g in zip(cpu.accelerators,
+                                                                            layout["accelerators"])})
+    work = rename_devices(work, mapping)
+    work["variant"] = spec["name"]
+    work["preset"] = preset.name
+    return work
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    spec = json.loads(Path(argv[0]).read_text())
+    import tensorflow as tf
+
+    from ..config import Preset
+    from ..errors import TowersError
+    from ..rundir import write_json
+
+    layouts = [(k, spec.get(key)) for k, key in (("variants", "layout"), ("checks", "check_layout"))]
+    most = max(len(layout["accelerators"]) for _, layout in layouts if layout)
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * (1 + most))
+    preset = Preset(**spec["preset"])
+    out: dict[str, Any] = {"variants": {}, "checks": {}}
+    for key, layout in layouts:
+        if layout is None:
+            continue
+        for v in spec["variants"]:
+            try:
+                out[key][v["name"]] = work_for(v, preset, layout)
+            except TowersError as exc:
+                out[key][v["name"]] = {"error": exc.message}
+            except Exception as exc:  # a variant's own bug: say which, in one line
+                first = " ".join(str(exc).split())[:300]
+                out[key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
+    write_json(Path(spec["out"]), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
