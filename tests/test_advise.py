@@ -463,3 +463,18 @@ def test_peer_path_rules_say_why_they_were_not_evaluated_without_a_profile() -> 
     assert [f.rule for f in advise.run_rules(summary)] == []
     summary["projection"] = projection(STAGED, {})
     assert [f.rule for f in advise.run_rules(summary)] == ["staged_allreduce"]
+
+
+def test_host_compute_in_a_tf2_step_names_the_lines_that_created_the_ops() -> None:
+    nodes = [{"name": "fwd/MatMul", "type": "MatMul", "kernel": "MatMul", "device": HOST, "requested": HOST,
+              "flops": 600, "sources": [{"file": "/src/step.py", "line": 12, "function": "replica_step"}]},
+             {"name": "bwd/MatMul", "type": "MatMul", "kernel": "MatMul", "device": ACC[0],
+              "requested": ACC[0], "flops": 400, "sources": []}]
+    from tfprof_towers.capture.placement import summarise_devices
+
+    placement = {"nodes": nodes, "devices": summarise_devices(nodes), "edges": [], "transfers": []}
+    a = audit.audit_variant({"name": "mine", "placement": placement}, TOPOLOGY)
+    f = check("host_compute", tf2_facts("mine", a, None))
+    assert f.message.endswith("heavy ops in fwd, created at step.py:12")
+    assert f.suggestion.startswith("Suggestion: run the ops created at /src/step.py:12 inside `strategy.run`")
+    assert f.sources == ("/src/step.py:12",)

@@ -172,12 +172,17 @@ def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
     if measured is not None:
         msg += f"; measured: {fmt_percent(measured)} of compute time"
     msg += f"; heavy ops in {_list(scopes)}"
-    if sources:
-        dev = _source_device(groups[0])
+    dev = _source_device(groups[0]) if sources else ""
+    if sources and dev:
         msg += f", placed there by `with tf.device({dev!r})` at {_list(short_source(s) for s in sources)}"
+    elif sources:  # TF2: the lines that created the ops (a function's tf.device scopes are the strategy's)
+        msg += f", created at {_list(short_source(s) for s in sources)}"
     suggestion = (
         f"Suggestion: remove the `with tf.device(...)` at {_list(sources)} so that the "
         f"{'tower' if len(scopes) > 1 else 'scope'}'s forward pass runs on its accelerator."
+        if sources and dev else
+        f"Suggestion: run the ops created at {_list(sources)} inside `strategy.run` (replica context), "
+        "without a `with tf.device(host)` around them, so that each replica computes on its accelerator."
         if sources else
         "Suggestion: wrap the model's forward pass in `with tf.device(accelerator)`; nothing in the "
         "graph pins it, so TensorFlow's placer kept it on the host."
