@@ -478,3 +478,11 @@ def test_host_compute_in_a_tf2_step_names_the_lines_that_created_the_ops() -> No
     assert f.message.endswith("heavy ops in fwd, created at step.py:12")
     assert f.suggestion.startswith("Suggestion: run the ops created at /src/step.py:12 inside `strategy.run`")
     assert f.sources == ("/src/step.py:12",)
+
+
+def test_strategy_findings_say_when_the_projection_keeps_the_variant_ahead() -> None:
+    proj = projection(STAGED, {"central_storage": 6e-4, "mirrored": 1.7e-3, "mirrored_reduce_host": 1.6e-3})
+    f = check("central_storage_pulls", tf2_facts("central_storage", CENTRAL, proj))
+    assert f.suggestion.endswith(
+        "Projected on box: central_storage 600 µs, mirrored 1.70 ms, mirrored_reduce_host 1.60 ms per step: "
+        "at this preset central_storage stays ahead, so the change pays only where more bytes cross.")

@@ -282,3 +282,32 @@ def test_user_frames_keep_the_user_s_files_innermost_first(tmp_path: Path) -> No
         {"file": str(mine), "line": 10, "function": "main"},
     ]
     assert user_frames(tb, []) == []
+
+
+def test_the_advice_reads_the_projection_s_hardware_profile(tmp_path: Path) -> None:
+    """finish_run attaches projection.json before the rules run: staged_allreduce can see the links."""
+    from tfprof_towers.pipeline import finish_run
+    from tfprof_towers.rundir import write_json
+
+    place = {
+        "nodes": [{"name": f"mm{i}", "type": "MatMul", "kernel": "MatMul", "device": a, "flops": 100}
+                  for i, a in enumerate(ACC)],
+        "devices": {a: {"ops": 1, "flops_per_step": 100} for a in ACC}, "edges": [],
+        "transfers": collective_transfers([_row("c0", ACC[0], GRADS), _row("c1", ACC[1], GRADS)]),
+        "collectives": [{**_row(f"c{i}", a, GRADS), "kernel": "CollectiveReduceV2"}
+                        for i, a in enumerate(ACC)],
+        "strategy": {"strategy": "MirroredStrategy", "replicas": 2,
+                     "cross_device_ops": "CollectiveAllReduce"},
+    }
+    from dataclasses import replace
+
+    rd = write_run(tmp_path / "run", run_doc(["mirrored"]), [replace(record("mirrored", place=place),
+                                                                      family=registry.TF2_STRATEGY)])
+    link = {"name": "PCIe 3.0 x8", "bandwidth_gbs": 7.88, "efficiency": 0.8, "latency_us": 10.0}
+    write_json(rd.root / "projection.json", {
+        "label": "projected", "hardware": "2x-gtx1060-pcie3", "assumptions": [], "recommendation": {},
+        "variants": [{"name": "mirrored", "projected_step_s": {"overlapped": 1e-3, "serial": 1e-3}}],
+        "profile": {"name": "2x-gtx1060-pcie3", "host_link": link,
+                    "peer": {**link, "kind": "staged", "topology": "mesh", "efficiency": 0.36}}})
+    summary = finish_run(rd)
+    assert [(f["rule"], f["variant"]) for f in summary["findings"]] == [("staged_allreduce", "mirrored")]

@@ -13,8 +13,8 @@ returns a new one; nothing is edited in place::
     analyses = analyse_traces(run_dir, summary)          xplane.pb -> per-step breakdown (trace/)
     summary  = with_breakdowns(summary, analyses)
     summary  = with_audits(summary, records)             placement audit per variant
+    summary  = with_projection(summary, load_projection(run_dir))   the hardware profile's links, too
     summary  = with_advice(summary)                      findings, rules, recommendation
-    summary  = with_projection(summary, load_projection(run_dir))
     summary  = export_chrome_traces(run_dir, summary, analyses)   variants/<name>/trace.json
     write summary.json and report.html
 
@@ -249,8 +249,8 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     analyses = analyse_traces(run_dir, summary)
     summary = with_breakdowns(summary, analyses)
     summary = with_audits(summary, records)
+    summary = with_projection(summary, load_projection(run_dir))  # before advice: rules read its links
     summary = with_advice(summary)
-    summary = with_projection(summary, load_projection(run_dir))
     return summary, analyses
 
 
