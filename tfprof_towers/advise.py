@@ -367,15 +367,15 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     pulling = [d for d in used if pulls["by_accelerator"].get(d, 0) > 0]
     if len(used) < rule.param("min_accelerators") or len(pulling) < len(used):
         return None
-    x16 = _link(rule, f)
-    modeled = pulls["bytes_per_step"] / x16.bytes_per_s
+    link = _link(rule, f)
+    modeled = pulls["bytes_per_step"] / link.bytes_per_s
     step = f.entry["step_time_s"].get("median")
     modeled_share = modeled / step if (step and f.topology.get("kind") == "gpu") else None
     msg = (
         f"every tower ({len(pulling)} of {len(used)}) pulls the variables across devices each step: "
         f"{fmt_bytes(pulls['bytes_per_step'])}/step in {pulls['tensors']} tensors "
         f"from {_list(pulls['from'])}; "
-        f"modeled at {x16.name}: {fmt_seconds(modeled)} per step"
+        f"modeled at {link.name}: {fmt_seconds(modeled)} per step"
     )
     sources = _variable_sources(f)
     suggestion = (
@@ -385,7 +385,7 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     )
     evidence = {"bytes_per_step": pulls["bytes_per_step"], "tensors": pulls["tensors"],
                 "by_accelerator": pulls["by_accelerator"], "from": pulls["from"],
-                "modeled_s": {x16.key: modeled}, "modeled_share_of_step": modeled_share}
+                "modeled_s": {link.key: modeled}, "modeled_share_of_step": modeled_share}
     medium = modeled_share is not None and modeled_share >= rule.param("medium_at_modeled_share")
     severity = MEDIUM if medium else rule.severity
     return Finding(rule.name, severity, f.name, msg, suggestion, evidence, tuple(sources))
