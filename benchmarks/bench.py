@@ -210,6 +210,7 @@ CATEGORIES: tuple[tuple[str, bool], ...] = (
     ("child bookkeeping", True),  # spec/record reading and writing in the child
     ("runner bookkeeping", True),  # parent: spec/record files, progress display
     ("setup", True),  # parent: options, run directory, run.json
+    ("projection", True),  # parent: the what-if projection (graphs built in a child), CPU-only runs
     ("analysis and rendering", True),  # parent: finish_run + printed summary
     ("CLI start and exit", True),  # parent interpreter, imports, exit
     ("failed variants", True),  # a variant that crashed has no phase times
@@ -229,10 +230,11 @@ def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
     if not proc or not ph:
         return {"failed variants": wall}
     out = {
-        TF_STARTUP: ph.get("tf_import", 0.0) + ph.get("session_init", 0.0) + proc["exit"],
+        TF_STARTUP: ph.get("tf_import", 0.0) + ph.get("session_init", 0.0) + ph.get("load_values", 0.0)
+        + proc["exit"],
         "child process start": proc["start"],
         "graph build": ph.get("build", 0.0),
-        "warm-up steps": ph.get("warmup", 0.0),
+        "warm-up steps": ph.get("warmup", 0.0) + ph.get("math", 0.0),  # the math steps are warm-up steps
         "placement trace": ph.get("placement_trace", 0.0) + ph.get("placement_extract", 0.0),
         "timed steps": ph.get("timed", 0.0),
         "profiled steps": ph.get("profiled", 0.0),
@@ -253,7 +255,8 @@ def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any
     variants_wall = float(harness.get("variants", 0.0))
     parts["runner bookkeeping"] = max(0.0, variants_wall - sum(float(r.get("wall_s") or 0) for r in records))
     parts["setup"] = float(harness.get("setup", 0.0))
-    parts["analysis and rendering"] = float(harness.get("finish", 0.0))
+    parts["projection"] = float(harness.get("projection", 0.0))  # inside "finish"
+    parts["analysis and rendering"] = float(harness.get("finish", 0.0)) - parts["projection"]
     inside = parts["setup"] + variants_wall + parts["analysis and rendering"]
     parts["CLI start and exit"] = max(0.0, total_wall_s - inside)
     return parts

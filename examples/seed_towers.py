@@ -17,11 +17,16 @@ GPUs, so every activation crosses the bus.  Profile it with::
 
 The only changes from the tutorial are ``devices.accelerators[i]`` for
 ``'/gpu:%d' % i`` and ``devices.host`` for ``'/cpu:0'``, so that the same file
-also runs without GPUs (logical CPU devices stand in for them).
+also runs without GPUs (logical CPU devices stand in for them), and three lines
+that let tfprof-towers check that it computes what the built-in placements
+compute: the variables start from ``devices.seed_values`` (loaded after
+initialisation) with the shared batch fed, and the towers' losses and the
+gradient norm are exposed (``expose_math``).
 """
 
-import numpy as np
 import tensorflow as tf
+
+from tfprof_towers.capture.mathcheck import expose_math, load_after_init
 
 tf1 = tf.compat.v1
 
@@ -43,7 +48,7 @@ def inference(images, dim, blocks, host):
     h = images
     for i in range(blocks):
         with tf1.variable_scope(f"block{i}"):
-            weights = _variable_on_cpu("W", [dim, dim], tf1.glorot_uniform_initializer(seed=i), host)
+            weights = _variable_on_cpu("W", [dim, dim], tf1.zeros_initializer(), host)
             biases = _variable_on_cpu("b", [dim], tf1.zeros_initializer(), host)
             flat = tf.reshape(h, [-1, dim])
             h = tf.reshape(tf.sigmoid(tf.matmul(flat, weights) + biases), shape)
@@ -94,6 +99,7 @@ def build_variant(devices):
                     with tf.name_scope(f"{TOWER_NAME}_{i}"):
                         with tf.device(devices.host):
                             loss = tower_loss(image_batches[i], dim, blocks, devices.host)
+                        expose_math(loss=loss)
                         tf1.get_variable_scope().reuse_variables()
                         params = tf1.trainable_variables()
                         # TF1's tf.gradients did not colocate gradient ops with their forward
@@ -102,8 +108,8 @@ def build_variant(devices):
                         tower_grads.append(list(zip(grads, params)))
         grads_and_vars = average_gradients(tower_grads)
         grads, variables = zip(*grads_and_vars)
-        clipped, _ = tf.clip_by_global_norm(list(grads), CLIP_NORM)
+        clipped, global_norm = tf.clip_by_global_norm(list(grads), CLIP_NORM)
+        expose_math(grad_norm=global_norm)
         train_op = opt.apply_gradients(list(zip(clipped, variables)))
-    rng = np.random.default_rng(0)
-    value = rng.standard_normal((batch, dim, dim), dtype=np.float32)
-    return train_op, {images: value}
+    load_after_init(tf1.trainable_variables(), devices.seed_values.params)
+    return train_op, {images: devices.seed_values.x}

@@ -376,7 +376,8 @@ CENTRAL = strategy_audit("CentralStorageStrategy", "ReductionToOneDevice", to_ho
 
 
 def tf2_facts(name: str, a: dict[str, Any], proj: dict[str, Any] | None) -> advise.Facts:
-    return advise.Facts({**entry(name, 1e-3), "family": "tf2-strategy"}, a, None, TOPOLOGY, None, proj)
+    return advise.Facts({**entry(name, 1e-3), "family": "tf2-strategy"}, a, None, TOPOLOGY, None,
+                        projection=proj)
 
 
 def test_staged_allreduce_fires_without_a_peer_path_citing_the_modeled_ring() -> None:
@@ -486,3 +487,147 @@ def test_strategy_findings_say_when_the_projection_keeps_the_variant_ahead() -> 
     assert f.suggestion.endswith(
         "Projected on box: central_storage 600 µs, mirrored 1.70 ms, mirrored_reduce_host 1.60 ms per step: "
         "at this preset central_storage stays ahead, so the change pays only where more bytes cross.")
+
+
+# -- changed_math: a placement must not change what is computed
+
+LOSSES = [0.47490591, 0.47462937]
+
+
+def with_math(e: dict[str, Any], losses: list[float] | None, norm: float | None) -> dict[str, Any]:
+    return {**e, "losses": losses, "grad_norm": norm, "family": "tf1-graph"}
+
+
+def test_changed_math_fires_on_a_forgotten_tower_with_the_numbers() -> None:
+    single = with_math(entry("single", 0.01), LOSSES, 0.144170716)
+    forgot = with_math(entry("forgot", 0.01, source="file:/x/forgot.py"), [0.47490594, 0.47462937],
+                       0.0720857)
+    summary = {"topology": TOPOLOGY, "variants": [{**single, "audit": None}, {**forgot, "audit": None}]}
+    [found] = [f for f in advise.evaluate(summary).findings if f.rule == "changed_math"]
+    assert (found.severity, found.variant) == ("high", "forgot")
+    assert found.message == (
+        "this placement changes what is computed: step-1 gradient norm 0.0720857 against 0.144171 "
+        "(relative difference 50.0%, tolerance 0.001); losses of the first steps 0.474906, 0.474629 against "
+        "0.474906, 0.474629 (relative difference 6.3e-08, 0, tolerance 0.0001); reference: single "
+        "(the baseline: one device)")
+    assert found.suggestion.startswith("Suggestion: check how the towers' gradients are combined")
+    assert found.evidence["grad_norm_rel_diff"] == pytest.approx(1 - 0.0720857 / 0.144170716)
+    assert found.evidence["reference_losses"] == LOSSES
+
+
+def test_changed_math_quiet_within_float_tolerance_and_on_the_reference() -> None:
+    summary = {"topology": TOPOLOGY, "variants": [
+        with_math(entry("single", 0.01), LOSSES, 0.14417072),
+        with_math(entry("replicated", 0.01), [0.47490594, 0.47462937], 0.14417073)]}
+    assert [f.rule for f in advise.evaluate(summary).findings] == []
+    status = {r["rule"]: r for r in advise.rules_status(summary)}
+    assert status["changed_math"]["evaluated"] is True
+
+
+def test_a_variant_that_exposes_no_loss_is_not_compared_never_flagged() -> None:
+    summary = {"topology": TOPOLOGY, "variants": [
+        with_math(entry("single", 0.01), LOSSES, 0.14417072),
+        with_math(entry("mine", 0.01, source="file:/x/mine.py"), None, None)]}
+    evaluation = advise.evaluate(summary)
+    assert evaluation.findings == ()
+    assert evaluation.skipped["changed_math"] == {
+        "mine": "its graph exposes no loss (see the README: a variant file's math)"}
+
+
+# -- never recommend a variant with a disqualifying high-severity finding
+
+
+def bug_summary(bug_median: float, topology: dict[str, Any] = GPU) -> dict[str, Any]:
+    bug = {**entry("towers_bug", bug_median, speedup=0.01 / bug_median),
+           "audit": audit.audit_variant(BUG, TOPOLOGY)}
+    single = {**entry("single", 0.01, 0.0095, 0.0105, speedup=1.0),
+              "audit": audit.audit_variant(SINGLE, TOPOLOGY)}
+    host = {**entry("towers_host_vars", 0.008, 0.0075, 0.0085, speedup=1.25), "audit": None}
+    return summary_of(bug, single, host, topology=topology)
+
+
+def test_the_measured_fastest_is_passed_over_when_it_computes_on_the_host() -> None:
+    advice = advise.advise(bug_summary(0.005))
+    rec = advice.recommendation
+    assert (rec.variant, rec.fastest, rec.runner_up) == ("towers_host_vars", "towers_bug", "towers_bug")
+    assert rec.excluded == {"towers_bug": "heavy compute on the host while accelerators are available "
+                                          "(high-severity finding host_compute)"}
+    assert rec.reason.startswith(
+        "towers_bug has the fastest median un-profiled step (5.00 ms) but is not recommended: heavy compute "
+        "on the host while accelerators are available (high-severity finding host_compute). "
+        "towers_host_vars has the fastest median un-profiled step of the others: 8.00 ms")
+
+
+def test_a_medium_host_compute_finding_does_not_disqualify() -> None:
+    a = gpu_audit(400, 400, host_flops=200)  # 20% on the host: medium
+    summary = summary_of({**entry("v", 0.005, speedup=2.0), "audit": a},
+                         {**entry("single", 0.01, speedup=1.0), "audit": None})
+    advice = advise.advise(summary)
+    assert [(f.rule, f.severity) for f in advice.findings] == [("host_compute", "medium")]
+    assert (advice.recommendation.variant, advice.recommendation.excluded) == ("v", {})
+
+
+def test_when_every_variant_is_disqualified_the_best_is_named_with_a_caveat() -> None:
+    bug = {**entry("towers_bug", 0.05), "audit": audit.audit_variant(BUG, TOPOLOGY)}
+    rec = advise.advise(summary_of(bug, entry("single", None, status="failed"))).recommendation
+    assert rec.variant == "towers_bug"
+    assert "Every variant here has a high-severity finding or failed, so towers_bug is only the best of " \
+           "them: fix its findings before using it." in rec.reason
+
+
+# -- accelerator_idle: the idle split of the trace analysis
+
+
+def test_accelerator_idle_evidence_splits_the_idle_time() -> None:
+    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
+    bd["devices"][G0]["idle_split"] = {"host_wait": 0.5, "kernel_wait": 0.04, "other": 0.06}
+    bd["devices"][G1]["idle_split"] = {"host_wait": 0.3, "kernel_wait": 0.2, "other": 0.1}
+    f = check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU))
+    assert f.evidence["idle_split"] == {G0: {"host_wait": 0.5, "kernel_wait": 0.04, "other": 0.06},
+                                        G1: {"host_wait": 0.3, "kernel_wait": 0.2, "other": 0.1}}
+    assert f.message.endswith(
+        "; of each accelerator's idle time per step, on average 400 ms is host wait (the next kernel was "
+        "launched only after the previous one ended), 120 ms kernel wait and 80.0 ms other")
+
+
+def test_accelerator_idle_without_a_split_says_nothing_of_one() -> None:
+    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
+    f = check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU))
+    assert "idle_split" not in f.evidence and "host wait" not in f.message
+
+
+# -- one hardware profile: modeled link times from the projection's profile
+
+
+def test_variables_remote_quotes_the_projection_profiles_host_link() -> None:
+    from tfprof_towers.project.hardware import load_hardware
+
+    [host_link, _peer] = audit.link_models_json(audit.link_models_from_profile(
+        load_hardware("2x-gtx1060-pcie3").summary()))
+    summary = {"topology": TOPOLOGY, "link_models": [host_link], "variants": [
+        {**entry("towers_bug", 0.05), "audit": audit.audit_variant(BUG, TOPOLOGY), "breakdown": None}]}
+    [found] = [f for f in advise.run_rules(summary) if f.rule == "variables_remote"]
+    assert found.evidence["modeled_s"] == {"host_link": 2048 / (7.88e9 * 0.8)}
+    assert "modeled at PCIe 3.0 x8 (2x-gtx1060-pcie3): 325 ns per step" in found.message
+
+
+def test_poor_scaling_divides_by_the_accelerators_the_variant_used() -> None:
+    base = entry("single", 1.0, speedup=1.0, efficiency=1.0)
+    used_one = {**entry("v", 0.8, speedup=1.25, efficiency=0.3), "accelerators_used": 4}
+    f = check("poor_scaling", facts(used_one, gpu_audit(1, 1), None, GPU, base))
+    assert f.evidence["accelerators"] == 4  # the entry's own count, as its efficiency used
+
+
+def test_a_variant_that_failed_here_is_never_the_projected_pick() -> None:
+    failed = entry("replicated", None, status="failed")
+    failed["error"] = "crashed: exit code 1"
+    summary = {**summary_of(entry("single", 0.01), failed, topology=TOPOLOGY), "projection": {
+        "label": "projected", "hardware": "hw", "preset": {"name": "seed"},
+        "ranking": ["replicated", "single"],
+        "variants": [{"name": "replicated", "projected_step_s": {"overlapped": 0.4, "serial": 0.5},
+                      "bottleneck": "x"},
+                     {"name": "single", "projected_step_s": {"overlapped": 0.7, "serial": 0.7},
+                      "bottleneck": "x"}]}}
+    assert advise.excluded(summary, ()) == {"replicated": "it failed in this run (crashed: exit code 1)"}
+    rec = advise.advise(summary).recommendation
+    assert (rec.basis, rec.variant, rec.fastest) == ("projected", "single", "replicated")

@@ -151,7 +151,7 @@ def test_no_breakdown_anywhere_says_why_per_variant(run: Path) -> None:
 def test_finish_run_writes_what_it_returns(run: Path) -> None:
     doc = finish_run(RunDir(run))
     assert json.loads((run / "summary.json").read_text()) == json.loads(json.dumps(doc))
-    assert doc["schema"] == 2 and doc["problems"] == [] and doc["projection"] is None
+    assert doc["schema"] == 3 and doc["problems"] == [] and doc["projection"] is None  # 3: basis
     assert load_projection(RunDir(run)) is None
 
 
@@ -181,3 +181,68 @@ def test_pipeline_on_records_without_traces(tmp_path: Path) -> None:
 def test_topology_is_the_runs(run: Path) -> None:
     _, _, summary = first_steps(run)
     assert summary.topology.to_json() == TOPOLOGY
+
+
+# -- a run on logical CPU devices: the projection decides, on one hardware profile
+
+
+def _add_math(run: Path, name: str, losses: list[float], norm: float) -> None:
+    path = run / "variants" / name / "record.json"
+    doc = json.loads(path.read_text())
+    doc["math"] = {"losses": losses, "grad_norm": norm}
+    path.write_text(json.dumps(doc))
+
+
+def test_a_cpu_run_with_a_projection_recommends_from_it(run: Path) -> None:
+    from report_kit import PROJECTION_PROFILE, write_projection
+
+    write_projection(run)
+    summary, _ = analyse_run(RunDir(run))
+    rec = summary.recommendation
+    assert (rec.basis, rec.hardware, rec.preset, rec.label) == (
+        "projected", PROJECTION_PROFILE, "tiny", f"projected on {PROJECTION_PROFILE}")
+    # replicated is projected fastest but was never run here; towers_bug computes on the host
+    assert (rec.variant, rec.fastest, rec.measured_pick) == ("single", "replicated", "single")
+    assert rec.excluded == {
+        "replicated": "not run here, so its placement and math were not checked",
+        "towers_bug": "heavy compute on the host while accelerators are available (high-severity finding "
+                      "host_compute)"}
+    # one hardware profile: the links modeled times are quoted at are the projection's
+    assert [(m["key"], m["name"]) for m in summary.link_models] == [
+        ("host_link", f"PCIe 3.0 x8 ({PROJECTION_PROFILE})"),
+        ("peer", f"PCIe 3.0 x8, staged through host ({PROJECTION_PROFILE})")]
+    links = {(ln["src"], ln["dst"]): ln for ln in summary.entry("towers_bug").audit["links"]}
+    assert links[(HOST, ACC0)]["modeled_s"] == {"host_link": 3072 / (7.88e9 * 0.8)}
+    [pulls] = [f for f in summary.findings if f["rule"] == "variables_remote"]
+    assert pulls["evidence"]["modeled_s"] == {"host_link": 2048 / (7.88e9 * 0.8)}
+
+
+def test_a_failed_projection_leaves_a_cpu_run_without_a_recommendation(run: Path) -> None:
+    from tfprof_towers.config import PRESETS
+    from tfprof_towers.project.api import failed_projection
+
+    doc = failed_projection("2x-gtx1060-pcie3", PRESETS["seed"], "building the graphs took longer than 900 s")
+    (run / "projection.json").write_text(json.dumps(doc))
+    summary = finish_run(RunDir(run))
+    assert summary["projection"] == {"label": "projected", "hardware": "2x-gtx1060-pcie3",
+                                     "preset": {"name": "seed", "batch": 64, "dim": 1000, "blocks": 6},
+                                     "error": "building the graphs took longer than 900 s"}
+    rec = summary["recommendation"]
+    assert (rec["variant"], rec["basis"], rec["measured_pick"]) == (None, "projected", "single")
+    assert rec["error"] == "building the graphs took longer than 900 s"
+    assert [m["key"] for m in summary["link_models"]] == ["pcie3_x16", "pcie3_x8"]  # no profile to quote
+    html = (run / "report.html").read_text()
+    assert "No recommendation" in html and "the projection on 2x-gtx1060-pcie3 failed" in html
+
+
+def test_the_losses_go_side_by_side_into_the_summary(run: Path) -> None:
+    _add_math(run, "single", [0.5, 0.25], 0.125)
+    _add_math(run, "towers_bug", [0.5, 0.25], 0.0625)  # half the norm: a gradient went missing
+    summary = finish_run(RunDir(run))
+    by = {v["name"]: v for v in summary["variants"]}
+    assert (by["single"]["losses"], by["single"]["grad_norm"]) == ([0.5, 0.25], 0.125)
+    assert by["broken"]["losses"] is None
+    assert [(r["variant"], r["status"]) for r in summary["math"]["variants"]] == [
+        ("single", "reference"), ("towers_bug", "differs")]
+    assert ("changed_math", "towers_bug", "high") in {
+        (f["rule"], f["variant"], f["severity"]) for f in summary["findings"]}

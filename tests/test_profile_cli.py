@@ -166,7 +166,7 @@ def test_unknown_projection_hardware_fails_before_running(
 def test_profile_project_on_writes_projection(tmp_path: Path) -> None:
     out = tmp_path / "run"
     argv = ["profile", "--preset", "tiny", "--variants", "single,towers_bug",
-            "--project-on", "2x-gtx1060-pcie3", "--out", str(out)]
+            "--project-on", "2x-gtx1060-pcie3", "--project-preset", "tiny", "--out", str(out)]
     assert main(argv) == 0
     doc = json.loads((out / "projection.json").read_text())
     assert doc["hardware"] == "2x-gtx1060-pcie3"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tfprof_towers import recommend
 from tfprof_towers.recommend import Candidate, choose, overlap, within_fraction
 
@@ -119,3 +121,85 @@ def test_recommendation_json_round_trip() -> None:
         "basis",
         "reason",
     }
+
+
+# -- the headline of a run on logical CPU devices comes from the projection
+
+
+def compact(*rows: tuple[str, float, float], error: str | None = None) -> dict:
+    """summary.json's compact projection: variants ranked by their overlapped bound."""
+    variants = [{"name": n, "rank": i + 1, "projected_step_s": {"overlapped": lo, "serial": hi},
+                 "bottleneck": "accelerator compute (/device:GPU:0)"} for i, (n, lo, hi) in enumerate(rows)]
+    return {"label": "projected", "hardware": "2x-gtx1060-pcie3", "preset": {"name": "seed"},
+            "variants": variants, "ranking": [n for n, _, _ in rows]}
+
+
+def cpu_summary(projection: dict | None, *names: str, kind: str = "logical-cpu") -> dict:
+    variants = [{"name": n, "status": "ok", "source": "builtin",
+                 "step_time_s": {"median": 0.001 * (i + 1), "p10": 0.001 * (i + 1), "p90": 0.001 * (i + 1),
+                                 "n": 5}} for i, n in enumerate(names)]
+    return {"topology": {"kind": kind}, "variants": variants, "ranking": list(names),
+            "projection": projection}
+
+
+def test_logical_cpu_runs_recommend_from_the_projection() -> None:
+    proj = compact(("replicated", 0.375, 0.408), ("towers_host_vars", 0.381, 0.432), ("single", 0.744, 0.749))
+    rec = recommend.headline(cpu_summary(proj, "single", "towers_host_vars", "replicated"))
+    assert (rec.basis, rec.hardware, rec.preset, rec.label) == (
+        "projected", "2x-gtx1060-pcie3", "seed", "projected on 2x-gtx1060-pcie3")
+    assert (rec.variant, rec.fastest, rec.measured_pick) == ("towers_host_vars", "replicated", "single")
+    assert rec.speedup_vs_single == pytest.approx(0.744 / 0.381)
+    assert rec.projected_step_s == {"overlapped": 0.381, "serial": 0.432}
+    assert rec.reason == (
+        "At the seed preset (not measured): projected within 5% of the fastest (replicated, 375.00 ms) on "
+        "2x-gtx1060-pcie3, and simpler than replicated.")
+    doc = rec.to_json()
+    assert (doc["basis"], doc["hardware"], doc["preset"], doc["label"]) == (
+        "projected", "2x-gtx1060-pcie3", "seed", "projected on 2x-gtx1060-pcie3")
+    assert recommend.Recommendation.from_json(doc) == rec
+
+
+def test_gpu_runs_recommend_from_measured_times_even_with_a_projection() -> None:
+    proj = compact(("replicated", 0.375, 0.408), ("single", 0.744, 0.749))
+    rec = recommend.headline(cpu_summary(proj, "single", "replicated", kind="gpu"))
+    assert (rec.basis, rec.variant, rec.hardware) == ("measured", "single", None)
+    assert "hardware" not in rec.to_json() and rec.label == "measured here"
+
+
+def test_the_projected_fastest_is_passed_over_when_excluded() -> None:
+    proj = compact(("towers_bug", 0.300, 0.310), ("replicated", 0.375, 0.408), ("single", 0.744, 0.749))
+    why = "heavy compute on the host while accelerators are available (high-severity finding host_compute)"
+    rec = recommend.headline(cpu_summary(proj, "single", "towers_bug", "replicated"), {"towers_bug": why})
+    assert (rec.variant, rec.fastest, rec.excluded) == ("replicated", "towers_bug", {"towers_bug": why})
+    assert rec.reason.startswith(
+        "At the seed preset (not measured): towers_bug is projected fastest (300.00 ms) but is not "
+        f"recommended: {why}; projected fastest of the others on 2x-gtx1060-pcie3: 375.00 ms to 408.00 ms "
+        "per step")
+
+
+def test_a_variant_only_the_projection_has_is_never_the_headline() -> None:
+    proj = compact(("replicated", 0.375, 0.408), ("single", 0.744, 0.749))
+    rec = recommend.headline(cpu_summary(proj, "single"))
+    assert rec.variant == "single"
+    assert rec.excluded == {"replicated": "not run here, so its placement and math were not checked"}
+
+
+def test_a_failed_projection_gives_no_recommendation_not_the_cpu_ranking() -> None:
+    failed = {"label": "projected", "hardware": "2x-gtx1060-pcie3", "preset": {"name": "seed"},
+              "error": "building the graphs failed: boom"}
+    rec = recommend.headline(cpu_summary(failed, "single", "replicated"))
+    assert (rec.variant, rec.basis, rec.error, rec.measured_pick) == (
+        None, "projected", "building the graphs failed: boom", "single")
+    assert rec.reason.startswith("No recommendation: the projection on 2x-gtx1060-pcie3 failed (building the "
+                                 "graphs failed: boom). The CPU stand-in timings below rank CPU cost")
+
+
+def test_a_run_without_any_projection_keeps_the_measured_basis() -> None:
+    rec = recommend.headline(cpu_summary(None, "single", "replicated"))
+    assert (rec.basis, rec.variant) == ("measured", "single")
+    assert rec.reason.endswith("profile on the GPU machine before changing production code.")
+
+
+def test_schema_2_free_text_basis_reads_as_measured() -> None:
+    old = {"variant": "single", "reason": "why", "basis": "median un-profiled step time"}
+    assert recommend.Recommendation.from_json(old).basis == "measured"

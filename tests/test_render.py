@@ -228,3 +228,68 @@ def test_report_rerenders_a_real_run_without_tensorflow(tiny_run: Path, tmp_path
     for v in after["variants"]:
         assert (copy / v["chrome_trace"]).is_file()
         json.loads((copy / v["chrome_trace"]).read_text())
+
+
+def visible(fragment: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", fragment).replace("&#39;", "'").split())
+
+
+def test_number_filters_for_the_math() -> None:
+    assert [filters.FILTERS["fmt_float"](x) for x in (None, 0.4749059081, 0.072085708)] == [
+        "–", "0.47490591", "0.072085708"]
+    assert [filters.FILTERS["fmt_rel"](x) for x in (None, 0.0, 6.3e-08, 0.5, float("inf"), float("nan"))] == [
+        "–", "0", "6.3e-08", "50.0%", "∞", "NaN"]
+
+
+def test_the_report_shows_the_losses_side_by_side(run: Path) -> None:
+    for name, norm in (("single", 0.14417072), ("towers_bug", 0.072085708)):
+        path = run / "variants" / name / "record.json"
+        doc = json.loads(path.read_text())
+        doc["math"] = {"losses": [0.47490591, 0.47462937], "grad_norm": norm}
+        path.write_text(json.dumps(doc))
+    finish_run(RunDir(run))
+    html = (run / "report.html").read_text()
+    sec = re.search(r'<section id="math">.*?</section>', html, re.S).group(0)
+    assert 'href="#math"' in html
+    assert "Compared with single (the baseline: one device); tolerances: 0.0001 relative for the losses, " \
+           "0.001 for the gradient norm" in visible(sec)
+    rows = {m.group(1): visible(m.group(2)) for m in
+            re.finditer(r'<tr class="math-[a-z-]+" data-variant="([^"]+)">(.*?)</tr>', sec, re.S)}
+    assert rows == {
+        "single": "single 0.47490591 0.47462937 0.14417072 0, 0; 0 reference",
+        "towers_bug": "towers_bug 0.47490591 0.47462937 0.072085708 0, 0; 50.0% differs : this placement "
+                      "changes what is computed",
+    }
+
+
+def test_no_math_section_without_losses(run: Path) -> None:
+    finish_run(RunDir(run))
+    html = (run / "report.html").read_text()
+    assert 'id="math"' not in html and 'href="#math"' not in html
+
+
+def test_the_idle_split_shows_in_the_breakdown_when_the_trace_analysis_gives_it(run: Path) -> None:
+    summary = finish_run(RunDir(run))
+    dev = summary["variants"][0]["breakdown"]["devices"][ACC0]
+    dev["wall"]["idle"] = 0.25
+    dev["idle_split"] = {"host_wait": 0.2, "kernel_wait": 0.03, "other": 0.02}
+    html = render_report_text(summary, run)
+    table = re.search(r'<table id="idle-split-table">.*?</table>', html, re.S).group(0)
+    assert visible(table).endswith(f"{summary['variants'][0]['name']} {ACC0} 250 ms 200 ms 30.0 ms 20.0 ms")
+    assert 'id="idle-split-table"' not in render_report_text(finish_run(RunDir(run)), run)
+
+
+def test_the_box_says_projected_on_and_the_cpu_ranking_is_headed_as_what_it_is(run: Path) -> None:
+    from report_kit import PROJECTION_PROFILE, write_projection
+
+    write_projection(run)
+    finish_run(RunDir(run))
+    html = (run / "report.html").read_text()
+    box = visible(re.search(r'<section id="recommendation".*?</section>', html, re.S).group(0))
+    assert box.startswith(f"Recommendation: single · projected on {PROJECTION_PROFILE} at the tiny preset")
+    assert "towers_bug is not recommended: heavy compute on the host" in box
+    assert "The CPU stand-in timings below would pick single ." in box
+    ranking = visible(re.search(r'<section id="ranking">.*?</section>', html, re.S).group(0))
+    assert ranking.startswith("CPU stand-in timings, measured here The accelerators here are logical CPU "
+                              "devices sharing the same cores: placement, bytes and FLOPs are real; speed is "
+                              "not GPU speed.")

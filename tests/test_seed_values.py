@@ -40,3 +40,20 @@ def test_reference_gradient_norm_matches_finite_differences() -> None:
             lo[k][idx] -= eps
             sq += ((loss(hi) - loss(lo)) / (2 * eps)) ** 2
     assert abs(np.sqrt(sq) - math.grad_norm) < 1e-6 * max(1.0, math.grad_norm)
+
+
+def test_shared_values_are_made_once_and_read_only() -> None:
+    from tfprof_towers.capture.seed_values import shared_seed_values
+
+    a = shared_seed_values(4, 16, 6)
+    assert a is shared_seed_values(4, 16, 6)
+    assert np.array_equal(a.x, seed_values(4, 16, 6).x)
+    assert not a.x.flags.writeable and not any(p.flags.writeable for p in a.params)
+
+
+def test_stand_ins_have_the_shapes_and_no_memory() -> None:
+    from tfprof_towers.capture.seed_values import stand_in_values
+
+    v = stand_in_values(64, 1000, 6)
+    assert v.x.shape == (64, 1000, 1000) and v.x.dtype == np.float32 and v.x.strides == (0, 0, 0)
+    assert [p.shape for p in v.params[:2]] == [(1000, 1000), (1000,)] and not v.x.any()

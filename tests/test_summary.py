@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ from records_kit import ACC0, ACC1, HOST, LOGICAL, placement, record, run_doc, w
 from tfprof_towers.records import load_records
 from tfprof_towers.rundir import RunDir
 from tfprof_towers.summary import build_summary, rank, variant_entry, with_ranks, with_speedups
+
+#: A placement with work on both accelerators (records_kit's default uses only the first).
+TWO_TOWERS = placement({HOST: (10, 0), ACC0: (3, 1000), ACC1: (3, 1000)})
 
 
 def test_variant_entry_from_a_record() -> None:
@@ -51,8 +55,8 @@ def test_speedups_over_the_baseline_and_scaling_efficiency() -> None:
         variant_entry(r, 4)
         for r in (
             record("single", 0.010),
-            record("replicated", 0.004),
-            record("towers_bug", 0.050),
+            record("replicated", 0.004, place=TWO_TOWERS),
+            record("towers_bug", 0.050, place=TWO_TOWERS),
             record("broken", status="failed"),
         )
     ]
@@ -63,6 +67,26 @@ def test_speedups_over_the_baseline_and_scaling_efficiency() -> None:
     assert out["towers_bug"].scaling_efficiency == pytest.approx(0.1)
     assert (out["broken"].speedup_vs_single, out["broken"].scaling_efficiency) == (None, None)
     assert entries[1].speedup_vs_single is None  # the input entries are not changed
+
+
+def test_scaling_efficiency_divides_by_the_accelerators_the_variant_used() -> None:
+    """One denominator: a variant whose placement used one of the run's 4 accelerators divides by 1."""
+    entries = [
+        variant_entry(r, 4)
+        for r in (
+            record("single", 0.010),
+            record("replicated", 0.004, place=TWO_TOWERS),
+            record("towers_host_vars", 0.008, place=placement({HOST: (5, 10), ACC0: (3, 1000)})),
+            record("towers_bug", 0.005, place=None),
+        )
+    ]
+    assert [e.accelerators_used for e in entries] == [1, 2, 1, 1]  # records_kit's default: one accelerator
+    out = {e.name: e for e in with_speedups(entries, accelerators=4)}
+    assert out["replicated"].scaling_efficiency == 1.25
+    assert out["towers_host_vars"].scaling_efficiency == 1.25  # 10/8 on the one accelerator it used
+    unplaced = replace(entries[3], accelerators_used=None)
+    [bug] = with_speedups([entries[0], unplaced], accelerators=4)[1:]
+    assert bug.scaling_efficiency == 0.5  # no placement recorded: the run's 4 accelerators
 
 
 def test_a_variant_file_named_like_the_baseline_is_not_the_baseline() -> None:

@@ -14,8 +14,16 @@ shares the same cores, nor on a variant whose trace could not be analysed; the
 rules' status in ``summary.json`` says which and why, instead of "evaluated,
 nothing found".
 
-The recommendation comes from :mod:`tfprof_towers.recommend`.  Reads the
-summary document (plain mappings); no rendering, no TensorFlow.
+``changed_math`` compares each variant's first losses and step-1 gradient
+norm with a reference variant's (:mod:`tfprof_towers.samemath`): a placement
+must not change what is computed.
+
+The recommendation comes from :mod:`tfprof_towers.recommend`: from the
+projection on runs whose accelerators are logical CPU devices (their CPU step
+times say nothing about GPU speed), from measured step times elsewhere, and
+never a variant with a high-severity finding of a rule that ``disqualifies``
+(heavy compute on the host, changed math) while another variant succeeded.
+Reads the summary document (plain mappings); no rendering, no TensorFlow.
 """
 
 from __future__ import annotations
@@ -24,22 +32,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import recommend, registry, strategy_advice
-from .audit import link_model, short_source
+from . import recommend, registry, samemath, strategy_advice
+from .audit import LinkModel, link_model, short_source
 from .categories import COPY_CATEGORIES
 from .device_names import HOST_THREADS
-from .fmt import fmt_bytes, fmt_count, fmt_percent, fmt_ratio, fmt_seconds
+from .fmt import fmt_bytes, fmt_count, fmt_float, fmt_percent, fmt_ratio, fmt_rel, fmt_seconds
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
 
 #: What a rule may need before it can be evaluated on a variant (see :func:`unmet`).
-PLACEMENT, MEASURED_TIMINGS, BASELINE = "placement", "measured_timings", "baseline"
+PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"
 PEER_PATH = "peer_path"
 NEEDS: dict[str, str] = {
     PLACEMENT: "the variant's placement (partition graphs)",
     MEASURED_TIMINGS: "device timings from real accelerators (a GPU run whose trace was analysed)",
     BASELINE: "the family's baseline variant, succeeded in the same run",
+    MATH: "the variant's first losses, and a reference's (the baseline, or the median of three variants)",
     PEER_PATH: "for a variant that reduces across devices: a hardware profile saying how its accelerators "
                "are linked (profile --project-on NAME)",
 }
@@ -54,6 +63,8 @@ class Facts:
     breakdown: Mapping[str, Any] | None
     topology: Mapping[str, Any]
     baseline: Mapping[str, Any] | None  # the family's baseline entry (`single`), when it succeeded
+    math_reference: samemath.Reference | None = None  # what the variant's losses are compared with
+    link: Mapping[str, Any] | None = None  # the projection profile's host link model (link_models_json)
     projection: Mapping[str, Any] | None = None  # summary["projection"]: its hardware profile's links
 
     @property
@@ -115,6 +126,7 @@ class Rule:
     primary: str
     high_at: float | None = None
     needs: tuple[str, ...] = ()
+    disqualifies: bool = False  # a high-severity finding keeps the variant from being recommended
 
     def __post_init__(self) -> None:
         if self.primary not in self.params:
@@ -144,6 +156,7 @@ class Rule:
             "rule": self.name, "title": self.title, "threshold": self.threshold, "primary": self.primary,
             "params": dict(self.params), "severity": self.severity, "high_at": self.high_at,
             "needs": list(self.needs), "needs_measured_timings": self.needs_measured_timings,
+            "disqualifies": self.disqualifies,
         }
 
 
@@ -274,7 +287,28 @@ def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
     )
     evidence = {"idle_share": idle, "mean_idle_share": mean_idle, "host_compute_s": host_compute,
                 "host_busy_share": host_busy}
+    split = idle_split(devs, list(idle))
+    if split:
+        evidence["idle_split"] = split
+        waits = {k: sum(v[k] for v in split.values()) / len(split) for k in IDLE_SPLIT_KEYS}
+        msg += (f"; of each accelerator's idle time per step, on average {fmt_seconds(waits['host_wait'])} "
+                "is host wait (the next kernel was launched only after the previous one ended), "
+                f"{fmt_seconds(waits['kernel_wait'])} kernel wait and {fmt_seconds(waits['other'])} other")
     return Finding(rule.name, rule.tier(mean_idle), f.name, msg, suggestion, evidence, tuple(sources))
+
+
+#: The parts of an accelerator's idle time (``breakdown["devices"][dev]["idle_split"]``, seconds per step).
+IDLE_SPLIT_KEYS = ("host_wait", "kernel_wait", "other")
+
+
+def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per accelerator, its idle time split as the trace analysis gives it (where it does)."""
+    out = {}
+    for dev in names:
+        split = (devices.get(dev) or {}).get("idle_split")
+        if isinstance(split, Mapping) and all(k in split for k in IDLE_SPLIT_KEYS):
+            out[dev] = {k: float(split[k] or 0.0) for k in IDLE_SPLIT_KEYS}
+    return out
 
 
 def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
@@ -312,7 +346,9 @@ def check_poor_scaling(rule: Rule, f: Facts) -> Finding | None:
     if f.topology.get("kind") != "gpu" or f.is_baseline or not f.baseline:
         return None
     eff, speedup = f.entry.get("scaling_efficiency"), f.entry.get("speedup_vs_single")
-    n = len(f.accelerators_used) or len(f.topology.get("accelerators") or ())
+    # the denominator of scaling_efficiency: the accelerators the variant used
+    n = (f.entry.get("accelerators_used") or len(f.accelerators_used)
+         or len(f.topology.get("accelerators") or ()))
     if eff is None or speedup is None or n < rule.param("min_accelerators"):
         return None
     if eff >= rule.param("max_efficiency"):
@@ -342,15 +378,15 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     pulling = [d for d in used if pulls["by_accelerator"].get(d, 0) > 0]
     if len(used) < rule.param("min_accelerators") or len(pulling) < len(used):
         return None
-    x16 = link_model(rule.param("link_model"))
-    modeled = pulls["bytes_per_step"] / x16.bytes_per_s
+    link = _link(rule, f)
+    modeled = pulls["bytes_per_step"] / link.bytes_per_s
     step = f.entry["step_time_s"].get("median")
     modeled_share = modeled / step if (step and f.topology.get("kind") == "gpu") else None
     msg = (
         f"every tower ({len(pulling)} of {len(used)}) pulls the variables across devices each step: "
         f"{fmt_bytes(pulls['bytes_per_step'])}/step in {pulls['tensors']} tensors "
         f"from {_list(pulls['from'])}; "
-        f"modeled at {x16.name}: {fmt_seconds(modeled)} per step"
+        f"modeled at {link.name}: {fmt_seconds(modeled)} per step"
     )
     sources = _variable_sources(f)
     tf2 = _family(f.entry) == registry.TF2_STRATEGY
@@ -363,16 +399,67 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     )
     evidence = {"bytes_per_step": pulls["bytes_per_step"], "tensors": pulls["tensors"],
                 "by_accelerator": pulls["by_accelerator"], "from": pulls["from"],
-                "modeled_s": {x16.key: modeled}, "modeled_share_of_step": modeled_share}
+                "modeled_s": {link.key: modeled}, "modeled_share_of_step": modeled_share}
     medium = modeled_share is not None and modeled_share >= rule.param("medium_at_modeled_share")
     severity = MEDIUM if medium else rule.severity
     return Finding(rule.name, severity, f.name, msg, suggestion, evidence, tuple(sources))
 
 
+def _link(rule: Rule, f: Facts) -> LinkModel:
+    """The link the modeled time is quoted at: the projection's hardware profile's host link,
+    else the rule's named ``link_model`` (a run without a projection)."""
+    if f.link:
+        return LinkModel(str(f.link["key"]), str(f.link["name"]), float(f.link["bytes_per_s"]),
+                         str(f.link.get("source") or ""))
+    return link_model(rule.param("link_model"))
+
+
+def check_changed_math(rule: Rule, f: Facts) -> Finding | None:
+    """The variant's first losses or step-1 gradient norm differ from the reference's."""
+    ref = f.math_reference
+    if ref is None or ref.variant == f.name:
+        return None
+    loss_rtol, norm_rtol = rule.param("loss_rtol"), rule.param("grad_norm_rtol")
+    c = samemath.compare(f.entry, ref, loss_rtol, norm_rtol)
+    if not c.differs:
+        return None
+    mine = samemath.entry_losses(f.entry)
+    parts = []
+    if c.grad_norm_differs:
+        parts.append(f"step-1 gradient norm {fmt_float(f.entry['grad_norm'], 6)} against "
+                     f"{fmt_float(ref.grad_norm, 6)} (relative difference {fmt_rel(c.grad_norm_rel_diff)}, "
+                     f"tolerance {norm_rtol:g})")
+    parts.append(f"losses of the first steps {_nums(mine)} against {_nums(ref.losses)} (relative difference "
+                 f"{', '.join(fmt_rel(d) for d in c.loss_rel_diff)}, tolerance {loss_rtol:g})")
+    msg = f"this placement changes what is computed: {'; '.join(parts)}; reference: {ref.label}"
+    suggestion = (
+        "Suggestion: check how the towers' gradients are combined (each tower's gradient included, "
+        "averaged over all towers) and that every tower reads the same variables and its own shard of the "
+        "batch; until the numbers agree, this variant's step time is not comparable with the others'."
+    )
+    evidence = {"losses": list(mine), "grad_norm": f.entry.get("grad_norm"), "reference": ref.label,
+                "reference_losses": list(ref.losses), "reference_grad_norm": ref.grad_norm,
+                "loss_rel_diff": list(c.loss_rel_diff), "grad_norm_rel_diff": c.grad_norm_rel_diff,
+                "loss_rtol": loss_rtol, "grad_norm_rtol": norm_rtol}
+    return Finding(rule.name, rule.severity, f.name, msg, suggestion, evidence, ())
+
+
+def _nums(xs: Sequence[float]) -> str:
+    return ", ".join(fmt_float(x, 6) for x in xs)
+
+
 RULES: tuple[Rule, ...] = (
+    Rule("changed_math", "this placement changes what is computed",
+         severity=HIGH, check=check_changed_math,
+         # losses: the issue's 1e-4; correct variants agree to ~1e-7 (float32 reordering).  The norm:
+         # correct variants agree to ~1e-7 too, while the mistakes it catches change it by a factor
+         # (x2 summed not averaged, (n-1)/n for a forgotten tower of n <= 64: >= 1.6%), so 1e-3.
+         params={"loss_rtol": 1e-4, "grad_norm_rtol": 1e-3}, primary="loss_rtol", needs=(MATH,),
+         disqualifies=True),
     Rule("host_compute", "heavy compute on the host while accelerators are available",
          severity=MEDIUM, high_at=0.25, check=check_host_compute,
-         params={"min_host_flops_share": 0.10}, primary="min_host_flops_share", needs=(PLACEMENT,)),
+         params={"min_host_flops_share": 0.10}, primary="min_host_flops_share", needs=(PLACEMENT,),
+         disqualifies=True),
     Rule("exposed_copies", "exposed copy time is a large share of the step",
          severity=MEDIUM, high_at=0.40, check=check_exposed_copies,
          params={"min_exposed_share": 0.20}, primary="min_exposed_share", needs=(MEASURED_TIMINGS,)),
@@ -389,6 +476,7 @@ RULES: tuple[Rule, ...] = (
          needs=(MEASURED_TIMINGS, BASELINE)),
     Rule("variables_remote", "every tower pulls the variables across the bus",
          severity=LOW, check=check_variables_remote,
+         # link_model: only where the run has no projection; otherwise the projection's host link
          params={"min_accelerators": 2, "link_model": "pcie3_x16", "medium_at_modeled_share": 0.10},
          primary="min_accelerators", needs=(PLACEMENT,)),
     Rule("staged_allreduce", "a ring all-reduce (NCCL) where the accelerators have no peer path",
@@ -450,11 +538,18 @@ def facts_for(summary: Mapping[str, Any]) -> list[Facts]:
         _family(e): e for e in entries
         if e["status"] == "ok" and registry.is_baseline(e["name"], e.get("source"))
     }
+    reference = samemath.reference(entries)
+    link = next((m for m in summary.get("link_models") or () if m.get("key") == HOST_LINK_KEY), None)
     projection = summary.get("projection")
     return [
-        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(_family(e)), projection)
+        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(_family(e)), reference, link,
+              projection)
         for e in entries if e["status"] == "ok"
     ]
+
+
+#: The key of the projection profile's host link among ``summary.json`` -> ``link_models``.
+HOST_LINK_KEY = "host_link"
 
 
 def _family(entry: Mapping[str, Any]) -> str:
@@ -486,6 +581,8 @@ def unmet(rule: Rule, f: Facts) -> str | None:
             and strategy_advice.profile(f) is None):
         return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
                 "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
+    if MATH in rule.needs:
+        return samemath.not_compared_why(f.entry, f.math_reference)
     return None
 
 
@@ -552,10 +649,38 @@ class Advice:
     findings: tuple[Finding, ...]
     rules: tuple[dict[str, Any], ...]  # rules_status()
     recommendation: recommend.Recommendation
+    math: dict[str, Any] | None = None  # samemath.table: the losses side by side
+
+
+def excluded(summary: Mapping[str, Any], findings: Sequence[Finding],
+             rules: Sequence[Rule] = RULES) -> dict[str, str]:
+    """Variants that must not be recommended, and why: a high-severity finding of a rule that
+    disqualifies; and (for a projected recommendation) a variant that failed in this run."""
+    disqualifying = {r.name: r for r in rules if r.disqualifies}
+    out: dict[str, list[str]] = {}
+    for f in findings:
+        if f.severity == HIGH and f.rule in disqualifying:
+            why = f"{disqualifying[f.rule].title} (high-severity finding {f.rule})"
+            out.setdefault(f.variant, []).append(why)
+    for e in summary.get("variants") or ():
+        if e["status"] != "ok":
+            why = f"it failed in this run ({e.get('error') or 'no reason given'})"
+            out.setdefault(e["name"], []).append(why)
+    return {name: "; ".join(whys) for name, whys in out.items()}
+
+
+def math_table(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> dict[str, Any] | None:
+    """The losses side by side with the ``changed_math`` rule's tolerances (None without that rule)."""
+    rule = next((r for r in rules if r.name == "changed_math"), None)
+    if rule is None:
+        return None
+    entries = summary.get("variants") or ()
+    return samemath.table(entries, rule.param("loss_rtol"), rule.param("grad_norm_rtol"))
 
 
 def advise(summary: Mapping[str, Any]) -> Advice:
-    """Findings, the rules' status and the recommendation, for a summary document with audits."""
+    """Findings, the rules' status, the losses side by side and the recommendation."""
     evaluation = evaluate(summary)
-    return Advice(evaluation.findings, tuple(rules_status(summary, evaluation=evaluation)),
-                  recommend.measured(summary))
+    rec = recommend.headline(summary, excluded(summary, evaluation.findings))
+    return Advice(evaluation.findings, tuple(rules_status(summary, evaluation=evaluation)), rec,
+                  math_table(summary))

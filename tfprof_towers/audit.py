@@ -17,8 +17,10 @@ see :func:`tfprof_towers.pipeline.analyse_variant`).  Output: one JSON-able dict
   asked (soft placement, colocation), grouped by (type, requested, assigned);
 * ``links``: cross-device traffic per step by link, with measured time and
   achieved bandwidth where the trace has device copies (GPU runs) and, always,
-  clearly labelled *modeled* times at the :data:`LINK_MODELS` bandwidths (listed
-  once per summary, ``summary.json`` -> ``link_models``, not per audit);
+  clearly labelled *modeled* times at the links of the projection's hardware
+  profile (:func:`link_models_from_profile`; the :data:`LINK_MODELS` bandwidths
+  for a run without a projection), listed once per summary (``summary.json`` ->
+  ``link_models``), not per audit;
 * ``variable_pulls``: bytes of variable reads that cross to accelerators;
 * ``strategy`` and ``collectives`` (TF2 strategies): the ``tf.distribute`` strategy with its
   cross-device ops, and its all-reduce ops with the bytes each replica contributes.
@@ -64,6 +66,7 @@ class LinkModel:
     name: str
     bytes_per_s: float
     source: str
+    kinds: tuple[str, ...] = ()  # the link kinds (device_names.link_kind) it models; () for all
 
 
 _PCIE3_SOURCE = (
@@ -89,7 +92,28 @@ def link_model(key: str) -> LinkModel:
 
 def link_models_json(models: Sequence[LinkModel] = LINK_MODELS) -> list[dict[str, Any]]:
     """The link models every modeled time in a summary uses (``summary.json`` -> ``link_models``)."""
-    return [{"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source} for m in models]
+    out = []
+    for m in models:
+        doc: dict[str, Any] = {"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source}
+        if m.kinds:
+            doc["kinds"] = list(m.kinds)
+        out.append(doc)
+    return out
+
+
+def link_models_from_profile(profile: Mapping[str, Any]) -> tuple[LinkModel, ...]:
+    """The links of a projection's hardware profile (``hardware.Hardware.summary()``): its
+    host<->accelerator link for host<->device copies and its peer link for device<->device ones.
+    Raises ``KeyError``/``TypeError``/``ValueError`` on a profile of the wrong shape."""
+    hw = str(profile["name"])
+    out = []
+    for key, kinds in (("host_link", ("host_to_device", "device_to_host")), ("peer", ("device_to_device",))):
+        link = profile[key]
+        bw, eff = float(link["bandwidth_gbs"]), float(link["efficiency"])
+        source = (f"hardware profile {hw} (the projection's): {bw:g} GB/s nominal x {eff:g} efficiency. "
+                  f"{link.get('source') or ''}").strip()
+        out.append(LinkModel(key, f"{link['name']} ({hw})", bw * 1e9 * eff, source, kinds))
+    return tuple(out)
 
 
 def top_scope(op_name: str) -> str:
@@ -237,6 +261,7 @@ def link_table(
         m_bytes = int(m.get("bytes") or 0) if m else None
         kind = link_kind(*key, topology)
         crosses_bus = kind != "other"
+        applicable = [md for md in models if not md.kinds or kind in md.kinds]
         members = by_member.get(key[0], ()) if via == "collective" else by_link.get(key, ())
         biggest = sorted(members, key=lambda e: (-int(e.get("bytes") or 0), e.get("tensor", "")))
         rows.append({
@@ -245,7 +270,7 @@ def link_table(
             "measured_s": m_s,
             "measured_bytes": m_bytes,
             "achieved_bytes_per_s": (m_bytes or nbytes) / m_s if m_s else None,
-            "modeled_s": {md.key: nbytes / md.bytes_per_s for md in models} if crosses_bus else {},
+            "modeled_s": {md.key: nbytes / md.bytes_per_s for md in applicable} if crosses_bus else {},
             "largest_tensors": [
                 {"tensor": e.get("tensor", ""), "bytes": int(e.get("bytes") or 0),
                  "producer_type": e.get("producer_type", "")}
@@ -296,6 +321,7 @@ def audit_variant(
     record: Mapping[str, Any],
     topology: Mapping[str, Any] | None,
     breakdown: Mapping[str, Any] | None = None,
+    models: Sequence[LinkModel] = LINK_MODELS,
 ) -> dict[str, Any] | None:
     """The placement audit of one variant (see the module docstring); None without placement data."""
     placement = record.get("placement")
@@ -321,7 +347,7 @@ def audit_variant(
         "devices": devices,
         "host_compute": groups if n_accel else [],
         "moved": moved_ops(placement.get("nodes") or ()),
-        "links": link_table(placement, topology, links_measured),
+        "links": link_table(placement, topology, links_measured, models),
         "links_measured": bool(links_measured),
         "variable_pulls": variable_pulls(placement, topology),
         "strategy": placement.get("strategy"),  # TF2: the tf.distribute strategy and its cross-device ops

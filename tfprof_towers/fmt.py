@@ -79,6 +79,27 @@ def fmt_ratio(value: float | None, digits: int = 2) -> str:
     return f"{float(value):.{digits}f}×"
 
 
+def fmt_float(value: float | None, digits: int = 8) -> str:
+    """A value to compare digit by digit (a loss): ``0.4749059081`` -> ``"0.47490591"``."""
+    if _missing(value):
+        return MISSING
+    return f"{float(value):.{digits}g}"
+
+
+def fmt_rel(value: float | None) -> str:
+    """A relative difference: ``0`` -> ``"0"``, ``6.3e-08`` -> ``"6.3e-08"``, ``0.5`` -> ``"50.0%"``."""
+    if value is not None and math.isnan(float(value)):
+        return "NaN"
+    if value is not None and math.isinf(float(value)):
+        return "∞"
+    if _missing(value):
+        return MISSING
+    v = float(value)
+    if v == 0:
+        return "0"
+    return fmt_percent(v) if abs(v) >= 1e-3 else f"{v:.1e}"
+
+
 def _sig(x: float, digits: int) -> str:
     """``x`` with ``digits`` significant digits, keeping trailing zeros (``12.0``, ``1.50``)."""
     if x == 0:

@@ -10,11 +10,13 @@ returns a new one; nothing is edited in place::
     run, problems = load_run_or_skip(run_dir)            run.json (skipped, and said, when invalid)
     records  = load_records(run_dir, run)                variants/*/record.json (failed stand-ins)
     summary  = build_summary(run_dir, run, records)      records -> ranked entries
+    summary  = with_projection(summary, load_projection(run_dir))
     analyses = analyse_traces(run_dir, summary)          xplane.pb -> per-step breakdown (trace/)
     summary  = with_breakdowns(summary, analyses)
-    summary  = with_audits(summary, records)             placement audit per variant
-    summary  = with_projection(summary, load_projection(run_dir))   the hardware profile's links, too
-    summary  = with_advice(summary)                      findings, rules, recommendation
+    summary  = with_audits(summary, records)             placement audit per variant; link models
+                                                         from the projection's hardware profile
+    summary  = with_advice(summary)                      findings, rules, the losses side by side,
+                                                         recommendation (projected on logical CPUs)
     summary  = export_chrome_traces(run_dir, summary, analyses)   variants/<name>/trace.json
     write summary.json and report.html
 
@@ -93,24 +95,38 @@ def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> S
     return summary.map_entries(one)
 
 
+def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:
+    """The links modeled times are quoted at: the projection's hardware profile's, so that the
+    findings and the projection describe one machine; the named PCIe models without a projection."""
+    profile = (summary.projection or {}).get("profile")
+    if profile and not (summary.projection or {}).get("error"):
+        try:
+            return audit.link_models_from_profile(profile)
+        except (KeyError, TypeError, ValueError):
+            pass  # a profile without links (an older projection.json): the named models
+    return audit.LINK_MODELS
+
+
 def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
     """Each successful variant's placement audit, and the link models its modeled times use."""
     topology = _topology(summary)
+    models = link_models(summary)
 
     def one(e: SummaryEntry) -> SummaryEntry:
         rec = records.get(e.name)
         if not e.ok or rec is None:
             return replace(e, audit=None)
-        return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown))
+        return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown, models))
 
-    return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json()))
+    return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json(models)))
 
 
 def with_advice(summary: Summary) -> Summary:
-    """Findings, the rules' status (with their parameters) and the recommendation."""
+    """Findings, the rules' status (with their parameters), the losses side by side and the
+    recommendation."""
     advice = advise.advise(summary.to_json())
     return replace(summary, findings=tuple(f.to_json() for f in advice.findings), rules=advice.rules,
-                   recommendation=advice.recommendation)
+                   recommendation=advice.recommendation, math=advice.math)
 
 
 # ------------------------------------------------------------------------------------------
@@ -142,6 +158,9 @@ def compact_projection(doc: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(doc, Mapping) or doc.get("label") != "projected":
         raise ValueError('no "label": "projected"')
+    if doc.get("error") is not None:  # profile could not project (see commands/profile.py)
+        return {"label": "projected", "hardware": _optional_text(doc.get("hardware")),
+                "preset": _preset(doc.get("preset")), "error": str(doc["error"])}
     calibration = doc.get("calibration") or {}
     return {
         "label": "projected",
@@ -246,10 +265,10 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     run, problems = load_run_or_skip(run_dir)
     records = load_records(run_dir, run)
     summary = build_summary(run_dir, run, records, problems)
+    summary = with_projection(summary, load_projection(run_dir))
     analyses = analyse_traces(run_dir, summary)
     summary = with_breakdowns(summary, analyses)
     summary = with_audits(summary, records)
-    summary = with_projection(summary, load_projection(run_dir))  # before advice: rules read its links
     summary = with_advice(summary)
     return summary, analyses
 

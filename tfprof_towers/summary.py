@@ -8,8 +8,11 @@ documents and the report reads.
 ``build_summary(run_dir, run, records)`` is the first step of the analysis
 (:mod:`tfprof_towers.pipeline`): the records' timings and placement totals,
 speedups over each family's baseline, and the ranking by median un-profiled
-step time.  Later steps return new summaries with breakdowns, audits, advice
-and the projection added (``dataclasses.replace``; nothing is edited in place).
+step time.  Later steps return new summaries with the projection, breakdowns,
+audits and advice added (``dataclasses.replace``; nothing is edited in place).
+
+Scaling efficiency has one denominator everywhere: the accelerators the variant
+used (accelerator devices its placement put ops on, ``accelerators_used``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import registry
+from .device_names import device_role
 from .fields import Fields, RecordError
 from .recommend import Recommendation
 from .records import (
@@ -32,7 +36,8 @@ from .records import (
 )
 from .rundir import RunDir
 
-SUMMARY_SCHEMA = 2  # 2: typed documents; rules carry named parameters; no link_models per audit
+SUMMARY_SCHEMA = 3  # 3: recommendation.basis is "measured" or "projected"; losses, grad_norm, math
+# 2: typed documents; rules carry named parameters; no link_models per audit
 
 #: Before the advice step has run.
 NOT_ADVISED = Recommendation(None, "not advised yet")
@@ -55,7 +60,10 @@ class SummaryEntry:
     transfers: tuple[Mapping[str, Any], ...] = ()  # {src, dst, bytes_per_step, tensors}
     xplane_files: tuple[str, ...] = ()
     speedup_vs_single: float | None = None  # over the family's baseline (the name is the JSON's)
-    scaling_efficiency: float | None = None
+    scaling_efficiency: float | None = None  # speedup / accelerators_used
+    accelerators_used: int | None = None  # accelerator devices the placement put ops on
+    losses: tuple[float, ...] | None = None  # the first training steps' losses (same math)
+    grad_norm: float | None = None  # the step-1 global gradient norm, before clipping
     rank: int | None = None
     breakdown: Mapping[str, Any] | None = None  # the trace analysis per step, or {"error": ...}
     audit: Mapping[str, Any] | None = None  # audit.audit_variant
@@ -82,6 +90,8 @@ class SummaryEntry:
             "devices": {d: dict(v) for d, v in self.devices.items()},
             "transfers": [dict(t) for t in self.transfers], "xplane_files": list(self.xplane_files),
             "speedup_vs_single": self.speedup_vs_single, "scaling_efficiency": self.scaling_efficiency,
+            "accelerators_used": self.accelerators_used,
+            "losses": None if self.losses is None else list(self.losses), "grad_norm": self.grad_norm,
             "rank": self.rank, "breakdown": self.breakdown, "audit": self.audit,
             "chrome_trace": self.chrome_trace, "chrome_trace_error": self.chrome_trace_error,
         }
@@ -108,6 +118,8 @@ class SummaryEntry:
             transfers=tuple(t.data for t in f.objects("transfers")), xplane_files=f.texts("xplane_files"),
             speedup_vs_single=f.number("speedup_vs_single"),
             scaling_efficiency=f.number("scaling_efficiency"),
+            accelerators_used=f.integer("accelerators_used"),
+            losses=f.numbers("losses"), grad_norm=f.number("grad_norm"),
             rank=f.integer("rank"), breakdown=f.mapping("breakdown"), audit=f.mapping("audit"),
             chrome_trace=f.text("chrome_trace"), chrome_trace_error=f.text("chrome_trace_error"),
         )
@@ -132,6 +144,7 @@ class Summary:
     rules: tuple[Mapping[str, Any], ...] = ()  # advise.rules_status()
     link_models: tuple[Mapping[str, Any], ...] = ()  # the link bandwidths modeled times use
     projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
+    math: Mapping[str, Any] | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
     schema: int = SUMMARY_SCHEMA
 
@@ -153,7 +166,7 @@ class Summary:
             "recommendation": self.recommendation.to_json(),
             "findings": [dict(f) for f in self.findings], "rules": [dict(r) for r in self.rules],
             "link_models": [dict(m) for m in self.link_models], "projection": self.projection,
-            "problems": list(self.problems),
+            "math": None if self.math is None else dict(self.math), "problems": list(self.problems),
         }
 
     @classmethod
@@ -184,7 +197,8 @@ class Summary:
             findings=tuple(x.data for x in f.objects("findings")),
             rules=tuple(x.data for x in f.objects("rules")),
             link_models=tuple(x.data for x in f.objects("link_models")), projection=f.mapping("projection"),
-            problems=f.texts("problems"), schema=f.integer("schema", default=SUMMARY_SCHEMA),
+            math=f.mapping("math"), problems=f.texts("problems"),
+            schema=f.integer("schema", default=SUMMARY_SCHEMA),
         )
 
 
@@ -192,9 +206,19 @@ class Summary:
 # Building it from the records
 
 
-def variant_entry(record: VariantRecord, batch: int | None) -> SummaryEntry:
+def accelerators_used(devices: Mapping[str, Mapping[str, Any]], topology: Topology | None) -> int:
+    """How many accelerator devices a placement's ``devices`` table put ops on."""
+    topo = {} if topology is None else topology.to_json()
+    return sum(1 for d, v in devices.items()
+               if device_role(d, topo) == "accelerator" and int(v.get("ops") or 0))
+
+
+def variant_entry(record: VariantRecord, batch: int | None, topology: Topology | None = None) -> SummaryEntry:
     """A record's line in the summary (before speedups, ranks and the analysis)."""
     placement = record.placement or {}
+    devices = placement.get("devices") or {}
+    math = record.math
+    used = accelerators_used(devices, record.topology or topology) if record.placement else None
     median = record.median_step_s
     profiled = record.timings.profiled_step_time_s
     known = registry.lookup(record.name, record.source)
@@ -208,15 +232,21 @@ def variant_entry(record: VariantRecord, batch: int | None) -> SummaryEntry:
         step_time_s=record.timings.step_time_s or StepStats(),
         profiled_median_s=None if profiled is None else profiled.median,
         examples_per_s=(batch / median) if (batch and median) else None,
-        devices={d: {"ops": v["ops"], "flops_per_step": v["flops_per_step"]}
-                 for d, v in (placement.get("devices") or {}).items()},
+        devices={d: {"ops": v["ops"], "flops_per_step": v["flops_per_step"]} for d, v in devices.items()},
+        accelerators_used=used,
+        losses=tuple(math.losses) if math is not None and math.losses else None,
+        grad_norm=None if math is None else math.grad_norm,
         transfers=tuple(placement.get("transfers") or ()),
         xplane_files=record.xplane_files or (),
     )
 
 
 def with_speedups(entries: Sequence[SummaryEntry], accelerators: int) -> list[SummaryEntry]:
-    """Speedup over the family's baseline, and scaling efficiency (speedup / accelerators used)."""
+    """Speedup over the family's baseline, and scaling efficiency (speedup / accelerators used).
+
+    The denominator is the variant's ``accelerators_used`` (what its placement used);
+    ``accelerators`` (the run's) only where a variant recorded no placement.
+    """
     base = {
         e.family: e.median_s for e in entries
         if e.baseline and e.ok and e.median_s
@@ -225,7 +255,7 @@ def with_speedups(entries: Sequence[SummaryEntry], accelerators: int) -> list[Su
     def one(e: SummaryEntry) -> SummaryEntry:
         b, m = base.get(e.family), e.median_s
         speedup = (b / m) if (b and m and e.ok) else None
-        uses = 1 if e.baseline else max(accelerators, 1)
+        uses = e.accelerators_used or (1 if e.baseline else max(accelerators, 1))
         return replace(e, speedup_vs_single=speedup, scaling_efficiency=(speedup / uses) if speedup else None)
 
     return [one(e) for e in entries]
@@ -258,7 +288,7 @@ def build_summary(
     """The summary of ``records`` (from :func:`tfprof_towers.records.load_records`), ranked."""
     topology = run.topology or next((r.topology for r in records.values() if r.topology), None)
     batch = run.preset.batch if run.preset is not None else None
-    entries = [variant_entry(r, batch) for r in records.values()]
+    entries = [variant_entry(r, batch, topology) for r in records.values()]
     entries = with_speedups(entries, accelerator_count(run, topology))
     ranking = rank(entries)
     return Summary(

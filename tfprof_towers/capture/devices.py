@@ -9,21 +9,35 @@ on shared cores, and link times cannot be measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config import Preset
 from ..device_names import canonical_device
 from ..records import Topology
+from .seed_values import SeedValues, shared_seed_values
 
 
 @dataclass(frozen=True)
 class Devices:
-    """What a variant builder gets: ``host``, ``accelerators`` and the workload ``preset``."""
+    """What a variant builder gets: ``host``, ``accelerators``, the workload ``preset`` and
+    :attr:`seed_values`, the initial values and batch every variant starts from."""
 
     host: str
     accelerators: tuple[str, ...]
     kind: str  # "gpu" | "logical-cpu"
     preset: Preset
+    values: SeedValues | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def seed_values(self) -> SeedValues:
+        """The shared initial values and input batch at the preset's sizes (numpy, read-only):
+        ``x`` (the batch to feed), ``weights`` and ``biases`` (one per block; ``params`` in
+        (W, b) block order).  Drawn once per process with a fixed seed
+        (:mod:`.seed_values`), unless the devices were made with stand-ins (the projection)."""
+        if self.values is not None:
+            return self.values
+        p = self.preset
+        return shared_seed_values(p.batch, p.dim, p.blocks)
 
     def topology(self) -> Topology:
         """The record's topology: canonical device names."""

@@ -15,6 +15,7 @@ compare every family against.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -52,6 +53,28 @@ def seed_values(batch: int, dim: int, blocks: int, seed: int = SEED) -> SeedValu
     rng = np.random.default_rng(seed + 1)
     weights = tuple(glorot_uniform(rng, dim, dim) for _ in range(blocks))
     biases = tuple(np.zeros(dim, np.float32) for _ in range(blocks))
+    return SeedValues(x, weights, biases)
+
+
+@lru_cache(maxsize=2)
+def shared_seed_values(batch: int, dim: int, blocks: int) -> SeedValues:
+    """:func:`seed_values` made once per process and sizes (read-only arrays): every variant
+    builder of a child shares them.  At the ``seed`` preset the batch alone is 256 MB and
+    takes seconds to draw."""
+    v = seed_values(batch, dim, blocks)
+    for a in (v.x, *v.params):
+        a.setflags(write=False)
+    return v
+
+
+def stand_in_values(batch: int, dim: int, blocks: int) -> SeedValues:
+    """Zeros of the right shapes that take no memory (broadcast views), for graphs that are
+    built but never run (the projection): a builder can put them in its feed or hand them
+    to ``load_after_init`` without anyone drawing 256 MB of random numbers."""
+    zero = np.zeros((), np.float32)
+    x = np.broadcast_to(zero, (batch, dim, dim))
+    weights = tuple(np.broadcast_to(zero, (dim, dim)) for _ in range(blocks))
+    biases = tuple(np.broadcast_to(zero, (dim,)) for _ in range(blocks))
     return SeedValues(x, weights, biases)
 
 

@@ -36,10 +36,10 @@ def _towers(devices: Devices, vars_on: str, stray_host_scope: bool = False) -> B
     """
     preset = devices.preset
     with tf.device(devices.host):
-        x, value = wl.make_input(preset)
+        x, value = wl.make_input(devices)
         shards = wl.split_batch(x, len(devices.accelerators))
     with tf.device(vars_on):
-        params = wl.make_params(preset)
+        params = wl.make_params(devices)
     tower_grads = []
     for i, accel in enumerate(devices.accelerators):
         with tf.device(accel), tf.name_scope(f"tower_{i}"):
@@ -58,9 +58,9 @@ def _towers(devices: Devices, vars_on: str, stray_host_scope: bool = False) -> B
 def build_single(devices: Devices) -> Built:
     preset = devices.preset
     with tf.device(devices.host):
-        x, value = wl.make_input(preset)
+        x, value = wl.make_input(devices)
     with tf.device(devices.accelerators[0]):
-        params = wl.make_params(preset)
+        params = wl.make_params(devices)
         loss = wl.tower_loss(x, params, preset.dim)
         train_op = wl.apply_update(wl.tower_gradients(loss, params), params)
     return train_op, {x: value}
@@ -108,13 +108,13 @@ def _sum_on(device: str, tensors) -> tf.Tensor:
 def build_replicated(devices: Devices) -> Built:
     preset = devices.preset
     with tf.device(devices.host):
-        x, value = wl.make_input(preset)
+        x, value = wl.make_input(devices)
         shards = wl.split_batch(x, len(devices.accelerators))
     replicas: list[wl.Params] = []
     grads = []
     for i, accel in enumerate(devices.accelerators):
         with tf.device(accel), tf.name_scope(f"replica_{i}"):
-            params = wl.make_params(preset, suffix=f"_r{i}")
+            params = wl.make_params(devices, suffix=f"_r{i}")
             replicas.append(params)
             loss = wl.tower_loss(shards[i], params, preset.dim)
             grads.append(wl.tower_gradients(loss, params))

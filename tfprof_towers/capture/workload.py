@@ -4,6 +4,13 @@ Six blocks of ``sigmoid(x @ W + b)`` on an input ``[batch, dim, dim]`` reshaped
 to ``[-1, dim]`` for each matmul; the loss is the mean of the last block's
 output; gradients clipped by global norm 5.0; Adam(1e-4, beta1=0.5, beta2=0.9).
 
+Every variant starts from the same values: variables are created with a zeros
+initializer and registered with their shared initial value
+(:func:`.mathcheck.load_after_init`, loaded by the runner after initialisation);
+the batch fed is the shared one (``devices.seed_values.x``).  Each tower's loss
+and the step's gradient norm are exposed (:func:`.mathcheck.expose_math`) so
+that the runner can record what the first steps computed.
+
 Imported only inside a capture child: it imports TensorFlow.
 """
 
@@ -15,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from ..config import Preset
+from .devices import Devices
+from .mathcheck import expose_math, load_after_init
 
 tf1 = tf.compat.v1
 
@@ -37,28 +45,27 @@ class Params:
         return [v for pair in zip(self.weights, self.biases) for v in pair]
 
 
-def make_params(preset: Preset, suffix: str = "") -> Params:
-    """Create one set of variables.
+def make_params(devices: Devices, suffix: str = "") -> Params:
+    """Create one set of variables, to be loaded with the shared initial values after init.
 
-    Initialisers have fixed op-level seeds, so every replica of the ``replicated``
-    variant starts from the same values.
+    Every replica of the ``replicated`` variant gets the same values.
     """
+    preset, values = devices.preset, devices.seed_values
     weights, biases = [], []
+    zeros = tf1.zeros_initializer()
     for i in range(preset.blocks):
-        w_init = tf1.glorot_uniform_initializer(seed=i)
-        weights.append(tf1.get_variable(f"block{i}/W{suffix}", [preset.dim, preset.dim], initializer=w_init))
-        biases.append(
-            tf1.get_variable(f"block{i}/b{suffix}", [preset.dim], initializer=tf1.zeros_initializer())
-        )
-    return Params(tuple(weights), tuple(biases))
+        weights.append(tf1.get_variable(f"block{i}/W{suffix}", [preset.dim, preset.dim], initializer=zeros))
+        biases.append(tf1.get_variable(f"block{i}/b{suffix}", [preset.dim], initializer=zeros))
+    params = Params(tuple(weights), tuple(biases))
+    load_after_init(params.all, values.params)
+    return params
 
 
-def make_input(preset: Preset) -> tuple[tf.Tensor, np.ndarray]:
-    """The input placeholder ``[batch, dim, dim]`` and a fixed random batch to feed it."""
-    x = tf1.placeholder(tf.float32, [preset.batch, preset.dim, preset.dim], name="input")
-    rng = np.random.default_rng(0)
-    value = rng.standard_normal((preset.batch, preset.dim, preset.dim), dtype=np.float32)
-    return x, value
+def make_input(devices: Devices) -> tuple[tf.Tensor, np.ndarray]:
+    """The input placeholder ``[batch, dim, dim]`` and the shared batch to feed it."""
+    p = devices.preset
+    x = tf1.placeholder(tf.float32, [p.batch, p.dim, p.dim], name="input")
+    return x, devices.seed_values.x
 
 
 def split_batch(x: tf.Tensor, parts: int) -> list[tf.Tensor]:
@@ -76,7 +83,9 @@ def tower_loss(x: tf.Tensor, params: Params, dim: int) -> tf.Tensor:
         with tf.name_scope(f"block{i}"):
             flat = tf.reshape(h, [-1, dim])
             h = tf.reshape(tf.sigmoid(tf.matmul(flat, w) + b), shape)
-    return tf.reduce_mean(h, name="loss")
+    loss = tf.reduce_mean(h, name="loss")
+    expose_math(loss=loss)
+    return loss
 
 
 def tower_gradients(loss: tf.Tensor, params: Params) -> list[tf.Tensor]:
@@ -99,6 +108,7 @@ def average_gradients(tower_grads: Sequence[Sequence[tf.Tensor]]) -> list[tf.Ten
 
 def apply_update(grads: Sequence[tf.Tensor], params: Params, name: str = "adam") -> tf.Operation:
     """Clip by global norm and apply Adam (slots are colocated with the variables)."""
-    clipped, _ = tf.clip_by_global_norm(list(grads), CLIP_NORM)
+    clipped, norm = tf.clip_by_global_norm(list(grads), CLIP_NORM)
+    expose_math(grad_norm=norm)
     opt = tf1.train.AdamOptimizer(LEARNING_RATE, beta1=BETA1, beta2=BETA2, name=name)
     return opt.apply_gradients(list(zip(clipped, params.all)))

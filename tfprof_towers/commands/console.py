@@ -87,19 +87,53 @@ def _status(v: dict[str, Any]) -> str:
     return f"[yellow]{text}[/]" if v["status"] == "skipped" else f"[red]{text}[/]"
 
 
+MATH_MARK = {"same": "same", "reference": "reference", "differs": "[red]DIFFERS[/]", "not compared": "-"}
+
+
 def ranked_table(summary: dict[str, Any]) -> Table:
-    t = Table(title="Placements, fastest first (median un-profiled step time)")
+    logical = (summary.get("topology") or {}).get("kind") == "logical-cpu"
+    title = ("CPU stand-in timings here, fastest first (logical CPU devices: placement, bytes and FLOPs are "
+             "real; speed is not GPU speed)" if logical else
+             "Placements, fastest first (median un-profiled step time)")
+    t = Table(title=title)
     for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),
-                      ("p10-p90", "right"), (_speedup_title(summary), "right"), ("status", "left")):
+                      ("p10-p90", "right"), (_speedup_title(summary), "right"), ("same math", "left"),
+                      ("status", "left")):
         t.add_column(col, justify=just)
     by_name = {v["name"]: v for v in summary["variants"]}
+    math = {r["variant"]: r["status"] for r in (summary.get("math") or {}).get("variants") or ()}
     for name in summary["ranking"]:
         v = by_name[name]
         st = v["step_time_s"]
         spread = f"{_ms(st['p10'])} - {_ms(st['p90'])}" if st.get("p10") is not None else "-"
         sp = v.get("speedup_vs_single")
         t.add_row(str(v["rank"] or "-"), name, _ms(st["median"]), spread,
-                  "-" if sp is None else f"{sp:.2f}x", _status(v))
+                  "-" if sp is None else f"{sp:.2f}x", MATH_MARK.get(math.get(name, ""), "-"), _status(v))
+    return t
+
+
+def projected_table(summary: dict[str, Any]) -> Table | None:
+    """The projection the recommendation came from (None when there is none to show)."""
+    proj = summary.get("projection") or {}
+    if proj.get("error") or not proj.get("variants"):
+        return None
+    preset = proj.get("preset") or {}
+    size = f" at the {preset['name']} preset (batch {preset.get('batch')}, dim {preset.get('dim')})" \
+        if preset.get("name") else ""
+    t = Table(title=f"PROJECTED on {proj.get('hardware')}{size}, fastest first: not measured")
+    for col, just in (("#", "right"), ("variant", "left"), ("overlapped - serial", "right"),
+                      ("bottleneck", "left"), ("note", "left")):
+        t.add_column(col, justify=just)
+    excluded = (summary.get("recommendation") or {}).get("excluded") or {}
+    by_name = {v["name"]: v for v in proj["variants"]}
+    ranking = list(proj.get("ranking") or ())
+    for name in [*ranking, *(n for n in by_name if n not in ranking)]:
+        v = by_name[name]
+        step = v.get("projected_step_s")
+        span = f"{_ms(step['overlapped'])} - {_ms(step['serial'])}" if step else "-"
+        note = v.get("error") or (f"not recommended: {excluded[name]}" if name in excluded else "")
+        t.add_row(str(v.get("rank") or "-"), name, span, _escape(str(v.get("bottleneck") or "-")),
+                  f"[yellow]{_escape(note)}[/]" if note else "")
     return t
 
 
@@ -110,10 +144,18 @@ def _escape(text: str) -> str:
 
 
 def print_summary(summary: dict[str, Any], run_dir: RunDir) -> None:
-    _out.print(ranked_table(summary))
     rec = summary.get("recommendation") or {}
+    projected = rec.get("basis") == "projected"
+    table = projected_table(summary) if projected else None
+    if table is not None:
+        _out.print(table)
+    _out.print(ranked_table(summary))
+    label = f" ({rec.get('label')})" if projected and rec.get("label") else ""
     if rec.get("variant"):
-        _out.print(f"Recommendation: [bold]{rec['variant']}[/] — {_escape(rec.get('reason', ''))}")
+        reason = _escape(rec.get("reason", ""))
+        _out.print(f"Recommendation{_escape(label)}: [bold]{_escape(rec['variant'])}[/] — {reason}")
+    elif projected:
+        _out.print(f"[yellow]No recommendation{_escape(label)}[/]: {_escape(rec.get('reason', ''))}")
     if summary.get("partial"):
         _out.print("[yellow]partial run[/]: interrupted before every variant finished")
     _out.print(f"run directory: {run_dir.root}", markup=False)

@@ -13,9 +13,10 @@ from pathlib import Path
 from .. import registry
 from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
 from ..cli import add_command
-from ..config import PRESETS, ProfileOptions, get_preset, parse_variant_names
+from ..config import PRESETS, Preset, ProfileOptions, get_preset, parse_variant_names
 from ..errors import TowersError, VariantError
 from ..pipeline import finish_run
+from ..project.api import CPU_ONLY_HARDWARE, PROJECT_PRESET
 from ..records import RunConfig, RunDoc, Topology, load_record
 from ..rundir import RunDir, check_writable, claim_out_dir, new_run_dir, point_latest, utc_now, write_json
 from ..variant_files import check_keras_file, resolve_variants
@@ -47,9 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kill a variant's process group after this long (default: the preset's)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="run directory to create (default: reports/<YYYYmmdd-HHMMSS>/)")
-    p.add_argument("--project-on", default=None, metavar="HARDWARE",
-                   help="also project every variant on a hardware profile (name or .toml; "
-                        "see `tfprof-towers hardware`) and show it in the report")
+    p.add_argument("--project-on", default=None, metavar="NAME|FILE",
+                   help="project every variant on this hardware profile (name or .toml; see "
+                        "`tfprof-towers hardware`). Runs on logical CPU devices are always projected "
+                        f"(default {CPU_ONLY_HARDWARE}) and recommend from the projection; on GPUs it is "
+                        "shown beside the measured ranking")
+    p.add_argument("--project-preset", default=None, choices=list(PRESETS),
+                   help=f"the workload size to project at [default: {PROJECT_PRESET}, the seed's sizes]")
     p.add_argument("--reports", type=Path, default=Path("reports"), help=argparse.SUPPRESS)
 
 
@@ -160,8 +165,17 @@ def _capture_and_report(
     t2 = time.perf_counter()
     run_doc = finished_run_doc(run_doc, run_dir, options, timing)
     write_json(run_dir.run_json, run_doc.to_json())
-    if args.project_on:
-        _project(run_dir, args.project_on)
+    # a Keras model is not projected (the projection builds the seed workload and variant files)
+    hardware = None if options.keras_model else projection_hardware(args.project_on, run_doc.topology)
+    if hardware:
+        preset = get_preset(args.project_preset or PROJECT_PRESET)
+        if exit_code:  # interrupted: leave at once, and say why there is no projection
+            from ..project.api import PROJECTION_JSON, failed_projection
+
+            why = "not projected: the run was interrupted"
+            write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))
+        else:
+            timing["projection"] = _project(run_dir, options, hardware, preset)
     summary = finish_run(run_dir)
     console.print_summary(summary, run_dir)
     if exit_code:
@@ -172,14 +186,32 @@ def _capture_and_report(
     return exit_code
 
 
-def _project(run_dir: RunDir, hardware: str) -> None:
-    """Write projection.json; a projection that fails is reported, not fatal to the run."""
-    from ..project import project_run
+def projection_hardware(asked: str | None, topology: Topology | None) -> str | None:
+    """The profile to project on: the one asked for; on logical CPU devices, the default one."""
+    if asked:
+        return asked
+    return CPU_ONLY_HARDWARE if topology is not None and topology.kind == "logical-cpu" else None
 
+
+def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> float:
+    """Write projection.json; a projection that fails is reported and saved as failed, never
+    fatal to the run (the recommendation then says it has nothing to go on).  Seconds taken."""
+    from ..project.api import PROJECTION_JSON, failed_projection, project_run
+
+    t0 = time.perf_counter()
+    # only the variants that ran: one that failed here is never recommended, and a file that
+    # crashes while building must not take the projection of the others down with it
+    ran = [v for v in options.variants if load_record(run_dir, v.name).ok]
+    if not ran:  # nothing to recommend either way: the summary says no variant finished
+        return 0.0
+    console.err(f"projecting {len(ran)} variant(s) on {hardware} at the {preset.name} preset ...")
     try:
-        project_run(run_dir, hardware)
-    except TowersError as exc:
-        console.err(f"projection on {hardware} failed: {exc}")
+        project_run(run_dir, hardware, preset, ran)
+    except Exception as exc:  # a projection that fails must not cost the run its report
+        why = exc.message if isinstance(exc, TowersError) else f"{type(exc).__name__}: {exc}"
+        console.err(f"projection on {hardware} failed: {why}")
+        write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))
+    return time.perf_counter() - t0
 
 
 def start_run_doc(options: ProfileOptions) -> RunDoc:

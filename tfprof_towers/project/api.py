@@ -32,6 +32,12 @@ from .model import GraphWork, Rates, project_work
 
 PROJECTION_JSON = "projection.json"
 SCHEMA = 1
+#: The profile a run on logical CPU devices is projected on when ``--project-on`` names none:
+#: two mid-range GPUs on PCIe 3.0 x8 each without peer access, the machine of the classic
+#: "two GPUs are slower than one" report (see the README, "How the recommendation is made").
+CPU_ONLY_HARDWARE = "2x-gtx1060-pcie3"
+#: The preset ``profile`` projects at unless ``--project-preset`` says otherwise: the seed's sizes.
+PROJECT_PRESET = "seed"
 #: A simpler placement within this fraction of the fastest is recommended instead (the recommender's).
 SIMPLER_WITHIN = recommender.PROJECTED_WITHIN
 BUILD_TIMEOUT_S = 900.0
@@ -184,9 +190,6 @@ def run_variants(run: RunDoc) -> tuple[VariantSpec, ...]:
     """The variants a run directory's run.json asked for (built-ins and variant files)."""
     if not run.variants:
         raise TowersError("the run directory names no variants in run.json")
-    if run.config is not None and run.config.keras_model:
-        raise TowersError(f"the run trained a Keras model ({run.config.keras_model}); the projection builds "
-                          "the seed workload and variant files, not Keras models")
     return run.variants
 
 
@@ -196,14 +199,26 @@ def run_preset(run: RunDoc) -> Preset:
     return run.preset
 
 
-def project_run(run_dir: RunDir, hardware: str) -> dict[str, Any]:
-    """Project a finished run's variants (at the run's preset) on ``hardware``; write projection.json.
+def project_run(run_dir: RunDir, hardware: str, preset: Preset | None = None,
+                variants: Sequence[VariantSpec] | None = None) -> dict[str, Any]:
+    """Project a finished run's variants (default: all it asked for) on ``hardware`` at ``preset``
+    (default: the run's); write projection.json.
 
-    For ``tfprof-towers profile --project-on NAME``: call after the run's records
-    are written.  Raises :class:`TowersError` (one line) on an unknown profile.
+    For ``tfprof-towers profile``: call after the run's records are written.  Raises
+    :class:`TowersError` (one line) on an unknown profile.
     """
     hw = load_hardware(hardware)
     run = load_run(run_dir)
-    doc = project(hw, run_preset(run), run_variants(run), run_dir=run_dir)
+    if run.config is not None and run.config.keras_model:
+        raise TowersError(f"the run trained a Keras model ({run.config.keras_model}); the projection builds "
+                          "the seed workload and variant files, not Keras models")
+    chosen = run_variants(run) if variants is None else tuple(variants)
+    doc = project(hw, preset or run_preset(run), chosen, run_dir=run_dir)
     write_json(run_dir.root / PROJECTION_JSON, doc)
     return doc
+
+
+def failed_projection(hardware: str, preset: Preset, error: str) -> dict[str, Any]:
+    """The projection.json of a projection that could not be made: which, at what size, and why."""
+    return {"schema": SCHEMA, "label": "projected", "hardware": hardware, "preset": asdict(preset),
+            "error": error}

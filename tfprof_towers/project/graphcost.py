@@ -271,8 +271,11 @@ def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tu
     from ..capture import variants
     from ..capture.devices import Devices
     from ..capture.families.tf1_graph import builder as tf1_builder
+    from ..capture.seed_values import stand_in_values
 
-    devices = Devices(host, accelerators, kind, preset)
+    # never run: zero-cost stand-ins of the shared values (the seed batch alone is 256 MB)
+    values = stand_in_values(preset.batch, preset.dim, preset.blocks)
+    devices = Devices(host, accelerators, kind, preset, values)
     builder, origin = tf1_builder(spec["name"], spec.get("file"))
     graph = tf.Graph()
     with graph.as_default():

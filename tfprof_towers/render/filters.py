@@ -13,15 +13,17 @@ from ..fmt import (
     MISSING,
     fmt_bytes,
     fmt_count,
+    fmt_float,
     fmt_flops,
     fmt_percent,
     fmt_rate,
     fmt_ratio,
+    fmt_rel,
     fmt_seconds,
 )
 
-__all__ = ["FILTERS", "MISSING", "fmt_bytes", "fmt_count", "fmt_flops", "fmt_percent", "fmt_rate",
-           "fmt_ratio", "fmt_seconds"]
+__all__ = ["FILTERS", "MISSING", "fmt_bytes", "fmt_count", "fmt_float", "fmt_flops", "fmt_percent",
+           "fmt_rate", "fmt_ratio", "fmt_rel", "fmt_seconds"]
 
 FILTERS: dict[str, Callable[..., str]] = {
     "fmt_seconds": fmt_seconds,
@@ -31,4 +33,6 @@ FILTERS: dict[str, Callable[..., str]] = {
     "fmt_count": fmt_count,
     "fmt_flops": fmt_flops,
     "fmt_ratio": fmt_ratio,
+    "fmt_float": fmt_float,
+    "fmt_rel": fmt_rel,
 }

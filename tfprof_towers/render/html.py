@@ -95,6 +95,29 @@ def breakdown_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def idle_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per (variant, accelerator) with an idle split in its breakdown: idle, host wait, kernel wait, other."""
+    rows = []
+    for v in summary.get("variants") or ():
+        devices = (v.get("breakdown") or {}).get("devices") or {}
+        for dev, d in devices.items():
+            split = d.get("idle_split")
+            if not isinstance(split, Mapping):
+                continue
+            rows.append({"variant": v["name"], "device": dev, "idle": (d.get("wall") or {}).get("idle"),
+                         **{k: split.get(k) for k in ("host_wait", "kernel_wait", "other")}})
+    return rows
+
+
+def math_view(summary: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], int]:
+    """``summary.json`` -> ``math``, its rows (none when no variant recorded a loss) and the steps shown."""
+    math = summary.get("math") or {}
+    rows = list(math.get("variants") or ())
+    if not any(r.get("losses") for r in rows):
+        return math, [], 0
+    return math, rows, max(len(r.get("losses") or ()) for r in rows)
+
+
 def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> dict[str, Any]:
     """Bytes per step from row device to column device."""
     links = entry.get("transfers") or []
@@ -159,7 +182,16 @@ def view_model(
     }
     recommendation = summary.get("recommendation") or {}
     picked = by_name.get(recommendation.get("variant") or "")
+    math, math_rows, math_steps = math_view(summary)
+    reason = str(recommendation.get("reason") or "")
     return {
+        # excluded variants the reason does not already name
+        "not_recommended": {n: why for n, why in (recommendation.get("excluded") or {}).items()
+                            if f"{n} " not in reason},
+        "math": math,
+        "math_rows": math_rows,
+        "math_steps": math_steps,
+        "idle_rows": idle_rows(summary),
         "summary": summary,
         "title": f"tfprof-towers report — {Path(str(summary.get('run_dir') or run_root)).name}",
         "baseline": baseline_of(picked),

@@ -36,7 +36,8 @@ def projection_view(summary: Mapping[str, Any], ranked: Sequence[Mapping[str, An
     if proj.get("error"):
         return {"error": str(proj["error"]), "hardware": proj.get("hardware")}
     topology = summary.get("topology") or {}
-    measured_rec = (summary.get("recommendation") or {}).get("variant")
+    rec = summary.get("recommendation") or {}
+    measured_rec = rec.get("measured_pick") if rec.get("basis") == "projected" else rec.get("variant")
     return {
         "error": None,
         "hardware": proj["hardware"],

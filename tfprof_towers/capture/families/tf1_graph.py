@@ -3,8 +3,10 @@
 A variant's builder (a built-in from :mod:`tfprof_towers.capture.variants`, or a
 user's file with ``build_variant(devices)``) runs inside a fresh ``tf.Graph`` and
 returns ``(fetches, feed_dict)`` for one training step.  Order of work, each
-phase timed: import TensorFlow, build the graph, create the session and
-initialise, warm-up steps, one ``FULL_TRACE`` step for the partition graphs
+phase timed: import TensorFlow, build the graph, create the session,
+initialise and load the shared initial values (:mod:`..mathcheck`), the first
+two steps with the exposed loss and gradient norm fetched (``draft.math``; they
+count as warm-up steps), the rest of the warm-up, one ``FULL_TRACE`` step for the partition graphs
 (not timed), timed steps without the profiler, profiled steps under
 ``tf.profiler.experimental`` with ``train`` step markers, and the profiler's
 trace collection.
@@ -97,9 +99,16 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.stage = "session"
     sess = phases.run("session_init", new_session, tf, graph, devices)
     phases.run("session_init", sess.run, init)
+    from ..mathcheck import MATH_STEPS, first_steps, load_initial_values
+
+    phases.run("load_values", load_initial_values, sess, graph)
+
+    draft.stage = "math"
+    draft.math = phases.run("math", first_steps, sess, fetches, feed, graph)
+    done = MATH_STEPS if draft.math is not None else 0
 
     draft.stage = "warmup"
-    phases.run("warmup", timed_steps, sess, fetches, feed, spec.warmup)
+    phases.run("warmup", timed_steps, sess, fetches, feed, max(spec.warmup - done, 0))
 
     draft.stage = "placement"
     options = tf.compat.v1.RunOptions(
