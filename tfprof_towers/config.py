@@ -129,5 +129,5 @@ class ProfileOptions:
     warmup: int = 2
     steps: int = 10
     profile_steps: int = 3
-    variant_timeout_s: float = 300.0
+    variant_timeout_s: float | None = 300.0  # None: no limit
     out_dir: Path = field(default_factory=lambda: Path("reports"))
