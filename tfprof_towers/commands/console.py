@@ -24,7 +24,8 @@ _out = _console()
 
 
 def err(message: str) -> None:
-    _err.print(message, markup=False)
+    """One message on stderr, never wrapped (a notice or an error stays one line)."""
+    _err.print(message, markup=False, soft_wrap=True)
 
 
 class ProgressView:
@@ -59,11 +60,11 @@ class ProgressView:
     def update(self, name: str, event: str) -> None:
         if event == "start":
             self._started[name] = time.perf_counter()
-            self._progress.update(self._task, description=f"running [bold]{name}[/]")
+            self._progress.update(self._task, description=f"running [bold]{_escape(name)}[/]")
             return
         took = time.perf_counter() - self._started.get(name, time.perf_counter())
         mark = "[green]ok[/]" if event == "ok" else "[red]failed[/]"
-        self._progress.console.print(f"  {name:<24} {mark}  ({took:.1f} s)")
+        self._progress.console.print(f"  {_escape(name):<24} {mark}  ({took:.1f} s)")
         self._progress.advance(self._task)
 
 
@@ -84,7 +85,7 @@ def ranked_table(summary: dict[str, Any]) -> Table:
         sp = v.get("speedup_vs_single")
         status = "ok" if v["status"] == "ok" else f"failed: {v.get('error') or ''}"
         t.add_row(
-            str(v["rank"] or "-"), name, _ms(st["median"]), spread,
+            str(v["rank"] or "-"), _escape(name), _ms(st["median"]), spread,
             "-" if sp is None else f"{sp:.2f}x",
             status if v["status"] == "ok" else f"[red]{_escape(status)}[/]",
         )
@@ -101,9 +102,11 @@ def print_summary(summary: dict[str, Any], run_dir: RunDir) -> None:
     _out.print(ranked_table(summary))
     rec = summary.get("recommendation") or {}
     if rec.get("variant"):
-        _out.print(f"Recommendation: [bold]{rec['variant']}[/] — {_escape(rec.get('reason', ''))}")
+        _out.print(f"Recommendation: [bold]{_escape(rec['variant'])}[/] — {_escape(rec.get('reason', ''))}")
     if summary.get("partial"):
-        _out.print("[yellow]partial run[/]: interrupted before every variant finished")
+        how = (f"interrupted by {summary['interrupted_by']}" if summary.get("interrupted_by")
+               else "the profile stopped (killed?)")
+        _out.print(f"[yellow]partial run[/]: {_escape(how)} before every variant finished")
     _out.print(f"run directory: {run_dir.root}", markup=False)
     if run_dir.report_html.is_file():
         _out.print(f"report: {run_dir.report_html}  ({run_dir.report_html.resolve().as_uri()})", markup=False)
