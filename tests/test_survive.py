@@ -34,6 +34,7 @@ from child_kit import (
 )
 
 from tfprof_towers.capture import runner, supervise
+from tfprof_towers.capture.proctree import descendants
 from tfprof_towers.capture.runner import Interrupted, run_all, run_one
 from tfprof_towers.cli import main
 from tfprof_towers.errors import TowersError
@@ -394,3 +395,150 @@ def test_hanging_variant_file_is_killed_with_its_process_group(
     assert by_name["single"]["status"] == "ok"
     assert took < 12 * 2 + 60  # bounded: not the variant's 600 s
 
+
+# --------------------------------------------------------------------------- issue 14, real variants (slow)
+
+#: A variant that hangs: it sleeps for ten minutes once TensorFlow is imported.
+SLEEPS = """
+import os, time
+
+def build_variant(devices):
+    with open({pids!r}, "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(600)
+"""
+
+#: A variant whose grandchild leaves the process group and session (setsid); both ignore SIGTERM.
+SETSID = """
+import os, signal, subprocess, sys, time
+
+ESCAPE = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); os.setsid(); "
+          "time.sleep(600)")
+
+def build_variant(devices):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    grandchild = subprocess.Popen([sys.executable, "-c", ESCAPE])
+    while os.getsid(grandchild.pid) != grandchild.pid:  # until it has its own session
+        time.sleep(0.01)
+    with open({pids!r}, "w") as fh:
+        fh.write(f"{{os.getpid()}} {{grandchild.pid}}")
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", [SLEEPS, SETSID], ids=["sleeps", "setsid-grandchild"])
+def test_parent_sigkill_leaves_no_process_of_the_run(tmp_path: Path, source: str) -> None:
+    """kill -9 of `profile` while a variant hangs (no timeout): 15 s later nothing of the run is alive,
+    and `report` calls the run partial (run.json has no end time)."""
+    pids = tmp_path / "pids"
+    variant = tmp_path / "hangs.py"
+    variant.write_text(source.format(pids=str(pids)))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [*CLI, "profile", "--preset", "tiny", "--variant-file", str(variant), "--variant-timeout", "none",
+         "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        wait_until(lambda: (pids.is_file() and pids.read_text().strip() != "") or proc.poll() is not None,
+                   120, "the variant to start hanging")
+        assert proc.poll() is None
+        of_the_run = set(descendants(proc.pid)) | set(read_pids(pids))
+        assert len(of_the_run) >= 2  # the guard and the child at least
+        proc.kill()  # SIGKILL: no handler of ours runs
+        proc.wait()
+        wait_until(lambda: not any(alive(p) for p in of_the_run), 15, "every process of the run to die")
+        assert not _processes_mentioning(str(out))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert json.loads((out / "run.json").read_text())["finished"] is None
+    assert main(["report", str(out)]) == 4
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["partial"] is True
+    [entry] = summary["variants"]
+    assert entry["error"] == (
+        "did not finish: the profile stopped while it ran (run.json has no end time; killed?)")
+    assert "its parent process went away" in entry["stderr_tail"]
+
+
+@pytest.mark.slow
+def test_a_json_py_where_the_user_stands_shadows_nothing(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("tfprof-towers")
+    (tmp_path / "json.py").write_text("raise SystemExit('the json.py of the working directory')\n")
+    out = tmp_path / "run"
+    done = subprocess.run([str(exe), "profile", "--preset", "tiny", "--variants", "single",
+                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "summary.json").read_text())["variants"][0]["status"] == "ok"
+
+
+EXITS = """
+import sys
+
+def build_variant(devices):
+    sys.exit(0)
+"""
+
+RAISES_KEYBOARD_INTERRUPT = """
+def build_variant(devices):
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.mark.slow
+def test_sys_exit_and_keyboard_interrupt_in_a_variant_say_so(tmp_path: Path) -> None:
+    files = []
+    for name, text in (("exits", EXITS), ("ctrl_c", RAISES_KEYBOARD_INTERRUPT)):
+        files += ["--variant-file", str(tmp_path / f"{name}.py")]
+        (tmp_path / f"{name}.py").write_text(text)
+    out = tmp_path / "run"
+    assert main(["profile", "--preset", "tiny", *files, "--out", str(out)]) == 4
+    errors = {v["name"]: v["error"] for v in json.loads((out / "summary.json").read_text())["variants"]}
+    assert errors == {
+        "exits": "exited with code 0 before finishing (sys.exit during build)",
+        "ctrl_c": "KeyboardInterrupt raised by the variant's own code during build (no signal was sent)",
+    }
+
+
+BLOCKS_WHILE_BUILDING = """
+import time
+
+def build_variant(devices):
+    time.sleep(600)
+"""
+
+FAILS_WHILE_BUILDING = """
+import os
+
+def build_variant(devices):
+    os.abort()
+"""
+
+
+@pytest.mark.slow
+def test_project_builds_each_variant_alone_with_the_runs_timeout(tmp_path: Path) -> None:
+    """`project RUN_DIR`: a variant that blocks while building times out after the run's own timeout,
+    one that crashes says so (not TensorFlow's oneDNN line), and the others are projected."""
+    from records_kit import TINY, record, write_run
+
+    from tfprof_towers.config import VariantSpec
+    from tfprof_towers.records import RunConfig, RunDoc
+
+    specs = [VariantSpec.builtin("single")]
+    for name, text in (("blocks", BLOCKS_WHILE_BUILDING), ("aborts", FAILS_WHILE_BUILDING)):
+        (tmp_path / f"{name}.py").write_text(text)
+        specs.append(VariantSpec(name, str(tmp_path / f"{name}.py")))
+    run = RunDoc(started="2026-01-01T00:00:00+00:00", finished="2026-01-01T00:01:00+00:00",
+                 config=RunConfig(preset=TINY, variants=tuple(specs), variant_timeout_s=8.0))
+    rd = write_run(tmp_path / "run", run, [record("single")])
+    t0 = time.monotonic()
+    assert main(["project", str(rd.root), "--hardware", "2x-gtx1060-pcie3", "--json"]) == 0
+    took = time.monotonic() - t0
+    doc = json.loads((rd.root / "projection.json").read_text())
+    errors = {v["name"]: v.get("error") for v in doc["variants"]}
+    assert errors["single"] is None and doc["ranking"] == ["single"]
+    assert errors["blocks"] == "building the graph timed out after 8 s"
+    assert errors["aborts"].startswith("building the graph failed: ")
+    assert "oneDNN" not in errors["aborts"] and "I0000" not in errors["aborts"]
+    assert took < 60  # not the 900 s of one shared child
