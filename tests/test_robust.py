@@ -408,7 +408,7 @@ def test_10_counts_are_checked_with_the_right_words(
         ("def build_variant(devices):\n    pass\nbuild_variant = None\n",
          "build_variant is None (line 3), not a function"),
         ("def build_variant():\n    pass\n",
-         "build_variant() takes no argument (line 1); it is called with the devices"),
+         "build_variant() takes 0 argument(s) (line 1); it is called as build_variant(devices)"),
         ("def build_variant(devices)\n", "syntax error at line 1: expected ':'"),
     ],
 )

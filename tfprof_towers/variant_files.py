@@ -46,7 +46,7 @@ def check_variant_file(path: str | Path) -> VariantSpec:
     if len(families) > 1:
         raise VariantError(f"variant file {p}: defines both {families[0].file_function} and "
                            f"{families[1].file_function}; keep one ({families[0].key} or {families[1].key})")
-    problem = _not_callable(bound[families[0].key], families[0].file_function)
+    problem = _not_callable(bound[families[0].key], families[0])
     if problem:
         raise VariantError(f"variant file {p}: {problem}")
     name = p.stem
@@ -81,18 +81,26 @@ _NOT_CALLABLE = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.Joine
                  ast.DictComp, ast.SetComp, ast.GeneratorExp, ast.BinOp, ast.Compare, ast.BoolOp)
 
 
-def _not_callable(node: ast.stmt | None, name: str) -> str | None:
-    """Why ``node``'s binding of ``name`` cannot be the variant's function; None when it may be."""
+def _not_callable(node: ast.stmt | None, family: registry.Family) -> str | None:
+    """Why ``node``'s binding of the family's function cannot be it; None when it may be.
+
+    A def must accept as many positional arguments as the family passes
+    (``file_signature``: ``build_variant(devices)`` -> one).
+    """
+    name = family.file_function
     if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, _NOT_CALLABLE):
         value = ast.unparse(node.value)
         value = value if len(value) <= 40 else value[:40] + "…"
         return f"{name} is {value} (line {node.lineno}), not a function"
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        if isinstance(node, ast.AsyncFunctionDef):
-            return f"{name} is an async function (line {node.lineno}); define a plain def"
+    if isinstance(node, ast.AsyncFunctionDef):
+        return f"{name} is an async function (line {node.lineno}); define a plain def"
+    if isinstance(node, ast.FunctionDef):
+        params = [x.strip() for x in family.file_signature.split("(", 1)[1].split(")", 1)[0].split(",")
+                  if x.strip()]
         a = node.args
-        if not (a.posonlyargs or a.args or a.vararg):
-            return f"{name}() takes no argument (line {node.lineno}); it is called with the devices"
+        if len(a.posonlyargs) + len(a.args) < len(params) and a.vararg is None:
+            return (f"{name}() takes {len(a.posonlyargs) + len(a.args)} argument(s) (line {node.lineno}); "
+                    f"it is called as {name}({', '.join(params)})")
     return None
 
 
