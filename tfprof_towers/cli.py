@@ -2,19 +2,25 @@
 
 Each command module has ``register(subparsers)``, which adds its parser and sets
 ``func``; the function's docstring is its help text.  ``main(argv) -> int`` maps
-:class:`TowersError` to a one-line message and its exit code, and Ctrl-C to 130.
-Importing this module never imports TensorFlow.
+:class:`TowersError` to a one-line message and its exit code, Ctrl-C to 130, an
+I/O error of the environment (no permission, a full disk) to one line and 2, a
+reader that closed the pipe to 141, and refuses to start with stdout closed.
+Exit codes are in :mod:`tfprof_towers.errors`.  Importing this module never
+imports TensorFlow.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import os
 import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import TowersError
+from .errors import EXIT_BROKEN_PIPE, EXIT_INPUT, EXIT_SIGINT, TowersError
 
 #: Subcommands, in the order `--help` lists them; each is ``commands/<name>.py``.
 COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware")
@@ -43,18 +49,55 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not _stdout_usable():
+        _say("tfprof-towers: error: standard output is closed; run it with stdout open "
+             "(redirect to a file or /dev/null)")
+        return EXIT_INPUT
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         return int(args.func(args) or 0)
     except TowersError as exc:
-        print(f"tfprof-towers: error: {exc}", file=sys.stderr)
+        _say(f"tfprof-towers: error: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:
-        print("tfprof-towers: interrupted", file=sys.stderr)
-        return 130
+        _say("tfprof-towers: interrupted")
+        return EXIT_SIGINT
     except BrokenPipeError:
-        return 1
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:  # a place that cannot be used (permissions, a full disk), not a bug
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"tfprof-towers: error: {where}{exc.strerror or exc}")
+        return EXIT_INPUT
+
+
+def _stdout_usable() -> bool:
+    """False when the command was started with stdout closed (``>&-``): nothing could be printed."""
+    if sys.stdout is None:
+        return False
+    try:
+        os.fstat(sys.stdout.fileno())
+    except io.UnsupportedOperation:  # replaced by an in-memory stream (a test harness): fine
+        return True
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def _say(line: str) -> None:
+    """One line on stderr, if there is a stderr."""
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(line, file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so that the exit flush does not complain."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def add_command(

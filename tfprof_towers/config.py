@@ -141,6 +141,6 @@ class ProfileOptions:
     warmup: int = 2
     steps: int = 10
     profile_steps: int = 3
-    variant_timeout_s: float = 300.0
+    variant_timeout_s: float | None = 300.0  # None: no limit
     out_dir: Path = field(default_factory=lambda: Path("reports"))
     keras_model: str | None = None  # absolute path of a --keras-model file (tf2-strategy variants only)

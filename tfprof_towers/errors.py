@@ -7,11 +7,21 @@ exits with its ``exit_code``.  Anything else is a bug.
 
 from __future__ import annotations
 
+#: Exit codes of ``tfprof-towers`` (README, "What happens when things go wrong").
+EXIT_OK = 0
+EXIT_BUG = 1  # an unexpected error: a bug (Python prints the traceback)
+EXIT_INPUT = 2  # bad input, or a place that cannot be used (unwritable, full): one line on stderr
+EXIT_NOTHING_PROJECTED = 3  # `project`: no variant could be projected
+EXIT_NOTHING_SUCCEEDED = 4  # `profile`/`report`: no variant succeeded (summary.json and report.html say why)
+EXIT_SIGINT = 130  # Ctrl-C (128 + SIGINT); a partial report is written
+EXIT_SIGTERM = 143  # SIGTERM (128 + SIGTERM); a partial report is written
+EXIT_BROKEN_PIPE = 141  # standard output closed by its reader (128 + SIGPIPE), as `cmd | head` does
+
 
 class TowersError(Exception):
     """An expected, user-facing failure with a one-line message and an exit code."""
 
-    def __init__(self, message: str, exit_code: int = 2) -> None:
+    def __init__(self, message: str, exit_code: int = EXIT_INPUT) -> None:
         one_line = " ".join(str(message).split())
         super().__init__(one_line)
         self.message = one_line

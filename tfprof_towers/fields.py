@@ -11,6 +11,7 @@ must be a number, not the string "fast"``.  Used by :mod:`tfprof_towers.records`
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -41,7 +42,8 @@ def describe(value: Any) -> str:
         text = json.dumps(value if len(value) <= 40 else value[:40] + "…", ensure_ascii=False)
         return f"the string {text}"
     if isinstance(value, (int, float)):
-        return f"the number {value!r}"
+        text = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        return f"the number {text}"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, Mapping):
@@ -98,6 +100,8 @@ class Fields:
 
     def number(self, key: str, required: bool = False, default: float | None = None) -> float | None:
         value = self._typed(key, _is_number, "a number", required, default)
+        if value is not None and not _is_finite(value):
+            self.fail(key, f"must be a finite number, not {describe(value)}")
         return None if value is None else float(value)
 
     def flag(self, key: str, default: bool = False) -> bool:
@@ -151,6 +155,9 @@ class Fields:
         for i, v in enumerate(values):
             if not _is_number(v):
                 raise RecordError(self.where, self.item(key, i), f"must be a number, not {describe(v)}")
+            if not _is_finite(v):
+                raise RecordError(self.where, self.item(key, i),
+                                  f"must be a finite number, not {describe(v)}")
         return tuple(float(v) for v in values)
 
     def number_map(self, key: str) -> dict[str, float] | None:
@@ -170,6 +177,14 @@ def _is_int(v: Any) -> bool:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_finite(v: Any) -> bool:
+    """A number that strict JSON can hold: not NaN, not an infinity (``json.loads`` accepts both)."""
+    try:
+        return _is_number(v) and math.isfinite(v)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def drop_none(doc: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:

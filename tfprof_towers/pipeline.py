@@ -40,7 +40,7 @@ from .device_names import device_role
 from .errors import TowersError
 from .project.api import PROJECTION_JSON
 from .records import VariantRecord, load_records, load_run_or_skip
-from .rundir import RunDir, read_json, write_json
+from .rundir import RunDir, is_disk_error, read_json, write_json
 from .summary import Summary, SummaryEntry, build_summary
 
 CHROME_TRACE = "trace.json"
@@ -273,13 +273,35 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     return summary, analyses
 
 
+class ReportNotWritten(TowersError):
+    """summary.json or report.html could not be written (a full disk); ``doc`` is the summary anyway."""
+
+    def __init__(self, problems: list[str], doc: dict[str, Any]) -> None:
+        super().__init__("; ".join(problems))
+        self.doc = doc
+
+
 def finish_run(run_dir: RunDir) -> dict[str, Any]:
-    """Write summary.json, the Chrome-trace exports and report.html; return summary.json's document."""
+    """Write summary.json, the Chrome-trace exports and report.html; return summary.json's document.
+
+    Each file is attempted even when another could not be written; a full disk
+    raises :class:`ReportNotWritten` (with the summary) once both were tried.
+    """
     from .render.html import render_report
 
     summary, analyses = analyse_run(run_dir)
     summary = export_chrome_traces(run_dir, summary, analyses)
     doc = summary.to_json()
-    write_json(run_dir.summary_json, doc)
-    render_report(doc, run_dir, timelines(summary, analyses))
+    problems: list[str] = []
+    writes = ((run_dir.summary_json, lambda: write_json(run_dir.summary_json, doc)),
+              (run_dir.report_html, lambda: render_report(doc, run_dir, timelines(summary, analyses))))
+    for path, write in writes:
+        try:
+            write()
+        except OSError as exc:
+            if not is_disk_error(exc):
+                raise
+            problems.append(f"{path}: cannot write ({exc.strerror or exc})")
+    if problems:
+        raise ReportNotWritten(problems, doc)
     return doc

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import textcap
 from .config import Preset, ProfileOptions, VariantSpec
 from .errors import TowersError
 from .fields import Fields, RecordError, describe, drop_none
@@ -382,6 +383,16 @@ class RunDoc:
         return None if self.config is None else self.config.preset
 
     @property
+    def unfinished(self) -> bool:
+        """Started but never finished: the profile was killed (SIGKILL, a crash) or still runs."""
+        return self.started is not None and self.finished is None
+
+    @property
+    def partial(self) -> bool:
+        """Not every variant had its chance: interrupted, or never finished."""
+        return self.interrupted or self.unfinished
+
+    @property
     def variants(self) -> tuple[VariantSpec, ...]:
         return () if self.config is None else self.config.variants
 
@@ -467,12 +478,20 @@ def variant_names(run: RunDoc, run_dir: RunDir) -> list[str]:
     return asked + [n for n in run_dir.variant_names() if n not in asked]
 
 
-def load_record(run_dir: RunDir, name: str, interrupted: bool = False) -> VariantRecord:
-    """A variant's record; a failed stand-in (saying why) when it is missing, corrupt or invalid."""
+def load_record(
+    run_dir: RunDir, name: str, interrupted: bool = False, unfinished: bool = False
+) -> VariantRecord:
+    """A variant's record; a failed stand-in (saying why) when it is missing, corrupt or invalid.
+
+    ``unfinished``: the run never finished (its parent was killed), so a variant
+    without a record either was running then (its ``spec.json`` exists) or never started.
+    """
     path = run_dir.record_json(name)
     if not path.is_file():
-        why = "not run: the profile was interrupted first" if interrupted else "record.json is missing"
-        return stand_in(name, why)
+        why = _missing_why(run_dir, name, interrupted, unfinished)
+        tail = textcap.file_tail(run_dir.stderr_txt(name)) if unfinished else ""
+        return stand_in(name, why) if not tail else VariantRecord.failed(name, why, source="unknown",
+                                                                          stderr_tail=tail)
     try:
         doc = read_json(path)
     except TowersError as exc:
@@ -488,6 +507,16 @@ def load_record(run_dir: RunDir, name: str, interrupted: bool = False) -> Varian
     return record
 
 
+def _missing_why(run_dir: RunDir, name: str, interrupted: bool, unfinished: bool) -> str:
+    if interrupted:
+        return "not run: the profile was interrupted first"
+    if not unfinished:
+        return "record.json is missing"
+    if (run_dir.variant_dir(name) / "spec.json").is_file():
+        return "did not finish: the profile stopped while it ran (run.json has no end time; killed?)"
+    return "not run: the profile stopped first (run.json has no end time; killed?)"
+
+
 def stand_in(name: str, why: str) -> VariantRecord:
     """The failed record that takes the place of one that cannot be used."""
     return VariantRecord.failed(name, why, source="unknown")
@@ -495,4 +524,4 @@ def stand_in(name: str, why: str) -> VariantRecord:
 
 def load_records(run_dir: RunDir, run: RunDoc) -> dict[str, VariantRecord]:
     """Every variant's record (or its failed stand-in), in the run's order."""
-    return {n: load_record(run_dir, n, run.interrupted) for n in variant_names(run, run_dir)}
+    return {n: load_record(run_dir, n, run.interrupted, run.unfinished) for n in variant_names(run, run_dir)}

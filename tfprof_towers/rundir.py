@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -31,6 +33,14 @@ RUN_JSON = "run.json"
 SUMMARY_JSON = "summary.json"
 REPORT_HTML = "report.html"
 RECORD_JSON = "record.json"
+#: OSError numbers that mean "this place cannot take our files" (not a bug): a full disk, a quota,
+#: a read-only filesystem, no permission.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def is_disk_error(exc: BaseException) -> bool:
+    """An OSError whose cause is the place written to, not the program (see :data:`DISK_ERRNOS`)."""
+    return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -45,9 +55,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write or fsync: name the file
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 
@@ -62,16 +74,44 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, doc: Any) -> None:
-    atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=False, default=_json_default) + "\n")
+    atomic_write_text(path, json_text(doc) + "\n")
+
+
+def json_text(doc: Any, indent: int | None = 2) -> str:
+    """Strict JSON (RFC 8259): NaN and infinities become null, never ``NaN``/``Infinity``.
+
+    Every JSON the tool writes -- run-directory documents and ``--json`` output --
+    goes through here.  Inputs reject non-finite numbers where they are read; this
+    is the last line, for a value computed from nothing (a mean of no steps).
+    """
+    try:
+        return json.dumps(doc, indent=indent, allow_nan=False, default=_json_default)
+    except ValueError:  # a NaN or an infinity somewhere: replace, then encode strictly
+        return json.dumps(finite(doc), indent=indent, allow_nan=False, default=_json_default)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, +-inf) replaced by None, containers rebuilt."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+        return finite(value.item())
+    if hasattr(value, "tolist"):
+        return finite(value.tolist())
+    return value
 
 
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "item"):  # numpy scalars
-        return obj.item()
+        return finite(obj.item())
     if hasattr(obj, "tolist"):
-        return obj.tolist()
+        return finite(obj.tolist())
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
@@ -88,6 +128,8 @@ def read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise TowersError(f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of 5000 digits; nesting 100000 deep
+        raise TowersError(f"{path}: corrupt JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 def utc_now() -> str:
@@ -198,5 +240,9 @@ class RunDir:
 
 
 def is_run_dir(path: Path) -> bool:
+    """True for a folder holding ``run.json`` or ``variants/``; False also where it cannot be looked into."""
     path = Path(path)
-    return (path / RUN_JSON).is_file() or (path / "variants").is_dir()
+    try:
+        return (path / RUN_JSON).is_file() or (path / "variants").is_dir()
+    except OSError:  # no permission to look inside: the caller says so
+        return False

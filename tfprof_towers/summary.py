@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import registry
+from . import registry, textcap
 from .device_names import device_role
 from .fields import Fields, RecordError
 from .recommend import Recommendation
@@ -227,8 +227,8 @@ def variant_entry(record: VariantRecord, batch: int | None, topology: Topology |
         status=record.status,
         source=record.source,
         family=record.family or (known.family if known else registry.TF1_GRAPH),
-        error=record.error,
-        stderr_tail=record.stderr_tail or "",
+        error=None if record.error is None else textcap.one_line(record.error),
+        stderr_tail=textcap.tail_text(record.stderr_tail or ""),
         step_time_s=record.timings.step_time_s or StepStats(),
         profiled_median_s=None if profiled is None else profiled.median,
         examples_per_s=(batch / median) if (batch and median) else None,
@@ -300,7 +300,7 @@ def build_summary(
         versions=run.versions,
         started=run.started,
         finished=run.finished,
-        partial=run.interrupted,
+        partial=run.partial,
         interrupted_by=run.interrupted_by,
         problems=tuple(problems),
     )

@@ -21,11 +21,13 @@ def check_variant_file(path: str | Path) -> VariantSpec:
 
     The family is the one whose ``file_function`` (registry) the file defines:
     ``build_variant`` (TF1 graph) or ``build_step`` (TF2 strategy).  A file that defines
-    several families' functions is refused.
+    several families' functions is refused, and so is one whose function is bound to
+    something that cannot be called (``build_variant = 42``) or takes too few arguments.
     """
     p = Path(path)
     tree = parse_file(p, "variant file")
-    families = [f for f in registry.FAMILIES.values() if _defines(tree, f.file_function)]
+    bound = {f.key: _binding(tree, f.file_function) for f in registry.FAMILIES.values()}
+    families = [f for f in registry.FAMILIES.values() if bound[f.key] is not None]
     if not families:
         wanted = " or ".join(f"{f.file_function}({f.file_signature.split('(', 1)[1].split(')', 1)[0]})"
                              for f in registry.FAMILIES.values())
@@ -33,6 +35,9 @@ def check_variant_file(path: str | Path) -> VariantSpec:
     if len(families) > 1:
         raise VariantError(f"variant file {p}: defines both {families[0].file_function} and "
                            f"{families[1].file_function}; keep one ({families[0].key} or {families[1].key})")
+    problem = _not_callable(bound[families[0].key], families[0])
+    if problem:
+        raise VariantError(f"variant file {p}: {problem}")
     name = p.stem
     if not name.isidentifier():
         raise VariantError(f"variant file {p}: its stem {name!r} is not a usable variant name")
@@ -49,10 +54,16 @@ def parse_file(p: Path, what: str) -> ast.Module:
         source = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise VariantError(f"{what} {p}: cannot read ({exc})") from None
+    if "\0" in source:
+        line = source.count("\n", 0, source.index("\0")) + 1
+        raise VariantError(f"{what} {p}: contains a NUL byte (line {line}); not a Python source file")
     try:
         return ast.parse(source, filename=str(p))
     except SyntaxError as exc:
-        raise VariantError(f"{what} {p}: syntax error at line {exc.lineno}: {exc.msg}") from None
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+        raise VariantError(f"{what} {p}: syntax error{where}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # too deeply nested, too large
+        raise VariantError(f"{what} {p}: cannot be parsed ({type(exc).__name__})") from None
 
 
 #: What a ``--keras-model`` file must define.
@@ -63,23 +74,76 @@ def check_keras_file(path: str | Path) -> str:
     """A Keras model file must exist, parse and define ``build_model`` and ``make_dataset``: its path."""
     p = Path(path)
     tree = parse_file(p, "keras model file")
-    missing = [sig for sig in KERAS_FUNCTIONS if not _defines(tree, sig.split("(", 1)[0])]
+    missing = [sig for sig in KERAS_FUNCTIONS if _binding(tree, sig.split("(", 1)[0]) is None]
     if missing:
         raise VariantError(f"keras model file {p}: defines no {' and no '.join(missing)} function")
     return str(p.resolve())
 
 
-def _defines(tree: ast.Module, name: str) -> bool:
+def _binding(tree: ast.Module, name: str) -> ast.stmt | None:
+    """The last top-level statement that binds ``name`` (the one Python keeps), or None."""
+    found = None
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            return True
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in node.targets
-        ):
-            return True
-        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
-            return True
-    return False
+        if name in _bound_names(node):
+            found = node
+    return found
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {t.id for t in node.targets if isinstance(t, ast.Name)}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        return {node.target.id}
+    if isinstance(node, ast.ImportFrom | ast.Import):
+        return {a.asname or a.name.split(".")[0] for a in node.names}
+    return set()
+
+
+#: Expressions that can never be a function: ``build_variant = 42``, ``= "x"``, ``= [f]``, ``= None``.
+_NOT_CALLABLE = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr, ast.ListComp,
+                 ast.DictComp, ast.SetComp, ast.GeneratorExp, ast.BinOp, ast.Compare, ast.BoolOp)
+
+
+def _not_callable(node: ast.stmt | None, family: registry.Family) -> str | None:
+    """Why ``node``'s binding of the family's function cannot be it; None when it may be.
+
+    A def must accept as many positional arguments as the family passes
+    (``file_signature``: ``build_variant(devices)`` -> one).
+    """
+    name = family.file_function
+    if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, _NOT_CALLABLE):
+        value = ast.unparse(node.value)
+        value = value if len(value) <= 40 else value[:40] + "…"
+        return f"{name} is {value} (line {node.lineno}), not a function"
+    if isinstance(node, ast.AsyncFunctionDef):
+        return f"{name} is an async function (line {node.lineno}); define a plain def"
+    if isinstance(node, ast.FunctionDef):
+        params = [x.strip() for x in family.file_signature.split("(", 1)[1].split(")", 1)[0].split(",")
+                  if x.strip()]
+        a = node.args
+        if len(a.posonlyargs) + len(a.args) < len(params) and a.vararg is None:
+            return (f"{name}() takes {len(a.posonlyargs) + len(a.args)} argument(s) (line {node.lineno}); "
+                    f"it is called as {name}({', '.join(params)})")
+    return None
+
+
+def variant_notices(specs: tuple[VariantSpec, ...]) -> list[str]:
+    """One line for each variant file named like a built-in variant it does not replace.
+
+    A file never takes a built-in's role: ``single.py`` runs as a user variant
+    named ``single``, not as the baseline that speedups are measured against.
+    """
+    notes = []
+    for s in specs:
+        known = registry.builtin(s.name)
+        if s.file is None or known is None:
+            continue
+        role = " and not the baseline that speedups are measured against" if known.baseline else ""
+        notes.append(f"note: variant file {s.file} is named like the built-in variant {s.name!r} but is "
+                     f"your own: it runs as a user variant{role}")
+    return notes
 
 
 def resolve_variants(builtin: tuple[str, ...], files: list[str]) -> tuple[VariantSpec, ...]:

@@ -1,18 +1,19 @@
 """The parent side of capture: one child process per variant, isolated and bounded.
 
-Each variant runs as ``python -m tfprof_towers.capture.child SPEC`` in its own
-process session (so a timeout or Ctrl-C kills its whole process group).  A child
-that raises writes its own failed record; one that crashes, is killed or hangs
-past the timeout gets a failed record written here, with a one-line reason and
-the tail of its stderr.  Never imports TensorFlow.
+Each variant runs as ``python -P -m tfprof_towers.capture.child SPEC`` under a
+guard (:mod:`.supervise`): in its own session, killed with every process it
+started when it ends, times out, is interrupted or when this process dies, its
+output kept head and tail.  A child that raises writes its own failed record;
+one that crashes, is killed or hangs past the timeout gets a failed record
+written here, with a one-line reason and the tail of its stderr (both bounded
+in bytes, :mod:`tfprof_towers.textcap`).  A disk that fills up during a variant
+fails that variant; the run goes on.  Never imports TensorFlow.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -22,18 +23,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import textcap
 from ..config import ProfileOptions, VariantSpec
 from ..errors import TowersError
 from ..records import FAILED, OK, ChildSpec, RecordError, VariantRecord
-from ..rundir import RunDir, read_json, write_json
+from ..rundir import RunDir, is_disk_error, read_json, write_json
+from . import supervise
 
-STDERR_TAIL_LINES = 25
+STDERR_TAIL_LINES = textcap.TAIL_MAX_LINES
 #: Free space a run wants per variant before it starts.  A CPU-preset variant
 #: writes well under 1 MB; a GPU trace of a few steps can take tens of MB.
 MIN_FREE_BYTES_PER_VARIANT = 32 * 2**20
-#: OSError numbers that mean "this directory cannot take our files", reported in one line.
-_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 _OOM_MARKERS = ("MemoryError", "ResourceExhaustedError", "std::bad_alloc", "Out of memory", "OOM when")
+CHILD_MODULE = "tfprof_towers.capture.child"
 
 
 class Interrupted(Exception):
@@ -47,7 +49,7 @@ class Interrupted(Exception):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one variant (the record itself is on disk)."""
+    """What happened to one variant (the record itself is on disk, where the disk allowed)."""
 
     name: str
     status: str
@@ -82,7 +84,7 @@ def disk_errors(folder: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno not in _DISK_ERRNOS:
+        if not is_disk_error(exc):
             raise
         where = exc.filename or folder
         raise TowersError(f"{where}: cannot write ({exc.strerror or exc}); the run stopped there") from None
@@ -105,15 +107,11 @@ def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -
 
 
 def stderr_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    keep = [ln for ln in text.splitlines() if ln.strip()]
-    return "\n".join(keep[-lines:])
+    """The last lines of a child's ``stderr.txt`` (bounded in bytes; TensorFlow's info lines left out)."""
+    return textcap.file_tail(path, lines)
 
 
-def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: float) -> str:
+def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: float | None) -> str:
     """One line saying why a child ended without writing its record."""
     if timed_out:
         return f"timed out after {timeout_s:g} s (killed with its process group)"
@@ -124,81 +122,23 @@ def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: 
         sig = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if sig == "SIGKILL" else ""
         return f"crashed: killed by {sig}{hint}"
-    last = tail.splitlines()[-1].strip() if tail else ""
-    return f"crashed: exit code {returncode}" + (f": {last[:200]}" if last else "")
+    if returncode == 0:
+        return "exited with code 0 before finishing"
+    if returncode is None:
+        return "ended without a record or an exit code"
+    last = textcap.last_cause(tail)
+    return f"crashed: exit code {returncode}" + (f": {last}" if last else "")
 
 
-def wait_exit(proc: subprocess.Popen, timeout_s: float) -> int:
-    """``proc.wait(timeout_s)``, but woken the moment the child exits.
-
-    ``Popen.wait`` with a timeout polls, sleeping up to 50 ms between looks;
-    on Linux a pidfd lets the parent block until the exit itself.  Raises
-    ``subprocess.TimeoutExpired`` like ``Popen.wait``; signals interrupt it alike.
-    """
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # not Linux >= 5.3, or the child is already reaped
-        return proc.wait(timeout=timeout_s)
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        if not poller.poll(max(0, int(timeout_s * 1000))):
-            raise subprocess.TimeoutExpired(proc.args, timeout_s)
-    finally:
-        os.close(fd)
-    return proc.wait()
-
-
-def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
-    """SIGTERM the child's process group, give it ``grace_s``, then SIGKILL the whole group.
-
-    The SIGKILL goes to the group even when the child itself has gone: a
-    grandchild that ignores SIGTERM (or that the child never waited for) must
-    not outlive its variant.  The child runs in its own session, so its
-    process-group id is its pid.
-    """
-    _signal_group(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-    _signal_group(proc.pid, signal.SIGKILL)
-    # A child stuck in the kernel (D state) may outlive even SIGKILL for a while:
-    # leave it; the record says it timed out.
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5.0)
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``, from /proc; [] where there is no /proc."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
-
-
-def wait_group_gone(pgid: int, timeout_s: float = 2.0) -> bool:
-    """After a SIGKILL, wait (briefly) until no process of the group is alive; True when none is.
-
-    The kill is delivered asynchronously: a busy machine may take a few milliseconds
-    to schedule the dying processes, and a variant is only over when they are gone.
-    """
-    deadline = time.monotonic() + timeout_s
-    while group_members(pgid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    # ProcessLookupError: the group is empty; PermissionError: only zombies left (macOS).
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def child_command(options: ProfileOptions, spec_path: Path, err_path: Path, label: str,
+                  python: str = sys.executable) -> supervise.Command:
+    """The supervised command that runs one variant's capture child."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+               PYTHONUNBUFFERED="1")
+    return supervise.Command(
+        argv=tuple(supervise.python_argv(CHILD_MODULE, str(spec_path), python=python)),
+        stderr_path=err_path, deadline_s=options.variant_timeout_s, env=env, label=label,
+    )
 
 
 def run_one(
@@ -212,38 +152,23 @@ def run_one(
     write_json(spec_path, spec.to_json())
     record_path = run_dir.record_json(variant.name)
     err_path = run_dir.stderr_txt(variant.name)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-               PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
     spawned_unix = time.time()
-    timed_out = False
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            [python, "-m", "tfprof_towers.capture.child", str(spec_path)],
-            stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env, start_new_session=True,
-        )
-        try:
-            wait_exit(proc, options.variant_timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except BaseException:
-            _kill_group(proc, grace_s=1.0)
-            raise
-        _signal_group(proc.pid, signal.SIGKILL)  # whatever the child left running in its group
-        wait_group_gone(proc.pid)
+    ended = supervise.run(child_command(options, spec_path, err_path, variant.name, python))
     ended_unix = time.time()
     wall = time.perf_counter() - t0
     tail = stderr_tail(err_path)
-    record = None if timed_out else _read_record(record_path)
+    record = None if ended.timed_out else _read_record(record_path)
     if not isinstance(record, VariantRecord):
-        why = record or crash_reason(proc.returncode, tail, timed_out, options.variant_timeout_s)
+        why = record or ended.lost or crash_reason(ended.returncode, tail, ended.timed_out,
+                                                   options.variant_timeout_s)
         record = VariantRecord.failed(variant.name, why, source=variant.source, family=variant.family,
                                       stage="unknown")
     xplanes = tuple(str(p.relative_to(run_dir.root)) for p in run_dir.xplane_files(variant.name))
     record = replace(
         record,
-        returncode=proc.returncode,
+        error=None if record.error is None else textcap.one_line(record.error),
+        returncode=ended.returncode,
         wall_s=wall,
         process_s=process_times(record.clock_unix, spawned_unix, ended_unix),
         stderr_tail=tail if record.status != OK else "",
@@ -253,6 +178,34 @@ def run_one(
         record = replace(record, status=FAILED, error="the profiler wrote no trace file")
     write_json(record_path, record.to_json())
     return Outcome(variant.name, record.status, record.error, wall)
+
+
+def disk_failure(run_dir: RunDir, variant: VariantSpec, exc: OSError) -> VariantRecord:
+    """The failed record of a variant that could not write its files (a full disk).
+
+    What the child wrote of its own record goes (it would contradict this one,
+    and frees a little space).
+    """
+    with contextlib.suppress(OSError):
+        run_dir.record_json(variant.name).unlink()
+    where = Path(exc.filename).name if exc.filename else "its files"
+    why = textcap.one_line(f"cannot write {where} ({exc.strerror or exc}); "
+                           "the variant's files are incomplete")
+    return VariantRecord.failed(variant.name, why, source=variant.source, family=variant.family,
+                                stage="unknown", stderr_tail=stderr_tail(run_dir.stderr_txt(variant.name)),
+                                xplane_files=())
+
+
+def write_pending(run_dir: RunDir, pending: dict[str, VariantRecord]) -> None:
+    """Write the failed records a full disk kept out, now that it may take them (removes those written)."""
+    for name, record in list(pending.items()):
+        try:
+            write_json(run_dir.record_json(name), record.to_json())
+        except OSError as exc:
+            if not is_disk_error(exc):
+                raise
+            continue
+        del pending[name]
 
 
 def process_times(
@@ -293,7 +246,9 @@ def run_all(
 ) -> list[Outcome]:
     """Run every variant in turn; SIGINT/SIGTERM stop the current child and raise Interrupted.
 
-    Variants finished before the interruption keep their records and traces.
+    Variants finished before the interruption keep their records and traces.  A
+    variant that meets a full disk fails; its record is written as soon as the
+    disk takes it (after a later variant, or never), and the next variant runs.
     """
     outcomes: list[Outcome] = []
     previous = signal.getsignal(signal.SIGTERM)
@@ -303,12 +258,21 @@ def run_all(
 
     signal.signal(signal.SIGTERM, _on_term)
     running: VariantSpec | None = None
+    pending: dict[str, VariantRecord] = {}  # failed records a full disk did not take yet
     try:
         for variant in options.variants:
             running = variant
             if on_progress:
                 on_progress(variant.name, "start")
-            outcome = run_one(options, variant, run_dir)
+            t0 = time.perf_counter()
+            try:
+                outcome = run_one(options, variant, run_dir)
+            except OSError as exc:  # a full disk fails this variant; the run goes on
+                if not is_disk_error(exc):
+                    raise
+                pending[variant.name] = disk_failure(run_dir, variant, exc)
+                outcome = Outcome(variant.name, FAILED, pending[variant.name].error, time.perf_counter() - t0)
+            write_pending(run_dir, pending)
             running = None
             outcomes.append(outcome)
             if on_progress:
@@ -332,7 +296,11 @@ def _record_interrupted(run_dir: RunDir, variant: VariantSpec, signum: int) -> N
         source=variant.source, family=variant.family, stage="interrupted",
         stderr_tail=stderr_tail(run_dir.stderr_txt(variant.name)), xplane_files=(),
     )
-    write_json(run_dir.record_json(variant.name), record.to_json())
+    try:
+        write_json(run_dir.record_json(variant.name), record.to_json())
+    except OSError as exc:
+        if not is_disk_error(exc):
+            raise  # the summary then says the record is missing
 
 
 def gpu_topology_text() -> str | None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import TowersError
+from ..rundir import json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
             raise TowersError("--html: the HTML renderer is not available in this build") from None
         render_analysis_html(doc, args.html)
     if args.json:
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(doc) + "\n")
     else:
         print_tables(doc, sys.stdout)
         if args.html is not None:

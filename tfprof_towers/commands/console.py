@@ -25,7 +25,8 @@ _out = _console()
 
 
 def err(message: str) -> None:
-    _err.print(message, markup=False)
+    """One message on stderr, never wrapped (a notice or an error stays one line)."""
+    _err.print(message, markup=False, soft_wrap=True)
 
 
 class ProgressView:
@@ -60,11 +61,11 @@ class ProgressView:
     def update(self, name: str, event: str) -> None:
         if event == "start":
             self._started[name] = time.perf_counter()
-            self._progress.update(self._task, description=f"running [bold]{name}[/]")
+            self._progress.update(self._task, description=f"running [bold]{_escape(name)}[/]")
             return
         took = time.perf_counter() - self._started.get(name, time.perf_counter())
         mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(event, "[red]failed[/]")
-        self._progress.console.print(f"  {name:<24} {mark}  ({took:.1f} s)")
+        self._progress.console.print(f"  {_escape(name):<24} {mark}  ({took:.1f} s)")
         self._progress.advance(self._task)
 
 
@@ -107,7 +108,7 @@ def ranked_table(summary: dict[str, Any]) -> Table:
         st = v["step_time_s"]
         spread = f"{_ms(st['p10'])} - {_ms(st['p90'])}" if st.get("p10") is not None else "-"
         sp = v.get("speedup_vs_single")
-        t.add_row(str(v["rank"] or "-"), name, _ms(st["median"]), spread,
+        t.add_row(str(v["rank"] or "-"), _escape(name), _ms(st["median"]), spread,
                   "-" if sp is None else f"{sp:.2f}x", MATH_MARK.get(math.get(name, ""), "-"), _status(v))
     return t
 
@@ -132,7 +133,7 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
         step = v.get("projected_step_s")
         span = f"{_ms(step['overlapped'])} - {_ms(step['serial'])}" if step else "-"
         note = v.get("error") or (f"not recommended: {excluded[name]}" if name in excluded else "")
-        t.add_row(str(v.get("rank") or "-"), name, span, _escape(str(v.get("bottleneck") or "-")),
+        t.add_row(str(v.get("rank") or "-"), _escape(name), span, _escape(str(v.get("bottleneck") or "-")),
                   f"[yellow]{_escape(note)}[/]" if note else "")
     return t
 
@@ -157,7 +158,9 @@ def print_summary(summary: dict[str, Any], run_dir: RunDir) -> None:
     elif projected:
         _out.print(f"[yellow]No recommendation{_escape(label)}[/]: {_escape(rec.get('reason', ''))}")
     if summary.get("partial"):
-        _out.print("[yellow]partial run[/]: interrupted before every variant finished")
+        how = (f"interrupted by {summary['interrupted_by']}" if summary.get("interrupted_by")
+               else "the profile stopped (killed?)")
+        _out.print(f"[yellow]partial run[/]: {_escape(how)} before every variant finished")
     _out.print(f"run directory: {run_dir.root}", markup=False)
     if run_dir.report_html.is_file():
         _out.print(f"report: {run_dir.report_html}  ({run_dir.report_html.resolve().as_uri()})", markup=False)

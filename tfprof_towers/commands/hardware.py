@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from ..cli import add_command
 from ..project.hardware import Hardware, builtin_names, load_hardware
+from ..rundir import json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,15 +33,13 @@ def run(args: argparse.Namespace) -> int:
     if args.name:
         hw = load_hardware(args.name)
         if args.json:
-            json.dump(hw.summary(), sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            sys.stdout.write(json_text(hw.summary()) + "\n")
         else:
             show(hw)
         return 0
     profiles = [load_hardware(n) for n in builtin_names()]
     if args.json:
-        json.dump([h.summary() for h in profiles], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text([h.summary() for h in profiles]) + "\n")
         return 0
     table = Table(show_header=True, box=None)
     for col in ("profile", "host", "accelerators", "host link", "accelerator<->accelerator"):
@@ -49,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     for h in profiles:
         peer = h.peer.link.name if h.peer.kind == "direct" else f"staged via host ({h.host_link.name})"
         table.add_row(
-            f"[bold]{h.name}[/]", escape(f"{h.host.model}, {h.host.peak_flops() / 1e9:.0f} GFLOP/s peak"),
+            f"[bold]{escape(h.name)}[/]",
+            escape(f"{h.host.model}, {h.host.peak_flops() / 1e9:.0f} GFLOP/s peak"),
             escape(f"{h.accelerator.count}x {h.accelerator.model}"), escape(h.host_link.name), escape(peer),
         )
     Console(highlight=False, width=160).print(table)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
+import math
 import platform
 import sys
 import time
@@ -14,12 +16,21 @@ from .. import registry
 from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
 from ..cli import add_command
 from ..config import PRESETS, Preset, ProfileOptions, get_preset, parse_variant_names
-from ..errors import TowersError, VariantError
-from ..pipeline import finish_run
+from ..errors import EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_SIGINT, TowersError, VariantError
+from ..pipeline import ReportNotWritten, finish_run
 from ..project.api import CPU_ONLY_HARDWARE, PROJECT_PRESET
 from ..records import RunConfig, RunDoc, Topology, load_record
-from ..rundir import RunDir, check_writable, claim_out_dir, new_run_dir, point_latest, utc_now, write_json
-from ..variant_files import check_keras_file, resolve_variants
+from ..rundir import (
+    RunDir,
+    check_writable,
+    claim_out_dir,
+    is_disk_error,
+    new_run_dir,
+    point_latest,
+    utc_now,
+    write_json,
+)
+from ..variant_files import check_keras_file, resolve_variants, variant_notices
 from . import console
 
 
@@ -36,16 +47,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a Keras model file (build_model(), make_dataset(global_batch_size), optional "
                         "compile_kwargs()) trained with model.fit under each tf2-strategy variant "
                         "(--variants picks among them)")
-    p.add_argument("--accelerators", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--accelerators", type=_accelerators, default=None, metavar="N",
                    help="accelerators to use (default: all GPUs; without GPUs, 2 logical CPU devices)")
-    p.add_argument("--warmup", type=_non_negative_int, default=None, metavar="N",
+    p.add_argument("--warmup", type=_warmup, default=None, metavar="N",
                    help="warm-up steps before timing (default: the preset's)")
-    p.add_argument("--steps", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--steps", type=_steps, default=None, metavar="N",
                    help="timed steps without the profiler (default: the preset's)")
-    p.add_argument("--profile-steps", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--profile-steps", type=_profile_steps, default=None, metavar="N",
                    help="steps run under the profiler (default: the preset's)")
-    p.add_argument("--variant-timeout", type=_positive_float, default=None, metavar="SECONDS",
-                   help="kill a variant's process group after this long (default: the preset's)")
+    p.add_argument("--variant-timeout", type=_timeout, default=None, metavar="SECONDS|none",
+                   help="stop a variant and every process it started after this long; 'none' for no "
+                        "limit (default: the preset's)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="run directory to create (default: reports/<YYYYmmdd-HHMMSS>/)")
     p.add_argument("--project-on", default=None, metavar="NAME|FILE",
@@ -58,29 +70,64 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", type=Path, default=Path("reports"), help=argparse.SUPPRESS)
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str) -> int:
     try:
-        v = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    v = _whole_number(text)
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
     return v
 
 
 def _non_negative_int(text: str) -> int:
-    if text.strip() == "0":
-        return 0
-    return _positive_int(text)
+    v = _whole_number(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return v
 
 
-def _positive_float(text: str) -> float:
+#: Largest counts accepted: more would only exhaust memory or disk in every child, slowly.
+MAX_ACCELERATORS = 128
+MAX_STEPS = 100_000
+MAX_PROFILE_STEPS = 1_000  # each profiled step adds to the trace file
+
+
+def _at_most(parse, top: int, why: str):
+    def check(text: str) -> int:
+        v = parse(text)
+        if v > top:
+            raise argparse.ArgumentTypeError(f"must be at most {top} ({why}): {text}")
+        return v
+
+    return check
+
+
+_accelerators = _at_most(_positive_int, MAX_ACCELERATORS, "accelerators in one machine")
+_warmup = _at_most(_non_negative_int, MAX_STEPS, "steps")
+_steps = _at_most(_positive_int, MAX_STEPS, "steps")
+_profile_steps = _at_most(_positive_int, MAX_PROFILE_STEPS, "each adds to the trace")
+
+
+#: ``--variant-timeout none``: no limit (``inf`` too).
+NO_LIMIT = math.inf
+
+
+def _timeout(text: str) -> float:
+    """Seconds (any size), or ``none``/``inf`` for no limit; checked before anything is created."""
+    if text.strip().lower() in ("none", "inf", "infinity"):
+        return NO_LIMIT
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+        raise argparse.ArgumentTypeError(f"not a number of seconds or 'none': {text!r}") from None
+    if not v > 0 or math.isnan(v):
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of seconds, or 'none' for no limit: {text}")
     return v
 
 
@@ -104,10 +151,17 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         warmup=preset.warmup if args.warmup is None else args.warmup,
         steps=args.steps or preset.steps,
         profile_steps=args.profile_steps or preset.profile_steps,
-        variant_timeout_s=args.variant_timeout or preset.variant_timeout_s,
+        variant_timeout_s=_timeout_s(args.variant_timeout, preset.variant_timeout_s),
         out_dir=args.out or args.reports,
         keras_model=keras_model,
     )
+
+
+def _timeout_s(asked: float | None, preset_s: float) -> float | None:
+    """The variant timeout: the preset's by default; None for no limit."""
+    if asked is None:
+        return preset_s
+    return None if math.isinf(asked) else asked
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
     if args.project_on and options.keras_model:
         raise TowersError("--project-on projects the seed workload and variant files; it cannot project a "
                           "--keras-model run")
+    for notice in variant_notices(options.variants):
+        console.err(notice)
     if args.project_on:
         from ..project.hardware import load_hardware
 
@@ -145,44 +201,60 @@ def run(args: argparse.Namespace) -> int:
 def _capture_and_report(
     args: argparse.Namespace, options: ProfileOptions, run_dir: RunDir, t0: float
 ) -> int:
-    run_doc = start_run_doc(options)
-    write_json(run_dir.run_json, run_doc.to_json())
-    if args.out is None:
-        point_latest(args.reports, run_dir.root)
+    """Run the variants, then write the summary and the report whatever happened to them.
 
+    Exit code: 0 when at least one variant succeeded; 130/143 when interrupted
+    (a partial report is written); 4 when none succeeded (summary and report say
+    why each failed).  ``reports/latest`` moves to this run only when it
+    finished with a report and at least one successful variant.
+    """
+    run_doc = start_run_doc(options)
     # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
     timing = {"setup": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    ui = console.ProgressView(options, run_dir)
-    exit_code = 0
+    exit_code = EXIT_OK
     try:
-        with ui:
+        write_json(run_dir.run_json, run_doc.to_json())
+        with console.ProgressView(options, run_dir) as ui:
             run_all(options, run_dir, ui.update)
     except Interrupted as exc:
         run_doc = replace(run_doc, interrupted=True, interrupted_by=exc.args[0])
         exit_code = exc.exit_code
+    except KeyboardInterrupt:  # Ctrl-C outside a variant (while the run was starting)
+        run_doc = replace(run_doc, interrupted=True, interrupted_by="SIGINT")
+        exit_code = EXIT_SIGINT
     timing["variants"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     run_doc = finished_run_doc(run_doc, run_dir, options, timing)
-    write_json(run_dir.run_json, run_doc.to_json())
+    with contextlib.suppress(OSError):  # a full disk: finish_run below says so, in one line
+        write_json(run_dir.run_json, run_doc.to_json())
     # a Keras model is not projected (the projection builds the seed workload and variant files)
     hardware = None if options.keras_model else projection_hardware(args.project_on, run_doc.topology)
     if hardware:
         preset = get_preset(args.project_preset or PROJECT_PRESET)
         if exit_code:  # interrupted: leave at once, and say why there is no projection
-            from ..project.api import PROJECTION_JSON, failed_projection
-
-            why = "not projected: the run was interrupted"
-            write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))
+            _save_failed_projection(run_dir, hardware, preset, "not projected: the run was interrupted")
         else:
             timing["projection"] = _project(run_dir, options, hardware, preset)
-    summary = finish_run(run_dir)
+    not_written: ReportNotWritten | None = None
+    try:
+        summary = finish_run(run_dir)
+    except ReportNotWritten as exc:  # a full disk: the table still goes to the terminal
+        summary, not_written = exc.doc, exc
     console.print_summary(summary, run_dir)
+    done = sum(v["status"] == "ok" for v in summary["variants"])
     if exit_code:
-        done = sum(v["status"] == "ok" for v in summary["variants"])
         console.err(f"interrupted: wrote a partial report from {done} finished variant(s)")
     timing["finish"] = time.perf_counter() - t2
-    write_json(run_dir.run_json, replace(run_doc, harness_s=dict(timing)).to_json())
+    with contextlib.suppress(OSError):
+        write_json(run_dir.run_json, replace(run_doc, harness_s=dict(timing)).to_json())
+    if not_written is not None:
+        raise not_written
+    if args.out is None and not exit_code and done:
+        point_latest(args.reports, run_dir.root)
+    if not exit_code and not done:
+        console.err("no variant succeeded: summary.json and report.html say why each one failed")
+        return EXIT_NOTHING_SUCCEEDED
     return exit_code
 
 
@@ -196,7 +268,7 @@ def projection_hardware(asked: str | None, topology: Topology | None) -> str | N
 def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> float:
     """Write projection.json; a projection that fails is reported and saved as failed, never
     fatal to the run (the recommendation then says it has nothing to go on).  Seconds taken."""
-    from ..project.api import PROJECTION_JSON, failed_projection, project_run
+    from ..project.api import project_run
 
     t0 = time.perf_counter()
     # only the variants that ran: one that failed here is never recommended, and a file that
@@ -207,11 +279,23 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
     console.err(f"projecting {len(ran)} variant(s) on {hardware} at the {preset.name} preset ...")
     try:
         project_run(run_dir, hardware, preset, ran)
+    except OSError as exc:
+        if not is_disk_error(exc):
+            raise
+        console.err(f"projection on {hardware} failed: cannot write ({exc.strerror or exc})")
     except Exception as exc:  # a projection that fails must not cost the run its report
         why = exc.message if isinstance(exc, TowersError) else f"{type(exc).__name__}: {exc}"
         console.err(f"projection on {hardware} failed: {why}")
-        write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))
+        _save_failed_projection(run_dir, hardware, preset, why)
     return time.perf_counter() - t0
+
+
+def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why: str) -> None:
+    """``projection.json`` saying why there is no projection (where the disk takes it)."""
+    from ..project.api import PROJECTION_JSON, failed_projection
+
+    with contextlib.suppress(OSError):
+        write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))
 
 
 def start_run_doc(options: ProfileOptions) -> RunDoc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,14 @@ from rich.table import Table
 from .. import registry
 from ..cli import add_command
 from ..config import PRESETS, VariantSpec, get_preset, parse_variant_names
+from ..errors import EXIT_NOTHING_PROJECTED
 from ..pipeline import finish_run
 from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
 from ..project.hardware import BUILDS, builtin_names
 from ..records import RunDoc, load_run
-from ..rundir import RunDir, write_json
-from ..variant_files import resolve_variants
+from ..rundir import RunDir, json_text, write_json
+from ..variant_files import resolve_variants, variant_notices
+from . import console
 
 DEFAULT_PRESET = "seed"
 
@@ -69,17 +70,19 @@ def run(args: argparse.Namespace) -> int:
         write_json(run_dir.root / PROJECTION_JSON, doc)
         finish_run(run_dir)  # the report's "measured vs projected" section shows it
     if args.json:
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(doc) + "\n")
     else:
         print_projection(doc, run_dir)
-    return 0 if doc["ranking"] else 3
+    return 0 if doc["ranking"] else EXIT_NOTHING_PROJECTED
 
 
 def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec, ...]:
     if args.variants or args.variant_file:
         builtin = parse_variant_names(args.variants) if args.variants else ()
-        return resolve_variants(builtin, list(args.variant_file))
+        variants = resolve_variants(builtin, list(args.variant_file))
+        for notice in variant_notices(variants):
+            console.err(notice)
+        return variants
     if run is not None:
         return run_variants(run)
     return tuple(VariantSpec.builtin(n) for n in registry.BUILTIN_NAMES)
@@ -91,8 +94,9 @@ def _time(seconds: float) -> str:
 
 def projection_table(doc: dict[str, Any]) -> Table:
     p = doc["preset"]
-    t = Table(title=f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
-                    f"dim {p['dim']}); not measured")
+    title = (f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
+             f"dim {p['dim']}); not measured")
+    t = Table(title=escape(title))
     baseline = registry.baseline_name()
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
                       (f"vs {baseline}", "right"), ("bottleneck", "left")):
@@ -104,11 +108,11 @@ def projection_table(doc: dict[str, Any]) -> Table:
         s = e["projected_step_s"]
         speed = f"{base / s['overlapped']:.2f}x" if base else "-"
         b = e["bottleneck"]
-        t.add_row(str(e["rank"]), name, _time(s["overlapped"]), _time(s["serial"]), speed,
+        t.add_row(str(e["rank"]), escape(name), _time(s["overlapped"]), _time(s["serial"]), speed,
                   escape(f"{b['text']} ({b['share']:.0%} of step)"))
     for e in doc["variants"]:
         if "error" in e:
-            t.add_row("-", e["name"], "-", "-", "-", f"[red]{escape(e['error'])}[/]")
+            t.add_row("-", escape(e["name"]), "-", "-", "-", f"[red]{escape(e['error'])}[/]")
     return t
 
 
@@ -117,13 +121,13 @@ def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
     out.print(projection_table(doc))
     rec = doc["recommendation"]
     if rec.get("variant"):
-        out.print(f"Projected recommendation: [bold]{rec['variant']}[/] — {escape(rec['reason'])}")
+        out.print(f"Projected recommendation: [bold]{escape(rec['variant'])}[/] — {escape(rec['reason'])}")
     prof = doc["profile"]
     host = prof["host"]
     out.print(
         f"Assumes: {escape(prof['description'])}; host {host['peak_gflops']:.0f} GFLOP/s peak "
         f"({host['tensorflow_build']} TensorFlow build) x {host['efficiency']:.2f} efficiency. "
-        f"Sources: `tfprof-towers hardware {prof['name']}`.", markup=True,
+        f"Sources: `tfprof-towers hardware {escape(prof['name'])}`.", markup=True,
     )
     cal = doc.get("calibration")
     if cal:

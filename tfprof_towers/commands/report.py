@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..cli import add_command
+from ..errors import EXIT_NOTHING_SUCCEEDED
 from ..pipeline import finish_run
 from ..rundir import RunDir
 from . import console
@@ -21,8 +22,12 @@ def run(args: argparse.Namespace) -> int:
 
     Needs no TensorFlow: everything comes from the run's records and traces.  A
     missing or corrupt variant record is reported as such; the rest render.
+    Exits 4 (after writing both files) when no variant of the run succeeded.
     """
     run_dir = RunDir(args.run_dir)
     summary = finish_run(run_dir)
     console.print_summary(summary, run_dir)
+    if not any(v["status"] == "ok" for v in summary["variants"]):
+        console.err("no variant succeeded: summary.json and report.html say why each one failed")
+        return EXIT_NOTHING_SUCCEEDED
     return 0

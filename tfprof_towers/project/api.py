@@ -12,9 +12,8 @@ Importing this module never imports TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import recommend as recommender
+from .. import textcap
 from ..config import Preset, VariantSpec
 from ..errors import TowersError
 from ..records import RunDoc, load_record, load_run
@@ -40,6 +40,7 @@ CPU_ONLY_HARDWARE = "2x-gtx1060-pcie3"
 PROJECT_PRESET = "seed"
 #: A simpler placement within this fraction of the fastest is recommended instead (the recommender's).
 SIMPLER_WITHIN = recommender.PROJECTED_WITHIN
+#: Per-variant limit on building a graph when neither a run nor a preset gives one.
 BUILD_TIMEOUT_S = 900.0
 
 ASSUMPTIONS = (
@@ -64,33 +65,84 @@ def builder_layout(hw: Hardware) -> dict[str, Any]:
 
 def build_graphs(
     variants: Sequence[VariantSpec], preset: Preset, layout: dict[str, Any],
-    check_layout: dict[str, Any] | None = None, timeout_s: float = BUILD_TIMEOUT_S,
+    check_layout: dict[str, Any] | None = None, timeout_s: float | None = BUILD_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """Run :mod:`.graphcost` in a child; ``{"variants": {name: work|{"error"}}, "checks": {...}}``."""
+    """Build each variant's graph in a child of its own: ``{"variants": {name: work | {"error"}},
+    "checks": {...}, "tensorflow": version}``.
+
+    Each child (``python -P -m tfprof_towers.project.graphcost``) is supervised
+    (:mod:`tfprof_towers.capture.supervise`) with ``timeout_s`` (None: no limit),
+    up to :func:`_parallel` at a time: a variant that blocks, crashes or times out
+    gets ``{"error": why}`` -- its real error, not TensorFlow's log lines -- and the
+    others are still built.
+    """
+    from ..capture import supervise
+
+    out: dict[str, Any] = {"tensorflow": None, "variants": {}, "checks": {}}
     with tempfile.TemporaryDirectory(prefix="tfprof-project-") as tmp:
-        spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "work.json"
-        write_json(spec_path, {
-            "preset": asdict(preset),
-            "layout": layout,
-            "check_layout": check_layout,
-            "variants": [{"name": v.name, "file": v.file, "family": v.family} for v in variants],
-            "out": str(out_path),
-        })
+        jobs: dict[str, tuple[Path, Path, Path]] = {}
+        for i, v in enumerate(variants):
+            spec_path, out_path = Path(tmp) / f"spec-{i}.json", Path(tmp) / f"work-{i}.json"
+            write_json(spec_path, {
+                "preset": asdict(preset), "layout": layout, "check_layout": check_layout,
+                "variants": [{"name": v.name, "file": v.file, "family": v.family}], "out": str(out_path),
+            })
+            jobs[v.name] = (spec_path, out_path, Path(tmp) / f"stderr-{i}.txt")
         env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = package_root + os.pathsep + env.get("PYTHONPATH", "")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        todo = list(jobs)
+        running: dict[str, supervise.Supervised] = {}
         try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "tfprof_towers.project.graphcost", str(spec_path)],
-                env=env, capture_output=True, text=True, timeout=timeout_s,
-            )
-        except subprocess.TimeoutExpired:
-            raise TowersError(f"building the graphs took longer than {timeout_s:.0f} s") from None
-        if proc.returncode != 0 or not out_path.is_file():
-            tail = " ".join((proc.stderr or "").strip().splitlines()[-1:]) or f"exit code {proc.returncode}"
-            raise TowersError(f"building the graphs failed: {tail[:300]}")
-        return read_json(out_path)
+            while todo or running:
+                while todo and len(running) < _parallel():
+                    name = todo.pop(0)
+                    argv = supervise.python_argv(GRAPHCOST_MODULE, str(jobs[name][0]))
+                    running[name] = supervise.start(supervise.Command(
+                        tuple(argv), jobs[name][2], deadline_s=timeout_s, env=env, label=name))
+                sup = next(supervise.as_ended(running.values()))
+                name = next(n for n, s in running.items() if s is sup)
+                del running[name]
+                _merge(out, name, sup, jobs[name][1], timeout_s)
+        finally:
+            supervise.stop_all(running.values())
+    return out
+
+
+GRAPHCOST_MODULE = "tfprof_towers.project.graphcost"
+
+
+def _parallel() -> int:
+    """Graph builds at once: one per core, at most 4 (each is a TensorFlow process)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _merge(out: dict[str, Any], name: str, sup: Any, out_path: Path, timeout_s: float | None) -> None:
+    """One build child's result into ``out``; a failed build becomes ``{"error": why}``."""
+    ended = sup.ended
+    doc = None
+    if ended.ok and out_path.is_file():
+        with contextlib.suppress(TowersError):
+            doc = read_json(out_path)
+    if isinstance(doc, dict):
+        out["tensorflow"] = out["tensorflow"] or doc.get("tensorflow")
+        for key in ("variants", "checks"):
+            out[key].update(doc.get(key) or {})
+        return
+    if ended.timed_out:
+        why = f"building the graph timed out after {timeout_s:g} s"
+    elif ended.lost:
+        why = ended.lost
+    else:
+        cause = textcap.last_cause(textcap.read_tail(sup.command.stderr_path), 300)
+        why = f"building the graph failed: {cause or f'exit code {ended.returncode}'}"
+    out["variants"][name] = {"error": textcap.one_line(why)}
+
+
+def build_timeout(run: RunDoc | None, preset: Preset) -> float | None:
+    """The run's own variant timeout (None: no limit), else the preset's."""
+    if run is not None and run.config is not None:
+        return run.config.variant_timeout_s
+    return preset.variant_timeout_s
 
 
 def rank(entries: Sequence[dict[str, Any]]) -> list[str]:
@@ -121,7 +173,7 @@ def project(
         hw = hw.with_host_build(host_build)
     calibration, check_layout, run = _calibration(run_dir, preset)
     if graphs is None:
-        graphs = build_graphs(variants, preset, builder_layout(hw), check_layout)
+        graphs = build_graphs(variants, preset, builder_layout(hw), check_layout, build_timeout(run, preset))
     rates = Rates.of(hw)
     if calibration is not None:
         rates = calibration.apply(rates, hw.host.peak_flops())

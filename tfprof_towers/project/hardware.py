@@ -12,6 +12,7 @@ Pure Python: importing this module never imports TensorFlow.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -171,6 +172,24 @@ _LINK_KEYS = {"name": str, "bandwidth_gbs": float, "efficiency": float, "latency
 _PEER_KEYS = {**_LINK_KEYS, "kind": str, "topology": str}
 _FRACTIONS = ("efficiency", "memory_efficiency")
 _MAY_BE_ZERO = ("op_overhead_us", "latency_us")
+#: Upper ends of the physical range of each number (well above any machine built so far), so that a
+#: typo or a hostile file (``count = 99999999999999999``, ``1e308``) is refused, not modelled.
+_AT_MOST: dict[str, tuple[float, str]] = {
+    "cores": (4096, "cores in one host"),
+    "clock_ghz": (10.0, "GHz"),
+    "flops_per_cycle_vectorised": (1024.0, "FLOPs per cycle per core"),
+    "flops_per_cycle_unvectorised": (1024.0, "FLOPs per cycle per core"),
+    "memory_bandwidth_gbs": (100_000.0, "GB/s"),
+    "op_overhead_us": (1_000_000.0, "µs, one second"),
+    "count": (128, "accelerators in one machine"),
+    "fp32_tflops": (100_000.0, "TFLOPS per accelerator"),
+    "matmul_tflops": (100_000.0, "TFLOPS per accelerator"),
+    "bandwidth_gbs": (100_000.0, "GB/s"),
+    "latency_us": (1_000_000.0, "µs, one second"),
+}
+#: Longest text a profile may hold; names are one line.
+_NAME_MAX = 100
+_TEXT_MAX = 2000
 
 
 def builtin_dir() -> Path:
@@ -213,14 +232,20 @@ def load_file(path: Path, origin: str | None = None) -> Hardware:
 
 
 def parse_hardware(doc: dict[str, Any], where: str, origin: str, default_name: str) -> Hardware:
-    """Validate a parsed TOML document into a :class:`Hardware` (every error names file and key)."""
+    """Validate a parsed TOML document into a :class:`Hardware` (every error names file and key).
+
+    Every number must be finite and within its physical range (:data:`_AT_MOST`);
+    texts are bounded in length and names are one line.
+    """
     _no_unknown(doc, {"name", "description", "host", "accelerator", "host_link", "peer"}, where, "")
     name = doc.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise HardwareError(f"{where}: 'name' must be a non-empty string")
+    name = _text(name, f"{where}: 'name'", _NAME_MAX)
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise HardwareError(f"{where}: 'description' must be a string")
+    description = _text(description, f"{where}: 'description'", _TEXT_MAX)
     host = Host(**_table(doc, "host", _HOST_KEYS, where))
     if host.tensorflow_build not in BUILDS:
         raise HardwareError(
@@ -267,12 +292,17 @@ def _value(value: Any, kind: type, where: str, section: str, key: str) -> Any:
     label = f"{where}: [{section}] {key}"
     if kind is str:
         if not isinstance(value, str):
-            raise HardwareError(f"{label} must be a string, got {value!r}")
-        return value
+            raise HardwareError(f"{label} must be a string, got {_short(value)}")
+        return _text(value, label, _NAME_MAX if key == "name" else _TEXT_MAX)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise HardwareError(f"{label} must be a number, got {value!r}")
+        raise HardwareError(f"{label} must be a number, got {_short(value)}")
     if kind is int and not isinstance(value, int):
-        raise HardwareError(f"{label} must be a whole number, got {value!r}")
+        raise HardwareError(f"{label} must be a whole number, got {_short(value)}")
+    if not math.isfinite(value):
+        raise HardwareError(f"{label} must be a finite number, got {value!r}")
+    top, unit = _AT_MOST.get(key, (math.inf, ""))
+    if value > top:
+        raise HardwareError(f"{label} must be at most {top:g} ({unit}), got {_short(value)}")
     if key in _MAY_BE_ZERO:
         if value < 0:
             raise HardwareError(f"{label} must not be negative, got {value!r}")
@@ -281,3 +311,16 @@ def _value(value: Any, kind: type, where: str, section: str, key: str) -> Any:
     if key in _FRACTIONS and value > 1:
         raise HardwareError(f"{label} is a fraction of peak and must be at most 1, got {value!r}")
     return kind(value)
+
+
+def _text(value: str, label: str, most: int) -> str:
+    if len(value) > most:
+        raise HardwareError(f"{label} is {len(value)} characters long; at most {most} are allowed")
+    if most == _NAME_MAX and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise HardwareError(f"{label} must be one line of text without control characters")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"

@@ -8,6 +8,9 @@ so in its notes; ``run`` (``--run``) chooses a run, ``RUN/HOST`` a host.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +38,37 @@ def find_profiles(root: Path) -> list[Profile]:
     return sorted(found, key=lambda f: (f.path.parent.name, f.run, f.host))
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_path(path: Path) -> None:
+    """One line for a path that cannot hold a trace: missing, a link loop, a FIFO or device, unreadable."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise TraceError(f"{path}: a symbolic link to nothing ({os.readlink(path)})") from None
+        raise TraceError(f"{path}: no such file or directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TraceError(f"{path}: a symbolic link loop (it leads back to itself)") from None
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise TraceError(f"{path}: permission denied (cannot list the directory)")
+        return
+    kind = next((what for test, what in _KINDS if test(st.st_mode)), None)
+    if kind is not None:
+        raise TraceError(f"{path}: {kind}, not a trace file or a directory")
+    if not os.access(path, os.R_OK):
+        raise TraceError(f"{path}: permission denied")
+
+
 def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, ...]]:
     """The trace file ``path`` names, and notes on which one was picked."""
     path = Path(path)
-    if not path.exists():
-        raise TraceError(f"{path}: no such file or directory")
+    check_path(path)
     if path.is_file():
         return path, ()
     profiles = find_profiles(path)
