@@ -23,7 +23,7 @@ from . import __version__
 from .errors import EXIT_BROKEN_PIPE, EXIT_INPUT, EXIT_SIGINT, TowersError
 
 #: Subcommands, in the order `--help` lists them; each is ``commands/<name>.py``.
-COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware")
+COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware", "worker")
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -122,6 +122,9 @@ def parse_variant_names(text: str | None, family: str | None = None) -> tuple[st
     if not names:
         raise VariantError("--variants is empty; choose from: " + ", ".join(BUILTIN_NAMES))
     for n in names:
+        if n in registry.CLUSTER_NAMES:
+            raise VariantError(f"{n} is a cluster variant: it runs with --workers N [--ps M] (tasks on this "
+                               "machine) or --cluster FILE (tasks you start on each machine)")
         if n not in BUILTIN_NAMES:
             raise VariantError(
                 f"unknown variant {n!r}; built-in variants are: {', '.join(BUILTIN_NAMES)}"
@@ -129,6 +132,28 @@ def parse_variant_names(text: str | None, family: str | None = None) -> tuple[st
     if len(set(names)) != len(names):
         raise VariantError(f"--variants names a variant twice: {text}")
     return names
+
+
+#: Most task processes of a loopback cluster (each imports TensorFlow on this machine).
+MAX_LOOPBACK_TASKS = 16
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """A cluster run: ``--workers N [--ps M]`` on this machine's loopback, or ``--cluster FILE``
+    (tasks started on each machine with ``tfprof-towers worker``; ``file`` is absolute)."""
+
+    workers: int = 0
+    ps: int = 0
+    file: str | None = None
+    attempts: int = 3  # loopback attempts (fresh ports each); an attached cluster gets one
+
+    @property
+    def attached(self) -> bool:
+        return self.file is not None
+
+    def to_json(self) -> dict[str, object]:
+        return {"workers": self.workers, "ps": self.ps, "file": self.file, "attempts": self.attempts}
 
 
 @dataclass(frozen=True)
@@ -144,3 +169,4 @@ class ProfileOptions:
     variant_timeout_s: float | None = 300.0  # None: no limit
     out_dir: Path = field(default_factory=lambda: Path("reports"))
     keras_model: str | None = None  # absolute path of a --keras-model file (tf2-strategy variants only)
+    cluster: ClusterOptions | None = None  # --workers/--ps/--cluster: the cluster variants

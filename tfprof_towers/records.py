@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import textcap
-from .config import Preset, ProfileOptions, VariantSpec
+from .config import ClusterOptions, Preset, ProfileOptions, VariantSpec
 from .errors import TowersError
 from .fields import Fields, RecordError, describe, drop_none
 from .rundir import RunDir, read_json
@@ -178,7 +178,27 @@ class MathCheck:
 
 #: Record fields the parent adds after the child exits (absent from the child's own record).
 _RUNNER_FIELDS = ("returncode", "wall_s", "process_s", "stderr_tail", "xplane_files")
-_OPTIONAL = ("pid", "phases_s", "profiler_options", "clock_unix", "family", "math", *_RUNNER_FIELDS)
+_OPTIONAL = ("pid", "phases_s", "profiler_options", "clock_unix", "family", "math", "cluster", "host_tasks",
+             *_RUNNER_FIELDS)
+
+
+def check_cluster(f: Fields) -> Mapping[str, Any]:
+    """The fields of a cluster variant's ``cluster`` document that the analysis reads, type-checked."""
+    f.text("family", required=True)
+    f.flag("loopback")
+    f.text("failed_task")
+    for t in f.objects("tasks"):
+        t.text("task", required=True)
+        t.text("address")
+        t.text("status", required=True)
+        t.text("error")
+        t.text("stage")
+        t.integer("pid")
+    for a in f.objects("attempts"):
+        a.integer("attempt", required=True)
+        a.text("status", required=True)
+        a.text("error")
+    return f.data
 
 
 @dataclass(frozen=True)
@@ -205,6 +225,8 @@ class VariantRecord:
     process_s: Mapping[str, float] | None = None
     stderr_tail: str | None = None
     xplane_files: tuple[str, ...] | None = None
+    cluster: Mapping[str, Any] | None = None  # a cluster variant: its tasks, attempts and capture
+    host_tasks: Mapping[str, str] | None = None  # trace host file name -> task (a cluster variant's)
     schema: int = RECORD_SCHEMA
 
     @property
@@ -230,6 +252,8 @@ class VariantRecord:
             "process_s": None if self.process_s is None else dict(self.process_s),
             "stderr_tail": self.stderr_tail,
             "xplane_files": None if self.xplane_files is None else list(self.xplane_files),
+            "cluster": None if self.cluster is None else dict(self.cluster),
+            "host_tasks": None if self.host_tasks is None else dict(self.host_tasks),
         }
         return drop_none(doc, _OPTIONAL)
 
@@ -237,6 +261,8 @@ class VariantRecord:
     def from_json(cls, doc: Any, where: str = "record.json") -> VariantRecord:
         f = Fields.of(doc, where)
         placement = f.obj("placement")
+        cluster = f.obj("cluster")
+        host_tasks = f.text_map("host_tasks")
         return cls(
             name=f.text("name", required=True),
             status=f.choice("status", STATUSES, required=True),
@@ -258,6 +284,8 @@ class VariantRecord:
             process_s=f.number_map("process_s"),
             stderr_tail=f.text("stderr_tail"),
             xplane_files=f.texts("xplane_files") if "xplane_files" in f.data else None,
+            cluster=None if cluster is None else check_cluster(cluster),
+            host_tasks={k: v for k, v in host_tasks.items() if v} if "host_tasks" in f.data else None,
             schema=f.integer("schema", default=RECORD_SCHEMA),
         )
 
@@ -285,11 +313,12 @@ class RunConfig:
     variant_timeout_s: float | None = None
     out_dir: str | None = None
     keras_model: str | None = None  # --keras-model: the user's Keras file every variant trains
+    cluster: ClusterOptions | None = None  # --workers/--ps/--cluster
 
     @classmethod
     def from_options(cls, o: ProfileOptions) -> RunConfig:
         return cls(o.preset, tuple(o.variants), o.accelerators, o.warmup, o.steps, o.profile_steps,
-                   o.variant_timeout_s, str(o.out_dir), o.keras_model)
+                   o.variant_timeout_s, str(o.out_dir), o.keras_model, o.cluster)
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -300,6 +329,7 @@ class RunConfig:
             "accelerators": self.accelerators, "warmup": self.warmup, "steps": self.steps,
             "profile_steps": self.profile_steps, "variant_timeout_s": self.variant_timeout_s,
             "out_dir": self.out_dir, **({"keras_model": self.keras_model} if self.keras_model else {}),
+            **({"cluster": self.cluster.to_json()} if self.cluster else {}),
         }
 
     @classmethod
@@ -315,8 +345,16 @@ class RunConfig:
             accelerators=f.integer("accelerators"),
             warmup=f.integer("warmup"), steps=f.integer("steps"), profile_steps=f.integer("profile_steps"),
             variant_timeout_s=f.number("variant_timeout_s"), out_dir=f.text("out_dir"),
-            keras_model=f.text("keras_model"),
+            keras_model=f.text("keras_model"), cluster=cluster_options(f.obj("cluster")),
         )
+
+
+def cluster_options(f: Fields | None) -> ClusterOptions | None:
+    """``--workers/--ps/--cluster`` as saved in run.json or a child's spec.json."""
+    if f is None:
+        return None
+    return ClusterOptions(workers=f.integer("workers", default=0), ps=f.integer("ps", default=0),
+                          file=f.text("file"), attempts=f.integer("attempts", default=3))
 
 
 def preset_from_fields(f: Fields) -> Preset:
@@ -416,6 +454,8 @@ class ChildSpec:
     logdir: str
     record: str
     keras_model: str | None = None  # a Keras model file to train with model.fit (tf2-strategy only)
+    cluster: ClusterOptions | None = None  # the cluster family's tasks (--workers/--ps/--cluster)
+    timeout_s: float | None = None  # the variant's timeout (the cluster driver ends its tasks before it)
     schema: int = SPEC_SCHEMA
 
     @property
@@ -428,7 +468,9 @@ class ChildSpec:
         return {"schema": self.schema, "name": self.name, "family": self.family, "file": self.file,
                 "preset": asdict(self.preset), "accelerators": self.accelerators, "warmup": self.warmup,
                 "steps": self.steps, "profile_steps": self.profile_steps, "logdir": self.logdir,
-                "record": self.record, "keras_model": self.keras_model}
+                "record": self.record, "keras_model": self.keras_model,
+                "cluster": None if self.cluster is None else self.cluster.to_json(),
+                "timeout_s": self.timeout_s}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "spec.json") -> ChildSpec:
@@ -439,6 +481,7 @@ class ChildSpec:
             warmup=f.integer("warmup", required=True), steps=f.integer("steps", required=True),
             profile_steps=f.integer("profile_steps", required=True), logdir=f.text("logdir", required=True),
             record=f.text("record", required=True), keras_model=f.text("keras_model"),
+            cluster=cluster_options(f.obj("cluster")), timeout_s=f.number("timeout_s"),
             schema=f.integer("schema", default=SPEC_SCHEMA),
         )
 

@@ -2,9 +2,10 @@
 
 A **family** is a dialect in which a training step is written and run:
 ``tf1-graph`` (``build_variant(devices)`` -> ``(fetches, feed_dict)`` in a
-``tf.compat.v1.Session``) and ``tf2-strategy`` (a ``tf.distribute`` strategy and
+``tf.compat.v1.Session``), ``tf2-strategy`` (a ``tf.distribute`` strategy and
 ``build_step(strategy, devices)`` -> a ``tf.function`` step, or a Keras model
-under ``model.fit``); next ``cluster`` (design.md, "Variant families").
+under ``model.fit``) and ``cluster`` (task processes of TensorFlow's distributed
+runtime, each with its ``TF_CONFIG``; design.md, "Variant families").
 Each family names the module that runs one of its variants inside the capture
 child (``capture/families/<family>.py``, a ``run(spec, draft)`` function) and the
 function a user's variant file of that family defines.
@@ -28,6 +29,7 @@ from typing import Any
 
 TF1_GRAPH = "tf1-graph"
 TF2_STRATEGY = "tf2-strategy"
+CLUSTER = "cluster"
 
 #: What a variant may need from the machine, and how to say it.
 NEEDS: dict[str, str] = {
@@ -80,6 +82,12 @@ FAMILIES: dict[str, Family] = {
         Family(TF2_STRATEGY, "a tf.function step under a tf.distribute strategy",
                runner="tfprof_towers.capture.families.tf2_strategy", file_function="build_step",
                file_signature="build_step(strategy, devices) -> tf.function (+ build_strategy(devices))"),
+        # A build_step file is a tf2-strategy variant; with --workers it runs as a cluster one.
+        Family(CLUSTER, "task processes of TensorFlow's distributed runtime (TF_CONFIG), every task "
+                        "captured; run with profile --workers N [--ps M] or --cluster FILE",
+               runner="tfprof_towers.capture.families.cluster", file_function="build_step",
+               file_signature="build_step(strategy, devices) -> tf.function, run under "
+                              "MultiWorkerMirroredStrategy (with --workers)"),
     )
 }
 
@@ -139,16 +147,37 @@ TF2_BUILTINS: tuple[Variant, ...] = (
             simplicity=2, builder=f"{_TF2}:central_storage"),
 )
 
-#: Every built-in, families in registry order.
-BUILTINS: tuple[Variant, ...] = TF1_BUILTINS + TF2_BUILTINS
+_CLUSTER = "tfprof_towers.capture.cluster_task"
 
-BY_NAME: dict[str, Variant] = {v.name: v for v in BUILTINS}
-BUILTIN_NAMES: tuple[str, ...] = tuple(BY_NAME)
+#: The cluster built-ins: the seed step in task processes on TensorFlow's gRPC runtime, one
+#: process per task with its TF_CONFIG (capture/families/cluster.py).  They run only when asked
+#: for (profile --workers N [--ps M], or --cluster FILE): never in the default profile.
+CLUSTER_BUILTINS: tuple[Variant, ...] = (
+    Variant("multi_worker", CLUSTER,
+            "MultiWorkerMirroredStrategy: one replica per worker task, gradients all-reduced across tasks "
+            "(a ring on CPUs, NCCL where the tasks have GPUs)",
+            "tf.distribute.MultiWorkerMirroredStrategy", simplicity=1, builder=f"{_CLUSTER}:run_multi_worker",
+            baseline=True, needs=("multi-process",)),
+    Variant("parameter_server", CLUSTER,
+            "ParameterServerStrategy: variables on the ps tasks, the chief's ClusterCoordinator schedules "
+            "one step closure per worker (each on its shard of the batch)",
+            "tf.distribute.experimental.ParameterServerStrategy + ClusterCoordinator",
+            simplicity=2, builder=f"{_CLUSTER}:run_chief", needs=("multi-process",)),
+)
+
+#: Every single-machine built-in, families in registry order: what a profile runs by default.
+BUILTINS: tuple[Variant, ...] = TF1_BUILTINS + TF2_BUILTINS
+#: Every built-in, the cluster's too.
+ALL_BUILTINS: tuple[Variant, ...] = BUILTINS + CLUSTER_BUILTINS
+
+BY_NAME: dict[str, Variant] = {v.name: v for v in ALL_BUILTINS}
+BUILTIN_NAMES: tuple[str, ...] = tuple(v.name for v in BUILTINS)
+CLUSTER_NAMES: tuple[str, ...] = tuple(v.name for v in CLUSTER_BUILTINS)
 
 
 def names(family_key: str) -> tuple[str, ...]:
     """The built-ins of one family, in registry order."""
-    return tuple(v.name for v in BUILTINS if v.family == family_key)
+    return tuple(v.name for v in ALL_BUILTINS if v.family == family_key)
 
 
 def resolve(ref: str) -> Any:
@@ -191,7 +220,7 @@ def is_baseline(name: str, source: str | None = "builtin") -> bool:
 
 def baseline(family_key: str = TF1_GRAPH) -> Variant:
     """The baseline variant of a family (its single-device reference)."""
-    found = [v for v in BUILTINS if v.family == family_key and v.baseline]
+    found = [v for v in ALL_BUILTINS if v.family == family_key and v.baseline]
     if len(found) != 1:
         raise LookupError(f"family {family_key!r} has {len(found)} baselines")
     return found[0]
@@ -238,12 +267,12 @@ def skip_reason(needs: Iterable[str], offers: Iterable[str], kind: str | None,
 
 
 def _check() -> None:
-    for v in BUILTINS:
+    for v in ALL_BUILTINS:
         if v.family not in FAMILIES:
             raise AssertionError(f"{v.name}: unknown family {v.family!r}")
         if not set(v.needs) <= set(NEEDS):
             raise AssertionError(f"{v.name}: unknown needs {sorted(set(v.needs) - set(NEEDS))}")
-    for key in {v.family for v in BUILTINS}:
+    for key in {v.family for v in ALL_BUILTINS}:
         baseline(key)
 
 

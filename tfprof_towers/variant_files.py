@@ -26,11 +26,12 @@ def check_variant_file(path: str | Path) -> VariantSpec:
     """
     p = Path(path)
     tree = parse_file(p, "variant file")
-    bound = {f.key: _binding(tree, f.file_function) for f in registry.FAMILIES.values()}
-    families = [f for f in registry.FAMILIES.values() if bound[f.key] is not None]
+    own = file_families()
+    bound = {f.key: _binding(tree, f.file_function) for f in own}
+    families = [f for f in own if bound[f.key] is not None]
     if not families:
         wanted = " or ".join(f"{f.file_function}({f.file_signature.split('(', 1)[1].split(')', 1)[0]})"
-                             for f in registry.FAMILIES.values())
+                             for f in own)
         raise VariantError(f"variant file {p}: defines no {wanted} function")
     if len(families) > 1:
         raise VariantError(f"variant file {p}: defines both {families[0].file_function} and "
@@ -42,6 +43,15 @@ def check_variant_file(path: str | Path) -> VariantSpec:
     if not name.isidentifier():
         raise VariantError(f"variant file {p}: its stem {name!r} is not a usable variant name")
     return VariantSpec(name=name, file=str(p.resolve()), family=families[0].key)
+
+
+def file_families() -> list[registry.Family]:
+    """The family a file's function names: the first in registry order with that function
+    (a ``build_step`` file is a tf2-strategy variant; ``profile --workers`` runs it as a cluster one)."""
+    seen: dict[str, registry.Family] = {}
+    for f in registry.FAMILIES.values():
+        seen.setdefault(f.file_function, f)
+    return list(seen.values())
 
 
 def parse_file(p: Path, what: str) -> ast.Module:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import textcap
+from .. import registry, textcap
 from ..config import ProfileOptions, VariantSpec
 from ..errors import TowersError
 from ..records import FAILED, OK, ChildSpec, RecordError, VariantRecord
@@ -103,6 +103,8 @@ def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -
         logdir=str(run_dir.logdir(variant.name).resolve()),
         record=str(run_dir.record_json(variant.name).resolve()),
         keras_model=options.keras_model,
+        cluster=options.cluster if variant.family == registry.CLUSTER else None,
+        timeout_s=options.variant_timeout_s,
     )
 
 
@@ -130,14 +132,19 @@ def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: 
     return f"crashed: exit code {returncode}" + (f": {last}" if last else "")
 
 
+#: Time a cluster variant's driver gets, once asked to stop, to stop its tasks and write its record.
+CLUSTER_STOP_GRACE_S = 15.0
+
+
 def child_command(options: ProfileOptions, spec_path: Path, err_path: Path, label: str,
-                  python: str = sys.executable) -> supervise.Command:
+                  python: str = sys.executable, family: str | None = None) -> supervise.Command:
     """The supervised command that runs one variant's capture child."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
                PYTHONUNBUFFERED="1")
+    grace = {"stop_grace_s": CLUSTER_STOP_GRACE_S} if family == registry.CLUSTER else {}
     return supervise.Command(
         argv=tuple(supervise.python_argv(CHILD_MODULE, str(spec_path), python=python)),
-        stderr_path=err_path, deadline_s=options.variant_timeout_s, env=env, label=label,
+        stderr_path=err_path, deadline_s=options.variant_timeout_s, env=env, label=label, **grace,
     )
 
 
@@ -154,7 +161,7 @@ def run_one(
     err_path = run_dir.stderr_txt(variant.name)
     t0 = time.perf_counter()
     spawned_unix = time.time()
-    ended = supervise.run(child_command(options, spec_path, err_path, variant.name, python))
+    ended = supervise.run(child_command(options, spec_path, err_path, variant.name, python, variant.family))
     ended_unix = time.time()
     wall = time.perf_counter() - t0
     tail = stderr_tail(err_path)
@@ -290,11 +297,15 @@ def run_all(
 
 
 def _record_interrupted(run_dir: RunDir, variant: VariantSpec, signum: int) -> None:
-    """The variant running when the signal came did not finish: say so in its record."""
+    """The variant running when the signal came did not finish: say so in its record (keeping
+    what a cluster variant's driver wrote of its tasks as it stopped them)."""
+    own = _read_record(run_dir.record_json(variant.name))
+    cluster = own.cluster if isinstance(own, VariantRecord) else None
     record = VariantRecord.failed(
         variant.name, f"interrupted by {signal.Signals(signum).name} before it finished",
         source=variant.source, family=variant.family, stage="interrupted",
         stderr_tail=stderr_tail(run_dir.stderr_txt(variant.name)), xplane_files=(),
+        cluster=cluster, host_tasks=own.host_tasks if isinstance(own, VariantRecord) else None,
     )
     try:
         write_json(run_dir.record_json(variant.name), record.to_json())

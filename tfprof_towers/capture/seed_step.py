@@ -53,11 +53,13 @@ def build_seed_step(strategy: tf.distribute.Strategy, devices: Devices) -> Calla
 
 
 def seed_step(strategy: tf.distribute.Strategy, values: SeedValues, host: str,
-              batch: tf.Tensor | None = None) -> Callable[[], Any]:
+              batch: tf.Tensor | None = None, takes_input: bool = False) -> Callable[..., Any]:
     """A zero-argument ``tf.function``: one training step; returns ``{"loss", "grad_norm"}``.
 
     ``batch`` replaces the captured input tensor (the projection builds graphs without
     materialising the values); by default it is ``values.x`` as a constant on the host.
+    ``takes_input``: the step takes its batch as its one argument instead (a
+    ``ParameterServerStrategy`` coordinator schedules it with each worker's shard).
     """
     dim = values.x.shape[-1]
     n = strategy.num_replicas_in_sync
@@ -70,8 +72,10 @@ def seed_step(strategy: tf.distribute.Strategy, values: SeedValues, host: str,
         slots_v = [tf.Variable(tf.zeros_like(a), name=f"adam_v{k}") for k, a in enumerate(values.params)]
         beta1_power = tf.Variable(BETA1, name="beta1_power")
         beta2_power = tf.Variable(BETA2, name="beta2_power")
-    with tf.device(host):
-        x = tf.constant(values.x, name="input") if batch is None else batch
+    x = None
+    if not takes_input:
+        with tf.device(host):
+            x = tf.constant(values.x, name="input") if batch is None else batch
 
     def adam_update(var, g, m, v, b1_power, b2_power):
         # runs on the variable's device, with that device's copies of the slots and beta powers
@@ -99,14 +103,20 @@ def seed_step(strategy: tf.distribute.Strategy, values: SeedValues, host: str,
         ctx.merge_call(apply, args=(clipped,))
         return scaled, norm
 
-    @tf.function
-    def train_step():
+    def step_on(inputs):
         with tf.device(host):
-            shards = tf.split(x, n, axis=0, name="split_batch") if n > 1 else [x]
+            shards = tf.split(inputs, n, axis=0, name="split_batch") if n > 1 else [inputs]
         per_replica = strategy.experimental_distribute_values_from_function(
             lambda ctx: shards[ctx.replica_id_in_sync_group])
         scaled, norm = strategy.run(replica_step, args=(per_replica,))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, scaled, axis=None)
         return {"loss": loss, "grad_norm": strategy.experimental_local_results(norm)[0]}
+
+    if takes_input:
+        return tf.function(step_on)
+
+    @tf.function
+    def train_step():
+        return step_on(x)
 
     return train_step

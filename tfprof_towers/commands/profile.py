@@ -15,7 +15,16 @@ from pathlib import Path
 from .. import registry
 from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
 from ..cli import add_command
-from ..config import PRESETS, Preset, ProfileOptions, get_preset, parse_variant_names
+from ..config import (
+    MAX_LOOPBACK_TASKS,
+    PRESETS,
+    ClusterOptions,
+    Preset,
+    ProfileOptions,
+    VariantSpec,
+    get_preset,
+    parse_variant_names,
+)
 from ..errors import EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_SIGINT, TowersError, VariantError
 from ..pipeline import ReportNotWritten, finish_run
 from ..project.api import CPU_ONLY_HARDWARE, PROJECT_PRESET
@@ -67,6 +76,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "shown beside the measured ranking")
     p.add_argument("--project-preset", default=None, choices=list(PRESETS),
                    help=f"the workload size to project at [default: {PROJECT_PRESET}, the seed's sizes]")
+    p.add_argument("--workers", type=_workers, default=None, metavar="N",
+                   help="run the cluster variants instead: N worker task processes on 127.0.0.1 "
+                        "(multi_worker: MultiWorkerMirroredStrategy), each with its TF_CONFIG, every task "
+                        "captured (see `tfprof-towers variants`)")
+    p.add_argument("--ps", type=_ps, default=None, metavar="M",
+                   help="with --workers: also parameter_server, with M ps tasks and a chief "
+                        "(ParameterServerStrategy with a ClusterCoordinator)")
+    p.add_argument("--cluster", default=None, metavar="FILE",
+                   help="drive a real cluster: the tasks of FILE ({\"worker\": [\"host:port\", ...], "
+                        "\"ps\": [...], \"chief\": [...]}) are started by hand on their machines with "
+                        "`tfprof-towers worker --cluster FILE --task JOB:I --run-dir DIR`; DIR is --out, "
+                        "on a filesystem every machine shares")
     p.add_argument("--reports", type=Path, default=Path("reports"), help=argparse.SUPPRESS)
 
 
@@ -108,6 +129,8 @@ def _at_most(parse, top: int, why: str):
 
 
 _accelerators = _at_most(_positive_int, MAX_ACCELERATORS, "accelerators in one machine")
+_workers = _at_most(_positive_int, MAX_LOOPBACK_TASKS, "task processes on this machine")
+_ps = _at_most(_positive_int, MAX_LOOPBACK_TASKS, "task processes on this machine")
 _warmup = _at_most(_non_negative_int, MAX_STEPS, "steps")
 _steps = _at_most(_positive_int, MAX_STEPS, "steps")
 _profile_steps = _at_most(_positive_int, MAX_PROFILE_STEPS, "each adds to the trace")
@@ -131,9 +154,72 @@ def _timeout(text: str) -> float:
     return v
 
 
+def cluster_options(args: argparse.Namespace) -> ClusterOptions | None:
+    """``--workers N [--ps M]`` or ``--cluster FILE``, checked; None for a single-machine run."""
+    workers, ps = getattr(args, "workers", None), getattr(args, "ps", None)
+    file = getattr(args, "cluster", None)
+    if workers is None and ps is None and file is None:
+        return None
+    if file is not None:
+        if workers is not None or ps is not None:
+            raise VariantError("--cluster names the tasks itself; it cannot be combined with --workers or "
+                               "--ps")
+        from ..capture.clusterspec import Cluster
+
+        Cluster.load(file)  # a bad file fails here, in one line, before anything runs
+        return ClusterOptions(file=str(Path(file).resolve()), attempts=1)
+    if workers is None:
+        raise VariantError("--ps M adds the parameter_server variant to a cluster run: give --workers N too")
+    total = workers + (ps or 0) + (1 if ps else 0)
+    if total > MAX_LOOPBACK_TASKS:
+        raise VariantError(f"--workers {workers} --ps {ps}: {total} task processes; at most "
+                           f"{MAX_LOOPBACK_TASKS} on one machine")
+    return ClusterOptions(workers=workers, ps=ps or 0)
+
+
+def cluster_variants(args: argparse.Namespace, cluster: ClusterOptions) -> tuple[VariantSpec, ...]:
+    """The cluster variants a run asks for: multi_worker, parameter_server with --ps (or the one a
+    --cluster file's jobs call for), --variants choosing among them; variant files run as multi_worker."""
+    if args.keras_model is not None:
+        raise VariantError("--keras-model is not supported for cluster runs (--workers/--cluster): the "
+                           "cluster variants run the seed step or a variant file's build_step")
+    if cluster.file is not None:
+        from ..capture.clusterspec import Cluster
+
+        has_ps = bool(Cluster.load(cluster.file).tasks("ps"))
+        allowed: tuple[str, ...] = ("parameter_server",) if has_ps else ("multi_worker",)
+        if args.variant_file:
+            raise VariantError("--cluster runs the built-in cluster variants; use --variant-file with "
+                               "--workers")
+    else:
+        allowed = registry.CLUSTER_NAMES if cluster.ps else ("multi_worker",)
+    names = allowed if args.variants is None else parse_variant_names(args.variants, family=registry.CLUSTER)
+    for n in names:
+        if n not in allowed:
+            why = ("needs --ps M (parameter-server tasks)" if n == "parameter_server" and cluster.file is None
+                   else f"does not match the cluster file's jobs (it calls for {allowed[0]})")
+            raise VariantError(f"{n} {why}")
+    files = resolve_variants((), list(args.variant_file))
+    for f in files:
+        if f.family != registry.TF2_STRATEGY:
+            raise VariantError(f"variant file {f.file}: a cluster run takes a build_step(strategy, devices) "
+                               f"file (it runs under MultiWorkerMirroredStrategy), not a {f.family} one")
+    return resolve_variants(tuple(names), []) + tuple(
+        VariantSpec(f.name, f.file, registry.CLUSTER) for f in files)
+
+
 def options_from_args(args: argparse.Namespace) -> ProfileOptions:
     """Validate everything before any variant runs; one-line errors."""
     preset = get_preset(args.preset or "cpu")
+    cluster = cluster_options(args)
+    if cluster is not None:
+        return ProfileOptions(
+            preset=preset, variants=cluster_variants(args, cluster), accelerators=args.accelerators,
+            warmup=preset.warmup if args.warmup is None else args.warmup,
+            steps=args.steps or preset.steps, profile_steps=args.profile_steps or preset.profile_steps,
+            variant_timeout_s=_timeout_s(args.variant_timeout, preset.variant_timeout_s),
+            out_dir=args.out or args.reports, cluster=cluster,
+        )
     keras_model = None
     if args.keras_model is not None:
         if args.variant_file:
@@ -185,6 +271,9 @@ def run(args: argparse.Namespace) -> int:
         from ..project.hardware import load_hardware
 
         load_hardware(args.project_on)  # a bad name fails here, before anything runs
+    if options.cluster is not None and options.cluster.attached and args.out is None:
+        raise TowersError("--cluster needs --out DIR: the run directory every task is started with "
+                          "(tfprof-towers worker ... --run-dir DIR), on a filesystem every machine shares")
     if args.out is not None:
         run_path = claim_out_dir(args.out)
     else:

@@ -19,11 +19,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """List the built-in placement variants with one-line descriptions, grouped by family.
 
-    Each family is a dialect in which a training step is written (TF1 graph today);
-    a variant file of that family defines the function named in its heading.
+    Each family is a dialect in which a training step is written (a TF1 graph, a TF2
+    strategy, a cluster of task processes); a variant file of that family defines the
+    function named in its heading.  The cluster variants run only with
+    `profile --workers N [--ps M]` or `profile --cluster FILE`.
     """
     out = Console(highlight=False, width=160)
-    for key, variants in registry.by_family().items():
+    for key, variants in registry.by_family(registry.ALL_BUILTINS).items():
         fam = registry.FAMILIES[key]
         table = Table(show_header=True, box=None, title_justify="left",
                       title=f"[bold]{escape(key)}[/]: {escape(fam.title)}; "

@@ -60,6 +60,8 @@ class Draft:
     profiler_options: Mapping[str, Any] | None = None
     phases: Phases = field(default_factory=Phases)
     skip_reason: str | None = None
+    cluster: Mapping[str, Any] | None = None  # the cluster family: tasks, attempts, capture
+    host_tasks: Mapping[str, str] | None = None  # the cluster family: trace host file -> task
 
     def skip(self, reason: str) -> None:
         """The machine lacks what the variant needs: it is skipped (not failed), saying why."""
@@ -74,4 +76,6 @@ class Draft:
             placement=self.placement, math=self.math, pid=pid, phases_s=dict(self.phases.seconds),
             profiler_options=None if self.profiler_options is None else dict(self.profiler_options),
             clock_unix=None if clock_unix is None else dict(clock_unix),
+            cluster=None if self.cluster is None else dict(self.cluster),
+            host_tasks=None if self.host_tasks is None else dict(self.host_tasks),
         )
