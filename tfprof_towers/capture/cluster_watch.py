@@ -40,7 +40,7 @@ from ..rundir import read_json, write_json
 from . import supervise
 from .cluster_doc import ATTEMPT_JSON, CLUSTER_JSON, SPEC_JSON, TaskRecord, TaskSpec, task_dir
 from .clusterspec import Cluster, TaskId
-from .coord import CAPTURE, DRIVER, Coord, least_progress
+from .coord import CAPTURE, DRIVER, Coord, least_progress, where
 
 CLIENT_MODULE = "tfprof_towers.capture.cluster_client"
 TOOL_MODULE = "tfprof_towers"
@@ -280,7 +280,7 @@ def describe(a: Attempt, coord: Coord, name: str) -> str:
     elif stage and name != CAPTURE:
         parts.append(f"during {stage}")
     elif name != CAPTURE:
-        parts.append(f"after {least_progress(coord, [TaskId.parse(name)])[1]!r}")
+        parts.append(where(coord, TaskId.parse(name)))
     hint = _hint(a, name)
     if hint:
         parts.append(f"({hint})")
@@ -313,8 +313,7 @@ def _hint(a: Attempt, name: str) -> str | None:
     if any(m in text for m in PORT_TAKEN) and name != CAPTURE:
         return f"port {a.cluster.address(TaskId.parse(name))} is already in use"
     if _collection_crash(a, name):
-        return ("it crashed after its profiled steps, as TensorFlow 2.21's profiler does at times while it "
-                "collects a remote trace")
+        return "TensorFlow 2.21's profiler crashes a task at times while it collects a remote trace"
     return None
 
 
@@ -376,7 +375,8 @@ def root_cause(a: Attempt, coord: Coord, early: Sequence[str]) -> Outcome:
         if "Collective has timed out" in str(_marker(coord, n).get("error") or ""):
             alive = [m for m in names if m != n and m not in failed and m in [str(t) for t in a.stepping]]
             if alive:
-                return Outcome(f"{', '.join(alive)} hung: {describe(a, coord, n)}", alive[0])
+                return Outcome(f"{', '.join(alive)} hung {where(coord, TaskId.parse(alive[0]))}: "
+                               f"{describe(a, coord, n)}", alive[0])
     for n in early:
         if n != CAPTURE and n not in failed:
             return Outcome(f"{n} exited before the driver released it ({exit_reason(a.procs[n].poll())})", n)

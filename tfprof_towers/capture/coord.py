@@ -123,6 +123,20 @@ def progress_name(level: int) -> str:
     return PROGRESS[level] if level >= 0 else "spawn"
 
 
+#: Where a task was, in words, from the last event it marked.
+WHERE: dict[str, str] = {
+    "spawn": "before it started", "started": "while importing TensorFlow",
+    "imported": "before its strategy started", "strategy": "while its strategy started (waiting for its peers)",
+    "server_up": "while building and warming up its step", "ready": "while waiting for the capture",
+    "tracing": "during its profiled steps", "done": "after its profiled steps", "left": "as it left",
+}
+
+
+def where(coord: Coord, task: TaskId) -> str:
+    """``during its profiled steps``: where ``task`` was, from its markers."""
+    return WHERE[progress_name(coord.progress(task))]
+
+
 def least_progress(coord: Coord, tasks: Iterable[TaskId]) -> tuple[list[str], str, str]:
     """The tasks that got least far, the last event they marked, and the furthest any task got;
     no tasks when all got equally far (then nobody in particular is to blame)."""
