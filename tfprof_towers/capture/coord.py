@@ -126,7 +126,8 @@ def progress_name(level: int) -> str:
 #: Where a task was, in words, from the last event it marked.
 WHERE: dict[str, str] = {
     "spawn": "before it started", "started": "while importing TensorFlow",
-    "imported": "before its strategy started", "strategy": "while its strategy started (waiting for its peers)",
+    "imported": "before its strategy started",
+    "strategy": "while its strategy started (waiting for its peers)",
     "server_up": "while building and warming up its step", "ready": "while waiting for the capture",
     "tracing": "during its profiled steps", "done": "after its profiled steps", "left": "as it left",
 }
