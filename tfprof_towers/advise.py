@@ -32,9 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import recommend, registry, samemath, strategy_advice
+from . import cluster_advice, recommend, registry, samemath, strategy_advice
 from .audit import LinkModel, link_model, short_source
 from .categories import COPY_CATEGORIES
+from .cluster_view import STRAGGLER_PARAMS
 from .device_names import HOST_THREADS
 from .fmt import fmt_bytes, fmt_count, fmt_float, fmt_percent, fmt_ratio, fmt_rel, fmt_seconds
 
@@ -43,8 +44,9 @@ SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
 
 #: What a rule may need before it can be evaluated on a variant (see :func:`unmet`).
 PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"
-PEER_PATH = "peer_path"
+PEER_PATH, TASKS = "peer_path", "tasks"
 NEEDS: dict[str, str] = {
+    TASKS: "per-task step windows from the traces of two or more step-running tasks (a cluster variant)",
     PLACEMENT: "the variant's placement (partition graphs)",
     MEASURED_TIMINGS: "device timings from real accelerators (a GPU run whose trace was analysed)",
     BASELINE: "the family's baseline variant, succeeded in the same run",
@@ -491,6 +493,9 @@ RULES: tuple[Rule, ...] = (
          severity=LOW, check=strategy_advice.check_central_storage_pulls,
          params={"min_accelerators": 2, "link_model": "pcie3_x16", "medium_at_modeled_share": 0.10},
          primary="min_accelerators", needs=(PLACEMENT,)),
+    Rule("straggler", "one task reaches the all-reduce late, step after step, and the others wait for it",
+         severity=MEDIUM, high_at=0.25, check=cluster_advice.check_straggler,
+         params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,)),
 )
 
 
@@ -583,7 +588,7 @@ def unmet(rule: Rule, f: Facts) -> str | None:
                 "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
     if MATH in rule.needs:
         return samemath.not_compared_why(f.entry, f.math_reference)
-    return None
+    return cluster_advice.unmet_tasks(f) if TASKS in rule.needs else None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ returns a new one; nothing is edited in place::
     summary  = with_breakdowns(summary, analyses)
     summary  = with_audits(summary, records)             placement audit per variant; link models
                                                          from the projection's hardware profile
+    summary  = with_cluster(summary, records)            cluster variants: tasks, network, stragglers
     summary  = with_advice(summary)                      findings, rules, the losses side by side,
                                                          recommendation (projected on logical CPUs)
     summary  = export_chrome_traces(run_dir, summary, analyses)   variants/<name>/trace.json
@@ -119,6 +120,20 @@ def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summa
         return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown, models))
 
     return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json(models)))
+
+
+def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
+    """Each cluster variant's view across its tasks (:mod:`tfprof_towers.cluster_view`)."""
+    from .cluster_view import cluster_view
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        rec = records.get(e.name)
+        if rec is None or rec.cluster is None:
+            return e
+        breakdown = e.breakdown if e.breakdown and "error" not in e.breakdown else None
+        return replace(e, cluster=cluster_view(rec.cluster, rec.placement, breakdown))
+
+    return summary.map_entries(one)
 
 
 def with_advice(summary: Summary) -> Summary:
@@ -269,6 +284,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     analyses = analyse_traces(run_dir, summary)
     summary = with_breakdowns(summary, analyses)
     summary = with_audits(summary, records)
+    summary = with_cluster(summary, records)
     summary = with_advice(summary)
     return summary, analyses
 

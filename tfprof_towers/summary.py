@@ -69,6 +69,7 @@ class SummaryEntry:
     audit: Mapping[str, Any] | None = None  # audit.audit_variant
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
+    cluster: Mapping[str, Any] | None = None  # a cluster variant: tasks, network, stragglers (cluster_view)
 
     @property
     def ok(self) -> bool:
@@ -94,6 +95,7 @@ class SummaryEntry:
             "losses": None if self.losses is None else list(self.losses), "grad_norm": self.grad_norm,
             "rank": self.rank, "breakdown": self.breakdown, "audit": self.audit,
             "chrome_trace": self.chrome_trace, "chrome_trace_error": self.chrome_trace_error,
+            **({"cluster": dict(self.cluster)} if self.cluster is not None else {}),
         }
 
     @classmethod
@@ -122,6 +124,7 @@ class SummaryEntry:
             losses=f.numbers("losses"), grad_norm=f.number("grad_norm"),
             rank=f.integer("rank"), breakdown=f.mapping("breakdown"), audit=f.mapping("audit"),
             chrome_trace=f.text("chrome_trace"), chrome_trace_error=f.text("chrome_trace_error"),
+            cluster=f.mapping("cluster"),
         )
 
 
@@ -238,6 +241,7 @@ def variant_entry(record: VariantRecord, batch: int | None, topology: Topology |
         grad_norm=None if math is None else math.grad_norm,
         transfers=tuple(placement.get("transfers") or ()),
         xplane_files=record.xplane_files or (),
+        cluster=record.cluster,
     )
 
 

@@ -27,6 +27,7 @@ from markupsafe import Markup
 
 from .. import categories, registry
 from ..rundir import RunDir, atomic_write_text
+from .cluster import cluster_views
 from .filters import FILTERS
 from .projection import projection_view
 
@@ -201,6 +202,7 @@ def view_model(
         "ranked": ranked,
         "ok": [v for v in ranked if v["status"] == "ok"],
         "projection": projection_view(summary, ranked),
+        "clusters": cluster_views(ranked),
         "failed": [v for v in ranked if v["status"] not in ("ok", "skipped")],
         "per_variant": per_variant,
         "findings": findings,

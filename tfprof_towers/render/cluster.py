@@ -1,0 +1,56 @@
+"""The report's "across tasks" section: each cluster variant's tasks, network traffic and stragglers.
+
+Plain strings and numbers from ``summary.json``'s ``variants[].cluster``
+(:mod:`tfprof_towers.cluster_view`); the template escapes everything.  No TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..cluster_view import short_task
+
+LOOPBACK_MODE = ("loopback: every task ran on this machine at 127.0.0.1 (TensorFlow's gRPC servers listened on "
+                 "every interface while the run lasted)")
+ATTACHED_MODE = "a real cluster: tasks started on their machines with `tfprof-towers worker`"
+
+
+def _mode(c: Mapping[str, Any]) -> str:
+    if c.get("loopback"):
+        return LOOPBACK_MODE
+    return ATTACHED_MODE if c.get("attached") else "tasks at the addresses of the cluster file"
+
+
+def step_grid(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Steps down, tasks across: each cell the task's step (start, end, wait in collectives, late by)."""
+    tasks = sorted({str(r["task"]) for r in rows}, key=lambda t: (short_task(t).split(":")[0], t))
+    steps = sorted({int(r["step"]) for r in rows})
+    cell = {(int(r["step"]), str(r["task"])): r for r in rows}
+    return {
+        "tasks": [{"task": t, "short": short_task(t)} for t in tasks],
+        "rows": [{"step": s, "cells": [cell.get((s, t)) for t in tasks]} for s in steps],
+    }
+
+
+def cluster_views(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One view per cluster variant (ok or failed), in the report's order."""
+    out = []
+    for e in entries:
+        c = e.get("cluster")
+        if not c:
+            continue
+        capture = c.get("capture") or {}
+        attempts = list(c.get("attempts") or ())
+        out.append({
+            "name": e["name"], "status": e["status"], "error": e.get("error"), "family": c.get("family"),
+            "mode": _mode(c), "loopback": bool(c.get("loopback")), "failed_task": c.get("failed_task"),
+            "tasks": [{**t, "short": str(t.get("task"))} for t in c.get("tasks") or ()],
+            "attempts": attempts if len(attempts) > 1 or e["status"] != "ok" else [],
+            "capture_ms": capture.get("duration_ms"), "files": len(capture.get("files") or ()),
+            "host_tasks": sorted((c.get("host_tasks") or {}).items()),
+            "network": list(c.get("network") or ()), "network_note": c.get("network_note") or "",
+            "grid": step_grid(c.get("steps") or ()), "stragglers": list(c.get("stragglers") or ()),
+            "params": c.get("straggler_params") or {},
+        })
+    return out
