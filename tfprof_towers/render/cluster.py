@@ -11,8 +11,8 @@ from typing import Any
 
 from ..cluster_view import short_task
 
-LOOPBACK_MODE = ("loopback: every task ran on this machine at 127.0.0.1 (TensorFlow's gRPC servers listened on "
-                 "every interface while the run lasted)")
+LOOPBACK_MODE = ("loopback: every task ran on this machine at 127.0.0.1 (TensorFlow's gRPC servers listened "
+                 "on every interface while the run lasted)")
 ATTACHED_MODE = "a real cluster: tasks started on their machines with `tfprof-towers worker`"
 
 
