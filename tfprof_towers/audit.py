@@ -107,7 +107,10 @@ def link_models_from_profile(profile: Mapping[str, Any]) -> tuple[LinkModel, ...
     Raises ``KeyError``/``TypeError``/``ValueError`` on a profile of the wrong shape."""
     hw = str(profile["name"])
     out = []
-    for key, kinds in (("host_link", ("host_to_device", "device_to_host")), ("peer", ("device_to_device",))):
+    links = [("host_link", ("host_to_device", "device_to_host")), ("peer", ("device_to_device",))]
+    if profile.get("network"):  # a multi-host profile: each host's network card, for links between tasks
+        links.append(("network", ("network",)))
+    for key, kinds in links:
         link = profile[key]
         bw, eff = float(link["bandwidth_gbs"]), float(link["efficiency"])
         source = (f"hardware profile {hw} (the projection's): {bw:g} GB/s nominal x {eff:g} efficiency. "
@@ -261,7 +264,8 @@ def link_table(
         m_bytes = int(m.get("bytes") or 0) if m else None
         kind = link_kind(*key, topology)
         crosses_bus = kind != "other"
-        applicable = [md for md in models if not md.kinds or kind in md.kinds]
+        # a link between tasks is modeled only at a network card's rate, never at a bus's
+        applicable = [md for md in models if kind in md.kinds or (not md.kinds and kind != "network")]
         members = by_member.get(key[0], ()) if via == "collective" else by_link.get(key, ())
         biggest = sorted(members, key=lambda e: (-int(e.get("bytes") or 0), e.get("tensor", "")))
         rows.append({

@@ -27,8 +27,9 @@ def run(args: argparse.Namespace) -> int:
     A profile names the host CPU (and the TensorFlow build assumed on it), the
     accelerators' compute rate and memory bandwidth, the host<->accelerator link
     and how accelerators reach each other (direct NVLink, or staged through the
-    host without peer access).  Write your own as TOML (copy a built-in from
-    `tfprof-towers hardware NAME`) and pass its path to `project --hardware`.
+    host without peer access); a multi-host profile adds each host's network card
+    ([network]), for `project --workers N`.  Write your own as TOML (copy a built-in
+    from `tfprof-towers hardware NAME`) and pass its path to `project --hardware`.
     """
     if args.name:
         hw = load_hardware(args.name)
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json_text([h.summary() for h in profiles]) + "\n")
         return 0
     table = Table(show_header=True, box=None)
-    for col in ("profile", "host", "accelerators", "host link", "accelerator<->accelerator"):
+    for col in ("profile", "host", "accelerators", "host link", "accelerator<->accelerator", "network"):
         table.add_column(col)
     for h in profiles:
         peer = h.peer.link.name if h.peer.kind == "direct" else f"staged via host ({h.host_link.name})"
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
             f"[bold]{escape(h.name)}[/]",
             escape(f"{h.host.model}, {h.host.peak_flops() / 1e9:.0f} GFLOP/s peak"),
             escape(f"{h.accelerator.count}x {h.accelerator.model}"), escape(h.host_link.name), escape(peer),
+            escape(h.network.name) if h.network is not None else "-",
         )
     Console(highlight=False, width=160).print(table)
     return 0

@@ -367,7 +367,10 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
         return 0.0
     console.err(f"projecting {len(ran)} variant(s) on {hardware} at the {preset.name} preset ...")
     try:
-        project_run(run_dir, hardware, preset, ran)
+        if options.cluster is not None:
+            _project_cluster(run_dir, options, hardware, preset)
+        else:
+            project_run(run_dir, hardware, preset, ran)
     except OSError as exc:
         if not is_disk_error(exc):
             raise
@@ -377,6 +380,24 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
         console.err(f"projection on {hardware} failed: {why}")
         _save_failed_projection(run_dir, hardware, preset, why)
     return time.perf_counter() - t0
+
+
+def _project_cluster(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> None:
+    """A cluster run projected on hosts of ``hardware`` (as many as it had workers; ps as it had, else 1)."""
+    from ..capture.clusterspec import Cluster
+    from ..project.api import PROJECTION_JSON
+    from ..project.cluster import project_cluster
+    from ..project.hardware import load_hardware
+
+    c = options.cluster
+    assert c is not None
+    workers, ps = c.workers, c.ps
+    if c.file is not None:
+        spec = Cluster.load(c.file)
+        ps = len(spec.tasks("ps"))
+        workers = len(spec.tasks("worker")) if ps else len(spec.tasks("chief", "worker"))
+    doc = project_cluster(load_hardware(hardware), preset, workers, ps or 1)
+    write_json(run_dir.root / PROJECTION_JSON, doc)
 
 
 def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why: str) -> None:

@@ -14,7 +14,7 @@ from rich.table import Table
 from .. import registry
 from ..cli import add_command
 from ..config import PRESETS, VariantSpec, get_preset, parse_variant_names
-from ..errors import EXIT_NOTHING_PROJECTED
+from ..errors import EXIT_NOTHING_PROJECTED, TowersError
 from ..pipeline import finish_run
 from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
 from ..project.hardware import BUILDS, builtin_names
@@ -42,7 +42,45 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a Python file with build_variant(devices); repeatable")
     p.add_argument("--host-build", default=None, choices=BUILDS,
                    help="TensorFlow build assumed on the host (default: the profile's)")
+    p.add_argument("--workers", type=_hosts, default=None, metavar="N",
+                   help="project the cluster variants instead: multi_worker against parameter_server on N "
+                        "hosts of a multi-host profile (one with a [network] section, e.g. 8x-a100-100gbe)")
+    p.add_argument("--ps", type=_hosts, default=None, metavar="M",
+                   help="with --workers: parameter-server hosts for parameter_server (default 1)")
     p.add_argument("--json", action="store_true", help="print the projection as JSON")
+
+
+def _hosts(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= v <= MAX_HOSTS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_HOSTS}: {text}")
+    return v
+
+
+#: Most hosts a cluster projection takes.
+MAX_HOSTS = 4096
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """``project --workers N``: the cluster variants on N hosts (no graph is built, no run is read)."""
+    from ..project.cluster import project_cluster
+    from ..project.hardware import load_hardware
+
+    if args.run_dir is not None or args.variants or args.variant_file:
+        raise TowersError("--workers projects the built-in cluster variants on the seed workload; it takes "
+                          "no RUN_DIR, --variants or --variant-file")
+    hw = load_hardware(args.hardware)
+    if args.host_build:
+        hw = hw.with_host_build(args.host_build)
+    doc = project_cluster(hw, get_preset(args.preset or DEFAULT_PRESET), args.workers, args.ps or 1)
+    if args.json:
+        sys.stdout.write(json_text(doc) + "\n")
+    else:
+        print_projection(doc, None, baseline=registry.baseline_name(registry.CLUSTER))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     result is also written to RUN_DIR/projection.json.  Every number printed is
     projected, not measured.
     """
+    if args.workers is not None:
+        return run_cluster(args)
+    if args.ps is not None:
+        raise TowersError("--ps goes with --workers N (the cluster projection)")
     run_dir = RunDir(args.run_dir) if args.run_dir is not None else None
     run = load_run(run_dir) if run_dir is not None else None
     if args.preset:
@@ -92,12 +134,12 @@ def _time(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
 
-def projection_table(doc: dict[str, Any]) -> Table:
+def projection_table(doc: dict[str, Any], baseline: str | None = None) -> Table:
     p = doc["preset"]
     title = (f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
              f"dim {p['dim']}); not measured")
     t = Table(title=escape(title))
-    baseline = registry.baseline_name()
+    baseline = baseline or registry.baseline_name()
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
                       (f"vs {baseline}", "right"), ("bottleneck", "left")):
         t.add_column(col, justify=just)
@@ -116,9 +158,9 @@ def projection_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
+def print_projection(doc: dict[str, Any], run_dir: RunDir | None, baseline: str | None = None) -> None:
     out = Console(highlight=False, width=max(Console().width, 150))
-    out.print(projection_table(doc))
+    out.print(projection_table(doc, baseline))
     rec = doc["recommendation"]
     if rec.get("variant"):
         out.print(f"Projected recommendation: [bold]{escape(rec['variant'])}[/] — {escape(rec['reason'])}")
@@ -129,6 +171,10 @@ def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
         f"({host['tensorflow_build']} TensorFlow build) x {host['efficiency']:.2f} efficiency. "
         f"Sources: `tfprof-towers hardware {escape(prof['name'])}`.", markup=True,
     )
+    net = prof.get("network")
+    if net and doc.get("cluster"):
+        out.print(f"Hosts linked by {escape(net['name'])}: {net['bandwidth_gbs']:g} GB/s per direction x "
+                  f"{net['efficiency']:.2f} efficiency, {net['latency_us']:g} µs latency.")
     cal = doc.get("calibration")
     if cal:
         for note in cal["notes"]:

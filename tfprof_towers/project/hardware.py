@@ -4,7 +4,10 @@ A profile names a host CPU (and the TensorFlow build assumed on it), one kind of
 accelerator (``count`` of them), the host<->accelerator link (one per accelerator,
 each direction its own channel) and how accelerators reach each other: a
 ``direct`` peer link (NVLink point-to-point ``mesh`` or an NVSwitch ``switch``) or
-``staged`` through host memory (no peer access).  Built-in profiles live in
+``staged`` through host memory (no peer access).  An optional ``[network]`` section
+describes each host's network card (per direction: bandwidth, efficiency, latency),
+which makes the profile one host of a cluster: ``project --workers N`` projects the
+cluster variants on N such hosts (:mod:`.cluster`).  Built-in profiles live in
 ``tfprof_towers/hardware/*.toml`` with a public source next to every number.
 
 Pure Python: importing this module never imports TensorFlow.
@@ -106,6 +109,7 @@ class Hardware:
     host_link: Link
     peer: Peer
     origin: str
+    network: Link | None = None  # each host's network card, one direction (a cluster of such hosts)
 
     def with_host_build(self, build: str) -> Hardware:
         """The same profile assuming another TensorFlow build on the host."""
@@ -143,6 +147,7 @@ class Hardware:
             "host_link": _link_json(self.host_link),
             "peer": {"kind": self.peer.kind, "topology": self.peer.topology, **_link_json(self.peer.link)},
             "origin": self.origin,
+            **({"network": _link_json(self.network)} if self.network is not None else {}),
         }
 
 
@@ -237,7 +242,8 @@ def parse_hardware(doc: dict[str, Any], where: str, origin: str, default_name: s
     Every number must be finite and within its physical range (:data:`_AT_MOST`);
     texts are bounded in length and names are one line.
     """
-    _no_unknown(doc, {"name", "description", "host", "accelerator", "host_link", "peer"}, where, "")
+    sections = {"name", "description", "host", "accelerator", "host_link", "peer", "network"}
+    _no_unknown(doc, sections, where, "")
     name = doc.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise HardwareError(f"{where}: 'name' must be a non-empty string")
@@ -263,7 +269,8 @@ def parse_hardware(doc: dict[str, Any], where: str, origin: str, default_name: s
             f"{where}: [peer] topology must be one of {', '.join(PEER_TOPOLOGIES)}, got {topology!r}"
         )
     peer = Peer(kind, topology, Link(**peer_fields))
-    return Hardware(name, description, host, accel, host_link, peer, origin)
+    network = Link(**_table(doc, "network", _LINK_KEYS, where)) if "network" in doc else None
+    return Hardware(name, description, host, accel, host_link, peer, origin, network)
 
 
 def _no_unknown(table: dict[str, Any], allowed: set[str], where: str, section: str) -> None:
