@@ -109,7 +109,10 @@ def parse_variant_names(text: str | None, family: str | None = None) -> tuple[st
     """
     if family is not None:
         allowed = registry.names(family)
-        names = allowed if text is None else parse_variant_names(text)
+        names = allowed if text is None else _split_names(text)
+        unknown = [n for n in names if registry.builtin(n) is None]
+        if unknown:
+            parse_variant_names(unknown[0])  # one line: an unknown variant, and the built-ins
         others = [n for n in names if n not in allowed]
         if others:
             fam = registry.builtin(others[0]).family  # type: ignore[union-attr]
@@ -118,9 +121,7 @@ def parse_variant_names(text: str | None, family: str | None = None) -> tuple[st
         return names
     if text is None:
         return BUILTIN_NAMES
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if not names:
-        raise VariantError("--variants is empty; choose from: " + ", ".join(BUILTIN_NAMES))
+    names = _split_names(text)
     for n in names:
         if n in registry.CLUSTER_NAMES:
             raise VariantError(f"{n} is a cluster variant: it runs with --workers N [--ps M] (tasks on this "
@@ -154,6 +155,13 @@ class ClusterOptions:
 
     def to_json(self) -> dict[str, object]:
         return {"workers": self.workers, "ps": self.ps, "file": self.file, "attempts": self.attempts}
+
+
+def _split_names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise VariantError("--variants is empty; choose from: " + ", ".join(BUILTIN_NAMES))
+    return names
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,279 @@
+"""Across tasks, without TensorFlow: the per-step straggler view, the straggler rule, network bytes,
+multi-host hardware profiles and the projection of the cluster variants, the CLI's cluster options."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers import advise
+from tfprof_towers.cli import main
+from tfprof_towers.cluster_view import (
+    STRAGGLER_PARAMS,
+    cluster_view,
+    network_links,
+    short_task,
+    step_table,
+    stragglers,
+)
+from tfprof_towers.config import PRESETS
+from tfprof_towers.project.cluster import project_cluster
+from tfprof_towers.project.hardware import HardwareError, builtin_dir, load_file, load_hardware
+
+W0, W1, W2 = "/job:worker/task:0", "/job:worker/task:1", "/job:worker/task:2"
+MS = 1e-3
+
+
+def tasks_doc(late_ms: dict[str, list[float]], step_ms: float = 40.0, transfer_ms: float = 2.0) -> list[dict]:
+    """Synchronous steps: each task computes ``step_ms - transfer_ms - max(late)`` plus its lateness,
+    then waits in the all-reduce; every task leaves the step together."""
+    names = list(late_ms)
+    n = len(late_ms[names[0]])
+    out = []
+    for task in names:
+        steps = []
+        for i in range(n):
+            worst = max(late_ms[t][i] for t in names)
+            start = i * step_ms
+            end = start + step_ms
+            arrival = end - transfer_ms - (worst - late_ms[task][i])
+            steps.append({"step": i, "start_s": start * MS, "end_s": end * MS,
+                          "collective_s": (end - arrival) * MS})
+        out.append({"task": task, "host": task, "steps": steps})
+    return out
+
+
+DELAYED = tasks_doc({W0: [0.0, 0.0, 0.0, 0.0], W1: [20.0, 21.0, 20.0, 0.5]})
+
+
+def test_step_table_finds_the_late_task_per_step() -> None:
+    t = step_table(DELAYED)
+    rows = [(r.task, r.step, round(r.collective_s / MS, 6), round(r.late_s / MS, 6), bool(r.straggler))
+            for r in t.itertuples()]
+    assert rows == [
+        (W0, 0, 22.0, 0.0, False), (W1, 0, 2.0, 20.0, True),
+        (W0, 1, 23.0, 0.0, False), (W1, 1, 2.0, 21.0, True),
+        (W0, 2, 22.0, 0.0, False), (W1, 2, 2.0, 20.0, True),
+        (W0, 3, 2.5, 0.0, False), (W1, 3, 2.0, 0.5, True),
+    ]
+
+
+def test_stragglers_need_enough_steps_and_enough_lateness() -> None:
+    t = step_table(DELAYED)
+    found = stragglers(t, **STRAGGLER_PARAMS)
+    assert len(found) == 1
+    s = found[0]
+    # step 3 (0.5 ms late, 1% of the step) is below the 10% threshold: late in 3 of 4
+    assert (s["task"], s["late_steps"], s["steps"]) == (W1, [0, 1, 2], 4)
+    assert (s["late_s_median"], s["late_s_max"], s["step_s_median"]) == pytest.approx((20 * MS, 21 * MS, 40 * MS))
+    assert s["others_wait_s_median"] == pytest.approx(22 * MS)
+    assert stragglers(t, 0.001, 0.10, 0.8) == []  # 3 of 4 is below 80% of the steps
+    assert stragglers(t, 0.0301, 0.0, 0.5) == []  # never 30 ms late
+    balanced = tasks_doc({W0: [1.0, 0.0, 1.0, 0.0], W1: [0.0, 1.0, 0.0, 1.0], W2: [0.0] * 4})
+    assert stragglers(step_table(balanced), **STRAGGLER_PARAMS) == []  # 1 ms trades places: noise
+
+
+def facts(entry_cluster: dict, breakdown: dict | None) -> advise.Facts:
+    entry = {"name": "multi_worker", "status": "ok", "family": "cluster", "cluster": entry_cluster}
+    return advise.Facts(entry, None, breakdown, {"kind": "cpu"}, None)
+
+
+def rule(name: str) -> advise.Rule:
+    return next(r for r in advise.RULES if r.name == name)
+
+
+def test_straggler_rule_names_the_task_with_the_numbers() -> None:
+    r = rule("straggler")
+    f = r.check(r, facts({"loopback": True}, {"tasks": DELAYED}))
+    assert f is not None
+    assert f.severity == "high"  # 20 ms of a 40 ms step: at least 25%
+    assert f.message == ("worker:1 reached the collectives last in 3 of 4 profiled steps (steps 0, 1, 2), "
+                         "20.0 ms late (median; worst 21.0 ms), 50.0% of the 40.0 ms step; worker:0 waited "
+                         "22.0 ms per step inside collective ops")
+    assert f.suggestion.startswith("Suggestion: find what slows worker:1")
+    assert "shares this machine's cores" in f.suggestion
+    assert f.evidence["late_steps"] == [0, 1, 2]
+    quiet = tasks_doc({W0: [0.0] * 4, W1: [0.3] * 4})
+    assert r.check(r, facts({"loopback": True}, {"tasks": quiet})) is None
+
+
+def test_straggler_rule_needs_two_stepping_tasks() -> None:
+    r = rule("straggler")
+    ps = facts({"family": "parameter_server"}, {"tasks": [DELAYED[0]]})
+    assert advise.unmet(r, ps) == "fewer than two of its tasks ran steps (parameter_server: only the chief does)"
+    broken = facts({"family": "multi_worker"}, {"error": "bad trace"})
+    assert advise.unmet(r, broken) == "its trace could not be analysed: bad trace"
+    one_process = advise.Facts({"name": "single", "status": "ok"}, None, {"tasks": []}, {"kind": "gpu"}, None)
+    assert advise.unmet(r, one_process) is None and r.check(r, one_process) is None
+
+
+def test_network_links_are_labelled_loopback() -> None:
+    placement = {"transfers": [
+        {"src": f"{W0}/device:CPU:0", "dst": f"{W1}/device:CPU:0", "bytes_per_step": 6532, "tensors": 2,
+         "kind": "collective"},
+        {"src": "/job:ps/task:0/device:CPU:0", "dst": f"{W0}/device:CPU:0", "bytes_per_step": 6528,
+         "tensors": 13, "kind": "send_recv"},
+        {"src": f"{W0}/device:CPU:0", "dst": f"{W0}/device:CPU:0", "bytes_per_step": 1, "kind": "send_recv"},
+    ]}
+    breakdown = {"links": [{"src": "/job:ps/task:0/device:CPU:0", "dst": f"{W0}/device:CPU:0",
+                            "kind": "network", "count": 13, "bytes": 6528}]}
+    rows = network_links(placement, breakdown, loopback=True)
+    assert [(r["from"], r["to"], r["via"], r["bytes_per_step"], r["traced_per_step"], r["loopback"])
+            for r in rows] == [
+        ("worker:0", "worker:1", "ring all-reduce", 6532, None, True),
+        ("ps:0", "worker:0", "send/recv", 6528, 13, True),
+    ]
+    view = cluster_view({"family": "multi_worker", "loopback": True, "tasks": []}, placement,
+                        {"tasks": DELAYED, "links": []})
+    assert view is not None and "not a network card" in view["network_note"]
+    assert [s["task"] for s in view["stragglers"]] == [W1]
+    assert len(view["steps"]) == 8
+    assert cluster_view(None, placement, None) is None
+    assert short_task("/job:ps/task:0/device:CPU:0") == "ps:0" and short_task("/host:CPU") == "/host:CPU"
+
+
+# -- multi-host hardware profiles and the projection across hosts
+
+
+SIMPLE = """
+name = "simple"
+description = "round numbers"
+[host]
+model = "cpu"
+cores = 1
+clock_ghz = 1.0
+flops_per_cycle_vectorised = 1
+flops_per_cycle_unvectorised = 1
+tensorflow_build = "vectorised"
+efficiency = 1.0
+memory_bandwidth_gbs = 100
+memory_efficiency = 1.0
+op_overhead_us = 0
+source = "test"
+[accelerator]
+model = "acc"
+count = 2
+fp32_tflops = 1
+matmul_tflops = 1
+memory_bandwidth_gbs = 1000
+efficiency = 1.0
+memory_efficiency = 1.0
+op_overhead_us = 0
+source = "test"
+[host_link]
+name = "bus"
+bandwidth_gbs = 10
+efficiency = 1.0
+latency_us = 0
+source = "test"
+[peer]
+kind = "direct"
+topology = "switch"
+name = "peer"
+bandwidth_gbs = 10
+efficiency = 1.0
+latency_us = 0
+source = "test"
+"""
+NETWORK = """
+[network]
+name = "nic"
+bandwidth_gbs = 1
+efficiency = 1.0
+latency_us = 0
+source = "test"
+"""
+
+
+def test_projection_across_hosts_by_hand(tmp_path: Path) -> None:
+    f = tmp_path / "simple.toml"
+    f.write_text(SIMPLE + NETWORK)
+    doc = project_cluster(load_file(f), PRESETS["tiny"], workers=2, ps=1)
+    by = {e["name"]: e for e in doc["variants"]}
+    # tiny: 6 blocks of 16x16 (+16): 1632 parameters, 6528 gradient bytes; 557056 matmul FLOPs per step
+    mw = by["multi_worker"]["projected_step_s"]
+    compute = 557056 / 4 / 1e12 + (7 * 6 * 4096 / 4 + 10 * 6528) / 1e12  # 4 replicas, Adam on each
+    ring = 2 * 3 / 4 * 6528 / 1e9  # 4 accelerators, the 1 GB/s card is the slowest link
+    assert mw == {"overlapped": pytest.approx(ring, rel=1e-12), "serial": pytest.approx(compute + ring, rel=1e-12)}
+    ps = by["parameter_server"]["projected_step_s"]
+    card = 2 * 6528 / 1e9  # the ps card carries both workers' bytes, each way
+    local = 6528 / 1e10 + 6528 / 1e10  # the pair's all-reduce on the peer link; the variables over the bus
+    update = 2 * 10 * 6528 / 100e9
+    compute_ps = 557056 / 4 / 1e12 + 7 * 6 * 4096 / 4 / 1e12
+    assert ps == {"overlapped": pytest.approx(2 * card, rel=1e-12),
+                  "serial": pytest.approx(compute_ps + 2 * card + update + local, rel=1e-12)}
+    assert doc["ranking"] == ["multi_worker", "parameter_server"]
+    assert doc["recommendation"]["variant"] == "multi_worker"
+    assert by["parameter_server"]["bottleneck"]["text"].startswith("the ps hosts' network cards (nic)")
+
+
+def test_a_single_host_profile_cannot_be_projected_across_hosts(tmp_path: Path) -> None:
+    f = tmp_path / "simple.toml"
+    f.write_text(SIMPLE)
+    with pytest.raises(HardwareError, match=r"describes one machine \(no \[network\] section\)"):
+        project_cluster(load_file(f), PRESETS["tiny"], workers=2)
+    g = tmp_path / "bad.toml"
+    g.write_text(SIMPLE + NETWORK.replace("latency_us = 0\n", ""))
+    with pytest.raises(HardwareError, match=r"\[network\] missing key 'latency_us'"):
+        load_file(g)
+
+
+def test_builtin_multi_host_profile() -> None:
+    hw = load_hardware("8x-a100-100gbe")
+    assert hw.network is not None and hw.network.bytes_per_s == pytest.approx(10e9)
+    assert hw.summary()["network"]["name"] == "100 Gb/s Ethernet (one port per host)"
+    for line in (builtin_dir() / "8x-a100-100gbe.toml").read_text().splitlines():
+        if re.match(r"^\s*\w+\s*=\s*[-\d.]+\s*(#.*)?$", line):
+            assert len(line.partition("#")[2].strip()) > 8, f"no source next to: {line}"
+
+
+def test_project_workers_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["project", "--workers", "4", "--hardware", "8x-a100-100gbe"]) == 0
+    out = capsys.readouterr().out
+    assert "PROJECTED step time on 4 x 8x-a100-100gbe" in out
+    assert re.search(r"│ 1 │ multi_worker .*\n.*\n?│ 2 │ parameter_server", out)
+    assert "Hosts linked by 100 Gb/s Ethernet" in out
+    assert main(["project", "--workers", "2", "--hardware", "8x-a100-nvlink"]) == 2
+    assert "describes one machine" in capsys.readouterr().err
+    assert main(["project", "--ps", "2", "--hardware", "8x-a100-100gbe"]) == 2
+    assert "--ps goes with --workers" in capsys.readouterr().err
+
+
+# -- the CLI's cluster options: one line, before anything runs
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--ps", "1"], "give --workers N too"),
+    (["--workers", "2", "--cluster", "c.json"], "cannot be combined with --workers"),
+    (["--workers", "2", "--variants", "parameter_server"], "parameter_server needs --ps M"),
+    (["--workers", "2", "--variants", "single"], "single is a tf1-graph variant"),
+    (["--workers", "20"], "must be at most 16"),
+    (["--workers", "12", "--ps", "4"], "17 task processes; at most 16 on one machine"),
+    (["--variants", "multi_worker"], "multi_worker is a cluster variant: it runs with --workers N"),
+])
+def test_cluster_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                     message: str) -> None:
+    out = tmp_path / "run"
+    try:
+        code = main(["profile", "--preset", "tiny", "--out", str(out), *argv])
+    except SystemExit as exc:  # argparse's own check of a number
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cluster_file_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"worker": ["nohost"]}')
+    assert main(["profile", "--cluster", str(bad), "--out", str(tmp_path / "r1")]) == 2
+    assert "'nohost' is not host:port" in capsys.readouterr().err
+    good = tmp_path / "c.json"
+    good.write_text('{"worker": ["127.0.0.1:6001", "127.0.0.1:6002"]}')
+    assert main(["profile", "--cluster", str(good)]) == 2
+    assert "--cluster needs --out DIR" in capsys.readouterr().err
+    assert main(["profile", "--cluster", str(good), "--variants", "parameter_server",
+                 "--out", str(tmp_path / "r2")]) == 2
+    assert "parameter_server does not match the cluster file's jobs" in capsys.readouterr().err

@@ -1,0 +1,266 @@
+"""The cluster family without TensorFlow: specs, markers, who failed, records, the projection across hosts."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers.capture import supervise
+from tfprof_towers.capture.cluster_doc import MULTI_WORKER, PARAMETER_SERVER, TaskSpec, Timeouts, roles
+from tfprof_towers.capture.cluster_edges import edge_op, edges_with_bytes
+from tfprof_towers.capture.cluster_watch import Attempt, late_tasks, missing_traces, root_cause
+from tfprof_towers.capture.clusterspec import (
+    Cluster,
+    ClusterError,
+    TaskId,
+    free_ports,
+    loopback_cluster,
+    port_in_use,
+)
+from tfprof_towers.capture.coord import Coord, CoordTimeout, least_progress, where
+from tfprof_towers.capture.families.cluster import budget_s, merged_placement, per_step_max
+from tfprof_towers.capture.cluster_doc import TaskRecord
+from tfprof_towers.config import PRESETS
+
+TINY = PRESETS["tiny"]
+
+
+# -- the cluster spec
+
+
+def test_task_names() -> None:
+    assert TaskId.parse("worker:1") == TaskId("worker", 1)
+    assert TaskId.parse("/job:worker/replica:0/task:3") == TaskId("worker", 3)
+    assert TaskId.parse("/job:ps/task:0") == TaskId("ps", 0)
+    t = TaskId("worker", 1)
+    assert (str(t), t.slug, t.device_prefix, t.cpu) == (
+        "worker:1", "worker-1", "/job:worker/task:1", "/job:worker/task:1/device:CPU:0")
+    for bad in ("worker", "worker:x", ":1", "wor ker:1"):
+        with pytest.raises(ClusterError, match="expected JOB:INDEX"):
+            TaskId.parse(bad)
+
+
+def test_cluster_spec_is_checked() -> None:
+    c = Cluster.from_dict({"cluster": {"worker": ["10.0.0.2:2222", "10.0.0.3:2222"], "ps": ["10.0.0.4:2222"],
+                                       "chief": ["10.0.0.1:2222"]}, "task": {"type": "worker", "index": 0}})
+    assert [str(t) for t in c.tasks()] == ["chief:0", "ps:0", "worker:0", "worker:1"]
+    assert [str(t) for t in c.tasks("worker")] == ["worker:0", "worker:1"]
+    assert c.tf_config(TaskId("worker", 1)) == {"cluster": c.to_dict(), "task": {"type": "worker", "index": 1}}
+    assert c.profiler_service(c.tasks("worker")) == "grpc://10.0.0.2:2222,grpc://10.0.0.3:2222"
+    assert c.host_tasks()["10.0.0.3_2222"] == "/job:worker/task:1"
+    assert not c.loopback
+    assert Cluster.from_dict({"worker": ["127.0.0.1:5000"]}).loopback
+    problems = {
+        "two tasks share one address": {"worker": ["h:1", "h:1"]},
+        "at most one chief": {"chief": ["a:1", "b:1"], "worker": ["c:1"]},
+        "is not host:port": {"worker": ["nohost"]},
+        "must list": {"worker": []},
+        "expected an object": [],
+    }
+    for why, doc in problems.items():
+        with pytest.raises(ClusterError, match=why):
+            Cluster.from_dict(doc)
+    with pytest.raises(ClusterError, match="task worker:2 is not in the cluster"):
+        c.address(TaskId("worker", 2))
+
+
+def test_cluster_file_errors_are_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "c.json"
+    f.write_text("{not json")
+    with pytest.raises(ClusterError, match="not JSON"):
+        Cluster.load(f)
+    with pytest.raises(ClusterError, match="cannot read"):
+        Cluster.load(tmp_path / "missing.json")
+
+
+def test_free_ports_are_distinct_and_free() -> None:
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    assert not any(port_in_use(p) for p in ports)
+    c = loopback_cluster(2, ps=1, chief=1)
+    assert [str(t) for t in c.tasks()] == ["chief:0", "ps:0", "worker:0", "worker:1"]
+    assert c.loopback and all(a.startswith("127.0.0.1:") for a in c.to_dict()["worker"])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        assert port_in_use(s.getsockname()[1])  # TensorFlow binds 0.0.0.0: a loopback listener blocks it
+
+
+# -- markers
+
+
+def test_markers_and_bounded_waits(tmp_path: Path) -> None:
+    coord = Coord(tmp_path)
+    w0, w1 = TaskId("worker", 0), TaskId("worker", 1)
+    coord.mark(w0, "ready", median_step_s=0.5)
+    assert coord.read(w0, "ready")["median_step_s"] == 0.5
+    assert coord.wait([w0], "ready", 1.0) < 1.0
+    with pytest.raises(CoordTimeout) as exc:
+        coord.wait([w0, w1], "ready", 0.1)
+    assert (exc.value.missing, exc.value.timed_out) == (["worker:1"], True)
+    coord.mark(w1, "failed", error="boom")
+    t0 = time.monotonic()
+    with pytest.raises(CoordTimeout, match=r"worker:1 failed: boom"):
+        coord.wait([w1], "done", 30.0, abort=lambda: coord.failure([w0, w1]))
+    assert time.monotonic() - t0 < 1.0  # a failed peer ends the wait at once
+    for event in ("started", "imported", "strategy"):
+        coord.mark(w0, event)
+    coord.mark(w1, "started")
+    assert least_progress(coord, [w0, w1]) == (["worker:1"], "started", "ready")  # w0 marked ready above
+    assert where(coord, w0) == "while waiting for the capture"
+    assert where(coord, w1) == "while importing TensorFlow"
+    coord.mark("driver", "abort")
+    assert coord.failure([]) == "the driver aborted the run"
+
+
+# -- documents
+
+
+def test_task_spec_round_trip_and_roles() -> None:
+    c = loopback_cluster(2, ps=1, chief=1)
+    capture, ready = roles(PARAMETER_SERVER, c.tasks())
+    assert ([str(t) for t in capture], [str(t) for t in ready]) == (
+        ["chief:0", "ps:0", "worker:0", "worker:1"], ["chief:0"])
+    capture, ready = roles(MULTI_WORKER, c.tasks("worker"))
+    assert [str(t) for t in capture] == [str(t) for t in ready] == ["worker:0", "worker:1"]
+    spec = TaskSpec(MULTI_WORKER, "multi_worker", TINY, 2, 3, 2, ("worker:0",), ("worker:0",),
+                    Timeouts.within(40.0), faults={"worker:1": "segv@profiled_step_1"})
+    back = TaskSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert back == spec
+    assert back.fault(TaskId("worker", 1)) == ("segv", "profiled_step_1")
+    assert back.fault(TaskId("worker", 0)) == ("", "")
+    t = Timeouts.within(40.0)
+    assert (t.startup_s, t.collective_s, t.task_s) == (24.0, 10.0, 40.0)
+    assert budget_s(300.0) == 290.0 and budget_s(20.0) == 15.0 and budget_s(None) == 600.0
+
+
+def test_step_times_are_the_slowest_task_per_step() -> None:
+    assert per_step_max([(1.0, 2.0, 3.0), (1.5, 1.0, 3.5, 9.0)]) == (1.5, 2.0, 3.5)
+    assert per_step_max([(), ()]) == ()
+
+
+def test_workers_placements_merge_into_ring_transfers_between_tasks() -> None:
+    def worker(i: int) -> TaskRecord:
+        dev = f"/job:worker/task:{i}/device:CPU:0"
+        node = {"name": "MatMul", "device": dev, "type": "MatMul", "kernel": "MatMul", "flops": 100}
+        rows = [{"name": f"CollectiveReduceV2{s}", "device": dev, "kernel": "CollectiveReduceV2", "bytes": b,
+                 "group_key": 1, "instance_key": None, "group_size": 2, "shared_name": ""}
+                for s, b in (("", 6528), ("_1", 4))]
+        return TaskRecord(f"worker:{i}", "", "ok", placement={"nodes": [node], "edges": [], "collectives": rows})
+
+    p = merged_placement([worker(0), worker(1)])
+    assert sorted(p["devices"]) == ["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"]
+    # two workers: each sends 2(n-1)/n = all of each payload to the other
+    w0, w1 = "/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"
+    assert [(t["src"], t["dst"], t["bytes_per_step"], t["tensors"], t["kind"]) for t in p["transfers"]] == [
+        (w0, w1, 6532, 2, "collective"),
+        (w1, w0, 6532, 2, "collective"),
+    ]
+
+
+def test_ps_edges_take_their_bytes_from_the_graph() -> None:
+    assert edge_op("edge_161_block0/MatMul/ReadVariableOp") == "block0/MatMul/ReadVariableOp"
+    assert edge_op("edge_7_x;0") == "x"
+    found = {("/job:ps/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:0", "edge_1_w/Read"),
+             ("/job:worker/task:0/device:CPU:0", "/job:chief/task:0/device:CPU:0", "edge_9_loss")}
+    edges = edges_with_bytes(found, {"w/Read": 1024})
+    assert [(e["edge"], e["bytes"], e["bytes_source"]) for e in edges] == [
+        ("edge_1_w/Read", 1024, "static"), ("edge_9_loss", 0, "unknown")]
+
+
+# -- who failed: the root cause among tasks that all end at once
+
+
+@dataclass
+class FakeProc:
+    """A supervised task as the watch loop sees it: its report and its stderr file."""
+
+    ended: supervise.Ended | None
+    command: supervise.Command
+    pid: int = 1234
+
+    def poll(self) -> supervise.Ended | None:
+        return self.ended
+
+
+def attempt(tmp_path: Path, ends: dict[str, int | None], stderr: dict[str, str] | None = None) -> Attempt:
+    c = Cluster.from_dict({"worker": ["127.0.0.1:6001", "127.0.0.1:6002"]})
+    spec = TaskSpec(MULTI_WORKER, "multi_worker", TINY, 2, 3, 2, ("worker:0", "worker:1"),
+                    ("worker:0", "worker:1"))
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    a = Attempt(1, tmp_path, c, spec, deadline=time.monotonic() + 60)
+    for name, rc in ends.items():
+        err = tmp_path / f"{name}.txt"
+        err.write_text((stderr or {}).get(name, ""))
+        ended = None if rc is None else supervise.Ended(returncode=rc)
+        a.procs[name] = FakeProc(ended, supervise.Command(("x",), err))  # type: ignore[assignment]
+    return a
+
+
+def test_a_crash_is_named_not_the_peer_that_saw_its_socket_close(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("tfprof_towers.capture.cluster_watch.FAILURE_GRACE_S", 0.0)
+    a = attempt(tmp_path, {"worker:0": 3, "worker:1": -11, "capture": None})
+    a.coord.mark(TaskId("worker", 0), "failed", error="UnavailableError during profiled: Socket closed",
+                 stage="profiled")
+    for t in ("started", "imported", "strategy", "server_up", "ready", "tracing"):
+        a.coord.mark(TaskId("worker", 1), t)
+    out = root_cause(a, a.coord, [])
+    assert out.failed_task == "worker:1"
+    assert out.error == "worker:1 killed by SIGSEGV during its profiled steps"
+    assert out.retry is None  # a crash in the step itself would crash again
+
+
+def test_a_crash_after_the_steps_is_the_profilers_and_is_retried(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("tfprof_towers.capture.cluster_watch.FAILURE_GRACE_S", 0.0)
+    a = attempt(tmp_path, {"worker:0": 3, "worker:1": -6}, {"worker:1": "munmap_chunk(): invalid pointer"})
+    a.coord.mark(TaskId("worker", 1), "done")
+    out = root_cause(a, a.coord, [])
+    assert out.failed_task == "worker:1"
+    assert "killed by SIGABRT after its profiled steps" in out.error
+    assert "TensorFlow 2.21's profiler crashes a task" in out.error
+    assert out.retry == "a task crashed while the profiler collected its trace"
+
+
+def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("tfprof_towers.capture.cluster_watch.FAILURE_GRACE_S", 0.0)
+    a = attempt(tmp_path, {"worker:0": 3, "worker:1": None})
+    a.coord.mark(TaskId("worker", 0), "failed", stage="wait_peers",
+                 error="waited 10.0 s for 'done' from worker:1 (timed out) during wait_peers",
+                 waited_for={"event": "done", "missing": ["worker:1"], "reason": "timed out"})
+    out = root_cause(a, a.coord, [])
+    assert out.failed_task == "worker:1"
+    assert out.error.startswith("worker:1 hung: no 'done' from it within the wait of worker:0 exit code 3")
+    b = attempt(tmp_path / "b", {"worker:0": 3, "worker:1": None})
+    b.coord.mark(TaskId("worker", 0), "failed", stage="profiled",
+                 error="DeadlineExceededError during profiled: Collective has timed out during execution.")
+    b.coord.mark(TaskId("worker", 1), "tracing")
+    out = root_cause(b, b.coord, [])
+    assert out.failed_task == "worker:1"
+    assert out.error.startswith("worker:1 hung during its profiled steps: worker:0 exit code 3")
+
+
+def test_a_taken_port_is_said_and_retried(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("tfprof_towers.capture.cluster_watch.FAILURE_GRACE_S", 0.0)
+    a = attempt(tmp_path, {"worker:0": None, "worker:1": 3},
+                {"worker:1": "E0000 add_port.cc:83] Failed to add port to server\nCould not start gRPC server"})
+    a.coord.mark(TaskId("worker", 1), "failed", stage="strategy",
+                 error="UnknownError during strategy: Could not start gRPC server")
+    out = root_cause(a, a.coord, [])
+    assert out.error == ("worker:1 exit code 3: UnknownError during strategy: Could not start gRPC server "
+                         "(port 127.0.0.1:6002 is already in use)")
+    assert out.retry == "a port was taken"
+
+
+def test_missing_traces_and_a_short_window(tmp_path: Path) -> None:
+    a = attempt(tmp_path, {})
+    a.coord.mark("capture", "done", files=["plugins/profile/r/127.0.0.1_6001.xplane.pb"],
+                 trace_end_unix=100.0)
+    assert missing_traces(a, a.coord) == ["worker:1"]
+    (a.folder / "coord" / "worker-0.done").write_text(json.dumps({"unix": 99.0}))
+    (a.folder / "coord" / "worker-1.done").write_text(json.dumps({"unix": 101.0}))
+    assert late_tasks(a, a.coord) == ["worker:1"]
