@@ -67,7 +67,8 @@ def test_stragglers_need_enough_steps_and_enough_lateness() -> None:
     s = found[0]
     # step 3 (0.5 ms late, 1% of the step) is below the 10% threshold: late in 3 of 4
     assert (s["task"], s["late_steps"], s["steps"]) == (W1, [0, 1, 2], 4)
-    assert (s["late_s_median"], s["late_s_max"], s["step_s_median"]) == pytest.approx((20 * MS, 21 * MS, 40 * MS))
+    got = (s["late_s_median"], s["late_s_max"], s["step_s_median"])
+    assert got == pytest.approx((20 * MS, 21 * MS, 40 * MS))
     assert s["others_wait_s_median"] == pytest.approx(22 * MS)
     assert stragglers(t, 0.001, 0.10, 0.8) == []  # 3 of 4 is below 80% of the steps
     assert stragglers(t, 0.0301, 0.0, 0.5) == []  # never 30 ms late
@@ -102,7 +103,8 @@ def test_straggler_rule_names_the_task_with_the_numbers() -> None:
 def test_straggler_rule_needs_two_stepping_tasks() -> None:
     r = rule("straggler")
     ps = facts({"family": "parameter_server"}, {"tasks": [DELAYED[0]]})
-    assert advise.unmet(r, ps) == "fewer than two of its tasks ran steps (parameter_server: only the chief does)"
+    assert advise.unmet(r, ps) == ("fewer than two of its tasks ran steps (parameter_server: only the "
+                                   "chief does)")
     broken = facts({"family": "multi_worker"}, {"error": "bad trace"})
     assert advise.unmet(r, broken) == "its trace could not be analysed: bad trace"
     one_process = advise.Facts({"name": "single", "status": "ok"}, None, {"tasks": []}, {"kind": "gpu"}, None)
@@ -196,7 +198,8 @@ def test_projection_across_hosts_by_hand(tmp_path: Path) -> None:
     mw = by["multi_worker"]["projected_step_s"]
     compute = 557056 / 4 / 1e12 + (7 * 6 * 4096 / 4 + 10 * 6528) / 1e12  # 4 replicas, Adam on each
     ring = 2 * 3 / 4 * 6528 / 1e9  # 4 accelerators, the 1 GB/s card is the slowest link
-    assert mw == {"overlapped": pytest.approx(ring, rel=1e-12), "serial": pytest.approx(compute + ring, rel=1e-12)}
+    assert mw == {"overlapped": pytest.approx(ring, rel=1e-12),
+                  "serial": pytest.approx(compute + ring, rel=1e-12)}
     ps = by["parameter_server"]["projected_step_s"]
     card = 2 * 6528 / 1e9  # the ps card carries both workers' bytes, each way
     local = 6528 / 1e10 + 6528 / 1e10  # the pair's all-reduce on the peer link; the variables over the bus

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.capture import supervise
-from tfprof_towers.capture.cluster_doc import MULTI_WORKER, PARAMETER_SERVER, TaskSpec, Timeouts, roles
+from tfprof_towers.capture.cluster_doc import (
+    MULTI_WORKER,
+    PARAMETER_SERVER,
+    TaskRecord,
+    TaskSpec,
+    Timeouts,
+    roles,
+)
 from tfprof_towers.capture.cluster_edges import edge_op, edges_with_bytes
 from tfprof_towers.capture.cluster_watch import Attempt, late_tasks, missing_traces, root_cause
 from tfprof_towers.capture.clusterspec import (
@@ -24,7 +31,6 @@ from tfprof_towers.capture.clusterspec import (
 )
 from tfprof_towers.capture.coord import Coord, CoordTimeout, least_progress, where
 from tfprof_towers.capture.families.cluster import budget_s, merged_placement, per_step_max
-from tfprof_towers.capture.cluster_doc import TaskRecord
 from tfprof_towers.config import PRESETS
 
 TINY = PRESETS["tiny"]
@@ -50,7 +56,8 @@ def test_cluster_spec_is_checked() -> None:
                                        "chief": ["10.0.0.1:2222"]}, "task": {"type": "worker", "index": 0}})
     assert [str(t) for t in c.tasks()] == ["chief:0", "ps:0", "worker:0", "worker:1"]
     assert [str(t) for t in c.tasks("worker")] == ["worker:0", "worker:1"]
-    assert c.tf_config(TaskId("worker", 1)) == {"cluster": c.to_dict(), "task": {"type": "worker", "index": 1}}
+    want = {"cluster": c.to_dict(), "task": {"type": "worker", "index": 1}}
+    assert c.tf_config(TaskId("worker", 1)) == want
     assert c.profiler_service(c.tasks("worker")) == "grpc://10.0.0.2:2222,grpc://10.0.0.3:2222"
     assert c.host_tasks()["10.0.0.3_2222"] == "/job:worker/task:1"
     assert not c.loopback
@@ -151,7 +158,8 @@ def test_workers_placements_merge_into_ring_transfers_between_tasks() -> None:
         rows = [{"name": f"CollectiveReduceV2{s}", "device": dev, "kernel": "CollectiveReduceV2", "bytes": b,
                  "group_key": 1, "instance_key": None, "group_size": 2, "shared_name": ""}
                 for s, b in (("", 6528), ("_1", 4))]
-        return TaskRecord(f"worker:{i}", "", "ok", placement={"nodes": [node], "edges": [], "collectives": rows})
+        placement = {"nodes": [node], "edges": [], "collectives": rows}
+        return TaskRecord(f"worker:{i}", "", "ok", placement=placement)
 
     p = merged_placement([worker(0), worker(1)])
     assert sorted(p["devices"]) == ["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"]
@@ -247,7 +255,7 @@ def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
 def test_a_taken_port_is_said_and_retried(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr("tfprof_towers.capture.cluster_watch.FAILURE_GRACE_S", 0.0)
     a = attempt(tmp_path, {"worker:0": None, "worker:1": 3},
-                {"worker:1": "E0000 add_port.cc:83] Failed to add port to server\nCould not start gRPC server"})
+                {"worker:1": "E0000 add_port.cc:83] Failed to add port\nCould not start gRPC server"})
     a.coord.mark(TaskId("worker", 1), "failed", stage="strategy",
                  error="UnknownError during strategy: Could not start gRPC server")
     out = root_cause(a, a.coord, [])
