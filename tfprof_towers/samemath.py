@@ -76,8 +76,9 @@ def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
     if baselines:
         b = baselines[0]
         norm = b.get("grad_norm")
+        what = "one worker per task" if b.get("family") == registry.CLUSTER else "one device"
         return Reference(b["name"], entry_losses(b), None if norm is None else float(norm),
-                         f"{b['name']} (the baseline: one device)")
+                         f"{b['name']} (the baseline: {what})")
     if len(with_math) < MIN_FOR_MEDIAN:
         return None
     steps = min(len(entry_losses(e)) for e in with_math)

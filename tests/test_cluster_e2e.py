@@ -1,0 +1,193 @@
+"""The cluster family end to end with real TensorFlow tasks on 127.0.0.1 (slow: each run starts 2-4
+TensorFlow processes).
+
+One run of ``profile --workers 2 --ps 1 --preset tiny`` (the issue's command) is shared; then one
+run per way a cluster goes wrong: a task that crashes mid-run, a task that hangs, Ctrl-C during
+the capture, a port already taken, and the real-cluster path (tasks started by hand with
+``tfprof-towers worker``).  After every run no process of it may be left (checked in /proc).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers.capture.clusterspec import free_ports
+
+pytestmark = pytest.mark.slow
+FAULTS = "TFPROF_TOWERS_CLUSTER_FAULTS"
+STRAGGLE = "TFPROF_TOWERS_CLUSTER_STRAGGLE"
+
+
+def left_over(root: Path) -> list[str]:
+    """Live processes whose command line names ``root`` (tasks, their guards, the profiler client)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(root) in cmd and state != "Z":
+            out.append(f"{d}: {cmd[:160]}")
+    return out
+
+
+def no_process_left(root: Path, within_s: float = 3.0) -> None:
+    end = time.monotonic() + within_s
+    while left_over(root) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert left_over(root) == []
+
+
+def profile(out: Path, *argv: str, env: dict[str, str] | None = None, timeout: float = 300) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "tfprof_towers", "profile", "--preset", "tiny", "--out", str(out),
+                           *argv], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    return done.returncode, done.stdout + done.stderr
+
+
+def record(run: Path, name: str) -> dict:
+    return json.loads((run / "variants" / name / "record.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cluster") / "run"
+    code, text = profile(out, "--workers", "2", "--ps", "1")
+    assert code == 0, text
+    return out
+
+
+def test_workers_and_ps_both_ok_every_task_captured(cluster_run: Path) -> None:
+    summary = json.loads((cluster_run / "summary.json").read_text())
+    status = {v["name"]: v["status"] for v in summary["variants"]}
+    assert status == {"multi_worker": "ok", "parameter_server": "ok"}
+    for name, tasks in (("multi_worker", 2), ("parameter_server", 4)):
+        rec = record(cluster_run, name)
+        files = rec["xplane_files"]
+        assert len(files) == tasks  # one trace per task ...
+        assert len({Path(f).parent for f in files}) == 1  # ... in one run folder: hosts of one TensorBoard run
+        assert {Path(f).name.split(".xplane")[0] for f in files} == set(rec["host_tasks"])
+        assert rec["profiler_options"]["remote"] is True
+    no_process_left(cluster_run)
+
+
+def test_devices_keep_their_task_and_bytes_cross_between_tasks(cluster_run: Path) -> None:
+    summary = json.loads((cluster_run / "summary.json").read_text())
+    by = {v["name"]: v for v in summary["variants"]}
+    mw, ps = by["multi_worker"], by["parameter_server"]
+    assert set(mw["devices"]) == {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"}
+    assert {d["device"] for d in mw["audit"]["devices"]} >= set(mw["devices"])
+    # the ring all-reduce: 6528 gradient bytes + the 4-byte loss, all of it each way with two workers
+    net = {(n["from"], n["to"]): n for n in mw["cluster"]["network"]}
+    assert {k: (n["bytes_per_step"], n["via"]) for k, n in net.items()} == {
+        ("worker:0", "worker:1"): (6532, "ring all-reduce"), ("worker:1", "worker:0"): (6532, "ring all-reduce")}
+    assert all(n["loopback"] for n in net.values()) and "not a network card" in mw["cluster"]["network_note"]
+    ps_net = {(n["from"], n["to"]): n["bytes_per_step"] for n in ps["cluster"]["network"]}
+    # each worker reads the 1632 parameters (6528 bytes) from ps:0 and sends back as many gradient bytes
+    for w in ("worker:0", "worker:1"):
+        assert ps_net[("ps:0", w)] == 6528 and ps_net[(w, "ps:0")] == 6528
+    assert [t["task"] for t in ps["cluster"]["tasks"]] == ["chief:0", "ps:0", "worker:0", "worker:1"]
+    # both start from the seed values: the same first losses as any other variant
+    assert [(v["variant"], v["status"]) for v in summary["math"]["variants"]] == [
+        ("multi_worker", "reference"), ("parameter_server", "same")]
+    html = (cluster_run / "report.html").read_text()
+    assert 'id="cluster"' in html and "/job:worker/task:1/device:CPU:0" in html and "loopback" in html
+
+
+def test_a_task_that_crashes_mid_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    code, text = profile(out, "--workers", "2", env={FAULTS: '{"worker:1": "segv@profiled_step_1"}'})
+    assert code == 4, text  # nothing succeeded
+    rec = record(out, "multi_worker")
+    assert rec["error"] == "worker:1 killed by SIGSEGV during its profiled steps"
+    assert rec["cluster"]["failed_task"] == "worker:1"
+    assert len(rec["cluster"]["attempts"]) == 1  # a crash in the step would crash again: not retried
+    rows = {t["task"]: t for t in rec["cluster"]["tasks"]}
+    assert rows["worker:1"]["exit"] == "killed by SIGSEGV"
+    assert "UnavailableError" in rows["worker:0"]["error"]  # its peer's consequence, not the cause
+    assert "worker:1 killed by SIGSEGV" in (out / "report.html").read_text()
+    no_process_left(out)
+
+
+def test_a_task_that_hangs_is_stopped_at_the_timeout(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    code, text = profile(out, "--workers", "2", "--variant-timeout", "40",
+                         env={FAULTS: '{"worker:1": "hang@imported"}'})
+    assert code == 4, text
+    assert time.monotonic() - t0 < 60
+    rec = record(out, "multi_worker")
+    assert rec["error"].startswith("the cluster was not ready after ")
+    assert "worker:1 stuck after 'imported' (the furthest task reached 'strategy')" in rec["error"]
+    assert rec["cluster"]["failed_task"] == "worker:1"
+    no_process_left(out)
+
+
+def test_ctrl_c_during_the_capture(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    env = {**os.environ, STRAGGLE: '{"worker:1": 0.5}'}  # long profiled steps: Ctrl-C lands inside them
+    p = subprocess.Popen([sys.executable, "-m", "tfprof_towers", "profile", "--preset", "tiny", "--workers", "2",
+                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    marker = out / "variants" / "multi_worker" / "attempt-1" / "coord" / "worker-1.tracing"
+    end = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < end and p.poll() is None:
+        time.sleep(0.05)
+    assert marker.exists(), p.communicate()[0]
+    p.send_signal(signal.SIGINT)
+    text, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, text
+    rec = record(out, "multi_worker")
+    assert rec["error"] == "interrupted by SIGINT before it finished"
+    assert {t["task"]: t["progress"] for t in rec["cluster"]["tasks"]} == {"worker:0": "tracing",
+                                                                           "worker:1": "tracing"}
+    assert json.loads((out / "summary.json").read_text())["partial"] is True
+    no_process_left(out)
+
+
+def test_a_port_already_taken(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    code, text = profile(out, "--workers", "2", env={FAULTS: '{"worker:1": "port_taken"}'})
+    assert code == 0, text
+    rec = record(out, "multi_worker")
+    first = rec["cluster"]["attempts"][0]
+    assert first["status"] == "failed" and first["failed_task"] == "worker:1"
+    assert "Could not start gRPC server" in first["error"] and "is already in use" in first["error"]
+    assert first["retry"] == "a port was taken"
+    assert rec["cluster"]["attempts"][-1]["status"] == "ok"  # fresh ports
+    no_process_left(out)
+
+
+def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
+    """``worker --cluster C --task T --run-dir R`` on each 'machine' (here, processes started by hand, before
+    the driver), and ``profile --cluster C --out R``: the path a real cluster takes."""
+    ports = free_ports(2)
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]}))
+    run = tmp_path / "run"
+    workers = [subprocess.Popen([sys.executable, "-m", "tfprof_towers", "worker", "--cluster", str(spec), "--task",
+                                 f"worker:{i}", "--run-dir", str(run)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for i in range(2)]
+    try:
+        code, text = profile(run, "--cluster", str(spec))
+        assert code == 0, text
+        assert [w.wait(timeout=60) for w in workers] == [0, 0]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    rec = record(run, "multi_worker")
+    assert rec["status"] == "ok" and rec["cluster"]["attached"] is True
+    assert len(rec["xplane_files"]) == 2
+    assert json.loads((run / "attach.json").read_text()) == {"attempt": "variants/multi_worker/attempt-1"}
+    no_process_left(run)
