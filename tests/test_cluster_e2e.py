@@ -49,10 +49,13 @@ def no_process_left(root: Path, within_s: float = 3.0) -> None:
     assert left_over(root) == []
 
 
-def profile(out: Path, *argv: str, env: dict[str, str] | None = None, timeout: float = 300) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "tfprof_towers", "profile", "--preset", "tiny", "--out", str(out),
-                           *argv], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+TOOL = (sys.executable, "-m", "tfprof_towers")
+
+
+def profile(out: Path, *argv: str, env: dict[str, str] | None = None,
+            timeout: float = 300) -> tuple[int, str]:
+    done = subprocess.run([*TOOL, "profile", "--preset", "tiny", "--out", str(out), *argv],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     return done.returncode, done.stdout + done.stderr
 
 
@@ -76,7 +79,7 @@ def test_workers_and_ps_both_ok_every_task_captured(cluster_run: Path) -> None:
         rec = record(cluster_run, name)
         files = rec["xplane_files"]
         assert len(files) == tasks  # one trace per task ...
-        assert len({Path(f).parent for f in files}) == 1  # ... in one run folder: hosts of one TensorBoard run
+        assert len({Path(f).parent for f in files}) == 1  # ... in one run folder: the hosts of one run
         assert {Path(f).name.split(".xplane")[0] for f in files} == set(rec["host_tasks"])
         assert rec["profiler_options"]["remote"] is True
     no_process_left(cluster_run)
@@ -91,7 +94,8 @@ def test_devices_keep_their_task_and_bytes_cross_between_tasks(cluster_run: Path
     # the ring all-reduce: 6528 gradient bytes + the 4-byte loss, all of it each way with two workers
     net = {(n["from"], n["to"]): n for n in mw["cluster"]["network"]}
     assert {k: (n["bytes_per_step"], n["via"]) for k, n in net.items()} == {
-        ("worker:0", "worker:1"): (6532, "ring all-reduce"), ("worker:1", "worker:0"): (6532, "ring all-reduce")}
+        ("worker:0", "worker:1"): (6532, "ring all-reduce"),
+        ("worker:1", "worker:0"): (6532, "ring all-reduce")}
     assert all(n["loopback"] for n in net.values()) and "not a network card" in mw["cluster"]["network_note"]
     ps_net = {(n["from"], n["to"]): n["bytes_per_step"] for n in ps["cluster"]["network"]}
     # each worker reads the 1632 parameters (6528 bytes) from ps:0 and sends back as many gradient bytes
@@ -137,8 +141,8 @@ def test_a_task_that_hangs_is_stopped_at_the_timeout(tmp_path: Path) -> None:
 def test_ctrl_c_during_the_capture(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, STRAGGLE: '{"worker:1": 0.5}'}  # long profiled steps: Ctrl-C lands inside them
-    p = subprocess.Popen([sys.executable, "-m", "tfprof_towers", "profile", "--preset", "tiny", "--workers", "2",
-                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    p = subprocess.Popen([*TOOL, "profile", "--preset", "tiny", "--workers", "2", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     marker = out / "variants" / "multi_worker" / "attempt-1" / "coord" / "worker-1.tracing"
     end = time.monotonic() + 120
     while not marker.exists() and time.monotonic() < end and p.poll() is None:
@@ -175,9 +179,9 @@ def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
     spec = tmp_path / "cluster.json"
     spec.write_text(json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]}))
     run = tmp_path / "run"
-    workers = [subprocess.Popen([sys.executable, "-m", "tfprof_towers", "worker", "--cluster", str(spec), "--task",
-                                 f"worker:{i}", "--run-dir", str(run)], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for i in range(2)]
+    workers = [subprocess.Popen([*TOOL, "worker", "--cluster", str(spec), "--task", f"worker:{i}",
+                                 "--run-dir", str(run)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, cwd=tmp_path) for i in range(2)]
     try:
         code, text = profile(run, "--cluster", str(spec))
         assert code == 0, text
