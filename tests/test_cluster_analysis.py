@@ -280,3 +280,42 @@ def test_cluster_file_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["profile", "--cluster", str(good), "--variants", "parameter_server",
                  "--out", str(tmp_path / "r2")]) == 2
     assert "parameter_server does not match the cluster file's jobs" in capsys.readouterr().err
+
+
+# -- the report's "across tasks" section
+
+
+def test_report_section_across_tasks(tmp_path: Path) -> None:
+    from report_kit import make_run_dir
+
+    from tfprof_towers.pipeline import finish_run
+    from tfprof_towers.render.html import render_report_text
+    from tfprof_towers.rundir import RunDir
+
+    run = make_run_dir(tmp_path / "run")
+    summary = finish_run(RunDir(run))
+    assert 'id="cluster"' not in render_report_text(summary, run)  # no cluster variant: no section
+    placement = {"transfers": [{"src": f"{W0}/device:CPU:0", "dst": f"{W1}/device:CPU:0",
+                                "bytes_per_step": 6532, "tensors": 2, "kind": "collective"}]}
+    tasks = [{"task": "worker:0", "address": "127.0.0.1:6001", "pid": 11, "status": "failed",
+              "exit": "exit code 3", "stage": "profiled", "error": "UnavailableError: Socket closed"},
+             {"task": "worker:1", "address": "127.0.0.1:6002", "pid": 12, "status": "failed",
+              "exit": "killed by SIGSEGV", "stage": None, "progress": "tracing", "error": None}]
+    ok = {"family": "multi_worker", "loopback": True, "tasks": tasks[:0], "attempts": []}
+    failed = {"family": "multi_worker", "loopback": True, "failed_task": "worker:1", "tasks": tasks,
+              "attempts": [{"attempt": 1, "status": "failed", "error": "worker:1 <b>crashed</b>",
+                            "wall_s": 5.0}]}
+    entries = summary["variants"]
+    entries[0] = {**entries[0], "cluster": cluster_view(ok, placement, {"tasks": DELAYED, "links": []})}
+    entries[1] = {**entries[1], "status": "failed", "error": "worker:1 <b>crashed</b>",
+                  "cluster": cluster_view(failed, None, None)}
+    html = render_report_text(summary, run)
+    section = html[html.index('<section id="cluster">'):html.index('<section id="audit">')]
+    assert '<a href="#cluster">across tasks</a>' in html
+    assert "Failed — task worker:1:</b> worker:1 &lt;b&gt;crashed&lt;/b&gt;" in section
+    assert '<tr class="failed-task"><td class="mono">worker:1</td>' in section
+    assert "127.0.0.1_6002.xplane.pb" in section and "killed by SIGSEGV" in section
+    assert '<span class="badge loopback">loopback</span> not a network measurement' in section
+    assert "worker:0 → worker:1" in section and "6.53 kB" in section
+    assert section.count('class="num straggler"') == 3  # worker:1 in steps 0-2 (step 3: 0.5 ms, too little)
+    assert "was late in 3 of 4 steps (steps 0, 1, 2) by 20.0 ms" in section

@@ -68,13 +68,19 @@ def step_table(tasks: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return df[list(STEP_COLUMNS)].sort_values(["step", "task"]).reset_index(drop=True)
 
 
+def late_enough(table: pd.DataFrame, min_late_s: float, min_late_share: float) -> pd.Series:
+    """Rows whose task is its step's straggler by at least ``max(min_late_s, min_late_share x the step)``
+    (the step: the median of its tasks' durations)."""
+    step_s = table.groupby("step").dur_s.transform("median")
+    return table.straggler & (table.late_s >= np.maximum(min_late_s, min_late_share * step_s))
+
+
 def stragglers(table: pd.DataFrame, min_late_s: float, min_late_share: float,
                min_steps_share: float) -> list[dict[str, Any]]:
     """Tasks late often and by enough (module docstring), most late first; each with its numbers."""
     if table.empty:
         return []
-    step_s = table.groupby("step").dur_s.transform("median")
-    late = table.straggler & (table.late_s >= np.maximum(min_late_s, min_late_share * step_s))
+    late = late_enough(table, min_late_s, min_late_share)
     n_steps = int(table.step.nunique())
     out = []
     for task, rows in table[late].groupby("task"):
@@ -92,11 +98,16 @@ def stragglers(table: pd.DataFrame, min_late_s: float, min_late_share: float,
     return sorted(out, key=lambda r: (-len(r["late_steps"]), -r["late_s_median"], r["task"]))
 
 
-def step_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """The per-step table as plain rows (summary.json, the report)."""
+def step_rows(table: pd.DataFrame, min_late_s: float, min_late_share: float) -> list[dict[str, Any]]:
+    """The per-step table as plain rows (summary.json, the report); ``late`` marks a straggler late by
+    at least the rule's threshold in that step."""
+    if table.empty:
+        return []
+    late = late_enough(table, min_late_s, min_late_share).tolist()
     return [{"task": str(r.task), "step": int(r.step), "start_s": float(r.start_s), "end_s": float(r.end_s),
              "dur_s": float(r.dur_s), "collective_s": float(r.collective_s), "late_s": float(r.late_s),
-             "straggler": bool(r.straggler)} for r in table.itertuples(index=False)]
+             "straggler": bool(r.straggler), "late": bool(flag)}
+            for r, flag in zip(table.itertuples(index=False), late)]
 
 
 def _task(device: str) -> str:
@@ -149,7 +160,7 @@ def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Mapping[st
     view["network"] = network_links(placement, breakdown, loopback)
     view["network_note"] = LOOPBACK_NOTE if loopback else (
         "bytes from the step's graph; the trace counts the transfers but not their time on the wire")
-    view["steps"] = step_rows(table)
+    view["steps"] = step_rows(table, float(params["min_late_s"]), float(params["min_late_share"]))
     view["stragglers"] = stragglers(table, **{k: float(params[k]) for k in STRAGGLER_PARAMS})
     view["straggler_params"] = dict(params)
     return view
