@@ -153,8 +153,10 @@ def test_ctrl_c_during_the_capture(tmp_path: Path) -> None:
     assert p.returncode == 130, text
     rec = record(out, "multi_worker")
     assert rec["error"] == "interrupted by SIGINT before it finished"
-    assert {t["task"]: t["progress"] for t in rec["cluster"]["tasks"]} == {"worker:0": "tracing",
-                                                                           "worker:1": "tracing"}
+    # both were being traced; each was stopped, or left on its own when the driver marked 'abort'
+    rows = rec["cluster"]["tasks"]
+    assert [t["task"] for t in rows] == ["worker:0", "worker:1"]
+    assert all(t["progress"] in ("tracing", "done", "left") and t["status"] == "failed" for t in rows), rows
     assert json.loads((out / "summary.json").read_text())["partial"] is True
     no_process_left(out)
 
