@@ -102,7 +102,8 @@ def test_straggler_rule_names_the_task_with_the_numbers() -> None:
 
 def test_straggler_rule_needs_two_stepping_tasks() -> None:
     r = rule("straggler")
-    ps = facts({"family": "parameter_server"}, {"tasks": [DELAYED[0]]})
+    ps = facts({"family": "parameter_server", "stepping_tasks": ["chief:0"]}, {"tasks": [
+        {**DELAYED[0], "task": "/job:chief/task:0"}, *DELAYED]})  # workers' windows are not steps of theirs
     assert advise.unmet(r, ps) == ("fewer than two of its tasks ran steps (parameter_server: only the "
                                    "chief does)")
     broken = facts({"family": "multi_worker"}, {"error": "bad trace"})

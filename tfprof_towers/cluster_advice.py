@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .cluster_view import short_task, step_table, stragglers
+from .cluster_view import short_task, step_table, stepping_tasks, stragglers
 from .fmt import fmt_percent, fmt_seconds
 
 if TYPE_CHECKING:
@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 
 def task_steps(f: Facts) -> list[Mapping[str, Any]]:
-    """The tasks of the variant's trace that ran steps (two or more make a straggler view)."""
-    return [t for t in (f.breakdown or {}).get("tasks") or () if t.get("steps")]
+    """The tasks of the variant's trace that ran the steps (two or more make a straggler view)."""
+    stepping = (f.entry.get("cluster") or {}).get("stepping_tasks")
+    return stepping_tasks((f.breakdown or {}).get("tasks") or (), stepping)
 
 
 def unmet_tasks(f: Facts) -> str | None:

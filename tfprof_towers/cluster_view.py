@@ -48,6 +48,15 @@ def short_task(task: str) -> str:
     return f"{p.job}:{p.task}"
 
 
+def stepping_tasks(tasks: Sequence[Mapping[str, Any]],
+                   stepping: Sequence[str] | None) -> list[Mapping[str, Any]]:
+    """The trace's tasks that ran the steps themselves (``stepping``: ``worker:0``...; None: every task
+    with steps).  A parameter_server's ps and workers have no step markers: only its chief's count."""
+    wanted = None if stepping is None else {short_task(t) for t in stepping}
+    return [t for t in tasks
+            if t.get("steps") and (wanted is None or short_task(str(t.get("task"))) in wanted)]
+
+
 def step_table(tasks: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (task, step) for the steps that two or more tasks ran (module docstring)."""
     rows = [(str(t.get("task") or t.get("host") or ""), s) for t in tasks for s in t.get("steps") or ()]
@@ -153,8 +162,7 @@ def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Mapping[st
         return None
     c = dict(record_cluster)
     loopback = bool(c.get("loopback"))
-    tasks_doc = [t for t in (breakdown or {}).get("tasks") or () if t.get("steps")]
-    table = step_table(tasks_doc)
+    table = step_table(stepping_tasks((breakdown or {}).get("tasks") or (), c.get("stepping_tasks")))
     view = {k: c.get(k) for k in ("family", "loopback", "attached", "cluster", "failed_task", "tasks",
                                   "attempts", "capture", "host_tasks", "stepping_tasks", "captured_tasks")}
     view["network"] = network_links(placement, breakdown, loopback)

@@ -163,7 +163,8 @@ def wait_traced(ctx: Ctx, peers: list[TaskId]) -> float:
                                reason or "timed out: the profiler client never started a session here")
         time.sleep(0.005)
     ctx.coord.mark(ctx.me, "tracing")
-    ctx.coord.wait(peers, "tracing", limit, abort=ctx.abort)
+    # a fine poll: the first profiled step of every task starts within a few ms of the others'
+    ctx.coord.wait(peers, "tracing", limit, poll_s=0.002, abort=ctx.abort)
     return time.monotonic() - t0
 
 
