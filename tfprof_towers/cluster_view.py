@@ -73,7 +73,7 @@ def step_table(tasks: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     df["dur_s"] = df.end_s - df.start_s
     df["arrival_s"] = df.end_s - df.collective_s
     df["late_s"] = df.arrival_s - df.groupby("step").arrival_s.transform("min")
-    df["straggler"] = df.late_s == df.groupby("step").late_s.transform("max")
+    df["straggler"] = (df.late_s == df.groupby("step").late_s.transform("max")) & (df.late_s > 0)
     return df[list(STEP_COLUMNS)].sort_values(["step", "task"]).reset_index(drop=True)
 
 
