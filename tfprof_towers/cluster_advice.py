@@ -8,7 +8,9 @@ entries, parameters and needs are there); each check takes the rule and one vari
   step, and every other worker waits for it inside the all-reduce.  Measured from the
   tasks' traces on one clock (:mod:`tfprof_towers.cluster_view`): the message names the
   task, the steps, how late (median and worst, and as a share of the step) and what the
-  others waited.
+  others waited.  On loopback every task shares this machine's cores, so a task can be
+  late because of the others (on 2 cores a worker is often 1-3 ms behind in a 5 ms
+  step): the finding says "on loopback" and is one tier lower.
 
 No TensorFlow; plain mappings in.
 """
@@ -44,7 +46,7 @@ def unmet_tasks(f: Facts) -> str | None:
 
 
 def check_straggler(rule: Rule, f: Facts) -> Finding | None:
-    from .advise import Finding
+    from .advise import HIGH, LOW, MEDIUM, Finding
 
     table = step_table(task_steps(f))
     found = stragglers(table, rule.param("min_late_s"), rule.param("min_late_share"),
@@ -57,8 +59,12 @@ def check_straggler(rule: Rule, f: Facts) -> Finding | None:
     others = ", ".join(short_task(t) for t in s["others"]) or "the others"
     steps = ", ".join(str(x) for x in s["late_steps"])
     loopback = bool((f.entry.get("cluster") or {}).get("loopback"))
-    msg = (f"{who} reached the collectives last in {len(s['late_steps'])} of {s['steps']} profiled steps "
-           f"(steps {steps}), {fmt_seconds(s['late_s_median'])} late (median; worst "
+    severity = rule.tier(share)
+    if loopback:  # every task shares this machine's cores: weaker evidence, one tier lower
+        severity = {HIGH: MEDIUM, MEDIUM: LOW}.get(severity, LOW)
+    where = "on loopback, " if loopback else ""
+    msg = (f"{where}{who} reached the collectives last in {len(s['late_steps'])} of {s['steps']} "
+           f"profiled steps (steps {steps}), {fmt_seconds(s['late_s_median'])} late (median; worst "
            f"{fmt_seconds(s['late_s_max'])}), {fmt_percent(share)} of the {fmt_seconds(s['step_s_median'])} "
            f"step; {others} waited {fmt_seconds(s['others_wait_s_median'])} per step inside collective ops")
     suggestion = (f"Suggestion: find what slows {who} -- a busier or slower machine, its input pipeline, a "
@@ -72,4 +78,4 @@ def check_straggler(rule: Rule, f: Facts) -> Finding | None:
                 "step_s_median": s["step_s_median"], "late_share": share,
                 "others_wait_s_median": s["others_wait_s_median"], "loopback": loopback,
                 "others_late": [o["task"] for o in found[1:]]}
-    return Finding(rule.name, rule.tier(share), f.name, msg, suggestion, evidence, ())
+    return Finding(rule.name, severity, f.name, msg, suggestion, evidence, ())
