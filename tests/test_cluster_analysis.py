@@ -3,6 +3,7 @@ multi-host hardware profiles and the projection of the cluster variants, the CLI
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -323,3 +324,23 @@ def test_report_section_across_tasks(tmp_path: Path) -> None:
     assert "worker:0 → worker:1" in section and "6.53 kB" in section
     assert section.count('class="num straggler"') == 3  # worker:1 in steps 0-2 (step 3: 0.5 ms, too little)
     assert "was late in 3 of 4 steps (steps 0, 1, 2) by 20.0 ms" in section
+
+
+def test_project_a_cluster_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dataclasses import replace
+
+    from records_kit import record, run_doc, write_run
+
+    from tfprof_towers.config import ClusterOptions, VariantSpec
+
+    run = run_doc(["multi_worker", "parameter_server"])
+    config = replace(run.config, cluster=ClusterOptions(workers=3, ps=2),
+                     variants=(VariantSpec.builtin("multi_worker"), VariantSpec.builtin("parameter_server")))
+    root = tmp_path / "run"
+    write_run(root, replace(run, config=config), [record("multi_worker"), record("parameter_server")])
+    assert main(["project", str(root), "--hardware", "8x-a100-100gbe", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hardware"] == "3 x 8x-a100-100gbe (+2 ps hosts for parameter_server)"
+    assert (doc["cluster"]["workers"], doc["cluster"]["ps"]) == (3, 2)
+    summary = json.loads((root / "summary.json").read_text())
+    assert summary["projection"]["ranking"] == doc["ranking"]

@@ -383,20 +383,13 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
 
 
 def _project_cluster(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> None:
-    """A cluster run projected on hosts of ``hardware`` (as many as it had workers; ps as it had, else 1)."""
-    from ..capture.clusterspec import Cluster
+    """A cluster run projected on as many hosts of ``hardware`` as it had workers (and its ps, else 1)."""
     from ..project.api import PROJECTION_JSON
-    from ..project.cluster import project_cluster
+    from ..project.cluster import cluster_size, project_cluster
     from ..project.hardware import load_hardware
 
-    c = options.cluster
-    assert c is not None
-    workers, ps = c.workers, c.ps
-    if c.file is not None:
-        spec = Cluster.load(c.file)
-        ps = len(spec.tasks("ps"))
-        workers = len(spec.tasks("worker")) if ps else len(spec.tasks("chief", "worker"))
-    doc = project_cluster(load_hardware(hardware), preset, workers, ps or 1)
+    assert options.cluster is not None
+    doc = project_cluster(load_hardware(hardware), preset, *cluster_size(options.cluster))
     write_json(run_dir.root / PROJECTION_JSON, doc)
 
 

@@ -83,6 +83,23 @@ def run_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _project_cluster_run(args: argparse.Namespace, run_dir: RunDir, cluster: Any, preset: Any) -> int:
+    """``project RUN_DIR`` of a cluster run: its variants on as many hosts as it had workers."""
+    from ..project.cluster import cluster_size, project_cluster
+    from ..project.hardware import load_hardware
+
+    hw = load_hardware(args.hardware)
+    doc = project_cluster(hw.with_host_build(args.host_build) if args.host_build else hw, preset,
+                          *cluster_size(cluster))
+    write_json(run_dir.root / PROJECTION_JSON, doc)
+    finish_run(run_dir)
+    if args.json:
+        sys.stdout.write(json_text(doc) + "\n")
+    else:
+        print_projection(doc, run_dir, baseline=registry.baseline_name(registry.CLUSTER))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Project each placement's step time on a machine you do not have at hand.
 
@@ -106,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         preset = get_preset(args.preset)
     else:
         preset = run_preset(run) if run is not None else get_preset(DEFAULT_PRESET)
+    if run is not None and run.config is not None and run.config.cluster is not None:
+        return _project_cluster_run(args, run_dir, run.config.cluster, preset)
     variants = _variants(args, run)
     doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
     if run_dir is not None:

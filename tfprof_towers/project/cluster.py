@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ..config import Preset
+from ..config import ClusterOptions, Preset
 from .hardware import Hardware, HardwareError, Link
 from .model import Rates
 
@@ -149,6 +149,19 @@ def parameter_server(preset: Preset, hw: Hardware, hosts: int, ps: int, rates: R
     terms = {"compute": compute, "comm:pull": pull, "comm:push": push, "comm:ps update": update,
              "comm:local": local}
     return _entry("parameter_server", compute, comm, text, per_link, terms)
+
+
+def cluster_size(opts: ClusterOptions) -> tuple[int, int]:
+    """(worker hosts, ps hosts) of a cluster run: ``--workers``/``--ps``, or its cluster file's
+    (parameter_server: its workers; multi_worker: its chief and workers); at least one ps."""
+    workers, ps = opts.workers, opts.ps
+    if opts.file is not None:
+        from ..capture.clusterspec import Cluster
+
+        spec = Cluster.load(opts.file)
+        ps = len(spec.tasks("ps"))
+        workers = len(spec.tasks("worker")) if ps else len(spec.tasks("chief", "worker"))
+    return workers, max(ps, 1)
 
 
 def project_cluster(hw: Hardware, preset: Preset, workers: int, ps: int = 1) -> dict[str, Any]:
