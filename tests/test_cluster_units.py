@@ -272,3 +272,19 @@ def test_missing_traces_and_a_short_window(tmp_path: Path) -> None:
     (a.folder / "coord" / "worker-0.done").write_text(json.dumps({"unix": 99.0}))
     (a.folder / "coord" / "worker-1.done").write_text(json.dumps({"unix": 101.0}))
     assert late_tasks(a, a.coord) == ["worker:1"]
+
+
+def test_gpus_are_shared_out_among_loopback_workers() -> None:
+    from tfprof_towers.capture.cluster_watch import gpu_plan
+
+    ws = [TaskId("worker", 0), TaskId("worker", 1)]
+    assert gpu_plan(ws, ws, ["0", "1", "2", "3"]) == ({"worker:0": "0,1", "worker:1": "2,3"}, None)
+    assert gpu_plan(ws, ws, ["0", "1", "2", "3"], per_task=1) == ({"worker:0": "0", "worker:1": "1"}, None)
+    assert gpu_plan(ws, ws, []) == ({"worker:0": "", "worker:1": ""}, None)
+    plan, note = gpu_plan(ws, ws, ["0"])
+    assert plan == {"worker:0": "", "worker:1": ""}
+    assert note == ("2 computing tasks and 1 GPU(s) on this machine: the loopback tasks run on the CPU "
+                    "(each worker needs a GPU of its own)")
+    ps = loopback_cluster(2, ps=1, chief=1)
+    plan, _ = gpu_plan(ps.tasks(), ps.tasks("worker"), ["4", "5"])
+    assert plan == {"chief:0": "", "ps:0": "", "worker:0": "4", "worker:1": "5"}

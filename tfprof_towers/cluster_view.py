@@ -164,7 +164,8 @@ def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Mapping[st
     loopback = bool(c.get("loopback"))
     table = step_table(stepping_tasks((breakdown or {}).get("tasks") or (), c.get("stepping_tasks")))
     view = {k: c.get(k) for k in ("family", "loopback", "attached", "cluster", "failed_task", "tasks",
-                                  "attempts", "capture", "host_tasks", "stepping_tasks", "captured_tasks")}
+                                  "attempts", "capture", "host_tasks", "stepping_tasks", "captured_tasks",
+                                  "gpus", "notes")}
     view["network"] = network_links(placement, breakdown, loopback)
     view["network_note"] = LOOPBACK_NOTE if loopback else (
         "bytes from the step's graph; the trace counts the transfers but not their time on the wire")

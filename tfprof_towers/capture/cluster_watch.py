@@ -27,7 +27,9 @@ Never imports TensorFlow.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -66,6 +68,7 @@ class Attempt:
     spec: TaskSpec
     deadline: float  # monotonic time by which everything must have ended
     attached: bool = False
+    gpus: dict[str, str] = field(default_factory=dict)  # task -> CUDA_VISIBLE_DEVICES (loopback)
     procs: dict[str, supervise.Supervised] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     t0: float = field(default_factory=time.monotonic)
@@ -94,6 +97,46 @@ class Outcome:
 
 # ------------------------------------------------------------------------------------------
 # Starting
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this machine lends its processes: ``CUDA_VISIBLE_DEVICES`` when set, else those
+    ``nvidia-smi -L`` lists (none without the tool)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def gpu_plan(tasks: Sequence[TaskId], stepping: Sequence[TaskId], gpus: Sequence[str],
+             per_task: int | None = None) -> tuple[dict[str, str], str | None]:
+    """``CUDA_VISIBLE_DEVICES`` of each loopback task, and a note when the GPUs cannot be shared out.
+
+    On one machine every task would see every GPU; a ring of NCCL all-reduces needs a GPU of
+    its own per worker.  So the GPUs are split evenly (``per_task`` at most) among the tasks
+    that compute (the workers; a parameter_server's chief and ps keep to the CPU); with fewer
+    GPUs than such tasks, every task runs on the CPU and the note says why.
+    """
+    computing = [t for t in stepping if t.job == "worker"] or list(stepping)
+    plan = {str(t): "" for t in tasks}
+    if not gpus:
+        return plan, None
+    each = len(gpus) // len(computing) if computing else 0
+    if per_task is not None:
+        each = min(each, per_task)
+    if each < 1:
+        return plan, (f"{len(computing)} computing tasks and {len(gpus)} GPU(s) on this machine: the "
+                      "loopback tasks run on the CPU (each worker needs a GPU of its own)")
+    for k, t in enumerate(computing):
+        plan[str(t)] = ",".join(gpus[k * each:(k + 1) * each])
+    return plan, None
 
 
 def task_command(a: Attempt, task: TaskId, env: Mapping[str, str]) -> supervise.Command:
@@ -129,10 +172,11 @@ def prepare(a: Attempt) -> None:
 def start(a: Attempt) -> None:
     """Start the client first (its TensorFlow import overlaps the tasks'), then every task we run."""
     env = child_env()
-    a.procs[CAPTURE] = supervise.start(client_command(a, env))
+    a.procs[CAPTURE] = supervise.start(client_command(a, {**env, "CUDA_VISIBLE_DEVICES": ""}))
     if not a.attached:
         for t in a.tasks:
-            a.procs[str(t)] = supervise.start(task_command(a, t, env))
+            gpus = {"CUDA_VISIBLE_DEVICES": a.gpus[str(t)]} if str(t) in a.gpus else {}
+            a.procs[str(t)] = supervise.start(task_command(a, t, {**env, **gpus}))
     a.phases["spawn"] = time.monotonic() - a.t0
 
 

@@ -51,6 +51,6 @@ def cluster_views(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "host_tasks": sorted((c.get("host_tasks") or {}).items()),
             "network": list(c.get("network") or ()), "network_note": c.get("network_note") or "",
             "grid": step_grid(c.get("steps") or ()), "stragglers": list(c.get("stragglers") or ()),
-            "params": c.get("straggler_params") or {},
+            "params": c.get("straggler_params") or {}, "notes": [str(n) for n in c.get("notes") or ()],
         })
     return out

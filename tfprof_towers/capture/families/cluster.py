@@ -41,7 +41,7 @@ from ...config import ClusterOptions
 from ...records import OK, ChildSpec, MathCheck, Timings, Topology
 from ...rundir import write_json
 from ..cluster_doc import ATTACH_JSON, MULTI_WORKER, PARAMETER_SERVER, TaskRecord, TaskSpec, Timeouts, roles
-from ..cluster_watch import Attempt, Outcome, run_attempt
+from ..cluster_watch import Attempt, Outcome, gpu_plan, run_attempt, visible_gpus
 from ..clusterspec import Cluster, ClusterError, TaskId, loopback_cluster
 from ..stats import step_stats
 from . import Draft
@@ -157,12 +157,17 @@ def run_attempts(spec: ChildSpec, draft: Draft,
     tries = 1 if opts.attached else max(1, opts.attempts)
     window: int | None = None
     docs: list[dict[str, Any]] = []
+    gpus = [] if opts.attached else visible_gpus()
     for k in range(1, tries + 1):
         left = deadline - time.monotonic()
         cluster = plan_cluster(opts, family)
         adir = vdir / f"attempt-{k}"
         shutil.rmtree(adir, ignore_errors=True)
-        a = Attempt(k, adir, cluster, task_spec(spec, family, cluster, left, window), deadline, opts.attached)
+        tspec = task_spec(spec, family, cluster, left, window)
+        plan, note = gpu_plan(cluster.tasks(), [TaskId.parse(t) for t in tspec.ready_tasks]
+                              if family == MULTI_WORKER else cluster.tasks("worker"), gpus, spec.accelerators)
+        a = Attempt(k, adir, cluster, tspec, deadline, opts.attached, gpus={} if opts.attached else plan)
+        notes = [note] if note else []
         draft.stage = f"attempt {k}"
         if opts.attached:
             adir.mkdir(parents=True, exist_ok=True)
@@ -172,13 +177,13 @@ def run_attempts(spec: ChildSpec, draft: Draft,
                 outcome, records, doc = run_attempt(a)
         except (Stopped, KeyboardInterrupt) as exc:
             docs.append(_read_attempt(a) or {"attempt": k, "status": "failed", "error": "interrupted"})
-            draft.cluster = cluster_doc(family, a, docs, {}, None)
+            draft.cluster = cluster_doc(family, a, docs, {}, None, notes)
             sig = "SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM"
             where = ", ".join(f"{t['task']} at {t.get('progress')!r}" for t in docs[-1].get("tasks") or ())
             raise ClusterError(f"interrupted by {sig} while the cluster ran; every task was stopped"
                                + (f" ({where})" if where else "")) from None
         docs.append(doc)
-        draft.cluster = cluster_doc(family, a, docs, records, outcome)
+        draft.cluster = cluster_doc(family, a, docs, records, outcome, notes)
         if outcome.error is None or outcome.retry is None or opts.attached:
             return a, records, outcome
         if deadline - time.monotonic() < MIN_ATTEMPT_S:
@@ -199,7 +204,8 @@ def _read_attempt(a: Attempt) -> dict[str, Any] | None:
 
 
 def cluster_doc(family: str, a: Attempt, docs: Sequence[Mapping[str, Any]],
-                records: Mapping[str, TaskRecord], outcome: Outcome | None) -> dict[str, Any]:
+                records: Mapping[str, TaskRecord], outcome: Outcome | None,
+                notes: Sequence[str] = ()) -> dict[str, Any]:
     """The record's ``cluster`` document: how the run was laid out and how each task ended."""
     last = docs[-1] if docs else {}
     capture = last.get("capture") or {}
@@ -218,6 +224,8 @@ def cluster_doc(family: str, a: Attempt, docs: Sequence[Mapping[str, Any]],
                                                 "trace_end_unix", "options", "files") if k in capture},
         "stepping_tasks": list(a.spec.ready_tasks),
         "captured_tasks": list(a.spec.capture_tasks),
+        "gpus": dict(a.gpus),
+        "notes": list(notes),
     }
 
 
