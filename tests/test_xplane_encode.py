@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfprof_towers.xplane.build import Ref, TraceBuilder
-from tfprof_towers.xplane.encode import BulkStat, Ragged, concat_rows, decimal, varints
+from tfprof_towers.xplane.encode import BulkStat, decimal, varints
+from tfprof_towers.xplane.ragged import Ragged, concat_rows
 from tfprof_towers.xplane.schema import XSpace, XStat
 
 

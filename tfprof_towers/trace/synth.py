@@ -41,7 +41,8 @@ def copy_heavy_trace(
     a few TF ops on an executor thread and a derived ``TensorFlow Ops`` line per GPU.
     Deterministic for a seed.
     """
-    from ..xplane.encode import BulkStat, Ragged, concat_rows, decimal
+    from ..xplane.encode import BulkStat, decimal
+    from ..xplane.ragged import Ragged, concat_rows
 
     rng = np.random.default_rng(seed)
     us = 1_000_000  # ps

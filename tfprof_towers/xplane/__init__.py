@@ -35,16 +35,20 @@ parsed from a string is parsed once per distinct string.
 """
 
 from .build import Ref, TraceBuilder
-from .reader import decode_buffer, decode_space, read_layout, read_xspace
+from .decode import decode_space
+from .ragged import Ragged
+from .reader import decode_buffer, read_layout, read_xspace
 from .strings import Strings, categorical, categorical_by, dense_unique, used_codes
-from .tables import DEVICE, HOST, OTHER, LineTable, PlaneTable, RawSpace, StatColumn
+from .tables import DEVICE, HOST, NUMBER, OTHER, LineTable, PlaneTable, RawSpace, StatColumn
 
 __all__ = [
     "DEVICE",
     "HOST",
+    "NUMBER",
     "OTHER",
     "LineTable",
     "PlaneTable",
+    "Ragged",
     "RawSpace",
     "Ref",
     "StatColumn",

@@ -15,50 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Ragged:
-    """One byte string per row: ``data`` holds the rows back to back, ``lengths`` their sizes."""
-
-    data: np.ndarray  # uint8
-    lengths: np.ndarray  # int64
-
-    @property
-    def rows(self) -> int:
-        return int(self.lengths.size)
-
-    @classmethod
-    def repeat(cls, value: bytes, rows: int) -> Ragged:
-        one = np.frombuffer(value, dtype=np.uint8)
-        return cls(np.tile(one, rows), np.full(rows, one.size, dtype=np.int64))
-
-    @classmethod
-    def of(cls, values: Sequence[bytes]) -> Ragged:
-        return cls(
-            np.frombuffer(b"".join(values), dtype=np.uint8).copy(),
-            np.fromiter(map(len, values), dtype=np.int64, count=len(values)),
-        )
-
-    def where(self, present: np.ndarray) -> Ragged:
-        """Rows where ``present``, empty elsewhere."""
-        keep = np.repeat(present, self.lengths)
-        return Ragged(self.data[keep], np.where(present, self.lengths, 0))
-
-
-def concat_rows(*parts: Ragged) -> Ragged:
-    """Row i of the result is row i of every part, one after the other."""
-    rows = parts[0].rows
-    lengths = np.zeros(rows, dtype=np.int64)
-    for p in parts:
-        lengths += p.lengths
-    out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    at = np.cumsum(lengths) - lengths  # where each row starts in ``out``
-    for p in parts:
-        if p.data.size:
-            first = np.cumsum(p.lengths) - p.lengths
-            out[np.repeat(at - first, p.lengths) + np.arange(p.data.size)] = p.data
-        at += p.lengths
-    return Ragged(out, lengths)
+from .ragged import Ragged, concat_rows
 
 
 def varints(values: np.ndarray) -> Ragged:

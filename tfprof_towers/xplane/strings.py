@@ -7,10 +7,14 @@ string is parsed once per distinct string and broadcast to the events through co
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .wire import Buffer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _ONE = np.uint64(1)
 _HASH_M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -85,15 +89,18 @@ def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tupl
     if n == 0:
         return np.zeros(0, dtype=np.int64), []
     h1, h2 = _hash_strings(buf, start, length)
-    codes, uniques = pd.factorize(h1)
-    first = np.full(uniques.size, -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(n - 1, -1, -1)  # first occurrence of each group
+    _, first, inv = np.unique(h1, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # codes in order of first occurrence
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    codes, first = rank[inv.ravel()], first[order]
     if not (h2 == h2[first[codes]]).all():  # a 64-bit collision: compare exactly instead
+        seen: dict[str, int] = {}
         texts_all = [buf.text(s, ln) for s, ln in zip(start.tolist(), length.tolist())]
-        codes, uniq = pd.factorize(np.array(texts_all, dtype=object))
-        return codes.astype(np.int64), [str(u) for u in uniq]
+        codes = np.array([seen.setdefault(t, len(seen)) for t in texts_all], dtype=np.int64)
+        return codes, list(seen)
     texts = [buf.text(s, ln) for s, ln in zip(start[first].tolist(), length[first].tolist())]
-    return codes.astype(np.int64), texts
+    return codes, texts
 
 
 class Strings:
@@ -163,4 +170,6 @@ def categorical_by(
 
 
 def from_codes(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
+    import pandas as pd
+
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)

@@ -1,0 +1,140 @@
+"""Several hosts in one trace: a multi-host profile (one ``<host>.xplane.pb`` per task) analysed together.
+
+:func:`load_hosts` reads every host file of the run a path names -- in parallel processes,
+up to the cores available -- and joins them into one :class:`~.load.Trace`:
+
+* **Names.** Each host's devices and host threads get its task's name in front:
+  ``/job:worker/task:1/device:GPU:0``, ``/job:worker/task:1/host:CPU``, so they never
+  collide.  ``tasks`` maps a host file's name (``127.0.0.1_34567``, from
+  ``127.0.0.1_34567.xplane.pb``) to its task (``/job:worker/task:1``: a run directory
+  records it at capture).  A host it does not name gets ``/job:<host file name>/task:0``,
+  stable for the file, and the notes say so.
+* **Clocks.** Each file counts time from its own earliest line timestamp; they are put on
+  one clock by their timestamps (nanoseconds since the epoch), i.e. the hosts' clocks are
+  assumed to agree -- true on one machine (loopback), as close as NTP keeps them on a
+  real cluster.  The notes say so.
+* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`);
+  the trace's windows are their union per step number (earliest start, latest end), and
+  every event belongs to the window holding its start.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from ..device_names import canonical_device
+from .columns import merge
+from .load import Host, Trace, read_trace
+from .locate import host_name, locate_hosts
+from .steps import StepTable, assign_steps
+
+CLOCK_NOTE = (
+    "hosts put on one clock by their trace timestamps: assumes their clocks agree "
+    "(exact on one machine, as close as NTP keeps them across machines)"
+)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def host_prefixes(files: Sequence[Path], tasks: Mapping[str, str] | None) -> tuple[list[str], list[str]]:
+    """Per file, its task's name (``/job:worker/task:1``), and notes on names that were made up."""
+    tasks = tasks or {}
+    out, made_up = [], []
+    for f in files:
+        task = tasks.get(host_name(f)) or tasks.get(f.name)
+        if task:
+            out.append(canonical_device(task))
+        else:
+            out.append(f"/job:{re.sub(r'[^A-Za-z0-9_.-]', '_', host_name(f))}/task:0")
+            made_up.append(host_name(f))
+    notes = []
+    if made_up:
+        notes.append(
+            f"no task known for host(s) {', '.join(made_up)}: their devices are named "
+            "/job:<host file name>/task:0/..."
+        )
+    return out, notes
+
+
+def _read(args: tuple[Path, Mapping[str, str] | None, str, int]) -> Trace:
+    file, node_devices, prefix, host = args
+    return read_trace(file, node_devices, prefix, host)
+
+
+def read_hosts(
+    files: Sequence[Path], prefixes: Sequence[str], node_devices: Mapping[str, str] | None = None,
+    workers: int | None = None,
+) -> list[Trace]:
+    """Read each file (its devices named with its prefix), in parallel processes up to the cores."""
+    jobs = [(f, node_devices, p, i) for i, (f, p) in enumerate(zip(files, prefixes))]
+    workers = min(len(jobs), workers or available_cores())
+    if workers <= 1:
+        return [_read(j) for j in jobs]
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return list(pool.map(_read, jobs))
+
+
+def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence[str], source: str) -> Trace:
+    """One trace of several hosts' traces (module docstring)."""
+    origin = min(t.origin_ns for t in traces)
+    hosts, shifted = [], []
+    for t, prefix, name in zip(traces, prefixes, names):
+        delta = (t.origin_ns - origin) * 1000
+        cols = t.columns
+        if delta:
+            cols = replace(cols, start_ps=cols.start_ps + delta)
+        shifted.append(cols)
+        hosts.append(Host(name, prefix, t.step_table.shifted(delta), t.window))
+    columns = merge(shifted)
+    del shifted
+    kinds = {h.window for h in hosts}
+    window = kinds.pop() if len(kinds) == 1 else "markers" if "markers" in kinds else "steps-line"
+    steps = StepTable.join([h.steps for h in hosts])
+    columns = replace(columns, step=assign_steps(columns.start_ps, steps))
+    notes = [CLOCK_NOTE]
+    if len({h.window for h in hosts}) > 1:
+        how = ", ".join(f"{h.name}: {h.window}" for h in hosts)
+        notes.append(f"hosts found their steps differently: {how}")
+    for t in traces:
+        notes += [n for n in t.notes if n not in notes]
+    hostnames = tuple(dict.fromkeys(n for t in traces for n in t.hostnames))
+    return Trace(source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin)
+
+
+def load_hosts(
+    path: Path | str,
+    run: str | None = None,
+    node_devices: Mapping[str, str] | None = None,
+    tasks: Mapping[str, str] | None = None,
+    workers: int | None = None,
+) -> Trace:
+    """Every host of the run ``path`` names, as one trace (a single host: as :func:`~.load.load_trace`,
+    named with its task's prefix only when ``tasks`` names it)."""
+    files, notes = locate_hosts(path, run)
+    if len(files) == 1:
+        task = (tasks or {}).get(host_name(files[0]))
+        prefix = canonical_device(task) if task else ""
+        trace = read_trace(files[0], node_devices, prefix)
+        host = Host(host_name(files[0]), prefix, trace.step_table, trace.window)
+        return replace(trace, notes=notes + trace.notes, hosts=(host,))
+    prefixes, made_up = host_prefixes(files, tasks)
+    traces = read_hosts(files, prefixes, node_devices, workers)
+    source = str(files[0].parent)
+    trace = join_hosts(traces, prefixes, [host_name(f) for f in files], source)
+    note = f"{len(files)} hosts analysed together: " + ", ".join(
+        f"{host_name(f)} = {p}" for f, p in zip(files, prefixes)
+    )
+    return replace(trace, notes=(*notes, note, *made_up, *trace.notes))
