@@ -125,6 +125,7 @@ class DeviceEvents:
     end: np.ndarray  # int64
     step: np.ndarray  # step number, -1 when in no window
     bytes: np.ndarray  # int64
+    window: np.ndarray  # int64 index of the window holding the start, -1 when none
 
 
 def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
@@ -142,14 +143,38 @@ def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     return tuple(names[i] for i in order), dev_of
 
 
+def window_of(steps: StepTable) -> tuple[np.ndarray, int]:
+    """A table from step number to window index (-1: none) and the number's offset into it."""
+    numbers = steps.step
+    if not numbers.size:
+        return np.full(1, -1, dtype=np.int64), 0
+    lo = int(numbers.min())
+    lut = np.full(int(numbers.max()) - lo + 2, -1, dtype=np.int64)  # the last entry: step -1
+    lut[numbers - lo] = np.arange(numbers.size)
+    return lut, lo
+
+
 def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int):
     """Yield (device index, its events)."""
     c = trace.columns
+    lut, lo = window_of(trace.step_table)
+    dense = lut.size <= 4 * len(trace.step_table) + 1024
+    numbers = trace.step_table.step
+    order = np.argsort(numbers, kind="stable")
     for d in range(n_dev):
         rows = np.flatnonzero(dev_of == d)
         start = c.start_ps[rows]
         end = start + c.dur_ps[rows]
-        yield d, DeviceEvents(rows, c.category[rows], start, end, c.step[rows], c.bytes[rows])
+        step = c.step[rows]
+        if dense:
+            at = step.astype(np.int64) - lo
+            at[step < 0] = lut.size - 1
+            window = lut[at]
+        else:  # sparse step numbers: search them
+            window = np.full(rows.size, -1, dtype=np.int64)
+            inside = step >= 0
+            window[inside] = order[np.searchsorted(numbers[order], step[inside])]
+        yield d, DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
 
 
 def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
@@ -167,7 +192,7 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
         if accelerator[d]:
             idle[d] = idle_split(trace, ev, steps, kernel_wait_ps, launches)
         del ev
-        release_free_memory()
+        release_free_memory(128 << 20)  # a big device's temporaries, before the next one
     wall[:, :, -1] = steps.window_ps[None, :] - wall[:, :, :-1].sum(axis=2)
     if not parts:
         parts = [totals(per_device_empty(), 0, steps)]
@@ -177,17 +202,14 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
 
 def per_device_empty() -> DeviceEvents:
     z = np.zeros(0, dtype=np.int64)
-    return DeviceEvents(z, z.astype(np.int8), z, z, z, z)
+    return DeviceEvents(z, z.astype(np.int8), z, z, z, z, z)
 
 
 def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
     """Per step window and category of one device: count, summed duration and bytes (exact)."""
-    numbers = steps.step
-    n_win, n_cat = max(numbers.size, 1), len(EVENT_CATEGORIES)
-    inside = np.flatnonzero(ev.step >= 0)
-    order = np.argsort(numbers, kind="stable")
-    win = order[np.searchsorted(numbers[order], ev.step[inside])] if numbers.size else inside * 0
-    key = win * n_cat + ev.category[inside]
+    n_win, n_cat = max(len(steps), 1), len(EVENT_CATEGORIES)
+    inside = np.flatnonzero(ev.window >= 0)
+    key = ev.window[inside] * n_cat + ev.category[inside]
     count = np.bincount(key, minlength=n_win * n_cat)
     dur = np.zeros(n_win * n_cat, dtype=np.int64)
     nbytes = np.zeros(n_win * n_cat, dtype=np.int64)
@@ -208,7 +230,11 @@ def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
     if not n_win or not ev.start.size:
         return acc
     ws, we = steps.start_ps, steps.end_ps
-    for lo, hi in time_slices(ev.start, CHUNK):
+    slices = time_slices(ev.start, CHUNK)
+    if slices == [(None, None)]:  # the usual case: one pass, and most events inside one window
+        win, cs, ce, idx = _clip_known(ev, ws, we)
+        return sweep(win, RANK[ev.category[idx]], cs, ce, n_win, n_rank, ws[win]).reshape(n_win, n_rank)
+    for lo, hi in slices:
         s, e, cat = ev.start, ev.end, ev.category
         first, last = 0, n_win
         sws, swe = ws, we
@@ -224,6 +250,27 @@ def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
         part = sweep(win, RANK[cat[idx]], cs, ce, last - first, n_rank, sws[win])
         acc[first:last] += part.reshape(last - first, n_rank)
     return acc
+
+
+def _clip_known(ev: DeviceEvents, ws: np.ndarray, we: np.ndarray):
+    """:func:`clip_to_windows`, knowing each start's window: only the events that leave it, or start
+    outside every window, are searched."""
+    w = ev.window
+    inside = w >= 0
+    simple = inside.copy()
+    simple[inside] = ev.end[inside] <= we[w[inside]]
+    if simple.all():
+        keep = np.flatnonzero(ev.end > ev.start)
+        return w[keep], ev.start[keep], ev.end[keep], keep
+    rest = np.flatnonzero(~simple)
+    win, cs, ce, idx = clip_to_windows(ev.start[rest], ev.end[rest], ws, we)
+    easy = np.flatnonzero(simple & (ev.end > ev.start))
+    return (
+        np.concatenate([w[easy], win]),
+        np.concatenate([ev.start[easy], cs]),
+        np.concatenate([ev.end[easy], ce]),
+        np.concatenate([easy, rest[idx]]),
+    )
 
 
 def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | None]]:
@@ -276,17 +323,26 @@ def sweep(
     keep = e > s
     if not keep.any():
         return out
-    group, rank, s, e = group[keep], rank[keep], s[keep], e[keep]
-    order = np.lexsort((s, group))
-    group, rank, s, e = group[order], rank[order], s[order], e[order]
-    if origin is None:
-        first = np.r_[True, group[1:] != group[:-1]]
-        origin = np.maximum.accumulate(np.where(first, np.arange(group.size), 0))
-        origin = s[origin]
+    if not keep.all():
+        group, rank, s, e = group[keep], rank[keep], s[keep], e[keep]
+        origin = origin[keep] if origin is not None else None
+    if origin is not None:  # each group from its own origin: one sort key (group, start)
+        s, e = s - origin, e - origin
+        span = int(e.max()) + 1
+        if span * n_groups < _SAFE:
+            key = group.astype(np.int64) * span
+            key += s
+            order = np.argsort(key, kind="stable")
+        else:
+            order = np.lexsort((s, group))
+        group, rank, s, e = group[order], rank[order], s[order], e[order]
     else:
-        origin = origin[keep][order]
-    s, e = s - origin, e - origin  # each group from its own origin
-    span = int(e.max()) + 1
+        order = np.lexsort((s, group))
+        group, rank, s, e = group[order], rank[order], s[order], e[order]
+        first = np.r_[True, group[1:] != group[:-1]]
+        origin = s[np.maximum.accumulate(np.where(first, np.arange(group.size), 0))]
+        s, e = s - origin, e - origin
+        span = int(e.max()) + 1
     prev = np.zeros(n_groups, dtype=np.int64)
     for r in np.flatnonzero(np.bincount(rank, minlength=n_rank)).tolist():
         sel = np.flatnonzero(rank <= r)

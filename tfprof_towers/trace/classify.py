@@ -324,19 +324,25 @@ def _kernel_ops(
     """Kernels' TF node and op type from ``tf_op``, else the older ``annotation``."""
     parts = []
     for column in (annotation, tf_op_stat):  # tf_op last: it wins
-        events = column.index[column.index < device_plane.size] if column.any else np.zeros(0, np.int64)
-        events = events[device_plane[events]]
-        _, at = _at(column, events)
-        ok = column.codes[at] >= 0
-        parts.append((events[ok], column.codes[at][ok]))
-    events = np.concatenate([e for e, _ in parts])
-    text = np.concatenate([c for _, c in parts])
+        if not column.any:
+            continue
+        keep = column.index < device_plane.size
+        keep[keep] = device_plane[column.index[keep]]
+        keep &= column.codes >= 0
+        parts.append((column.index[keep], column.codes[keep]))
+    if not parts:
+        return
+    if len(parts) == 1:
+        events, text = parts[0]
+    else:
+        events = np.concatenate([e for e, _ in parts])
+        text = np.concatenate([c for _, c in parts])
+        order = np.argsort(events, kind="stable")
+        events, text = events[order], text[order]
+        last = np.r_[events[1:] != events[:-1], True]
+        events, text = events[last], text[last]
     if not events.size:
         return
-    order = np.argsort(events, kind="stable")
-    events, text = events[order], text[order]
-    last = np.r_[events[1:] != events[:-1], True]
-    events, text = events[last], text[last]
     uniq = used_codes(text)
     split = [split_tf_op(strings.items[u]) for u in uniq.tolist()]
     for out, part in ((tf_op, 0), (op_type, 1)):

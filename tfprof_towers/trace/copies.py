@@ -3,8 +3,9 @@
 ``memcpy_details`` reads ``kind_src:<k> kind_dst:<k> size:<bytes> dest:<dev> async:<0|1>``
 (older: ``size:<bytes> dest:<dev> async:<0|1>``).  The texts are nearly all distinct (every
 copy has its own size), so they are never made into Python strings: :func:`parse_details`
-reads every one at once with numpy over their bytes (the tokens' colons found once, the
-keys checked before them, the digits after them summed by place value);
+reads every one at once with numpy over their bytes (the colons found once, every key checked
+against the eight bytes before each, the digits after them read from one 8-byte load and
+summed by place value);
 :func:`parse_memcpy_details` is the same parse of one text, in plain Python.  A
 ``MemcpyOther`` takes the direction its memory kinds say, else device-to-device; a
 device-to-device copy whose ``dest`` is another device of the plane's type is a peer
@@ -125,31 +126,84 @@ class _Text:
         return sorted_rows if self.order is None else self.order[sorted_rows]
 
 
-def _fields(t: _Text, key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Where the last ``key:value`` token of each row has its value: (rows, value start, row end).
+_KEYS = (b"size", b"dest", b"kind_src", b"kind_dst")
 
-    A token is whitespace-separated; its key is the text before its first ``:``.
-    """
-    m = len(key)
-    shift = np.uint64(8 * (8 - m))
-    ok = np.flatnonzero((t.before >> shift) == _word(key))
-    colon = t.colon[ok]
+
+def _fields(t: _Text) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per key of :data:`_KEYS`, where the last ``key:value`` token of each row has its value:
+    (rows, value start, row end).  A token is whitespace-separated; its key is the text before
+    its first ``:``.  Every colon is matched against every key at once (the eight bytes before it)."""
+    which = np.full(t.colon.size, -1, dtype=np.int8)
+    for i, key in enumerate(_KEYS):
+        which[(t.before >> np.uint64(8 * (8 - len(key)))) == _word(key)] = i
+    sel = np.flatnonzero(which >= 0)
+    colon, which = t.colon[sel], which[sel]
+    size = np.array([len(k) for k in _KEYS], dtype=np.int64)[which]
+    at = colon - size  # where the key starts: a row's start, or after whitespace
     row = np.searchsorted(t.starts, colon, side="right") - 1
-    at = colon - m  # where the key starts: a row's start, or after whitespace
-    inside = (row >= 0) & (colon < t.ends[np.maximum(row, 0)])
-    inside &= at >= t.starts[np.maximum(row, 0)]
-    at, row = at[inside], row[inside]
-    first = at == t.starts[row]
-    ok = first | _SPACE[t.data[np.maximum(at - 1, 0)]]
-    at, row = at[ok], row[ok]
-    last = np.r_[row[1:] != row[:-1], True] if row.size else row.astype(bool)
-    return row[last], at[last] + m + 1, t.ends[row[last]]
+    r = np.maximum(row, 0)
+    ok = (row >= 0) & (colon < t.ends[r]) & (at >= t.starts[r])
+    ok &= (at == t.starts[r]) | _SPACE[t.data[np.maximum(at - 1, 0)]]
+    out = {}
+    for i, key in enumerate(_KEYS):
+        k = np.flatnonzero(ok & (which == i))
+        rk = row[k]
+        last = np.r_[rk[1:] != rk[:-1], True] if rk.size else rk.astype(bool)
+        out[key] = (rk[last], colon[k][last] + 1, t.ends[rk[last]])
+    return out
+
+
+_ONES = np.uint64(0x0101010101010101)
+_HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
+_LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
+_ZEROS = np.uint64(0x3030303030303030)
+
+
+def _digit_run(word: np.ndarray) -> np.ndarray:
+    """How many of each word's bytes, from the lowest, are ASCII digits (0..8), eight bytes at once:
+    a byte is a digit when its high nibble is 3 and its low one at most 9."""
+    high = ((word & _HIGH_NIBBLES) ^ _ZEROS) >> np.uint64(4)  # non-zero nibble: not 0x3_
+    low = ((word & _LOW_NIBBLES) + _ONES * np.uint64(6)) >> np.uint64(4)  # 1: low nibble over 9
+    bad = (high | low) & _LOW_NIBBLES  # a non-zero byte: not a digit
+    bad = (bad + _ONES * np.uint64(0x7F)) & (_ONES * np.uint64(0x80))  # its top bit
+    lowest = bad & (~bad + np.uint64(1))
+    run = np.bitwise_count(lowest - np.uint64(1)).astype(np.int64) >> 3
+    run[bad == 0] = 8
+    return run
+
+
+def _parse_digits(word: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The number written by each word's first ``length`` (1..8) bytes of digits: the digits moved
+    to the top bytes, then pairs, quads and octets combined by multiply-and-shift."""
+    bits = np.minimum(length, 7).astype(np.uint64) * np.uint64(8)
+    keep = np.where(length >= 8, ~np.uint64(0), (np.uint64(1) << bits) - np.uint64(1))
+    v = (word & keep) - (_ZEROS & keep)
+    v <<= ((8 - length) * 8).astype(np.uint64)
+    v = (v * np.uint64(10) + (v >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    return (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
 
 
 def _integers(t: _Text, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The decimal integer that is each whole value ``[start, end of its token)``: (value, valid)."""
+    """The decimal integer that is each whole value ``[start, end of its token)``: (value, valid).
+
+    Values of up to eight digits are read from one 8-byte load each (:func:`_digit_run`,
+    :func:`_parse_digits`); longer ones digit by digit."""
+    word = t.u64[start]
+    length = np.minimum(_digit_run(word), end - start)
+    value = _parse_digits(word, np.maximum(length, 1))
+    after = t.data[np.minimum(start + length, t.data.size - 1)]
+    valid = (length > 0) & ((length == end - start) | _SPACE[after])
+    more = (after >= ord("0")) & (after <= ord("9")) & (length < end - start)
+    long = np.flatnonzero((length == 8) & more)
+    if long.size:
+        value[long], valid[long] = _long_integers(t, start[long], end[long])
+    return value, valid
+
+
+def _long_integers(t: _Text, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_integers` digit by digit (values of eight digits or more: rare)."""
     value = np.zeros(start.size, dtype=np.uint64)
-    digits = np.zeros(start.size, dtype=np.int64)
     valid = np.zeros(start.size, dtype=bool)
     live = np.arange(start.size)
     for j in range(_MAX_DIGITS + 1):
@@ -158,13 +212,11 @@ def _integers(t: _Text, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray,
         b = t.data[np.minimum(pos, t.data.size - 1)]
         is_digit = ~at_end & (b >= ord("0")) & (b <= ord("9"))
         stop = ~is_digit
-        done = live[stop]
-        valid[done] = (j > 0) & (at_end[stop] | _SPACE[b[stop]])
+        valid[live[stop]] = (j > 0) & (at_end[stop] | _SPACE[b[stop]])
         live = live[is_digit]
         if not live.size:
             break
         value[live] = value[live] * np.uint64(10) + (b[is_digit] - ord("0")).astype(np.uint64)
-        digits[live] += 1
     valid[live] = False  # more than nineteen digits
     return value, valid
 
@@ -191,21 +243,19 @@ def parse_details(
     (bool per row): the rows whose ``dest`` / memory kinds are wanted (default: all)."""
     n = text.rows
     t = _Text(text)
+    found = _fields(t)
     size = np.zeros(n, dtype=np.int64)
     dest = np.full(n, -1, dtype=np.int64)
     for key, out, limit, wanted in ((b"size", size, 1 << 62, None), (b"dest", dest, 1 << 20, dest_for)):
-        if wanted is not None and not wanted.any():
-            continue
-        row, start, end = _subset(t, _fields(t, key), wanted)
+        row, start, end = _subset(t, found[key], wanted)
         value, valid = _integers(t, start, end)
         valid &= value < np.uint64(limit)
         out[t.rows_of(row[valid])] = value[valid].astype(np.int64)
     kinds = []
     for key in (b"kind_src", b"kind_dst"):
         k = np.full(n, -1, dtype=np.int8)
-        if kinds_for is None or kinds_for.any():
-            row, start, end = _subset(t, _fields(t, key), kinds_for)
-            k[t.rows_of(row)] = _memory_kind(t, start, end)
+        row, start, end = _subset(t, found[key], kinds_for)
+        k[t.rows_of(row)] = _memory_kind(t, start, end)
         kinds.append(k)
     src, dst = kinds
     cat = np.full(n, -1, dtype=np.int8)

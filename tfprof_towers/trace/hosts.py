@@ -13,6 +13,9 @@ up to the cores available -- and joins them into one :class:`~.load.Trace`:
   one clock by their timestamps (nanoseconds since the epoch), i.e. the hosts' clocks are
   assumed to agree -- true on one machine (loopback), as close as NTP keeps them on a
   real cluster.  The notes say so.
+* **In parallel.** Hosts are decoded in worker processes, as many as the cores not already
+  busy (:func:`idle_cores`); each hands its columns back as files mapped by the parent
+  (``/dev/shm`` where there is one), not through a pipe.
 * **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`);
   the trace's windows are their union per step number (earliest start, latest end), and
   every event belongs to the window holding its start.
@@ -23,13 +26,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from ..device_names import canonical_device
-from .columns import merge
+from .columns import EventColumns, merge
 from .load import Host, Trace, read_trace
 from .locate import host_name, locate_hosts
 from .steps import StepTable, assign_steps
@@ -41,10 +47,23 @@ CLOCK_NOTE = (
 
 
 def available_cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def idle_cores() -> int:
+    """The cores not already busy: :func:`available_cores` less the other work running (the 1-minute
+    load average, this process's own share taken off), at least one.  Extra processes on busy
+    cores only slow every one of them down."""
+    cores = available_cores()
+    try:
+        busy = max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):
+        return cores
+    return max(1, min(cores, int(cores - busy + 0.5)))
 
 
 def host_prefixes(files: Sequence[Path], tasks: Mapping[str, str] | None) -> tuple[list[str], list[str]]:
@@ -67,24 +86,73 @@ def host_prefixes(files: Sequence[Path], tasks: Mapping[str, str] | None) -> tup
     return out, notes
 
 
-def _read(args: tuple[Path, Mapping[str, str] | None, str, int]) -> Trace:
-    file, node_devices, prefix, host = args
-    return read_trace(file, node_devices, prefix, host)
+def _read(args: tuple[Path, Mapping[str, str] | None, str, int, str | None]) -> Trace:
+    """Read one host; with ``out`` (a folder), hand its columns over as ``.npy`` files there
+    instead of through the pipe (written and mapped back without pickling tens of megabytes)."""
+    file, node_devices, prefix, host, out = args
+    trace = read_trace(file, node_devices, prefix, host)
+    if out is None:
+        return trace
+    arrays = {}
+    for name in EventColumns.__dataclass_fields__:
+        value = getattr(trace.columns, name)
+        if isinstance(value, np.ndarray):
+            np.save(Path(out) / f"{name}.npy", np.ascontiguousarray(value))
+            arrays[name] = None
+        else:
+            arrays[name] = value
+    return replace(trace, columns=arrays)  # the small fields travel; the arrays wait in ``out``
+
+
+def _mapped(trace: Trace, out: str) -> Trace:
+    fields = {
+        name: np.load(Path(out) / f"{name}.npy", mmap_mode="r") if value is None else value
+        for name, value in trace.columns.items()
+    }
+    return replace(trace, columns=EventColumns(**fields))
 
 
 def read_hosts(
-    files: Sequence[Path], prefixes: Sequence[str], node_devices: Mapping[str, str] | None = None,
+    files: Sequence[Path],
+    prefixes: Sequence[str],
+    node_devices: Mapping[str, str] | None = None,
     workers: int | None = None,
+    handoff: str | None = None,
 ) -> list[Trace]:
-    """Read each file (its devices named with its prefix), in parallel processes up to the cores."""
-    jobs = [(f, node_devices, p, i) for i, (f, p) in enumerate(zip(files, prefixes))]
-    workers = min(len(jobs), workers or available_cores())
+    """Read each file (its devices named with its prefix), in parallel processes up to the idle cores
+    (:func:`idle_cores`; ``workers`` says how many instead).
+
+    In parallel, each worker leaves its columns as files in the folder ``handoff`` (default: a
+    temporary one, and the columns are copied out of it); with ``handoff`` given, the traces'
+    columns are mapped from its files, which must outlive them (:func:`join_hosts` copies them).
+    """
+    workers = min(len(files), workers or idle_cores())
     if workers <= 1:
-        return [_read(j) for j in jobs]
+        return [_read((f, node_devices, p, i, None)) for i, (f, p) in enumerate(zip(files, prefixes))]
+    if handoff is None:
+        with handoff_folder() as tmp:
+            traces = read_hosts(files, prefixes, node_devices, workers, tmp)
+            return [replace(t, columns=_copied(t.columns)) for t in traces]
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    outs = [os.path.join(handoff, str(i)) for i in range(len(files))]
+    for out in outs:
+        os.makedirs(out, exist_ok=True)
+    jobs = [(f, node_devices, p, i, out) for i, (f, p, out) in enumerate(zip(files, prefixes, outs))]
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(_read, jobs))
+        traces = list(pool.map(_read, jobs))
+    return [_mapped(t, out) for t, out in zip(traces, outs)]
+
+
+def handoff_folder() -> tempfile.TemporaryDirectory:
+    """A temporary folder for workers' columns: in memory (``/dev/shm``) where there is one."""
+    shm = Path("/dev/shm")
+    return tempfile.TemporaryDirectory(dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
+
+
+def _copied(c: EventColumns) -> EventColumns:
+    fields = {name: getattr(c, name) for name in EventColumns.__dataclass_fields__}
+    return EventColumns(**{k: np.array(v) if isinstance(v, np.memmap) else v for k, v in fields.items()})
 
 
 def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence[str], source: str) -> Trace:
@@ -131,9 +199,11 @@ def load_hosts(
         host = Host(host_name(files[0]), prefix, trace.step_table, trace.window)
         return replace(trace, notes=notes + trace.notes, hosts=(host,))
     prefixes, made_up = host_prefixes(files, tasks)
-    traces = read_hosts(files, prefixes, node_devices, workers)
     source = str(files[0].parent)
-    trace = join_hosts(traces, prefixes, [host_name(f) for f in files], source)
+    with handoff_folder() as tmp:  # the hosts' columns, mapped until they are joined
+        traces = read_hosts(files, prefixes, node_devices, workers, tmp)
+        trace = join_hosts(traces, prefixes, [host_name(f) for f in files], source)
+        del traces
     note = f"{len(files)} hosts analysed together: " + ", ".join(
         f"{host_name(f)} = {p}" for f, p in zip(files, prefixes)
     )

@@ -61,6 +61,8 @@ class Tables:
     names: tuple[str, ...]  # the stats asked for
     as_bytes: tuple[bool, ...]  # per stat asked for: read as raw bytes
     parsers: tuple[Parser | None, ...]  # per stat asked for: what turns a batch's bytes into columns
+    name_lut: np.ndarray | None  # int64 [planes, width]: name code per (plane, metadata id), small ids
+    local_lut: np.ndarray | None  # int64 [planes, width]: index in md_ids per (plane, metadata id), or -1
     which: np.ndarray | None  # int8 [planes + 1, width]: stat label per (plane, id); last row: derived
     sparse_keys: tuple[np.ndarray, np.ndarray] | None  # ids too sparse for ``which``: sorted keys, labels
     fallback: dict[int, list[MetaValues | None]]  # stat label -> per plane
@@ -109,7 +111,25 @@ def build_tables(
     raw = tuple(name in as_bytes for name in names)
     parsers = tuple(as_bytes.get(name) for name in names)
     fallback = _metadata_values(stat_md, messages, index, raw, strings)
-    return Tables(len(planes), stat_md, md_ids, name_codes, names, raw, parsers, which, sparse, fallback)
+    name_lut, local_lut = _name_luts(md_ids, name_codes)
+    return Tables(
+        len(planes), stat_md, md_ids, name_codes, names, raw, parsers, name_lut, local_lut, which, sparse,
+        fallback,
+    )
+
+
+def _name_luts(md_ids: list[np.ndarray], name_codes: list[np.ndarray]) -> tuple[np.ndarray | None, ...]:
+    """Dense (plane, metadata id) tables of name codes and sorted-id indices, where the ids are small."""
+    width = max((int(ids.max()) + 1 for ids in md_ids if ids.size), default=1)
+    if any(ids.size and ids.min() < 0 for ids in md_ids) or width * len(md_ids) > (1 << 22):
+        return None, None
+    name_lut = np.zeros((len(md_ids), width), dtype=np.int64)
+    local_lut = np.full((len(md_ids), width), -1, dtype=np.int64)
+    for pi, (ids, codes) in enumerate(zip(md_ids, name_codes)):
+        if ids.size and codes.size:
+            name_lut[pi, ids] = codes
+            local_lut[pi, ids] = np.arange(ids.size)
+    return name_lut, local_lut
 
 
 def _metadata_values(
@@ -152,6 +172,15 @@ def _metadata_values(
 def event_names(tables: Tables, plane: np.ndarray, md: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per event (of plane ``plane`` and metadata id ``md``): its name's code (0, ``""``, without
     metadata), and its metadata's index in the plane's sorted ids (-1: none)."""
+    if tables.name_lut is not None:  # small ids: one lookup
+        width = tables.name_lut.shape[1]
+        inside = (md >= 0) & (md < width)
+        key = plane.astype(np.int64) * width + np.where(inside, md, 0)
+        local = tables.local_lut.ravel()[key]
+        code = tables.name_lut.ravel()[key]
+        if not inside.all():
+            local[~inside], code[~inside] = -1, 0
+        return code, local
     code = np.zeros(md.size, dtype=np.int64)
     local = np.full(md.size, -1, dtype=np.int64)
     for pi in np.flatnonzero(np.bincount(plane, minlength=tables.n_planes)).tolist():
@@ -204,16 +233,19 @@ def batch_stats(
     label = np.where(kept[owner], label, -1) if not kept.all() else label
     out = {}
     vals = ev.stat_values
-    for wi in range(len(tables.names)):
-        sel = np.flatnonzero(label == wi)
-        meta = _meta_part(tables, wi, plane, kept, md_local)
-        if not sel.size and meta is None:
+    n_labels = len(tables.names)
+    used = np.bincount(label.astype(np.int64) + 1, minlength=n_labels + 1)[1:]
+    for wi in range(n_labels):
+        meta = _meta_part(tables, wi, plane, kept, md_local) if wi in tables.fallback else None
+        if not used[wi] and meta is None:
             continue
+        sel = np.flatnonzero(label == wi)
         o = owner[sel]
         kind, num, s, ln = vals.kind[sel], vals.num[sel], vals.str_start[sel], vals.str_len[sel]
         nums = num.view(np.int64).copy()
-        dbl = kind == KIND_DOUBLE
-        nums[dbl] = num[dbl].view(np.float64).astype(np.int64)
+        dbl = np.flatnonzero(kind == KIND_DOUBLE)
+        if dbl.size:
+            nums[dbl] = num[dbl].view(np.float64).astype(np.int64)
         if tables.as_bytes[wi]:
             codes = np.full(sel.size, -1, dtype=np.int32)
             text = _value_bytes(buf, tables, plane[o], kind, num, s, ln)
@@ -238,12 +270,24 @@ def _value_codes(
         codes[is_str] = strings.codes(texts)[local]
     is_ref = np.flatnonzero(kind == KIND_REF)
     if is_ref.size:
-        ref = num[is_ref].astype(np.int64) & ((1 << _ID_BITS) - 1)
-        uniq, inv = np.unique((plane[is_ref].astype(np.int64) << _ID_BITS) | ref, return_inverse=True)
-        texts = [tables.stat_md[int(u) >> _ID_BITS].get(int(u) & ((1 << _ID_BITS) - 1), "") for u in uniq]
-        codes[is_ref] = strings.codes(texts)[inv.ravel()]
+        codes[is_ref] = _ref_codes(tables, plane[is_ref], num[is_ref].astype(np.int64), strings)
     codes[(kind == KIND_INT64) | (kind == KIND_UINT64)] = NUMBER
     return codes
+
+
+def _ref_codes(tables: Tables, plane: np.ndarray, ref: np.ndarray, strings: Strings) -> np.ndarray:
+    """The codes of the stat-metadata names refs point at (each distinct (plane, ref) looked up once)."""
+    ref = ref & ((1 << _ID_BITS) - 1)
+    width = int(ref.max()) + 1
+    if width * tables.n_planes <= 4 * ref.size + (1 << 16):  # small ids: a dense key, no sort
+        key = plane.astype(np.int64) * width + ref
+        uniq = np.flatnonzero(np.bincount(key))
+        lut = np.zeros(tables.n_planes * width, dtype=np.int32)
+        lut[uniq] = strings.codes([tables.stat_md[int(u) // width].get(int(u) % width, "") for u in uniq])
+        return lut[key]
+    uniq, inv = np.unique((plane.astype(np.int64) << _ID_BITS) | ref, return_inverse=True)
+    texts = [tables.stat_md[int(u) >> _ID_BITS].get(int(u) & ((1 << _ID_BITS) - 1), "") for u in uniq]
+    return strings.codes(texts)[inv.ravel()]
 
 
 def _value_bytes(
@@ -307,6 +351,8 @@ def _meta_part(
 
 def _merge(meta: StatPart | None, own: StatPart) -> StatPart:
     """Own values over inherited ones; sorted by event; a stat repeated in one event: the last wins."""
+    if meta is None and (own.owner.size < 2 or (np.diff(own.owner) > 0).all()):
+        return own  # the usual case: at most one per event, in order
     parts = [own] if meta is None else [meta, own]
     owner = np.concatenate([p.owner for p in parts])
     order = np.argsort(owner, kind="stable")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .columns import Parser, StatPart, Tables, batch_stats, build_tables, event_names, stat_filter
-from .events import BLOCK, decode_event_ranges
+from .events import decode_event_ranges
 from .layout import Lines, Planes, read_lines
 from .memory import release_free_memory
 from .ragged import Ragged
@@ -32,6 +32,8 @@ from .wire import Buffer
 
 #: Bytes of lines walked and decoded at once.
 BATCH_BYTES = 16 << 20
+#: Events whose columns are made at once (the decoder itself works in blocks of ``events.BLOCK``).
+DECODE_BLOCK = 1 << 18
 
 
 def batches(start: np.ndarray, end: np.ndarray, limit: int = BATCH_BYTES) -> list[np.ndarray]:
@@ -82,7 +84,7 @@ def decode_space(
         _decode_batch(buf, lines, offset, origin, tables, strings, cols)
         offset += idx.size
         buf.release(int(planes.line_start[idx].min()), int(planes.line_end[idx].max()))
-        release_free_memory()  # the batch's temporaries: the allocator would keep them
+        release_free_memory(128 << 20)  # the batches' temporaries, when they add up
     raw = _assemble(planes, cols, tables, strings, origin or 0, source)
     del cols
     release_free_memory()  # the batches' temporaries: the allocator would keep them
@@ -92,15 +94,15 @@ def decode_space(
 def _decode_batch(
     buf: Buffer, lines: Lines, offset: int, origin: int, tables: Tables, strings: Strings, cols: _Columns
 ) -> None:
-    """Decode one batch's events, a block of :data:`~.events.BLOCK` at a time (a line of a million
+    """Decode one batch's events, a block of :data:`DECODE_BLOCK` at a time (a line of a million
     events costs a block's temporaries, not a million events')."""
     derived = derived_lines(lines.name, lines.id)
     ev_line = np.repeat(np.arange(lines.plane.size, dtype=np.int32), lines.event_count)
     starts, ends = lines.event_start, lines.event_end
     stamp = (lines.timestamp_ns - origin) * 1000
     cols.lines.append(replace(lines, event_start=starts[:0], event_end=ends[:0]))
-    for lo in range(0, ev_line.size, BLOCK):
-        block = slice(lo, min(ev_line.size, lo + BLOCK))
+    for lo in range(0, ev_line.size, DECODE_BLOCK):
+        block = slice(lo, min(ev_line.size, lo + DECODE_BLOCK))
         line = ev_line[block]
         plane = lines.plane[line]
         kept = ~derived[line]
