@@ -29,6 +29,7 @@ from ..categories import (
 )
 from ..device_names import is_accelerator_plane
 from .attribute import Breakdown, attribute
+from .classify import NodeDevices
 from .hosts import load_hosts
 from .idle import IDLE_KINDS
 from .links import Link, links, links_frame
@@ -153,7 +154,7 @@ def analyze_trace(
 
 def analyze_xplane(
     path: Path | str,
-    node_devices: Mapping[str, str] | None = None,
+    node_devices: NodeDevices | None = None,
     kind: str | None = None,
     edge_bytes: Mapping[str, int] | None = None,
     run: str | None = None,

@@ -31,12 +31,12 @@ numpy over their bytes (:mod:`.copies`).  Only the events of lines that are not 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..device_names import canonical_device
+from ..device_names import canonical_device, task_of
 from ..xplane import DEVICE, HOST, RawSpace, StatColumn, Strings, used_codes
 from .codes import CAT
 from .copies import classify_copies, details_columns
@@ -49,6 +49,8 @@ STATS = (
 #: and only their numbers kept.
 AS_BYTES = {"memcpy_details": details_columns}
 STEP_NUM = "step_num"
+#: TF node name -> the device it was placed on (a node of the same name on several tasks: all of them).
+NodeDevices = Mapping[str, "str | Sequence[str]"]
 CORRELATION_ID = "correlation_id"
 
 #: Host events that annotate steps or sessions rather than doing work.
@@ -172,14 +174,15 @@ def _at(column: StatColumn, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def classify(
     raw: RawSpace,
     stats: Mapping[str, StatColumn],
-    node_devices: Mapping[str, str] | None = None,
+    node_devices: NodeDevices | None = None,
     prefix: str = "",
 ) -> Classes:
     """The TensorFlow meaning of the first ``n_kept`` events of ``raw`` (``stats``: its :data:`STATS`).
 
     ``prefix``: a task's name (``/job:worker/task:1``) put before the name of every plane and
     of the devices named in ``memcpy_details`` (a multi-host analysis); ``node_devices``
-    names devices as TensorFlow does (canonicalised; a name without a task gets ``prefix``).
+    names devices as TensorFlow does (canonicalised; a name without a task gets ``prefix``;
+    a node of the same name on several tasks may name them all: this host's task's is used).
     Adds the strings it derives (node names, op types, devices) to ``raw.strings``.
     """
     strings = raw.strings
@@ -277,10 +280,24 @@ def _rendezvous(
         out[events] = lut[k]
 
 
+def _node_device(name: str | Sequence[str] | None, prefix: str) -> str | None:
+    """The device a node's entry names for this host: of several (a node of the same name on every
+    task of a cluster), the one of this host's task, else one named without a task."""
+    if not name:
+        return None
+    names = [name] if isinstance(name, str) else list(name)
+    devices = [canonical_device(n) for n in names]
+    if prefix:
+        own = [d for d in devices if task_of(d) == prefix]
+        local = [prefix + d for d in devices if not task_of(d)]
+        devices = own or local or devices
+    return devices[0]
+
+
 def _join_devices(
     host: np.ndarray,
     tf_op: np.ndarray,
-    node_devices: Mapping[str, str],
+    node_devices: NodeDevices,
     plane_names: list[str],
     prefix: str,
     strings: Strings,
@@ -295,12 +312,9 @@ def _join_devices(
     target = np.full(int(uniq[-1]) + 1 if uniq.size else 1, -1, dtype=np.int64)
     launch = np.zeros(target.size, dtype=bool)
     for u in uniq.tolist():
-        name = node_devices.get(strings.items[u])
-        if not name:
+        dev = _node_device(node_devices.get(strings.items[u]), prefix)
+        if dev is None:
             continue
-        dev = canonical_device(name)
-        if prefix and not dev.startswith("/job:"):
-            dev = prefix + dev
         if dev in with_plane:
             launch[u] = True
         else:

@@ -144,17 +144,16 @@ def _per_event(per_line: pd.Categorical, line: np.ndarray) -> pd.Categorical:
 
 def merge(parts: Sequence[EventColumns]) -> EventColumns:
     """The columns of several traces (hosts) as one: their strings recoded into one table, lines
-    and events one host after the other (each part's ``line_host`` offset by the hosts before)."""
+    and events one host after the other (each part keeps its ``line_host``: read each host with
+    its own number)."""
     if len(parts) == 1:
         return parts[0]
     strings = Strings()
     recoded = []
-    host_base = 0
     line_base = 0
     for p in parts:
         lut = strings.codes(p.strings.items).astype(np.int32)
-        recoded.append((p, lut, host_base, line_base))
-        host_base += int(p.line_host.max()) + 1 if p.line_host.size else 1
+        recoded.append((p, lut, 0, line_base))
         line_base += p.line_name.size
     offsets = np.cumsum([0] + [p.n for p in parts])
 
@@ -166,7 +165,7 @@ def merge(parts: Sequence[EventColumns]) -> EventColumns:
         strings=strings,
         line_name=cat(lambda p, lut, h, ln: lut[p.line_name]),
         line_plane=cat(lambda p, lut, h, ln: lut[p.line_plane]),
-        line_host=cat(lambda p, lut, h, ln: p.line_host + h, np.int16),
+        line_host=cat(lambda p, lut, h, ln: p.line_host, np.int16),
         line_kind=cat(lambda p, lut, h, ln: p.line_kind),
         line=cat(lambda p, lut, h, ln: p.line + ln, np.int32),
         name=cat(lambda p, lut, h, ln: lut[p.name]),

@@ -132,7 +132,8 @@ _KEYS = (b"size", b"dest", b"kind_src", b"kind_dst")
 def _fields(t: _Text) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per key of :data:`_KEYS`, where the last ``key:value`` token of each row has its value:
     (rows, value start, row end).  A token is whitespace-separated; its key is the text before
-    its first ``:``.  Every colon is matched against every key at once (the eight bytes before it)."""
+    its first ``:``, its value (not empty) the rest.  Every colon is matched against every key
+    at once (the eight bytes before it)."""
     which = np.full(t.colon.size, -1, dtype=np.int8)
     for i, key in enumerate(_KEYS):
         which[(t.before >> np.uint64(8 * (8 - len(key)))) == _word(key)] = i
@@ -142,7 +143,8 @@ def _fields(t: _Text) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     at = colon - size  # where the key starts: a row's start, or after whitespace
     row = np.searchsorted(t.starts, colon, side="right") - 1
     r = np.maximum(row, 0)
-    ok = (row >= 0) & (colon < t.ends[r]) & (at >= t.starts[r])
+    ok = (row >= 0) & (colon + 1 < t.ends[r]) & (at >= t.starts[r])  # a value follows the colon
+    ok &= ~_SPACE[t.data[colon + 1]]
     ok &= (at == t.starts[r]) | _SPACE[t.data[np.maximum(at - 1, 0)]]
     out = {}
     for i, key in enumerate(_KEYS):

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..device_names import canonical_device
+from .classify import NodeDevices
 from .columns import EventColumns, merge
 from .load import Host, Trace, read_trace
 from .locate import host_name, locate_hosts
@@ -86,7 +87,7 @@ def host_prefixes(files: Sequence[Path], tasks: Mapping[str, str] | None) -> tup
     return out, notes
 
 
-def _read(args: tuple[Path, Mapping[str, str] | None, str, int, str | None]) -> Trace:
+def _read(args: tuple[Path, NodeDevices | None, str, int, str | None]) -> Trace:
     """Read one host; with ``out`` (a folder), hand its columns over as ``.npy`` files there
     instead of through the pipe (written and mapped back without pickling tens of megabytes)."""
     file, node_devices, prefix, host, out = args
@@ -115,7 +116,7 @@ def _mapped(trace: Trace, out: str) -> Trace:
 def read_hosts(
     files: Sequence[Path],
     prefixes: Sequence[str],
-    node_devices: Mapping[str, str] | None = None,
+    node_devices: NodeDevices | None = None,
     workers: int | None = None,
     handoff: str | None = None,
 ) -> list[Trace]:
@@ -185,7 +186,7 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
 def load_hosts(
     path: Path | str,
     run: str | None = None,
-    node_devices: Mapping[str, str] | None = None,
+    node_devices: NodeDevices | None = None,
     tasks: Mapping[str, str] | None = None,
     workers: int | None = None,
 ) -> Trace:

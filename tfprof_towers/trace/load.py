@@ -40,7 +40,6 @@ step             int64       step whose window holds the event's start, -1 when 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -51,7 +50,7 @@ import numpy as np
 from ..errors import TraceError
 from ..xplane import RawSpace, read_xspace
 from ..xplane.memory import release_free_memory
-from .classify import AS_BYTES, CORRELATION_ID, STATS, STEP_NUM, classify
+from .classify import AS_BYTES, CORRELATION_ID, STATS, STEP_NUM, NodeDevices, classify
 from .columns import EventColumns, empty_frame, events_frame
 from .locate import locate
 from .steps import StepTable, assign_steps, step_windows
@@ -104,7 +103,7 @@ def empty_events() -> pd.DataFrame:
 
 
 def load_trace(
-    path: Path | str, run: str | None = None, node_devices: Mapping[str, str] | None = None
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None
 ) -> Trace:
     """Locate, read and decode one trace file (see the module docstring)."""
     file, notes = locate(path, run)
@@ -113,7 +112,7 @@ def load_trace(
 
 
 def read_trace(
-    file: Path, node_devices: Mapping[str, str] | None = None, prefix: str = "", host: int = 0
+    file: Path, node_devices: NodeDevices | None = None, prefix: str = "", host: int = 0
 ) -> Trace:
     """Read and decode the trace file ``file`` (``prefix``: its task's name, see :func:`trace_from_raw`)."""
     if file.name.endswith(".xplane.riegeli"):
@@ -125,14 +124,14 @@ def read_trace(
 
 
 def trace_from_bytes(
-    data: bytes, source: str = "<bytes>", node_devices: Mapping[str, str] | None = None
+    data: bytes, source: str = "<bytes>", node_devices: NodeDevices | None = None
 ) -> Trace:
     """Decode a serialized XSpace; every way it can be broken raises :class:`TraceError`."""
     return _from_box([read_xspace(data, STATS, label=source, as_bytes=AS_BYTES)], node_devices)
 
 
 def trace_from_raw(
-    raw: RawSpace, node_devices: Mapping[str, str] | None = None, prefix: str = "", host: int = 0
+    raw: RawSpace, node_devices: NodeDevices | None = None, prefix: str = "", host: int = 0
 ) -> Trace:
     """Classify the events of a space read with :data:`~.classify.STATS`, find the steps, build the columns.
 
@@ -143,7 +142,7 @@ def trace_from_raw(
 
 
 def _from_box(
-    box: list[RawSpace], node_devices: Mapping[str, str] | None, prefix: str = "", host: int = 0
+    box: list[RawSpace], node_devices: NodeDevices | None, prefix: str = "", host: int = 0
 ) -> Trace:
     """:func:`trace_from_raw` of the space in ``box``, which it empties: where the caller keeps no
     other reference, the space's columns are let go as soon as they are used up."""
