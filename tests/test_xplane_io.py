@@ -167,3 +167,23 @@ def test_parse_details_matches_the_python_parse(rows: list[str], rnd) -> None:
         size, dest, kinds = parse_details(text)
         got = list(zip(size.tolist(), dest.tolist(), kinds.tolist()))
         assert got == [reference(rows[i]) for i in perm]
+
+
+def test_repeated_texts_are_parsed_once_each() -> None:
+    """Texts that repeat (a sample shows it) are grouped first: the parser sees each distinct one once."""
+    b = TraceBuilder()
+    s = b.plane("/device:GPU:0").line("Stream #1")
+    texts = [memcpy_details(1000 + i % 3, 0, "pinned", "device") for i in range(5000)]
+    for i, t in enumerate(texts):
+        s.event("MemcpyH2D", i * US, US, {"memcpy_details": t})
+    seen: list[int] = []
+
+    def parser(text: Ragged) -> dict[str, np.ndarray]:
+        seen.append(text.rows)
+        return {"text_length": text.lengths.copy(), "first_byte": text.data[text.starts]}
+
+    raw = read_xspace(b.to_bytes(), ("memcpy_details",), as_bytes={"memcpy_details": parser})
+    col = raw.stats["memcpy_details"]
+    assert seen == [3]
+    assert col.parsed["text_length"].tolist() == [len(t) for t in texts]
+    assert (col.parsed["first_byte"] == ord("k")).all() and col.index.tolist() == list(range(5000))

@@ -31,9 +31,9 @@ from .events import (
     stat_metadata_ids,
 )
 from .ragged import Ragged
-from .strings import Strings, distinct_strings
+from .strings import Strings, distinct_rows, distinct_strings
 from .tables import NUMBER
-from .wire import Buffer
+from .wire import PAD, Buffer
 
 #: At most this many stats can be asked for (their labels are int8 in the decoder).
 MAX_STATS = 126
@@ -246,17 +246,52 @@ def batch_stats(
         dbl = np.flatnonzero(kind == KIND_DOUBLE)
         if dbl.size:
             nums[dbl] = num[dbl].view(np.float64).astype(np.int64)
+        parser = tables.parsers[wi]
+        inline = (kind == KIND_STR) | (kind == KIND_BYTES)
+        if parser is not None and meta is None and inline.all() and _ascending(o):
+            # the usual case: texts in the file, one per event, in order: parse them from there
+            codes = np.broadcast_to(np.int32(-1), o.shape)
+            out[wi] = StatPart(o, codes, nums, None, parse_distinct(parser, buf, s, ln))
+            continue
         if tables.as_bytes[wi]:
             codes = np.full(sel.size, -1, dtype=np.int32)
             text = _value_bytes(buf, tables, plane[o], kind, num, s, ln)
         else:
             codes, text = _value_codes(buf, tables, plane[o], kind, num, s, ln, strings), None
         part = _merge(meta, StatPart(o, codes, nums, text))
-        parser = tables.parsers[wi]
         if parser is not None:
-            part = StatPart(part.owner, part.codes, part.nums, None, dict(parser(part.text)))
+            text = part.text.packed()
+            padded = Buffer.wrap(np.concatenate([text.data, np.zeros(PAD, np.uint8)]), text.data.size)
+            part = StatPart(part.owner, part.codes, part.nums, None, parse_distinct(
+                parser, padded, text.starts, text.lengths
+            ))
         out[wi] = part
     return out
+
+
+def _ascending(a: np.ndarray) -> bool:
+    return a.size < 2 or bool((a[1:] > a[:-1]).all())
+
+
+#: Rows sampled to decide whether texts repeat enough to parse each distinct one only once.
+SAMPLE = 1024
+
+
+def parse_distinct(
+    parser: Parser, buf: Buffer, start: np.ndarray, length: np.ndarray
+) -> dict[str, np.ndarray]:
+    """``parser`` of the texts ``buf[start:start + length]``, parsing each distinct text once where
+    they repeat (a sample of them says whether grouping them is worth its hashing); only the
+    texts parsed are copied out of ``buf``."""
+    rows = start.size
+    if rows > 2 * SAMPLE:
+        sample = np.linspace(0, rows - 1, SAMPLE).astype(np.int64)
+        _, first = distinct_rows(buf, start[sample], length[sample])
+        if first.size <= SAMPLE // 2:  # they repeat: parse each once
+            group, first = distinct_rows(buf, start, length)
+            parsed = parser(Ragged.gather(buf.u8, start[first], length[first]))
+            return {k: v[group] for k, v in parsed.items()}
+    return dict(parser(Ragged.gather(buf.u8, start, length)))
 
 
 def _value_codes(

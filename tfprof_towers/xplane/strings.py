@@ -78,27 +78,35 @@ def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[n
     return h1, h2
 
 
-def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Group equal byte strings without a Python step per string: (codes, distinct texts).
+def distinct_rows(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group equal byte strings without a Python step per string: (group of each string, in order of
+    first occurrence; the first string of each group).
 
     Strings are grouped by one 64-bit hash of their bytes and length, and a second,
     independent one must agree within every group, else the strings are compared exactly.
-    Only one representative per group is decoded.
     """
     n = start.size
     if n == 0:
-        return np.zeros(0, dtype=np.int64), []
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     h1, h2 = _hash_strings(buf, start, length)
     _, first, inv = np.unique(h1, return_index=True, return_inverse=True)
-    order = np.argsort(first)  # codes in order of first occurrence
+    order = np.argsort(first)  # groups in order of first occurrence
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
     codes, first = rank[inv.ravel()], first[order]
     if not (h2 == h2[first[codes]]).all():  # a 64-bit collision: compare exactly instead
-        seen: dict[str, int] = {}
-        texts_all = [buf.text(s, ln) for s, ln in zip(start.tolist(), length.tolist())]
-        codes = np.array([seen.setdefault(t, len(seen)) for t in texts_all], dtype=np.int64)
-        return codes, list(seen)
+        seen: dict[bytes, int] = {}
+        rows = [buf.u8[s : s + ln].tobytes() for s, ln in zip(start.tolist(), length.tolist())]
+        codes = np.array([seen.setdefault(r, len(seen)) for r in rows], dtype=np.int64)
+        first = np.full(len(seen), -1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(n - 1, -1, -1)
+    return codes, first
+
+
+def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Group equal byte strings (:func:`distinct_rows`): (codes, distinct texts); only one
+    representative per group is decoded."""
+    codes, first = distinct_rows(buf, start, length)
     texts = [buf.text(s, ln) for s, ln in zip(start[first].tolist(), length[first].tolist())]
     return codes, texts
 
