@@ -161,8 +161,10 @@ def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int):
     dense = lut.size <= 4 * len(trace.step_table) + 1024
     numbers = trace.step_table.step
     order = np.argsort(numbers, kind="stable")
+    order = np.argsort(dev_of, kind="stable")  # every device's events, in order (one radix sort)
+    bounds = np.searchsorted(dev_of[order], np.arange(n_dev + 1), side="left")
     for d in range(n_dev):
-        rows = np.flatnonzero(dev_of == d)
+        rows = order[bounds[d] : bounds[d + 1]]
         start = c.start_ps[rows]
         end = start + c.dur_ps[rows]
         step = c.step[rows]
@@ -211,15 +213,23 @@ def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
     inside = np.flatnonzero(ev.window >= 0)
     key = ev.window[inside] * n_cat + ev.category[inside]
     count = np.bincount(key, minlength=n_win * n_cat)
-    dur = np.zeros(n_win * n_cat, dtype=np.int64)
-    nbytes = np.zeros(n_win * n_cat, dtype=np.int64)
-    np.add.at(dur, key, ev.end[inside] - ev.start[inside])
-    np.add.at(nbytes, key, ev.bytes[inside])
+    dur = _sums(key, ev.end[inside] - ev.start[inside], n_win * n_cat)
+    nbytes = _sums(key, ev.bytes[inside], n_win * n_cat)
     used = np.flatnonzero(count)
     return Totals(
         np.full(used.size, device, dtype=np.int64), used // n_cat, used % n_cat, count[used].astype(np.int64),
         dur[used], nbytes[used],
     )
+
+
+def _sums(key: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per ``key``: float weights where every sum stays below 2**53 (then
+    exact), else integer accumulation."""
+    if not values.size or (values.min() >= 0 and int(values.sum(dtype=np.uint64)) < (1 << 53)):
+        return np.rint(np.bincount(key, weights=values, minlength=n)).astype(np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, key, values)
+    return out
 
 
 def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:

@@ -134,12 +134,17 @@ def _fields(t: _Text) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     (rows, value start, row end).  A token is whitespace-separated; its key is the text before
     its first ``:``, its value (not empty) the rest.  Every colon is matched against every key
     at once (the eight bytes before it)."""
+    last4 = (t.before >> np.uint64(32)).astype(np.uint32)  # the four bytes before each colon
     which = np.full(t.colon.size, -1, dtype=np.int8)
     for i, key in enumerate(_KEYS):
-        which[(t.before >> np.uint64(8 * (8 - len(key)))) == _word(key)] = i
+        which[last4 == np.uint32(_word(key[-4:]))] = i
     sel = np.flatnonzero(which >= 0)
     colon, which = t.colon[sel], which[sel]
-    size = np.array([len(k) for k in _KEYS], dtype=np.int64)[which]
+    long = np.flatnonzero(which >= 2)  # kind_src / kind_dst: all eight bytes must match
+    if long.size:
+        full = np.array([_word(k) for k in _KEYS], dtype=np.uint64)
+        which[long[t.before[sel[long]] != full[which[long]]]] = -1
+    size = np.array([len(k) for k in _KEYS] + [0], dtype=np.int64)[which]
     at = colon - size  # where the key starts: a row's start, or after whitespace
     row = np.searchsorted(t.starts, colon, side="right") - 1
     r = np.maximum(row, 0)

@@ -33,7 +33,7 @@ from .wire import Buffer
 #: Bytes of lines walked and decoded at once.
 BATCH_BYTES = 16 << 20
 #: Events whose columns are made at once (the decoder itself works in blocks of ``events.BLOCK``).
-DECODE_BLOCK = 1 << 18
+DECODE_BLOCK = 1 << 16
 
 
 def batches(start: np.ndarray, end: np.ndarray, limit: int = BATCH_BYTES) -> list[np.ndarray]:
