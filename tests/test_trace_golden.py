@@ -18,6 +18,7 @@ from slow_decode import exclusive_times, gpu_totals, slow_events
 from trace_kit import US, logical_cpu_trace, two_gpu_trace
 
 from tfprof_towers.categories import WALL_ORDER
+from tfprof_towers.trace import attribute
 from tfprof_towers.trace.analysis import analyze_trace, analyze_xplane
 from tfprof_towers.trace.load import trace_from_bytes
 from tfprof_towers.trace.synth import copy_heavy_trace
@@ -67,6 +68,14 @@ def test_golden_8gpu_document(fixture_8gpu, per_step: bool) -> None:
 def test_golden_copy_heavy_document(per_step: bool) -> None:
     doc = analyze_trace(trace_from_bytes(copy_heavy_bytes(), "copy-heavy")).to_doc(per_step=per_step)
     check_golden(f"analysis_copy_heavy{'_per_step' if per_step else ''}.json", doc)
+
+
+@pytest.mark.parametrize("chunk", [7, 1000])
+def test_time_slices_change_no_number(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """A device swept in slices of time (big traces) gets the same document as in one pass."""
+    monkeypatch.setattr(attribute, "CHUNK", chunk)
+    doc = analyze_trace(trace_from_bytes(copy_heavy_bytes(), "copy-heavy")).to_doc()
+    same(json.loads(json.dumps(doc)), json.loads((GOLDEN / "analysis_copy_heavy.json").read_text()))
 
 
 # --- against the independent slow decode

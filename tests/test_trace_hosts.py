@@ -240,3 +240,23 @@ def test_run_directory_variant_with_a_trace_per_task(tmp_path: Path) -> None:
     assert [(ln["kind"], ln["src"], ln["dst"], ln["bytes"]) for ln in doc["links"]] == [
         ("network", "/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0", 512)
     ]
+
+
+def test_parallel_decode_with_another_thread_alive(tmp_path: Path) -> None:
+    """With another thread running, workers are not forked from this process (forkserver/spawn)."""
+    import threading
+
+    from tfprof_towers.trace import hosts
+
+    root = logdir(tmp_path)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert hosts._start_method().get_start_method() != "fork"
+        two = analyze_trace(load_hosts(root, tasks=TASKS, workers=2)).to_doc()
+    finally:
+        stop.set()
+        t.join()
+    assert hosts._start_method().get_start_method() == "fork"
+    assert json.dumps(two) == json.dumps(analyze_trace(load_hosts(root, tasks=TASKS, workers=1)).to_doc())

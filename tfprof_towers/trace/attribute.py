@@ -270,8 +270,8 @@ def _clip_known(ev: DeviceEvents, ws: np.ndarray, we: np.ndarray):
     simple = inside.copy()
     simple[inside] = ev.end[inside] <= we[w[inside]]
     if simple.all():
-        keep = np.flatnonzero(ev.end > ev.start)
-        return w[keep], ev.start[keep], ev.end[keep], keep
+        # zero-length events add nothing to a sweep (it drops them): no copies needed
+        return w, ev.start, ev.end, np.arange(w.size)
     rest = np.flatnonzero(~simple)
     win, cs, ce, idx = clip_to_windows(ev.start[rest], ev.end[rest], ws, we)
     easy = np.flatnonzero(simple & (ev.end > ev.start))
@@ -342,10 +342,12 @@ def sweep(
         if span * n_groups < _SAFE:
             key = group.astype(np.int64) * span
             key += s
-            order = np.argsort(key, kind="stable")
+            if not (key[1:] >= key[:-1]).all():  # often sorted already: one line, in time order
+                order = np.argsort(key, kind="stable")
+                group, rank, s, e = group[order], rank[order], s[order], e[order]
         else:
             order = np.lexsort((s, group))
-        group, rank, s, e = group[order], rank[order], s[order], e[order]
+            group, rank, s, e = group[order], rank[order], s[order], e[order]
     else:
         order = np.lexsort((s, group))
         group, rank, s, e = group[order], rank[order], s[order], e[order]
@@ -354,9 +356,13 @@ def sweep(
         s, e = s - origin, e - origin
         span = int(e.max()) + 1
     prev = np.zeros(n_groups, dtype=np.int64)
-    for r in np.flatnonzero(np.bincount(rank, minlength=n_rank)).tolist():
-        sel = np.flatnonzero(rank <= r)
-        measure = union_measure(group[sel], s[sel], e[sel], n_groups, span)
+    ranks = np.flatnonzero(np.bincount(rank, minlength=n_rank)).tolist()
+    for r in ranks:
+        if r == ranks[-1]:  # every interval
+            measure = union_measure(group, s, e, n_groups, span)
+        else:
+            sel = np.flatnonzero(rank <= r)
+            measure = union_measure(group[sel], s[sel], e[sel], n_groups, span)
         out[np.arange(n_groups) * n_rank + r] = measure - prev
         prev = measure
     return out

@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -134,15 +135,22 @@ def read_hosts(
         with handoff_folder() as tmp:
             traces = read_hosts(files, prefixes, node_devices, workers, tmp)
             return [replace(t, columns=_copied(t.columns)) for t in traces]
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
     outs = [os.path.join(handoff, str(i)) for i in range(len(files))]
     for out in outs:
         os.makedirs(out, exist_ok=True)
     jobs = [(f, node_devices, p, i, out) for i, (f, p, out) in enumerate(zip(files, prefixes, outs))]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
         traces = list(pool.map(_read, jobs))
     return [_mapped(t, out) for t, out in zip(traces, outs)]
+
+
+def _start_method():
+    """``fork`` (instant, nothing re-imported) in a process with no other thread; else ``forkserver``
+    or ``spawn``: forking a process whose other threads may hold locks is not safe."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 def handoff_folder() -> tempfile.TemporaryDirectory:

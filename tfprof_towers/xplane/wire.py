@@ -66,7 +66,7 @@ class Buffer:
 
     def release(self, start: int, end: int) -> None:
         """Let go of the pages of ``[start, end)`` (a mapped file's: they are read again if touched)."""
-        if self.mapped is None:
+        if self.mapped is None or not hasattr(mmap, "MADV_DONTNEED"):
             return
         page = mmap.PAGESIZE
         lo, hi = (start // page) * page, min(-(-end // page) * page, len(self.mapped))
