@@ -194,7 +194,7 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
         if accelerator[d]:
             idle[d] = idle_split(trace, ev, steps, kernel_wait_ps, launches)
         del ev
-        release_free_memory(128 << 20)  # a big device's temporaries, before the next one
+        release_free_memory()  # a big device's temporaries, before the next one
     wall[:, :, -1] = steps.window_ps[None, :] - wall[:, :, :-1].sum(axis=2)
     if not parts:
         parts = [totals(per_device_empty(), 0, steps)]

@@ -84,7 +84,7 @@ def decode_space(
         _decode_batch(buf, lines, offset, origin, tables, strings, cols)
         offset += idx.size
         buf.release(int(planes.line_start[idx].min()), int(planes.line_end[idx].max()))
-        release_free_memory(128 << 20)  # the batches' temporaries, when they add up
+        release_free_memory()  # the batches' temporaries, when they add up
     raw = _assemble(planes, cols, tables, strings, origin or 0, source)
     del cols
     release_free_memory()  # the batches' temporaries: the allocator would keep them

@@ -14,7 +14,7 @@ import ctypes
 from functools import cache
 
 #: Free heap bytes worth handing back.
-WORTH_IT = 64 << 20
+WORTH_IT = 128 << 20
 
 
 class _MallInfo2(ctypes.Structure):

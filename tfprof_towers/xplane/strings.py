@@ -7,6 +7,7 @@ string is parsed once per distinct string and broadcast to the events through co
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,9 +25,19 @@ _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
 _ROWS = 1 << 14  # strings hashed per block: a block's words stay in cache
 
 
+@cache
 def _column_multipliers(width: int, seed: int) -> np.ndarray:
-    """Odd 64-bit multipliers, one per word column (the same ones on every call)."""
-    return np.random.default_rng(seed).integers(0, 1 << 63, width, dtype=np.uint64) * np.uint64(2) + _ONE
+    """Odd 64-bit multipliers, one per word column (the same ones on every call): a splitmix64
+    sequence (no need to import ``numpy.random``)."""
+    out, x, mask = [], seed * 0x9E3779B97F4A7C15, (1 << 64) - 1
+    for _ in range(width):
+        x = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        out.append((z ^ (z >> 31)) | 1)
+    multipliers = np.array(out, dtype=np.uint64)
+    multipliers.setflags(write=False)
+    return multipliers
 
 
 def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
