@@ -291,7 +291,21 @@ def parse_distinct(
             group, first = distinct_rows(buf, start, length)
             parsed = parser(Ragged.gather(buf.u8, start[first], length[first]))
             return {k: v[group] for k, v in parsed.items()}
-    return dict(parser(Ragged.gather(buf.u8, start, length)))
+    return dict(parser(_in_place(buf, start, length)))
+
+
+def _in_place(buf: Buffer, start: np.ndarray, length: np.ndarray) -> Ragged:
+    """The texts as a Ragged over the file's own bytes (a view: nothing copied) where they lie in
+    order in a stretch not much longer than themselves -- the events between them are then read
+    over too by a parser that scans bytes -- else copied out (:meth:`Ragged.gather`)."""
+    if not start.size:
+        return Ragged.gather(buf.u8, start, length)
+    lo, hi = int(start[0]), int(start[-1] + length[-1])
+    spread = hi - lo
+    if lo < 8 or hi + 24 > buf.u8.size or spread > 4 * int(length.sum()) + 4096 or not _ascending(start):
+        return Ragged.gather(buf.u8, start, length)
+    window = buf.u8[lo - 8 : hi + 24]  # a word before the first text, three after the last (as gather)
+    return Ragged(window, length, start - (lo - 8))
 
 
 def _value_codes(
