@@ -19,9 +19,11 @@ Figures, each printed as a ratio against its target:
 * the xprof path a user would otherwise take: xprof's ``trace_viewer`` conversion to JSON,
   ``json.loads`` and ``pandas.DataFrame`` of its ``traceEvents`` (one run each: tens of seconds);
 * the whole process a user runs, ``tfprof-towers analyze FILE --json`` from start to exit
-  (imports included), on the copy-heavy 1M and 5M traces, run alternately ``whole_repeats``
-  times (medians): its time, events/s, the ratio to xprof on the same 1M file, its peak RSS
-  (the child's ``ru_maxrss``) divided by the file's size, and the growth from 1M to 5M;
+  (imports included, from compiled modules as an installed package has them: a
+  ``PYTHONDONTWRITEBYTECODE`` in the environment is dropped for it), on the copy-heavy 1M
+  and 5M traces, run alternately ``whole_repeats`` times after one warm-up run (medians):
+  its time, events/s, the ratio to xprof on the same 1M file, its peak RSS (its own VmHWM
+  at exit) divided by the file's size, and the growth from 1M to 5M;
 * peak memory (VmHWM) of a fresh process that loads the default trace in-process, and the
   same process's figure just before loading (imports only); likewise for the bare parse;
 * multi-host: a logdir of two copy-heavy hosts of 1M events each, decoded one after the other
@@ -290,6 +292,7 @@ def whole_process(
 ) -> tuple[float, float]:
     """``tfprof-towers analyze PATH --json`` in a fresh process, start to exit: (seconds, peak RSS MiB)."""
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install keeps compiled modules
     if code is not None:
         env["PYTHONPATH"] = str(code)
     t0 = time.perf_counter()

@@ -267,8 +267,11 @@ def _clip_known(ev: DeviceEvents, ws: np.ndarray, we: np.ndarray):
     outside every window, are searched."""
     w = ev.window
     inside = w >= 0
-    simple = inside.copy()
-    simple[inside] = ev.end[inside] <= we[w[inside]]
+    if inside.all():  # the usual case: every event starts in a window
+        simple = ev.end <= we[w]
+    else:
+        simple = inside.copy()
+        simple[inside] = ev.end[inside] <= we[w[inside]]
     if simple.all():
         # zero-length events add nothing to a sweep (it drops them): no copies needed
         return w, ev.start, ev.end, np.arange(w.size)

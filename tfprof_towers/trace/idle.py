@@ -111,7 +111,7 @@ def _gaps(trace: Trace, ev: DeviceEvents, kernel_wait_ps: int, launches: Launche
     live = np.flatnonzero(ev.end > ev.start)
     if not live.size:
         return np.array([-_FAR]), np.array([_FAR]), np.array([2])
-    order = live[np.lexsort((ev.end[live], ev.start[live]))]
+    order = live[np.argsort(ev.start[live], kind="stable")]  # ties need no order: gaps need the reach
     s, e = ev.start[order], ev.end[order]
     reach = np.maximum.accumulate(e)
     before = np.r_[-_FAR, reach[:-1]]

@@ -9,7 +9,7 @@ vectorised numpy walk of the wire format.
 The trick: the fields of a message tile its payload (``tag, [length,] value`` back to
 back), so finding them is a chain -- each field's end is the next one's start -- and a
 chain is sequential.  A line holds thousands of events, so each line is cut into chunks
-of about a hundred events (the event size is sampled per line) and all chunks of all
+of a few hundred events (the event size is sampled per line) and all chunks of all
 lines are walked at once, in lock-step, one field per round.  Only a line's first chunk
 starts at a known field; every other chunk starts *speculatively*, at the first bytes
 that look like a length-delimited field whose payload begins with field 1 (``22 <len>
@@ -237,7 +237,7 @@ def walk_fields(
     start: np.ndarray,
     end: np.ndarray,
     hint: tuple[int, int] = (0x22, 0x08),
-    fields_per_chunk: int = 128,
+    fields_per_chunk: int = 256,
     window: int = 64,
 ) -> Records:
     """The top-level fields of the messages at ``buf[start:end]`` (in file order, not
