@@ -210,11 +210,16 @@ def per_device_empty() -> DeviceEvents:
 def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
     """Per step window and category of one device: count, summed duration and bytes (exact)."""
     n_win, n_cat = max(len(steps), 1), len(EVENT_CATEGORIES)
-    inside = np.flatnonzero(ev.window >= 0)
-    key = ev.window[inside] * n_cat + ev.category[inside]
+    inside = ev.window >= 0
+    if inside.all():  # the usual case: no event outside the windows
+        key, dur, nbytes = ev.window * n_cat + ev.category, ev.end - ev.start, ev.bytes
+    else:
+        at = np.flatnonzero(inside)
+        key = ev.window[at] * n_cat + ev.category[at]
+        dur, nbytes = ev.end[at] - ev.start[at], ev.bytes[at]
     count = np.bincount(key, minlength=n_win * n_cat)
-    dur = _sums(key, ev.end[inside] - ev.start[inside], n_win * n_cat)
-    nbytes = _sums(key, ev.bytes[inside], n_win * n_cat)
+    dur = _sums(key, dur, n_win * n_cat)
+    nbytes = _sums(key, nbytes, n_win * n_cat)
     used = np.flatnonzero(count)
     return Totals(
         np.full(used.size, device, dtype=np.int64), used // n_cat, used % n_cat, count[used].astype(np.int64),
@@ -240,48 +245,46 @@ def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
     if not n_win or not ev.start.size:
         return acc
     ws, we = steps.start_ps, steps.end_ps
-    slices = time_slices(ev.start, CHUNK)
-    if slices == [(None, None)]:  # the usual case: one pass, and most events inside one window
-        win, cs, ce, idx = _clip_known(ev, ws, we)
-        return sweep(win, RANK[ev.category[idx]], cs, ce, n_win, n_rank, ws[win]).reshape(n_win, n_rank)
-    for lo, hi in slices:
-        s, e, cat = ev.start, ev.end, ev.category
-        first, last = 0, n_win
-        sws, swe = ws, we
-        if lo is not None:  # one slice of time: its events and windows cut to it
-            sel = np.flatnonzero((s < hi) & (e > lo))
-            s, e, cat = np.maximum(s[sel], lo), np.minimum(e[sel], hi), cat[sel]
-            first = int(np.searchsorted(we, lo, side="right"))
-            last = int(np.searchsorted(ws, hi, side="left"))
-            sws, swe = np.maximum(ws[first:last], lo), np.minimum(we[first:last], hi)
-        if last <= first:
+    for lo, hi in time_slices(ev.start, CHUNK):
+        if lo is None:  # the usual case: one pass
+            s, e, w, cat = ev.start, ev.end, ev.window, ev.category
+        else:  # one slice of time: its events, cut to it
+            sel = np.flatnonzero((ev.start < hi) & (ev.end > lo))
+            s, e, w, cat = ev.start[sel], np.minimum(ev.end[sel], hi), ev.window[sel], ev.category[sel]
+            spill = s < lo  # started before the slice: its piece starts at ``lo``
+            if spill.any():
+                at = int(np.searchsorted(we, lo, side="right"))
+                w[spill] = at if at < n_win and ws[at] <= lo else -1
+                s = np.maximum(s, lo)
+        win, cs, ce, idx = _clip_known(s, e, w, ws, we)
+        if not win.size:
             continue
-        win, cs, ce, idx = clip_to_windows(s, e, sws, swe)
-        part = sweep(win, RANK[cat[idx]], cs, ce, last - first, n_rank, sws[win])
+        first, last = int(win.min()), int(win.max()) + 1
+        origin = ws[win] if lo is None else np.maximum(ws[win], lo)
+        part = sweep(win - first, RANK[cat[idx]], cs, ce, last - first, n_rank, origin)
         acc[first:last] += part.reshape(last - first, n_rank)
     return acc
 
 
-def _clip_known(ev: DeviceEvents, ws: np.ndarray, we: np.ndarray):
-    """:func:`clip_to_windows`, knowing each start's window: only the events that leave it, or start
-    outside every window, are searched."""
-    w = ev.window
+def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we: np.ndarray):
+    """:func:`clip_to_windows` of intervals whose start's window ``w`` is known (-1: none): only the
+    ones that leave their window, or start outside every window, are searched."""
     inside = w >= 0
     if inside.all():  # the usual case: every event starts in a window
-        simple = ev.end <= we[w]
+        simple = e <= we[w]
     else:
         simple = inside.copy()
-        simple[inside] = ev.end[inside] <= we[w[inside]]
+        simple[inside] = e[inside] <= we[w[inside]]
     if simple.all():
         # zero-length events add nothing to a sweep (it drops them): no copies needed
-        return w, ev.start, ev.end, np.arange(w.size)
+        return w, s, e, np.arange(w.size)
     rest = np.flatnonzero(~simple)
-    win, cs, ce, idx = clip_to_windows(ev.start[rest], ev.end[rest], ws, we)
-    easy = np.flatnonzero(simple & (ev.end > ev.start))
+    win, cs, ce, idx = clip_to_windows(s[rest], e[rest], ws, we)
+    easy = np.flatnonzero(simple & (e > s))
     return (
         np.concatenate([w[easy], win]),
-        np.concatenate([ev.start[easy], cs]),
-        np.concatenate([ev.end[easy], ce]),
+        np.concatenate([s[easy], cs]),
+        np.concatenate([e[easy], ce]),
         np.concatenate([easy, rest[idx]]),
     )
 

@@ -54,21 +54,26 @@ class Launches:
 
     keys: np.ndarray  # int64: host << 48 | correlation id
     start: np.ndarray  # int64
+    position: np.ndarray  # int32 per event of the trace: its index in ``corr_index``, -1 when none
 
     @staticmethod
     def of(trace: Trace) -> Launches:
         c = trace.columns
         idx = c.corr_index
+        position = np.full(c.n, -1, dtype=np.int32 if idx.size < (1 << 31) else np.int64)
+        position[idx] = np.arange(idx.size)
         if not idx.size:
-            return Launches(np.zeros(0, np.int64), np.zeros(0, np.int64))
+            return Launches(np.zeros(0, np.int64), np.zeros(0, np.int64), position)
         line = c.line[idx]
         on_host = c.line_kind[line] == HOST
         idx, line = idx[on_host], line[on_host]
         key = (c.line_host[line].astype(np.int64) << 48) | (c.corr[on_host] & ((1 << 48) - 1))
-        order = np.argsort(key, kind="stable")
-        key, start = key[order], c.start_ps[idx][order]
+        start = c.start_ps[idx]
+        if key.size > 1 and not (key[1:] >= key[:-1]).all():
+            order = np.argsort(key, kind="stable")
+            key, start = key[order], start[order]
         first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
-        return Launches(key[first], np.minimum.reduceat(start, first) if key.size else start)
+        return Launches(key[first], np.minimum.reduceat(start, first) if key.size else start, position)
 
     def starts(self, trace: Trace, rows: np.ndarray) -> np.ndarray:
         """Per event ``rows`` (of the trace's columns): the start of its launch, -1 when unknown."""
@@ -76,8 +81,8 @@ class Launches:
         out = np.full(rows.size, -1, dtype=np.int64)
         if not self.keys.size or not rows.size:
             return out
-        at = np.minimum(np.searchsorted(c.corr_index, rows), c.corr_index.size - 1)
-        has = np.flatnonzero(c.corr_index[at] == rows)
+        at = self.position[rows].astype(np.int64)
+        has = np.flatnonzero(at >= 0)
         host = c.line_host[c.line[rows[has]]].astype(np.int64)
         k = (host << 48) | (c.corr[at[has]] & ((1 << 48) - 1))
         pos = np.minimum(np.searchsorted(self.keys, k), self.keys.size - 1)
