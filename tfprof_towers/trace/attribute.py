@@ -25,7 +25,6 @@ import numpy as np
 
 from ..categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
 from ..device_names import device_sort_key, is_accelerator_plane
-from ..xplane.memory import release_free_memory
 from .idle import IDLE_KINDS, KERNEL_WAIT_PS, Launches, idle_split
 from .load import Trace
 from .steps import StepTable
@@ -194,7 +193,6 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
         if accelerator[d]:
             idle[d] = idle_split(trace, ev, steps, kernel_wait_ps, launches)
         del ev
-        release_free_memory()  # a big device's temporaries, before the next one
     wall[:, :, -1] = steps.window_ps[None, :] - wall[:, :, :-1].sum(axis=2)
     if not parts:
         parts = [totals(per_device_empty(), 0, steps)]

@@ -222,7 +222,7 @@ def _by_name(name_code: np.ndarray, kind: np.ndarray, strings: Strings) -> tuple
         cat_lut[0, c], node_lut[0, c], type_lut[0, c] = CAT[cat], strings.code(node), strings.code(op_type)
         dcat = device_name_category(name)
         cat_lut[1, c] = OTHER_COPY if dcat == "other_copy" else CAT[dcat]
-    by_name = kind.astype(np.int64)
+    by_name = kind.astype(np.int32 if 3 * n_names < (1 << 31) else np.int64)
     by_name *= n_names
     by_name += name_code
     return cat_lut.ravel()[by_name], node_lut.ravel()[by_name], type_lut.ravel()[by_name]

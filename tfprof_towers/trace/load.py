@@ -152,8 +152,8 @@ def _from_box(
     classes = classify(raw, stats, node_devices, prefix)
     k = raw.n_kept
     corr = stats[CORRELATION_ID]
-    keep = corr.index < k
-    corr_index, corr_value = corr.index[keep], corr.nums[keep]
+    m = int(np.searchsorted(corr.index, k))  # the kept events' (derived lines' come after)
+    corr_index, corr_value = corr.index[:m], corr.nums[:m]
     step_num = stats[STEP_NUM]
     del stats, corr
     steps, window = step_windows(raw, step_num, classes.category)
