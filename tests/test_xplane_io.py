@@ -123,14 +123,30 @@ def test_stats_as_bytes_and_through_a_parser() -> None:
     assert col.text.texts() == texts and col.parsed is None
     lengths = {}
 
-    def parser(text: Ragged) -> dict[str, np.ndarray]:
+    def parser(text: Ragged, names) -> dict[str, np.ndarray]:
         lengths[len(lengths)] = text.lengths.tolist()
+        assert names is None  # a ref among the values: the texts came through the general path
         return {"length": text.lengths.copy()}
 
     raw = read_xspace(data, ("memcpy_details",), as_bytes={"memcpy_details": parser})
     parsed = raw.stats["memcpy_details"]
     assert parsed.text is None and parsed.parsed["length"].tolist() == [len(t) for t in texts]
     assert lengths == {0: [len(t) for t in texts]}
+
+
+def test_a_parser_is_given_the_events_names() -> None:
+    b = TraceBuilder()
+    s = b.plane("/device:GPU:0").line("Stream #1")
+    for i, name in enumerate(["MemcpyH2D", "MemcpyOther", "MemcpyP2P"]):
+        s.event(name, i * US, US, {"memcpy_details": memcpy_details(10 + i, 1)})
+    seen = []
+
+    def parser(text: Ragged, names) -> dict[str, np.ndarray]:
+        seen.append([names.strings.items[c] for c in names.codes])
+        return {"rows": np.arange(text.rows)}
+
+    read_xspace(b.to_bytes(), ("memcpy_details",), as_bytes={"memcpy_details": parser})
+    assert seen == [["MemcpyH2D", "MemcpyOther", "MemcpyP2P"]]
 
 
 # --- memcpy_details: the numpy parse against the plain-Python one
@@ -178,8 +194,9 @@ def test_repeated_texts_are_parsed_once_each() -> None:
         s.event("MemcpyH2D", i * US, US, {"memcpy_details": t})
     seen: list[int] = []
 
-    def parser(text: Ragged) -> dict[str, np.ndarray]:
+    def parser(text: Ragged, names) -> dict[str, np.ndarray]:
         seen.append(text.rows)
+        assert names is None  # grouped texts: parsed fully
         return {"text_length": text.lengths.copy(), "first_byte": text.data[text.starts]}
 
     raw = read_xspace(b.to_bytes(), ("memcpy_details",), as_bytes={"memcpy_details": parser})

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..categories import COPY_CATEGORIES, EVENT_CATEGORIES
 from ..device_names import HOST_THREADS
-from ..xplane import Ragged, RawSpace, StatColumn, dense_unique
+from ..xplane import Ragged, RawSpace, RowNames, StatColumn, dense_unique
 from .codes import CAT
 
 _DEVICE_INDEX = re.compile(r"^(/device:[A-Za-z_]+:)(\d+)$")
@@ -129,15 +129,18 @@ class _Text:
 _KEYS = (b"size", b"dest", b"kind_src", b"kind_dst")
 
 
-def _fields(t: _Text) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per key of :data:`_KEYS`, where the last ``key:value`` token of each row has its value:
-    (rows, value start, row end).  A token is whitespace-separated; its key is the text before
-    its first ``:``, its value (not empty) the rest.  Every colon is matched against every key
-    at once (the eight bytes before it)."""
+def _fields(
+    t: _Text, keys: tuple[bytes, ...] = _KEYS
+) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per key of ``keys`` (of :data:`_KEYS`), where the last ``key:value`` token of each row has
+    its value: (rows, value start, row end).  A token is whitespace-separated; its key is the text
+    before its first ``:``, its value (not empty) the rest.  Every colon is matched against every
+    key at once (the eight bytes before it)."""
     last4 = (t.before >> np.uint64(32)).astype(np.uint32)  # the four bytes before each colon
     which = np.full(t.colon.size, -1, dtype=np.int8)
     for i, key in enumerate(_KEYS):
-        which[last4 == np.uint32(_word(key[-4:]))] = i
+        if key in keys:
+            which[last4 == np.uint32(_word(key[-4:]))] = i
     sel = np.flatnonzero(which >= 0)
     colon, which = t.colon[sel], which[sel]
     long = np.flatnonzero(which >= 2)  # kind_src / kind_dst: all eight bytes must match
@@ -153,6 +156,8 @@ def _fields(t: _Text) -> dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     ok &= (at == t.starts[r]) | _SPACE[t.data[np.maximum(at - 1, 0)]]
     out = {}
     for i, key in enumerate(_KEYS):
+        if key not in keys:
+            continue
         k = np.flatnonzero(ok & (which == i))
         rk = row[k]
         last = np.r_[rk[1:] != rk[:-1], True] if rk.size else rk.astype(bool)
@@ -250,10 +255,15 @@ def parse_details(
     (bool per row): the rows whose ``dest`` / memory kinds are wanted (default: all)."""
     n = text.rows
     t = _Text(text)
-    found = _fields(t)
+    want_dest = dest_for is None or bool(dest_for.any())
+    want_kinds = kinds_for is None or bool(kinds_for.any())
+    keys = (b"size",) + ((b"dest",) if want_dest else ()) + ((b"kind_src", b"kind_dst") if want_kinds else ())
+    found = _fields(t, keys)
     size = np.zeros(n, dtype=np.int64)
     dest = np.full(n, -1, dtype=np.int64)
     for key, out, limit, wanted in ((b"size", size, 1 << 62, None), (b"dest", dest, 1 << 20, dest_for)):
+        if key not in found:
+            continue
         row, start, end = _subset(t, found[key], wanted)
         value, valid = _integers(t, start, end)
         valid &= value < np.uint64(limit)
@@ -261,8 +271,9 @@ def parse_details(
     kinds = []
     for key in (b"kind_src", b"kind_dst"):
         k = np.full(n, -1, dtype=np.int8)
-        row, start, end = _subset(t, found[key], kinds_for)
-        k[t.rows_of(row)] = _memory_kind(t, start, end)
+        if key in found:
+            row, start, end = _subset(t, found[key], kinds_for)
+            k[t.rows_of(row)] = _memory_kind(t, start, end)
         kinds.append(k)
     src, dst = kinds
     cat = np.full(n, -1, dtype=np.int8)
@@ -272,9 +283,21 @@ def parse_details(
     return size, dest, cat
 
 
-def details_columns(text: Ragged) -> dict[str, np.ndarray]:
-    """:func:`parse_details` as the reader's parser of ``memcpy_details`` (one batch of texts at a time)."""
-    size, dest, kinds = parse_details(text)
+def details_columns(text: Ragged, names: RowNames | None = None) -> dict[str, np.ndarray]:
+    """:func:`parse_details` as the reader's parser of ``memcpy_details`` (one batch of texts at a
+    time).  Given the events' names, a copy whose name says its direction (``MemcpyH2D``,
+    ``MemcpyD2H``, ``Memset``) needs only its size: the destination is read where a peer copy
+    may hide, the memory kinds only for ``MemcpyOther``."""
+    from .classify import device_name_category
+
+    dest_for = kinds_for = None
+    if names is not None:
+        used = np.unique(names.codes)
+        kind = np.array([device_name_category(names.strings.items[c]) for c in used.tolist()], dtype=object)
+        at = np.searchsorted(used, names.codes)
+        dest_for = np.isin(kind, ["d2d", "p2p", "other_copy", "compute", "collective"])[at]
+        kinds_for = (kind == "other_copy")[at]
+    size, dest, kinds = parse_details(text, dest_for, kinds_for)
     return {"size": size, "dest": dest.astype(np.int32), "kinds": kinds}
 
 

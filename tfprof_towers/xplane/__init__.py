@@ -48,7 +48,7 @@ from .decode import decode_space
 from .ragged import Ragged
 from .reader import decode_buffer, read_layout, read_xspace
 from .strings import Strings, categorical, categorical_by, dense_unique, used_codes
-from .tables import DEVICE, HOST, NUMBER, OTHER, LineTable, PlaneTable, RawSpace, StatColumn
+from .tables import DEVICE, HOST, NUMBER, OTHER, LineTable, PlaneTable, RawSpace, RowNames, StatColumn
 
 __all__ = [
     "DEVICE",
@@ -61,6 +61,7 @@ __all__ = [
     "Ragged",
     "RawSpace",
     "Ref",
+    "RowNames",
     "StatColumn",
     "Strings",
     "TraceBuilder",

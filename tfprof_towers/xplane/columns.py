@@ -32,7 +32,7 @@ from .events import (
 )
 from .ragged import Ragged
 from .strings import Strings, distinct_rows, distinct_strings
-from .tables import NUMBER
+from .tables import NUMBER, RowNames
 from .wire import PAD, Buffer
 
 #: At most this many stats can be asked for (their labels are int8 in the decoder).
@@ -68,8 +68,9 @@ class Tables:
     fallback: dict[int, list[MetaValues | None]]  # stat label -> per plane
 
 
-#: Turns the raw bytes of a stat's values (one row per value) into columns (one entry per row).
-Parser = Callable[[Ragged], Mapping[str, np.ndarray]]
+#: Turns the raw bytes of a stat's values (one row per value) into columns (one entry per row);
+#: given the names of the rows' events where the reader has them (else None).
+Parser = Callable[[Ragged, "RowNames | None"], Mapping[str, np.ndarray]]
 
 
 def build_tables(
@@ -218,9 +219,11 @@ def batch_stats(
     md_local: np.ndarray,
     tables: Tables,
     strings: Strings,
+    names: np.ndarray | None = None,
 ) -> dict[int, StatPart]:
     """The stats a batch's decode kept, per label (see the module docstring); ``kept``: per event of
-    the batch, False on derived lines (their stats are dropped)."""
+    the batch, False on derived lines (their stats are dropped); ``names``: per event, its name's
+    code (handed to parsers)."""
     owner = ev.stat_owner
     if tables.which is not None:
         label = ev.stat_label if ev.stat_label is not None else np.zeros(0, np.int8)
@@ -251,7 +254,8 @@ def batch_stats(
         if parser is not None and meta is None and inline.all() and _ascending(o):
             # the usual case: texts in the file, one per event, in order: parse them from there
             codes = np.broadcast_to(np.int32(-1), o.shape)
-            out[wi] = StatPart(o, codes, nums, None, parse_distinct(parser, buf, s, ln))
+            row_names = RowNames(names[o], strings) if names is not None else None
+            out[wi] = StatPart(o, codes, nums, None, parse_distinct(parser, buf, s, ln, row_names))
             continue
         if tables.as_bytes[wi]:
             codes = np.full(sel.size, -1, dtype=np.int32)
@@ -278,20 +282,20 @@ SAMPLE = 1024
 
 
 def parse_distinct(
-    parser: Parser, buf: Buffer, start: np.ndarray, length: np.ndarray
+    parser: Parser, buf: Buffer, start: np.ndarray, length: np.ndarray, names: RowNames | None = None
 ) -> dict[str, np.ndarray]:
-    """``parser`` of the texts ``buf[start:start + length]``, parsing each distinct text once where
-    they repeat (a sample of them says whether grouping them is worth its hashing); only the
-    texts parsed are copied out of ``buf``."""
+    """``parser`` of the texts ``buf[start:start + length]`` (of events named ``names``), parsing each
+    distinct text once where they repeat (a sample of them says whether grouping them is worth its
+    hashing; each is then parsed fully, names unseen); only the texts parsed are copied out of ``buf``."""
     rows = start.size
     if rows > 2 * SAMPLE:
         sample = np.linspace(0, rows - 1, SAMPLE).astype(np.int64)
         _, first = distinct_rows(buf, start[sample], length[sample])
         if first.size <= SAMPLE // 2:  # they repeat: parse each once
             group, first = distinct_rows(buf, start, length)
-            parsed = parser(Ragged.gather(buf.u8, start[first], length[first]))
+            parsed = parser(Ragged.gather(buf.u8, start[first], length[first]), None)
             return {k: v[group] for k, v in parsed.items()}
-    return dict(parser(_in_place(buf, start, length)))
+    return dict(parser(_in_place(buf, start, length), names))
 
 
 def _in_place(buf: Buffer, start: np.ndarray, length: np.ndarray) -> Ragged:

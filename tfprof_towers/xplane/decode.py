@@ -111,7 +111,7 @@ def _decode_batch(
         start = stamp[line]
         start += ev.offset_ps
         name, md_local = event_names(tables, plane, ev.metadata_id)
-        found = batch_stats(buf, ev, plane, kept, md_local, tables, strings)
+        found = batch_stats(buf, ev, plane, kept, md_local, tables, strings, name)
         dur = ev.duration_ps
         del ev
         rank = np.cumsum(kept) - 1

@@ -113,6 +113,15 @@ class StatColumn:
         return out
 
 
+@dataclass(frozen=True)
+class RowNames:
+    """The names of the events whose stat values a parser is given: per row, the code of its
+    event's name in ``strings``."""
+
+    codes: np.ndarray
+    strings: Strings
+
+
 def empty_stat(n: int, strings: Strings | None = None) -> StatColumn:
     z = np.zeros(0, dtype=np.int64)
     return StatColumn(n, z, z.astype(np.int32), z, strings)
