@@ -32,8 +32,8 @@ Figures, each printed as a ratio against its target:
 
 The machine is shared (other work runs beside the benchmark): compare the figures of one
 run -- ratios of interleaved runs and medians -- not absolute times across runs.
-``--code DIR`` runs the whole-process figures with another checkout's package (``DIR`` on
-``PYTHONPATH``): the "before" of a change.
+``--code DIR`` runs the whole-process figures with another checkout's package (``DIR`` first
+on the path, ahead of an editable install): the "before" of a change.
 
 ``run_benchmark()`` returns the figures as a dict (for ``make bench``).
 """
@@ -277,12 +277,18 @@ def peak_memory(path: Path, what: str = "ours") -> tuple[float, float]:
 #: ``tfprof-towers analyze`` as its console script runs it, reporting its own peak RSS (VmHWM) at
 #: exit: the rusage of a child counts the parent's pages it shared before ``exec``.
 _CLI = (
-    "import atexit, sys\n"
+    "import atexit, os, sys\n"
+    "code = os.environ.get('TFPROF_BENCH_CODE')\n"
+    "if code:  # another checkout's package, ahead of an editable install's own finder\n"
+    "    sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in type(f).__module__]\n"
+    "    sys.path.insert(0, code)\n"
     "def _hwm():\n"
     "    for line in open('/proc/self/status'):\n"
     "        if line.startswith('VmHWM:'):\n"
     "            sys.stderr.write('VmHWM ' + line.split()[1] + '\\n')\n"
     "atexit.register(_hwm)\n"
+    "import tfprof_towers\n"
+    "sys.stderr.write('package ' + os.path.dirname(tfprof_towers.__file__) + '\\n')\n"
     "from tfprof_towers.cli import main\n"
     "sys.exit(main())\n"
 )
@@ -295,7 +301,7 @@ def whole_process(
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install keeps compiled modules
     if code is not None:
-        env["PYTHONPATH"] = str(code)
+        env["TFPROF_BENCH_CODE"] = str(Path(code).resolve())
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", _CLI, "analyze", str(path), *args],
@@ -308,6 +314,9 @@ def whole_process(
     if proc.returncode:
         raise RuntimeError(f"analyze {path} failed: {proc.stderr.strip()[-300:]}")
     hwm = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("VmHWM ")]
+    package = [line.split(" ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("package ")]
+    if code is not None and package and not package[0].startswith(str(Path(code).resolve())):
+        raise RuntimeError(f"--code {code}: the child ran the package in {package[0]}")
     return seconds, (hwm[-1] / 1024 if hwm else float("nan"))
 
 
