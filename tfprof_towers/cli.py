@@ -33,7 +33,9 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or with ``only`` of that one alone (its module is the only one
+    imported: ``tfprof-towers analyze`` never pays for the others' imports)."""
     parser = _OneLineParser(
         prog="tfprof-towers",
         description="Profile one TensorFlow training step under several multi-device placements, "
@@ -42,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_OneLineParser)
     sub.required = True
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         module = importlib.import_module(f"{__package__}.commands.{name}")
         module.register(sub)
     return parser
@@ -53,8 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say("tfprof-towers: error: standard output is closed; run it with stdout open "
              "(redirect to a file or /dev/null)")
         return EXIT_INPUT
-    parser = build_parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    first = next((a for a in argv if not a.startswith("-")), None)
+    only = first if first in COMMANDS and argv[0] == first else None
+    parser = build_parser(only)
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except TowersError as exc:

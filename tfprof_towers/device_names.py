@@ -9,8 +9,10 @@ tool stores or shows uses the canonical form of :func:`canonical_device`:
 * a device of a cluster task keeps its job and task (replica is always 0 and is
   dropped): ``/job:worker/task:1/device:CPU:0``; a task without a device part is
   ``/job:worker/task:1``;
-* the profiler's host plane ``/host:CPU`` (:data:`HOST_THREADS`) and anything
-  that is not a device name are returned unchanged.
+* the profiler's host plane ``/host:CPU`` (:data:`HOST_THREADS`), a cluster task's host
+  threads ``/job:worker/task:1/host:CPU`` (:func:`task_host_threads`; a multi-host
+  analysis names each host's threads so) and anything that is not a device name are
+  returned unchanged.
 
 Pure Python, no TensorFlow.
 """
@@ -64,9 +66,10 @@ class DeviceName:
 
 
 def parse_device(name: str) -> DeviceName | None:
-    """The parts of ``name``; ``None`` when it is not a device or task name (``/host:CPU``, ``""``)."""
+    """The parts of ``name``; ``None`` when it is not a device or task name (``/host:CPU``,
+    ``/job:worker/task:1/host:CPU``, ``""``)."""
     text = (name or "").strip()
-    if not text or text.startswith("/host:"):
+    if not text or is_host_threads(text):
         return None
     parts = {k.lower(): v for k, v in _PART.findall(text)}
     if not parts:
@@ -104,10 +107,39 @@ def canonical_device(name: str) -> str:
     return parsed.canonical()
 
 
+def is_host_threads(name: str) -> bool:
+    """True for the profiler's host plane, ``/host:CPU``, of a single process or of a task."""
+    return name.startswith("/host:") or (name.startswith("/job:") and "/host:" in name)
+
+
+def task_host_threads(task: str) -> str:
+    """The host threads' name of a task: ``/job:worker/task:1/host:CPU`` (``/host:CPU`` for ``""``)."""
+    return f"{task}{HOST_THREADS}"
+
+
+def task_of(name: str) -> str:
+    """``/job:worker/task:1`` for a cluster task's device or host threads, else ``""``."""
+    if is_host_threads(name):
+        return name[: name.index("/host:")] if name.startswith("/job:") else ""
+    p = parse_device(name)
+    return p.task_prefix if p is not None else ""
+
+
+def crosses_tasks(src: str, dst: str) -> bool:
+    """True when ``src`` and ``dst`` belong to different cluster tasks (a network link)."""
+    a, b = task_of(src), task_of(dst)
+    return bool(a or b) and a != b
+
+
 def device_sort_key(name: str) -> tuple:
-    """Host threads first, then by job and task, then device type and index, then the name."""
+    """Host threads first, then by job and task (each task's host threads first), then device
+    type and index, then the name."""
     if name.startswith("/host:"):
         return (0, "", -1, "", -1, name)
+    if is_host_threads(name):
+        p = parse_device(name[: name.index("/host:")])
+        task = -1 if p is None or p.task is None else p.task
+        return (1, (p.job if p else "") or "", task, "", -2, name)
     p = parse_device(name)
     if p is None:
         return (2, "", -1, name, -1, name)
@@ -118,10 +150,13 @@ def device_sort_key(name: str) -> tuple:
 def device_role(device: str, topology: Mapping[str, Any] | None) -> str:
     """``"host"``, ``"accelerator"`` or ``"other"`` for a canonical device name in a run's topology."""
     topo = topology or {}
-    if device == topo.get("host") or device.startswith("/host:") or device in (topo.get("hosts") or ()):
+    if device == topo.get("host") or is_host_threads(device) or device in (topo.get("hosts") or ()):
         return "host"
     if device in (topo.get("accelerators") or ()):
         return "accelerator"
+    p = parse_device(device)
+    if p is not None and p.in_cluster and p.type == "CPU" and p.index == 0:
+        return "host"  # a task's /device:CPU:0 is its host
     return "other"
 
 

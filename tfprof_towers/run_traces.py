@@ -3,8 +3,11 @@
 The adapter between the run directory's format (:mod:`tfprof_towers.rundir`:
 ``run.json``, ``variants/<name>/record.json``, ``tensorboard/<name>/``) and the trace
 package, which knows nothing of it.  A variant's record gives the node -> device join
-(its placement's nodes), the bytes of send/recv edges (its placement's edges) and
-``run.json`` the topology kind.
+(its placement's nodes), the bytes of send/recv edges (its placement's edges) and which
+task each host's trace is (``host_tasks``: ``{"127.0.0.1_34567": "/job:worker/task:1"}``,
+host file name -> task, written by the capture of a cluster variant); ``run.json`` the
+topology kind.  A variant whose logdir holds one trace per task is analysed as one trace
+of all its hosts (:mod:`tfprof_towers.trace.hosts`), each host's devices named with its task.
 
 ``analyze_run_dir(run_dir, variant)`` analyses one variant; ``analyze_path(path, run)``
 takes a run directory (``run`` = variant) or a trace file / logdir (``run`` = profile run),
@@ -19,16 +22,17 @@ from pathlib import Path
 from .errors import TraceError
 from .rundir import RunDir, is_run_dir, read_json
 from .trace.analysis import Analysis, analyze_trace, analyze_xplane
-from .trace.load import load_trace
+from .trace.hosts import load_hosts
 
 
 @dataclass(frozen=True)
 class RunContext:
     """What a variant's run record adds to its trace."""
 
-    node_devices: dict[str, str]
+    node_devices: dict[str, str | list[str]]  # a node on several tasks: all its devices
     edge_bytes: dict[str, int] | None
     kind: str | None
+    host_tasks: dict[str, str] | None = None  # host file name -> task (cluster variants)
 
 
 def run_context(run_dir: Path, variant: str) -> RunContext:
@@ -38,25 +42,38 @@ def run_context(run_dir: Path, variant: str) -> RunContext:
     if rd.run_json.is_file():
         topo = (read_json(rd.run_json) or {}).get("topology") or {}
         kind = topo.get("kind") if isinstance(topo, dict) else None
-    nodes: dict[str, str] = {}
+    nodes: dict[str, str | list[str]] = {}
     edges: dict[str, int] | None = None
+    host_tasks: dict[str, str] | None = None
     if rd.record_json(variant).is_file():
         record = read_json(rd.record_json(variant)) or {}
         placement = record.get("placement") or {}
         for n in placement.get("nodes") or []:
             if isinstance(n, dict) and n.get("name") and n.get("device"):
-                nodes[str(n["name"])] = str(n["device"])
+                name, dev = str(n["name"]), str(n["device"])
+                seen = nodes.get(name)
+                if seen is None or seen == dev:
+                    nodes[name] = dev
+                else:  # the same node on several tasks of a cluster
+                    devices = seen if isinstance(seen, list) else [seen]
+                    nodes[name] = devices if dev in devices else [*devices, dev]
         if placement.get("edges") is not None:
             edges = {
                 str(e["edge"]): int(e.get("bytes") or 0)
                 for e in placement["edges"]
                 if isinstance(e, dict) and e.get("edge")
             }
-    return RunContext(nodes, edges, kind)
+        tasks = record.get("host_tasks")
+        if isinstance(tasks, dict):
+            host_tasks = {str(k): str(v) for k, v in tasks.items() if v}
+    return RunContext(nodes, edges, kind, host_tasks)
 
 
-def analyze_run_dir(run_dir: Path | str, variant: str | None = None) -> Analysis:
-    """Analyse one variant of a run directory (``variant=None``: the first with a trace)."""
+def analyze_run_dir(
+    run_dir: Path | str, variant: str | None = None, host_tasks: dict[str, str] | None = None
+) -> Analysis:
+    """Analyse one variant of a run directory (``variant=None``: the first with a trace), all its hosts
+    together; ``host_tasks`` (host file name -> task) overrides the record's."""
     rd = RunDir(Path(run_dir))
     with_trace = [v for v in rd.variant_names() if rd.xplane_files(v)]
     if not with_trace:
@@ -77,7 +94,8 @@ def analyze_run_dir(run_dir: Path | str, variant: str | None = None) -> Analysis
             f"choose one of: {', '.join(with_trace)}"
         )
     ctx = run_context(rd.root, variant)
-    trace = load_trace(rd.logdir(variant), node_devices=ctx.node_devices)
+    tasks = host_tasks if host_tasks is not None else ctx.host_tasks
+    trace = load_hosts(rd.logdir(variant), node_devices=ctx.node_devices, tasks=tasks)
     trace = replace(trace, notes=notes + trace.notes)
     return analyze_trace(trace, ctx.kind, ctx.edge_bytes, label=variant)
 

@@ -85,6 +85,51 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
             out.write("  ".join("-" * w for w in widths) + "\n")
 
 
+IDLE_LABELS = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other"}
+
+
+def _idle_table(devices: dict[str, Any], steps: int, out: TextIO) -> None:
+    """Each accelerator's idle time per step and its split (host wait, kernel wait, other)."""
+    split = {name: d for name, d in devices.items() if d.get("idle_split") is not None}
+    if not split:
+        return
+    out.write(
+        "\naccelerator idle per step, split as Holistic Trace Analysis does (host wait: the work ending "
+        "a gap was launched after the device ran out of work; kernel wait: short gaps between work "
+        "launched in time; other: the rest):\n"
+    )
+    rows = [["device", "idle", *IDLE_LABELS.values()]]
+    for name, d in split.items():
+        idle = d["wall"].get("idle", 0.0)
+        cells = [name, _fmt_s(idle / steps)]
+        for k in IDLE_LABELS:
+            s = d["idle_split"].get(k, 0.0)
+            cells.append(f"{_fmt_s(s / steps)} {100.0 * s / idle if idle else 0.0:4.1f}%")
+        rows.append(cells)
+    _table(rows, out)
+
+
+def _task_table(tasks: list[dict[str, Any]], out: TextIO) -> None:
+    """Per task and step: start, end (after the earliest step start) and time in collectives."""
+    if len(tasks) < 2 and not any(t.get("task") for t in tasks):
+        return
+    out.write("\nper task and step (after the earliest step start; the hosts' clocks assumed to agree):\n")
+    rows = [["task", "step", "start", "end", "duration", "in collectives"]]
+    for t in tasks:
+        for s in t.get("steps") or ():
+            rows.append(
+                [
+                    t.get("task") or t.get("host", ""),
+                    str(s["step"]),
+                    _fmt_s(s["start_s"]),
+                    _fmt_s(s["end_s"]),
+                    _fmt_s(s["end_s"] - s["start_s"]),
+                    _fmt_s(s["collective_s"]),
+                ]
+            )
+    _table(rows, out)
+
+
 def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     """The per-device wall table (seconds per step and % of step) and the per-link table."""
     steps = max(int(doc["steps"]), 1)
@@ -115,6 +160,8 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
                 row.append(f"{_fmt_s(s / steps)} {pct:4.1f}%")
         rows.append(row)
     _table(rows, out)
+    _idle_table(devices, steps, out)
+    _task_table(doc.get("tasks") or [], out)
     links = doc["links"]
     out.write("\nper link, per step:\n")
     if not links:

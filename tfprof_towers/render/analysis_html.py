@@ -1,8 +1,8 @@
 """The HTML page of ``tfprof-towers analyze PATH --html OUT``: one trace's time attribution.
 
 Input is the analysis document of :meth:`tfprof_towers.trace.analysis.Analysis.to_doc`
-(``steps``, ``window``, ``devices`` with ``window_s``/``total``/``wall``, ``links``,
-``notes``); totals over all steps are shown per step.  Same page machinery as
+(``steps``, ``window``, ``devices`` with ``window_s``/``total``/``wall``/``idle_split``,
+``links``, ``tasks``, ``notes``); totals over all steps are shown per step.  Same page machinery as
 the report (:mod:`.html`): autoescaped templates, inlined assets, no network.
 """
 
@@ -35,6 +35,8 @@ def per_step(doc: Mapping[str, Any]) -> dict[str, Any]:
                 for c, t in (d.get("total") or {}).items()
             },
         }
+        if d.get("idle_split") is not None:
+            devices[name]["idle_split"] = {k: float(v or 0.0) * scale for k, v in d["idle_split"].items()}
     links = []
     for ln in doc.get("links") or ():
         links.append({
@@ -53,8 +55,23 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
          "wall": {k: v for k, v in dev["wall"].items() if v}}
         for name, dev in d["devices"].items()
     ]
+    from ..trace.idle import KERNEL_WAIT_PS
+
     source = str(doc.get("source") or "trace")
+    idle_rows = [
+        {"device": name, "idle": dev["wall"].get("idle", 0.0), "split": dev["idle_split"]}
+        for name, dev in d["devices"].items()
+        if "idle_split" in dev
+    ]
+    task_rows = [
+        {"task": t.get("task", ""), "host": t.get("host", ""), **step}
+        for t in doc.get("tasks") or ()
+        for step in t.get("steps") or ()
+    ] if len(doc.get("tasks") or ()) > 1 or any(t.get("task") for t in doc.get("tasks") or ()) else []
     return {
+        "idle_rows": idle_rows,
+        "task_rows": task_rows,
+        "kernel_wait": f"{KERNEL_WAIT_PS / 1e6:g} µs",
         "title": f"tfprof-towers analysis — {Path(source).name}",
         "doc": d,
         "source": source,

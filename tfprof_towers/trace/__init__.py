@@ -1,67 +1,87 @@
-"""TensorFlow profiler traces -> pandas -> per-device time attribution.  Never imports TensorFlow.
+"""TensorFlow profiler traces -> numpy columns -> per-device time attribution.  Never imports TensorFlow
+(nor pandas, unless a DataFrame is asked for).
 
 The data flow::
 
-    xplane.read_xspace -> classify -> steps -> Trace (load) -> attribute -> links -> Analysis
+    xplane.read_xspace -> classify -> steps -> Trace (load; hosts) -> attribute (+ idle) -> links -> Analysis
 
 one module per step::
 
     tfprof_towers.xplane   the reader: XSpace (``*.xplane.pb``) -> raw columns (plane, line,
                            name, start, duration, the stats asked for); knows no TensorFlow
-    locate.py     which file a path names (file / logdir / ``--run``), with notes
+    locate.py     which file(s) a path names (file / logdir / ``--run``), with notes
     classify.py   TensorFlow meaning per event: category, device (node -> device join),
-                  TF node and op type, send/recv endpoints from rendezvous keys
+                  TF node and op type, send/recv endpoints from rendezvous keys, collectives
       copies.py   device copies: bytes, direction, peer endpoints from ``memcpy_details``
+                  (parsed with numpy over the bytes, a batch at a time, inside the reader)
       codes.py    categories as int8 codes
     steps.py      step windows: markers, else the ``Steps`` line, else the whole trace
-    load.py       the glue: ``Trace(source, events, steps, window, hostnames, notes)``
-    attribute.py  per device and step: ``total`` per category, exclusive ``wall``
-    links.py      per (src, dst, kind): bytes, count, seconds, GB/s
+    columns.py    EventColumns: the events as narrow numpy columns; the pandas frame on demand
+    load.py       the glue: ``Trace(source, columns, step_table, window, hostnames, notes, hosts)``
+    hosts.py      several hosts (one trace per task) as one trace: names per task, one clock,
+                  decoded in parallel processes
+    attribute.py  per device and step: ``total`` per category, exclusive ``wall`` (a union
+                  measure per precedence rank, per device, in time slices: bounded memory)
+    idle.py       accelerators' idle time: host wait, kernel wait, other (HTA's split)
+    tasks.py      per task and step: start, end, time inside collectives
+    links.py      per (src, dst, kind): bytes, count, seconds, GB/s; ``network`` between tasks
     analysis.py   ``Analysis`` = trace + breakdown + links, and its JSON document
-    synth.py      build TensorFlow-style traces in code (tests, benchmark)
+    synth.py      build TensorFlow-style traces in code (tests, benchmarks)
 
-A run directory's traces, with the node -> device join, edge bytes and topology kind
-from its records, are analysed by :mod:`tfprof_towers.run_traces` (the trace package
-never reads the run directory's format).  Another trace source (JAX, PyTorch) reuses
-:func:`tfprof_towers.xplane.read_xspace` and brings its own ``classify``.
+A run directory's traces, with the node -> device join, edge bytes, the host -> task map and
+the topology kind from its records, are analysed by :mod:`tfprof_towers.run_traces` (the
+trace package never reads the run directory's format).  Another trace source (JAX,
+PyTorch) reuses :func:`tfprof_towers.xplane.read_xspace` and brings its own ``classify``.
 
 Entry points::
 
-    analyze_xplane(path, node_devices=None, kind=None, edge_bytes=None, run=None) -> Analysis
+    analyze_xplane(path, node_devices=None, kind=None, edge_bytes=None, run=None, tasks=None) -> Analysis
     analyze_trace(trace, kind=None, edge_bytes=None) -> Analysis
-    load_trace(path, run=None, node_devices=None) -> Trace
+    load_trace(path, run=None, node_devices=None) -> Trace          # one host
+    load_hosts(path, run=None, node_devices=None, tasks=None) -> Trace  # every host of a run
     trace_from_bytes(data, source="<bytes>", node_devices=None) -> Trace
     Analysis.to_doc(per_step=False) -> dict
 
-``node_devices`` maps TF node names to devices (``/device:CPU:1``; any form TF
-prints is canonicalised): host TF-op events of mapped nodes -- and the async
-``_Recv`` events naming them -- are attributed to that device, so each logical CPU
-device gets its own ``host_compute``/``send_recv``; unmapped host events stay on
-``/host:CPU``.  ``kind`` is the run's topology kind (``"gpu"`` or
-``"logical-cpu"``); on logical-CPU runs (or traces without device planes)
-``_Send`` events give ``send_recv`` links whose time is not measured, with bytes
-from ``edge_bytes`` (rendezvous edge name -> bytes, from the partition graphs).
+``node_devices`` maps TF node names to devices (``/device:CPU:1``; any form TF prints is
+canonicalised; a node of the same name on several tasks may list them all): host TF-op
+events of mapped nodes -- and the async ``_Recv`` events naming them -- are attributed to
+that device when it has no plane of its own (so each logical CPU device gets its own
+``host_compute``/``send_recv``/``collective``); those of nodes on a device with a plane (a
+GPU) stay on the host threads as ``framework`` (the launch), since the device's time is
+what its streams did.  ``kind`` is the run's topology kind (``"gpu"`` or
+``"logical-cpu"``); on logical-CPU runs (or traces without device planes) ``_Send``
+events give ``send_recv`` links whose time is not measured, with bytes from
+``edge_bytes`` (rendezvous edge name -> bytes, from the partition graphs); edges between
+two tasks are ``network`` links whatever the kind.  ``tasks`` maps a host file's name to
+its task (``{"127.0.0.1_34567": "/job:worker/task:1"}``).
 
 The document (``tfprof-towers analyze --json``; ``summary.json``'s
-``variants[].breakdown`` is its ``devices`` part with ``per_step=True``)::
+``variants[].breakdown`` is it with ``per_step=True``, without ``source``)::
 
     {"source": str, "steps": N, "step_numbers": [...],
      "window": "markers" | "steps-line" | "whole-trace",
      "per_step": bool, "kind": "gpu" | "logical-cpu" (when known), "notes": [str],
      "devices": {"<device>": {"window_s": s,
                               "total": {"<category>": {"count": n, "seconds": s, "bytes": b}},
-                              "wall": {"<category>": s, ..., "idle": s}}},
-     "links": [{"src", "dst", "kind", "bytes", "count", "seconds", "gbps", "measured"}]}
+                              "wall": {"<category>": s, ..., "idle": s},
+                              "idle_split": {"host_wait": s, "kernel_wait": s, "other": s}}},
+     "links": [{"src", "dst", "kind", "bytes", "count", "seconds", "gbps", "measured"}],
+     "tasks": [{"task": "/job:worker/task:1" | "", "host": str,
+                "steps": [{"step", "start_s", "end_s", "collective_s"}]}]}
 
-``total``/``wall``/``links`` cover all step windows together; ``per_step=True``
-divides every count, second and byte figure by ``steps``.  GPU devices list
-``compute collective p2p d2d h2d d2h memset``; the host and CPU devices
-``host_compute send_recv input framework`` (any other category with events is
-added); ``bytes`` only for copy categories.  Unmeasured links have
-``"seconds": null, "gbps": null, "measured": false``.
+``total``/``wall``/``idle_split``/``links`` cover all step windows together; ``per_step=True``
+divides every count, second and byte figure by ``steps``.  GPU devices list ``compute
+collective p2p d2d h2d d2h memset`` and an ``idle_split`` (accelerators only; it sums to
+``wall.idle``); the host and CPU devices ``host_compute send_recv input framework``
+(any other category with events is added); ``bytes`` only for copy categories.
+Unmeasured links have ``"seconds": null, "gbps": null, "measured": false``.  ``tasks``
+has one entry per host (one for a single trace, task ``""``): its own step windows, in
+seconds after the earliest step start of any task, and the wall time it spent inside
+collective events in each (not divided by ``per_step``: they are per step already).
 """
 
 from .analysis import Analysis, analyze_trace, analyze_xplane
+from .hosts import load_hosts
 from .load import Trace, load_trace, trace_from_bytes
 
 __all__ = [
@@ -69,6 +89,7 @@ __all__ = [
     "Trace",
     "analyze_trace",
     "analyze_xplane",
+    "load_hosts",
     "load_trace",
     "trace_from_bytes",
 ]

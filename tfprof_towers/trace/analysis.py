@@ -1,7 +1,8 @@
 """The whole analysis of one trace, and its JSON document.
 
-``analyze_xplane(path)`` = load -> attribute -> links, as an :class:`Analysis`;
-``analyze_trace(trace, kind, edge_bytes)`` the same for a loaded trace.  (A run
+``analyze_xplane(path)`` = load (every host of a multi-host run, :mod:`.hosts`) ->
+attribute -> links, as an :class:`Analysis`; ``analyze_trace(trace, kind, edge_bytes)``
+the same for a loaded trace.  (A run
 directory's variants, whose records add the node -> device join, the topology kind
 and the bytes of send/recv edges: :mod:`tfprof_towers.run_traces`.)
 ``Analysis.to_doc()`` is the document ``tfprof-towers analyze --json`` prints (see
@@ -10,36 +11,55 @@ and the bytes of send/recv edges: :mod:`tfprof_towers.run_traces`.)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
 
-from ..categories import COPY_CATEGORIES, DEVICE_CATEGORIES, HOST_CATEGORIES, TIME_CATEGORIES, WALL_CATEGORIES
+from ..categories import (
+    COPY_CATEGORIES,
+    DEVICE_CATEGORIES,
+    EVENT_CATEGORIES,
+    HOST_CATEGORIES,
+    TIME_CATEGORIES,
+    WALL_CATEGORIES,
+)
 from ..device_names import is_accelerator_plane
 from .attribute import Breakdown, attribute
-from .links import link_table
-from .load import Trace, load_trace
+from .classify import NodeDevices
+from .hosts import load_hosts
+from .idle import IDLE_KINDS
+from .links import Link, links, links_frame
+from .load import Trace
+from .tasks import task_steps
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _PS = 1e12
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Analysis:
-    """A trace with its attribution and link table."""
+    """A trace with its attribution and links."""
 
     trace: Trace
     breakdown: Breakdown
-    links: pd.DataFrame
+    link_rows: tuple[Link, ...]
     kind: str | None = None  # "gpu" | "logical-cpu" | None (unknown)
     label: str = ""  # e.g. the variant name
 
+    @cached_property
+    def links(self) -> pd.DataFrame:
+        """The links as a DataFrame (:data:`~.links.LINK_COLUMNS`)."""
+        return links_frame(list(self.link_rows))
+
     @property
     def n_steps(self) -> int:
-        return len(self.trace.steps)
+        return len(self.trace.step_table)
 
     def to_doc(self, per_step: bool = False) -> dict[str, Any]:
         """The JSON document; ``per_step`` divides every count, time and byte figure by the steps."""
@@ -47,11 +67,12 @@ class Analysis:
         doc: dict[str, Any] = {
             "source": self.trace.source,
             "steps": self.n_steps,
-            "step_numbers": self.trace.steps["step"].tolist(),
+            "step_numbers": self.trace.step_table.step.tolist(),
             "window": self.trace.window,
             "per_step": bool(per_step),
             "devices": devices_doc(self.breakdown, scale),
-            "links": links_doc(self.links, scale),
+            "links": links_doc(self.link_rows, scale),
+            "tasks": task_steps(self.trace),
             "notes": list(self.trace.notes),
         }
         if self.kind:
@@ -64,55 +85,61 @@ def categories_for(device: str) -> tuple[str, ...]:
 
 
 def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:
-    """``{device: {"window_s", "total": {cat: {count, seconds, bytes}}, "wall": {cat: s, "idle": s}}}``."""
-    window_s = float(b.windows["window_ps"].sum()) / _PS
-    total = b.total.groupby(["device", "category"]).agg(
-        count=("count", "sum"), dur_ps=("dur_ps", "sum"), bytes=("bytes", "sum")
-    )
-    wall = b.wall.groupby(["device", "category"])["dur_ps"].sum()
+    """``{device: {"window_s", "total": {cat: {count, seconds, bytes}}, "wall": {cat: s, "idle": s},
+    "idle_split": {kind: s}}}`` (``idle_split``: accelerators only)."""
+    window_s = float(b.steps.window_ps.sum()) / _PS
+    n_dev, n_cat = len(b.devices), len(EVENT_CATEGORIES)
+    t = b.totals
+    key = t.device * n_cat + t.category
+    count = np.zeros(n_dev * n_cat, dtype=np.int64)
+    dur = np.zeros(n_dev * n_cat, dtype=np.int64)
+    nbytes = np.zeros(n_dev * n_cat, dtype=np.int64)
+    np.add.at(count, key, t.count)
+    np.add.at(dur, key, t.dur_ps)
+    np.add.at(nbytes, key, t.bytes)
+    has = np.zeros(n_dev * n_cat, dtype=bool)
+    has[key] = True
+    wall = b.wall_ps.sum(axis=1)  # [device, WALL_CATEGORIES]
+    idle = b.idle_ps.sum(axis=1)
     out: dict[str, Any] = {}
-    for dev in b.devices:
+    for d, dev in enumerate(b.devices):
         cats = list(categories_for(dev))
-        present = total.loc[dev].index.tolist() if dev in total.index.get_level_values(0) else []
-        cats += [c for c in TIME_CATEGORIES if c in present and c not in cats]
+        cats += [c for c in TIME_CATEGORIES if has[d * n_cat + EVENT_CATEGORIES.index(c)] and c not in cats]
         tot = {}
         for c in cats:
-            row = total.loc[(dev, c)] if (dev, c) in total.index else None
-            n, ps, nb = (
-                (0, 0, 0) if row is None else (int(row["count"]), int(row["dur_ps"]), int(row["bytes"]))
-            )
-            entry: dict[str, Any] = {"count": _num(n * scale), "seconds": ps / _PS * scale}
+            i = d * n_cat + EVENT_CATEGORIES.index(c)
+            entry: dict[str, Any] = {
+                "count": _num(int(count[i]) * scale),
+                "seconds": int(dur[i]) / _PS * scale,
+            }
             if c in COPY_CATEGORIES:
-                entry["bytes"] = _num(nb * scale)
+                entry["bytes"] = _num(int(nbytes[i]) * scale)
             tot[c] = entry
         walls = {
-            c: float(wall.get((dev, c), 0)) / _PS * scale
-            for c in WALL_CATEGORIES
-            if c in cats or c == "idle" or wall.get((dev, c), 0)
+            c: float(wall[d, j]) / _PS * scale
+            for j, c in enumerate(WALL_CATEGORIES)
+            if c in cats or c == "idle" or wall[d, j]
         }
         out[dev] = {"window_s": window_s * scale, "total": tot, "wall": walls}
+        if b.accelerator[d]:
+            out[dev]["idle_split"] = {k: float(idle[d, j]) / _PS * scale for j, k in enumerate(IDLE_KINDS)}
     return out
 
 
-def links_doc(links: pd.DataFrame, scale: float = 1.0) -> list[dict[str, Any]]:
-    rows = []
-    for r in links.itertuples(index=False):  # one row per link: a handful
-        nbytes = None if r.bytes is pd.NA or r.bytes is None else _num(int(r.bytes) * scale)
-        seconds = None if not r.measured or math.isnan(r.seconds) else r.seconds * scale
-        gbps = None if not r.measured or math.isnan(r.gbps) else float(r.gbps)
-        rows.append(
-            {
-                "src": r.src,
-                "dst": r.dst,
-                "kind": r.kind,
-                "bytes": nbytes,
-                "count": _num(r.count * scale),
-                "seconds": seconds,
-                "gbps": gbps,
-                "measured": bool(r.measured),
-            }
-        )
-    return rows
+def links_doc(rows: tuple[Link, ...] | list[Link], scale: float = 1.0) -> list[dict[str, Any]]:
+    return [
+        {
+            "src": r.src,
+            "dst": r.dst,
+            "kind": r.kind,
+            "bytes": None if r.bytes is None else _num(r.bytes * scale),
+            "count": _num(r.count * scale),
+            "seconds": None if not r.measured or r.seconds is None else r.seconds * scale,
+            "gbps": None if not r.measured or r.gbps is None else float(r.gbps),
+            "measured": bool(r.measured),
+        }
+        for r in rows
+    ]
 
 
 def _num(x: float) -> int | float:
@@ -122,15 +149,16 @@ def _num(x: float) -> int | float:
 def analyze_trace(
     trace: Trace, kind: str | None = None, edge_bytes: Mapping[str, int] | None = None, label: str = ""
 ) -> Analysis:
-    return Analysis(trace, attribute(trace), link_table(trace, kind, edge_bytes), kind, label)
+    return Analysis(trace, attribute(trace), tuple(links(trace, kind, edge_bytes)), kind, label)
 
 
 def analyze_xplane(
     path: Path | str,
-    node_devices: Mapping[str, str] | None = None,
+    node_devices: NodeDevices | None = None,
     kind: str | None = None,
     edge_bytes: Mapping[str, int] | None = None,
     run: str | None = None,
+    tasks: Mapping[str, str] | None = None,
 ) -> Analysis:
-    """Load one trace (file or logdir) and analyse it."""
-    return analyze_trace(load_trace(path, run=run, node_devices=node_devices), kind, edge_bytes)
+    """Load a trace (a file, or every host of a logdir's run, ``tasks``: host file -> task) and analyse it."""
+    return analyze_trace(load_hosts(path, run, node_devices, tasks), kind, edge_bytes)

@@ -1,92 +1,316 @@
-"""Per device and step: ``total`` time per category, and the exclusive ``wall`` breakdown.
+"""Per device and step: ``total`` time per category, the exclusive ``wall`` breakdown, GPU idle split.
 
 * ``total``: events whose start lies in the step window, counted in full (overlap
   included): event count, picoseconds, bytes.
 * ``wall``: at each instant of the window the device is in its highest-precedence
   active category (:data:`WALL_ORDER`), else ``idle``; the parts sum to the window.
-  A copy's wall time is therefore its *exposed* time.  Computed with one vectorised
-  sweep: interval ends as +1/-1 per precedence rank, a cumulative sum, and for each
-  elementary segment the lowest rank still active.
+  A copy's wall time is therefore its *exposed* time.  The time a category owns is the
+  measure of the union of its and all higher categories' intervals minus that of the
+  higher ones alone; each union is measured in one vectorised pass over the intervals
+  sorted by (device and window, start): a running maximum of the ends (kept within each
+  group by counting each group's times from its own origin, offset by its number), and
+  per interval the length it adds past that maximum.  Integers throughout: exact.
+* ``idle``: how an accelerator's idle time splits into host wait, kernel wait and other
+  (:mod:`.idle`).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from ..categories import TIME_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
-from ..device_names import device_sort_key
+from ..categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
+from ..device_names import device_sort_key, is_accelerator_plane
+from .idle import IDLE_KINDS, KERNEL_WAIT_PS, Launches, idle_split
 from .load import Trace
+from .steps import StepTable
 
-_TOTAL_DTYPES = {"count": "int64", "dur_ps": "int64", "bytes": "int64"}
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["WALL_CATEGORIES", "WALL_ORDER", "Breakdown", "attribute", "totals", "wall_times"]
+
+#: Per event category code: its rank in WALL_ORDER, -1 when it is not time.
+RANK = np.array([WALL_ORDER.index(c) if c in WALL_ORDER else -1 for c in EVENT_CATEGORIES], dtype=np.int8)
+_SAFE = 1 << 62
 
 
 @dataclass(frozen=True)
+class Totals:
+    """Per (device, window, category) with events: their count, summed duration and bytes."""
+
+    device: np.ndarray  # int64 index into the breakdown's devices
+    window: np.ndarray  # int64 index into its windows
+    category: np.ndarray  # int64 code
+    count: np.ndarray
+    dur_ps: np.ndarray
+    bytes: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
 class Breakdown:
-    """Attribution of one trace; every frame has a ``device`` and a ``step`` column."""
+    """Attribution of one trace, as arrays; the frames (``windows``, ``total``, ``wall``, ``idle``,
+    each with a ``device`` and a ``step`` column) are made on first use."""
 
-    windows: pd.DataFrame  # step, start_ps, end_ps, window_ps
+    steps: StepTable
     devices: tuple[str, ...]
-    total: pd.DataFrame  # device, step, category, count, dur_ps, bytes
-    wall: pd.DataFrame  # device, step, category (WALL_CATEGORIES), dur_ps
+    totals: Totals
+    wall_ps: np.ndarray  # int64 [device, window, WALL_CATEGORIES]
+    idle_ps: np.ndarray  # int64 [device, window, IDLE_KINDS]: accelerators only (zeros elsewhere)
+    accelerator: np.ndarray  # bool per device: it has a plane of its own (an idle split)
+
+    @cached_property
+    def windows(self) -> pd.DataFrame:
+        """step, start_ps, end_ps, window_ps."""
+        return self.steps.frame().assign(window_ps=self.steps.window_ps)
+
+    @cached_property
+    def total(self) -> pd.DataFrame:
+        """device, step, category, count, dur_ps, bytes."""
+        import pandas as pd
+
+        t = self.totals
+        return pd.DataFrame(
+            {
+                "device": np.array(self.devices, dtype=object)[t.device] if t.device.size else [],
+                "step": self.steps.step[t.window].astype(np.int64),
+                "category": np.array(EVENT_CATEGORIES, dtype=object)[t.category],
+                "count": t.count,
+                "dur_ps": t.dur_ps,
+                "bytes": t.bytes,
+            }
+        ).astype({"device": str, "category": str, "count": "int64", "dur_ps": "int64", "bytes": "int64"})
+
+    @cached_property
+    def wall(self) -> pd.DataFrame:
+        """device, step, category (WALL_CATEGORIES, idle last), dur_ps."""
+        return self._frame(self.wall_ps, WALL_CATEGORIES, "category", np.arange(len(self.devices)))
+
+    @cached_property
+    def idle(self) -> pd.DataFrame:
+        """device, step, kind (IDLE_KINDS), dur_ps: accelerators only."""
+        return self._frame(self.idle_ps, IDLE_KINDS, "kind", np.flatnonzero(self.accelerator))
+
+    def _frame(self, values: np.ndarray, names: tuple[str, ...], column: str, devices: np.ndarray):
+        import pandas as pd
+
+        n_win, k = len(self.steps), len(names)
+        return pd.DataFrame(
+            {
+                "device": np.repeat(np.array(self.devices, dtype=object)[devices], n_win * k),
+                "step": np.tile(np.repeat(self.steps.step, k), devices.size).astype(np.int64),
+                column: np.tile(np.array(names, dtype=object), devices.size * n_win),
+                "dur_ps": values[devices].reshape(-1),
+            }
+        ).astype({"device": str, column: str, "dur_ps": "int64"})
 
 
-def attribute(trace: Trace) -> Breakdown:
-    ev = trace.events
-    counted = ev[ev["category"].isin(TIME_CATEGORIES)]
-    devices = tuple(sorted(counted["device"].unique().tolist(), key=device_sort_key))
-    windows = trace.steps.assign(window_ps=trace.steps["end_ps"] - trace.steps["start_ps"])
-    return Breakdown(windows, devices, totals(counted), wall_times(counted, windows, devices))
+#: Events attributed at once: a device with more is swept in time slices of about this many
+#: (the union measure adds up over a partition of time), so that memory stays bounded.
+CHUNK = 1 << 19
 
 
-def totals(events: pd.DataFrame) -> pd.DataFrame:
-    """Per device, step and category: count, summed duration and bytes (steps >= 0 only)."""
-    inside = events[events["step"] >= 0]
-    g = inside.groupby(["device", "step", "category"], observed=True, sort=True)
-    out = g.agg(count=("dur_ps", "size"), dur_ps=("dur_ps", "sum"), bytes=("bytes", "sum")).reset_index()
-    out["category"] = out["category"].astype(str)
-    out["device"] = out["device"].astype(str)
-    return out.astype(_TOTAL_DTYPES)
+@dataclass(frozen=True)
+class DeviceEvents:
+    """One device's events that count as time (``rows``: their index in the trace's columns)."""
+
+    rows: np.ndarray  # int64
+    category: np.ndarray  # int8
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64
+    step: np.ndarray  # step number, -1 when in no window
+    bytes: np.ndarray  # int64
+    window: np.ndarray  # int64 index of the window holding the start, -1 when none
 
 
-def wall_times(events: pd.DataFrame, windows: pd.DataFrame, devices: tuple[str, ...]) -> pd.DataFrame:
-    """Exclusive time per device, step window and category, idle included (see module doc)."""
-    n_dev, n_win, n_rank = len(devices), len(windows), len(WALL_ORDER)
-    acc = np.zeros((n_dev, n_win, n_rank), dtype=np.float64)
-    if n_dev and n_win and len(events):
-        dev_index = {d: i for i, d in enumerate(devices)}
-        dev = events["device"].map(dev_index).to_numpy(dtype=np.int64)
-        rank_of = {c: i for i, c in enumerate(WALL_ORDER)}
-        rank = events["category"].astype(str).map(rank_of).to_numpy(dtype=np.int64)
-        s = events["start_ps"].to_numpy()
-        e = s + events["dur_ps"].to_numpy()
-        ws, we = windows["start_ps"].to_numpy(), windows["end_ps"].to_numpy()
-        win, cs, ce, idx = _clip_to_windows(s, e, ws, we)
-        acc += _sweep(dev[idx] * n_win + win, rank[idx], cs, ce, n_dev * n_win, n_rank).reshape(
-            n_dev, n_win, n_rank
-        )
-    window_ps = (windows["end_ps"] - windows["start_ps"]).to_numpy(dtype=np.float64)
-    idle = window_ps[None, :] - acc.sum(axis=2)
-    full = np.concatenate([acc, idle[:, :, None]], axis=2)
-    frame = pd.DataFrame(
-        {
-            "device": np.repeat(np.array(devices, dtype=object), n_win * (n_rank + 1)),
-            "step": np.tile(np.repeat(windows["step"].to_numpy(), n_rank + 1), n_dev),
-            "category": np.tile(np.array(WALL_CATEGORIES, dtype=object), n_dev * n_win),
-            "dur_ps": np.rint(full.reshape(-1)).astype(np.int64),
-        }
+def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
+    """The devices with time, sorted (:func:`device_sort_key`), and per event its device's index
+    (-1: not time)."""
+    c = trace.columns
+    is_time = RANK[c.category] >= 0
+    present = np.flatnonzero(np.bincount(c.device[is_time], minlength=1)) if is_time.any() else np.zeros(0)
+    names = [c.strings.items[u] for u in present.tolist()]
+    order = sorted(range(len(names)), key=lambda i: device_sort_key(names[i]))
+    lut = np.full(max(int(c.device.max()) + 1 if c.n else 1, 1), -1, dtype=np.int32)
+    lut[present[order]] = np.arange(len(order), dtype=np.int32)
+    dev_of = lut[c.device]
+    dev_of[~is_time] = -1
+    return tuple(names[i] for i in order), dev_of
+
+
+def window_of(steps: StepTable) -> tuple[np.ndarray, int]:
+    """A table from step number to window index (-1: none) and the number's offset into it."""
+    numbers = steps.step
+    if not numbers.size:
+        return np.full(1, -1, dtype=np.int64), 0
+    lo = int(numbers.min())
+    lut = np.full(int(numbers.max()) - lo + 2, -1, dtype=np.int64)  # the last entry: step -1
+    lut[numbers - lo] = np.arange(numbers.size)
+    return lut, lo
+
+
+def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int):
+    """Yield (device index, its events)."""
+    c = trace.columns
+    lut, lo = window_of(trace.step_table)
+    dense = lut.size <= 4 * len(trace.step_table) + 1024
+    numbers = trace.step_table.step
+    order = np.argsort(numbers, kind="stable")
+    order = np.argsort(dev_of, kind="stable")  # every device's events, in order (one radix sort)
+    bounds = np.searchsorted(dev_of[order], np.arange(n_dev + 1), side="left")
+    for d in range(n_dev):
+        rows = order[bounds[d] : bounds[d + 1]]
+        start = c.start_ps[rows]
+        end = start + c.dur_ps[rows]
+        step = c.step[rows]
+        if dense:
+            at = step.astype(np.int64) - lo
+            at[step < 0] = lut.size - 1
+            window = lut[at]
+        else:  # sparse step numbers: search them
+            window = np.full(rows.size, -1, dtype=np.int64)
+            inside = step >= 0
+            window[inside] = order[np.searchsorted(numbers[order], step[inside])]
+        yield d, DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
+
+
+def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
+    steps = trace.step_table
+    devices, dev_of = device_index(trace)
+    n_dev, n_win = len(devices), len(steps)
+    accelerator = np.array([is_accelerator_plane(d) for d in devices], dtype=bool)
+    wall = np.zeros((n_dev, n_win, len(WALL_CATEGORIES)), dtype=np.int64)
+    idle = np.zeros((n_dev, n_win, len(IDLE_KINDS)), dtype=np.int64)
+    parts = []
+    launches = Launches.of(trace) if accelerator.any() else None
+    for d, ev in per_device(trace, dev_of, n_dev):
+        parts.append(totals(ev, d, steps))
+        wall[d, :, :-1] = wall_times(ev, steps)
+        if accelerator[d]:
+            idle[d] = idle_split(trace, ev, steps, kernel_wait_ps, launches)
+        del ev
+    wall[:, :, -1] = steps.window_ps[None, :] - wall[:, :, :-1].sum(axis=2)
+    if not parts:
+        parts = [totals(per_device_empty(), 0, steps)]
+    joined = Totals(*(np.concatenate([getattr(p, f) for p in parts]) for f in Totals.__dataclass_fields__))
+    return Breakdown(steps, devices, joined, wall, idle, accelerator)
+
+
+def per_device_empty() -> DeviceEvents:
+    z = np.zeros(0, dtype=np.int64)
+    return DeviceEvents(z, z.astype(np.int8), z, z, z, z, z)
+
+
+def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
+    """Per step window and category of one device: count, summed duration and bytes (exact)."""
+    n_win, n_cat = max(len(steps), 1), len(EVENT_CATEGORIES)
+    inside = ev.window >= 0
+    if inside.all():  # the usual case: no event outside the windows
+        key, dur, nbytes = ev.window * n_cat + ev.category, ev.end - ev.start, ev.bytes
+    else:
+        at = np.flatnonzero(inside)
+        key = ev.window[at] * n_cat + ev.category[at]
+        dur, nbytes = ev.end[at] - ev.start[at], ev.bytes[at]
+    count = np.bincount(key, minlength=n_win * n_cat)
+    dur = _sums(key, dur, n_win * n_cat)
+    nbytes = _sums(key, nbytes, n_win * n_cat)
+    used = np.flatnonzero(count)
+    return Totals(
+        np.full(used.size, device, dtype=np.int64), used // n_cat, used % n_cat, count[used].astype(np.int64),
+        dur[used], nbytes[used],
     )
-    return frame.astype({"device": str, "category": str, "step": "int64", "dur_ps": "int64"})
 
 
-def _clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray):
+def _sums(key: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per ``key``: float weights where every sum stays below 2**53 (then
+    exact), else integer accumulation."""
+    if not values.size or (values.min() >= 0 and int(values.sum(dtype=np.uint64)) < (1 << 53)):
+        return np.rint(np.bincount(key, weights=values, minlength=n)).astype(np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, key, values)
+    return out
+
+
+def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
+    """One device's exclusive time per step window and rank of :data:`WALL_ORDER` (module doc),
+    swept in time slices of about :data:`CHUNK` events."""
+    n_win, n_rank = len(steps), len(WALL_ORDER)
+    acc = np.zeros((n_win, n_rank), dtype=np.int64)
+    if not n_win or not ev.start.size:
+        return acc
+    ws, we = steps.start_ps, steps.end_ps
+    for lo, hi in time_slices(ev.start, CHUNK):
+        if lo is None:  # the usual case: one pass
+            s, e, w, cat = ev.start, ev.end, ev.window, ev.category
+        else:  # one slice of time: its events, cut to it
+            sel = np.flatnonzero((ev.start < hi) & (ev.end > lo))
+            s, e, w, cat = ev.start[sel], np.minimum(ev.end[sel], hi), ev.window[sel], ev.category[sel]
+            spill = s < lo  # started before the slice: its piece starts at ``lo``
+            if spill.any():
+                at = int(np.searchsorted(we, lo, side="right"))
+                w[spill] = at if at < n_win and ws[at] <= lo else -1
+                s = np.maximum(s, lo)
+        win, cs, ce, idx = _clip_known(s, e, w, ws, we)
+        if not win.size:
+            continue
+        first, last = int(win.min()), int(win.max()) + 1
+        origin = ws[win] if lo is None else np.maximum(ws[win], lo)
+        part = sweep(win - first, RANK[cat[idx]], cs, ce, last - first, n_rank, origin)
+        acc[first:last] += part.reshape(last - first, n_rank)
+    return acc
+
+
+def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we: np.ndarray):
+    """:func:`clip_to_windows` of intervals whose start's window ``w`` is known (-1: none): only the
+    ones that leave their window, or start outside every window, are searched."""
+    inside = w >= 0
+    if inside.all():  # the usual case: every event starts in a window
+        simple = e <= we[w]
+    else:
+        simple = inside.copy()
+        simple[inside] = e[inside] <= we[w[inside]]
+    if simple.all():
+        # zero-length events add nothing to a sweep (it drops them): no copies needed
+        return w, s, e, np.arange(w.size)
+    rest = np.flatnonzero(~simple)
+    win, cs, ce, idx = clip_to_windows(s[rest], e[rest], ws, we)
+    easy = np.flatnonzero(simple & (e > s))
+    return (
+        np.concatenate([w[easy], win]),
+        np.concatenate([s[easy], cs]),
+        np.concatenate([e[easy], ce]),
+        np.concatenate([easy, rest[idx]]),
+    )
+
+
+def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | None]]:
+    """Cuts of the time axis holding about ``size`` event starts each ((None, None): all at once)."""
+    if start.size <= size:
+        return [(None, None)]
+    k = -(-start.size // size)
+    sample = np.sort(start[:: max(1, start.size // (64 * k))])
+    cuts = np.unique(sample[(np.arange(1, k) * sample.size) // k])
+    edges = [int(start.min()) - 1, *cuts.tolist(), int(start.max()) + 1]
+    bounds = list(itertools.pairwise(edges))
+    bounds[-1] = (bounds[-1][0], np.iinfo(np.int64).max // 2)  # the last slice runs to the end
+    return bounds
+
+
+def clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray):
     """Each interval cut to every window it overlaps: (window index, start, end, source row)."""
     first = np.searchsorted(we, s, side="right")  # first window ending after the start
     last = np.searchsorted(ws, e, side="left") - 1  # last window starting before the end
     count = np.maximum(last - first + 1, 0)
     count[e <= s] = 0
+    if (count == 1).all():  # the common case: each interval inside one window
+        win = first
+        cs, ce = np.maximum(s, ws[win]), np.minimum(e, we[win])
+        ok = np.flatnonzero(ce > cs)
+        return win[ok], cs[ok], ce[ok], ok
     idx = np.repeat(np.arange(s.size), count)
     win = first[idx] + (np.arange(idx.size) - np.repeat(np.cumsum(count) - count, count))
     cs = np.maximum(s[idx], ws[win])
@@ -95,26 +319,92 @@ def _clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarra
     return win[ok], cs[ok], ce[ok], idx[ok]
 
 
+def sweep(
+    group: np.ndarray,
+    rank: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    n_groups: int,
+    n_rank: int,
+    origin: np.ndarray | None = None,
+) -> np.ndarray:
+    """Exclusive time per (group, rank), int64: the lowest active rank owns each instant (module doc).
+
+    ``origin``: per interval, a time no later than any start of its group (default: the group's
+    earliest start); a group's times are counted from it.
+    """
+    out = np.zeros(n_groups * n_rank, dtype=np.int64)
+    keep = e > s
+    if not keep.any():
+        return out
+    if not keep.all():
+        group, rank, s, e = group[keep], rank[keep], s[keep], e[keep]
+        origin = origin[keep] if origin is not None else None
+    if origin is not None:  # each group from its own origin: one sort key (group, start)
+        s, e = s - origin, e - origin
+        span = int(e.max()) + 1
+        if span * n_groups < _SAFE:
+            key = group.astype(np.int64) * span
+            key += s
+            if not (key[1:] >= key[:-1]).all():  # often sorted already: one line, in time order
+                order = np.argsort(key, kind="stable")
+                group, rank, s, e = group[order], rank[order], s[order], e[order]
+        else:
+            order = np.lexsort((s, group))
+            group, rank, s, e = group[order], rank[order], s[order], e[order]
+    else:
+        order = np.lexsort((s, group))
+        group, rank, s, e = group[order], rank[order], s[order], e[order]
+        first = np.r_[True, group[1:] != group[:-1]]
+        origin = s[np.maximum.accumulate(np.where(first, np.arange(group.size), 0))]
+        s, e = s - origin, e - origin
+        span = int(e.max()) + 1
+    prev = np.zeros(n_groups, dtype=np.int64)
+    ranks = np.flatnonzero(np.bincount(rank, minlength=n_rank)).tolist()
+    for r in ranks:
+        if r == ranks[-1]:  # every interval
+            measure = union_measure(group, s, e, n_groups, span)
+        else:
+            sel = np.flatnonzero(rank <= r)
+            measure = union_measure(group[sel], s[sel], e[sel], n_groups, span)
+        out[np.arange(n_groups) * n_rank + r] = measure - prev
+        prev = measure
+    return out
+
+
+def union_measure(group: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, span: int) -> np.ndarray:
+    """Per group, the measure of the union of its intervals; sorted by (group, start), times in
+    ``[0, span)``.  Groups are offset by ``span`` so one running maximum serves them all."""
+    out = np.zeros(n_groups, dtype=np.int64)
+    if not group.size:
+        return out
+    per = max(1, _SAFE // max(span, 1))  # groups per pass that keep the offsets in int64
+    lo = 0
+    while lo < n_groups:
+        a, b = np.searchsorted(group, [lo, lo + per])
+        if b > a:
+            g = group[a:b] - lo
+            base = g * span
+            ends = e[a:b] + base
+            reach = np.maximum.accumulate(ends)
+            before = np.r_[np.int64(-1), reach[:-1]]
+            add = ends - np.maximum(s[a:b] + base, before)
+            np.maximum(add, 0, out=add)
+            out[lo : lo + per] += _group_sums(g, add, min(per, n_groups - lo))
+        lo += per
+    return out
+
+
+def _group_sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per group (``group`` sorted)."""
+    out = np.zeros(n, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    out[group[starts]] = np.add.reduceat(values, starts)
+    return out
+
+
 def _sweep(
     group: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, n_rank: int
 ) -> np.ndarray:
-    """Exclusive time per (group, rank): the lowest active rank owns each instant."""
-    out = np.zeros(n_groups * n_rank, dtype=np.float64)
-    if not s.size:
-        return out
-    present, rank_c = np.unique(rank, return_inverse=True)  # only the ranks that occur
-    m = s.size
-    t = np.concatenate([s, e])
-    g = np.concatenate([group, group])
-    order = np.lexsort((t, g))
-    t, g = t[order], g[order]
-    r = np.concatenate([rank_c, rank_c])[order]
-    d = np.concatenate([np.ones(m, np.int32), -np.ones(m, np.int32)])[order]
-    delta = np.zeros((2 * m, present.size), dtype=np.int32)
-    delta[np.arange(2 * m), r] = d
-    active = np.cumsum(delta, axis=0) > 0  # each group's counts return to zero at its end
-    top = np.argmax(active[:-1], axis=1)
-    seg = (t[1:] - t[:-1]).astype(np.float64)
-    valid = (g[1:] == g[:-1]) & active[:-1].any(axis=1)
-    key = g[:-1][valid] * n_rank + present[top[valid]]
-    return np.bincount(key, weights=seg[valid], minlength=n_groups * n_rank)
+    """:func:`sweep` as float64 (the brute-force test's interface)."""
+    return sweep(group, rank, s, e, n_groups, n_rank).astype(np.float64)

@@ -1,19 +1,26 @@
 """TensorFlow meaning of raw XSpace events: category, device, TF node and op type, copies, send/recv.
 
-Input: the reader's :class:`~tfprof_towers.xplane.RawSpace`, read with :data:`STATS`.
-Everything is decided once per distinct string (an event name, a ``tf_op`` text, a
-rendezvous key, a ``memcpy_details`` text) into a lookup table over string codes,
-then read per event:
+Input: the reader's :class:`~tfprof_towers.xplane.RawSpace`, read with :data:`STATS`
+(``memcpy_details`` as bytes, :data:`AS_BYTES`).  Everything is decided once per distinct
+string (an event name, a ``tf_op`` text, a rendezvous key) into a lookup table over string
+codes, then read per event; ``memcpy_details`` texts, nearly all distinct, are parsed with
+numpy over their bytes (:mod:`.copies`).  Only the events of lines that are not derived
+(the first ``n_kept``) are classified.
 
 * host plane (``/host:CPU``): ``node:OpType`` names are TF ops -- ``_Send``/``_Recv``
-  & co. are ``send_recv``, ``Iterator``/``Dataset`` op types ``input``, the rest
-  ``host_compute``; step and session annotations (and any event with ``step_num``)
-  are markers; tf.data iterator events are ``input``; everything else
-  ``framework``, or ``input`` on a ``tf_data*`` thread.  ``ExecutorState::ProcessAsync``
-  events name their node in the ``name``/``kernel_type`` stats.  Rendezvous keys
-  (``key``: ``src;incarnation;dst;edge;0:0``) give send/recv endpoints and edges;
-  ``node_devices`` (the partition graphs' node -> device) moves host ops to their
-  device.
+  & co. are ``send_recv``, collective op types (:data:`COLLECTIVE_OP_TYPES`)
+  ``collective``, ``Iterator``/``Dataset`` op types ``input``, the rest ``host_compute``;
+  step and session annotations (and any event with ``step_num``) are markers; tf.data
+  iterator events are ``input``; everything else ``framework``, or ``input`` on a
+  ``tf_data*`` thread and ``collective`` on a ``collective_ops*`` thread.
+  ``ExecutorState::ProcessAsync`` events name their node in the ``name``/``kernel_type``
+  stats.  Rendezvous keys (``key``: ``src;incarnation;dst;edge;0:0``) give send/recv
+  endpoints and edges.
+* the node -> device join (``node_devices``, from the partition graphs): a host op of a node
+  placed on a device *without a plane of its own* (a CPU device, logical or not) is that
+  device's time.  A node placed on a device that has its own plane (a GPU) has its time
+  on that plane's streams; its host-side event (the executor dispatching the op and
+  launching its kernels) stays on the host threads as ``framework`` time.
 * device planes: ``Memcpy*``/``Memset*`` names are copies and memsets (bytes,
   endpoints and peer copies from ``memcpy_details``, see :mod:`.copies`),
   NCCL-/collective-looking kernels ``collective``, other kernels ``compute``;
@@ -24,19 +31,27 @@ then read per event:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..device_names import canonical_device
+from ..device_names import canonical_device, task_of
 from ..xplane import DEVICE, HOST, RawSpace, StatColumn, Strings, used_codes
 from .codes import CAT
-from .copies import classify_copies
+from .copies import classify_copies, details_columns
 
-#: The stats classification and step windows read (every other stat is skipped unread).
-STATS = ("step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type")
+#: The stats classification, step windows and the launch join read (every other stat is skipped unread).
+STATS = (
+    "step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type", "correlation_id",
+)
+#: Stats read as raw bytes and parsed, a batch at a time, with numpy: never made into Python strings,
+#: and only their numbers kept.
+AS_BYTES = {"memcpy_details": details_columns}
 STEP_NUM = "step_num"
+#: TF node name -> the device it was placed on (a node of the same name on several tasks: all of them).
+NodeDevices = Mapping[str, "str | Sequence[str]"]
+CORRELATION_ID = "correlation_id"
 
 #: Host events that annotate steps or sessions rather than doing work.
 MARKER_NAMES = frozenset({"train", "SessionRun", "TraceContext", "test", "eval", "predict"})
@@ -50,6 +65,19 @@ _INPUT_NAME = re.compile(
 )
 _INPUT_TYPE = re.compile(r"Iterator|Dataset")
 _INPUT_THREAD = "tf_data"
+_COLLECTIVE_THREAD = "collective_ops"
+#: TF op types that are collective communication (their host time is ``collective``).
+COLLECTIVE_OP_TYPES = frozenset(
+    {
+        "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3",
+        "CollectiveGather", "CollectiveGatherV2",
+        "CollectiveBcastSend", "CollectiveBcastRecv", "CollectiveBcastSendV2", "CollectiveBcastRecvV2",
+        "CollectiveAllToAllV2", "CollectiveAllToAllV3", "CollectiveReduceScatterV2",
+        "CollectivePermute", "CollectiveAssignGroupV2", "CollectiveInitializeCommunicator",
+        "NcclAllReduce", "NcclReduce", "NcclBroadcast", "_NcclReduceSend", "_NcclReduceRecv",
+        "_NcclBroadcastSend", "_NcclBroadcastRecv", "XlaAllReduce", "XlaReduceScatter",
+    }
+)
 _TF_OP = re.compile(r"^([^:\s#]+):([A-Za-z_][A-Za-z0-9_]*)$")
 _COPY_SUFFIX = {
     "h2d": "h2d",
@@ -68,7 +96,7 @@ OTHER_COPY = np.int8(-1)
 
 @dataclass(frozen=True)
 class Classes:
-    """Per event (all events, derived lines' last): its TensorFlow meaning, as codes."""
+    """Per event (the first ``n_kept``): its TensorFlow meaning, as codes into the space's strings."""
 
     category: np.ndarray  # int8: index in EVENT_CATEGORIES
     device: np.ndarray  # int32 string code: the device the event's time belongs to
@@ -78,7 +106,6 @@ class Classes:
     src: np.ndarray  # int32 string code: copy / send source device
     dst: np.ndarray  # int32 string code: copy / send destination device
     edge: np.ndarray  # int32 string code: rendezvous edge name
-    device_is_plane: bool  # True: ``device`` is every event's plane (no node_devices join)
 
 
 def split_tf_op(text: str) -> tuple[str, str]:
@@ -117,6 +144,8 @@ def host_name_category(name: str) -> tuple[str, str, str]:
         node, op_type = m.group(1), m.group(2)
         if op_type in SEND_RECV_TYPES:
             return "send_recv", node, op_type
+        if op_type in COLLECTIVE_OP_TYPES:
+            return "collective", node, op_type
         if _INPUT_TYPE.search(op_type):
             return "input", node, op_type
         return "host_compute", node, op_type
@@ -133,34 +162,50 @@ def parse_rendezvous_key(key: str) -> tuple[str, str, str]:
     return canonical_device(parts[0]), canonical_device(parts[2]), parts[3]
 
 
-def classify(
-    raw: RawSpace, stats: Mapping[str, StatColumn], node_devices: Mapping[str, str] | None = None
-) -> Classes:
-    """The TensorFlow meaning of every event of ``raw`` (``stats``: its columns of :data:`STATS`).
+def _at(column: StatColumn, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(which of ``events`` have the stat, their positions in the column's arrays)."""
+    if not column.any or not events.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    at = np.minimum(np.searchsorted(column.index, events), column.index.size - 1)
+    has = column.index[at] == events
+    return np.flatnonzero(has), at[has]
 
+
+def classify(
+    raw: RawSpace,
+    stats: Mapping[str, StatColumn],
+    node_devices: NodeDevices | None = None,
+    prefix: str = "",
+) -> Classes:
+    """The TensorFlow meaning of the first ``n_kept`` events of ``raw`` (``stats``: its :data:`STATS`).
+
+    ``prefix``: a task's name (``/job:worker/task:1``) put before the name of every plane and
+    of the devices named in ``memcpy_details`` (a multi-host analysis); ``node_devices``
+    names devices as TensorFlow does (canonicalised; a name without a task gets ``prefix``;
+    a node of the same name on several tasks may name them all: this host's task's is used).
     Adds the strings it derives (node names, op types, devices) to ``raw.strings``.
     """
-    node_devices = node_devices or {}
     strings = raw.strings
-    kind = raw.planes.kinds[raw.event_plane]
-    category, tf_op, op_type = _by_name(raw.name, kind, strings)
-    n = raw.name.size
-    nbytes = np.zeros(n, dtype=np.int64)
-    src = np.zeros(n, dtype=np.int32)
-    dst = np.zeros(n, dtype=np.int32)
-    edge = np.zeros(n, dtype=np.int32)
-    device = strings.codes(list(raw.planes.names)).astype(np.int32)[raw.event_plane]
+    k = raw.n_kept
+    plane_names = [prefix + p for p in raw.planes.names]
+    kind = raw.planes.kinds[raw.event_plane[:k]]
+    category, tf_op, op_type = _by_name(raw.name[:k], kind, strings)
+    nbytes = np.zeros(k, dtype=np.int64)
+    src = np.zeros(k, dtype=np.int32)
+    dst = np.zeros(k, dtype=np.int32)
+    edge = np.zeros(k, dtype=np.int32)
+    device = strings.codes(plane_names).astype(np.int32)[raw.event_plane[:k]]
 
     host = kind == HOST
     _host_stats(host, stats, strings, category, tf_op, op_type)
     _rendezvous(host, stats["key"], strings, src, dst, edge)
+    _thread_categories(raw, category)
     if node_devices:  # host ops joined to devices through the partition graphs
-        _join_devices(host, tf_op, node_devices, strings, device)
+        _join_devices(host, tf_op, node_devices, plane_names, prefix, strings, device, category)
     device_plane = kind == DEVICE
     _kernel_ops(device_plane, stats["tf_op"], stats["annotation"], strings, tf_op, op_type)
-    classify_copies(raw, device_plane, category, stats["memcpy_details"].code, nbytes, src, dst)
-    _input_threads(raw, category)
-    return Classes(category, device, tf_op, op_type, nbytes, src, dst, edge, not node_devices)
+    classify_copies(raw, device_plane, category, stats["memcpy_details"], nbytes, src, dst, prefix)
+    return Classes(category, device, tf_op, op_type, nbytes, src, dst, edge)
 
 
 def _by_name(name_code: np.ndarray, kind: np.ndarray, strings: Strings) -> tuple[np.ndarray, ...]:
@@ -177,7 +222,7 @@ def _by_name(name_code: np.ndarray, kind: np.ndarray, strings: Strings) -> tuple
         cat_lut[0, c], node_lut[0, c], type_lut[0, c] = CAT[cat], strings.code(node), strings.code(op_type)
         dcat = device_name_category(name)
         cat_lut[1, c] = OTHER_COPY if dcat == "other_copy" else CAT[dcat]
-    by_name = kind.astype(np.int64)
+    by_name = kind.astype(np.int32 if 3 * n_names < (1 << 31) else np.int64)
     by_name *= n_names
     by_name += name_code
     return cat_lut.ravel()[by_name], node_lut.ravel()[by_name], type_lut.ravel()[by_name]
@@ -193,16 +238,25 @@ def _host_stats(
 ) -> None:
     """Step markers (``step_num``), and ``ExecutorState::ProcessAsync`` events that name their node
     in stats: recvs are send/recv time."""
-    if stats[STEP_NUM].any:
-        category[np.flatnonzero(host & stats[STEP_NUM].present)] = CAT["marker"]
-    is_async = np.zeros(0, dtype=np.int64)
-    if stats["name"].any and stats["kernel_type"].any:
-        is_async = np.flatnonzero(host & (stats["name"].code >= 0) & (stats["kernel_type"].code >= 0))
+    step = stats[STEP_NUM]
+    if step.any:
+        marked = step.index[step.index < host.size]
+        category[marked[host[marked]]] = CAT["marker"]
+    name, kernel_type = stats["name"], stats["kernel_type"]
+    if not (name.any and kernel_type.any):
+        return
+    both = np.intersect1d(name.index, kernel_type.index, assume_unique=True)
+    both = both[both < host.size]
+    both = both[host[both]]
+    _, n_at = _at(name, both)
+    _, k_at = _at(kernel_type, both)
+    ok = (name.codes[n_at] >= 0) & (kernel_type.codes[k_at] >= 0)
+    is_async, n_at, k_at = both[ok], n_at[ok], k_at[ok]
     if is_async.size:
         is_send_recv = np.array([t in SEND_RECV_TYPES for t in strings.items], dtype=bool)
-        ktc = stats["kernel_type"].code[is_async]
-        category[is_async[is_send_recv[np.maximum(ktc, 0)]]] = CAT["send_recv"]
-        tf_op[is_async] = stats["name"].code[is_async]
+        ktc = kernel_type.codes[k_at]
+        category[is_async[is_send_recv[ktc]]] = CAT["send_recv"]
+        tf_op[is_async] = name.codes[n_at]
         op_type[is_async] = ktc
 
 
@@ -210,33 +264,67 @@ def _rendezvous(
     host: np.ndarray, key: StatColumn, strings: Strings, src: np.ndarray, dst: np.ndarray, edge: np.ndarray
 ) -> None:
     """Send/recv endpoints and edge names from rendezvous keys, once per distinct key."""
-    has_key = np.flatnonzero(host & (key.code >= 0)) if key.any else None
-    if has_key is None or not has_key.size:
+    events = key.index[key.index < host.size] if key.any else np.zeros(0, dtype=np.int64)
+    events = events[host[events]]
+    _, at = _at(key, events)
+    k = key.codes[at]
+    ok = k >= 0
+    events, k = events[ok], k[ok]
+    if not events.size:
         return
-    k = key.code[has_key]
     uniq = used_codes(k)
     parsed = [parse_rendezvous_key(strings.items[u]) for u in uniq.tolist()]
     for out, part in ((src, 0), (dst, 1), (edge, 2)):
         lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int32)
         lut[uniq] = strings.codes([p[part] for p in parsed])
-        out[has_key] = lut[k]
+        out[events] = lut[k]
+
+
+def _node_device(name: str | Sequence[str] | None, prefix: str) -> str | None:
+    """The device a node's entry names for this host: of several (a node of the same name on every
+    task of a cluster), the one of this host's task, else one named without a task."""
+    if not name:
+        return None
+    names = [name] if isinstance(name, str) else list(name)
+    devices = [canonical_device(n) for n in names]
+    if prefix:
+        own = [d for d in devices if task_of(d) == prefix]
+        local = [prefix + d for d in devices if not task_of(d)]
+        devices = own or local or devices
+    return devices[0]
 
 
 def _join_devices(
-    host: np.ndarray, tf_op: np.ndarray, node_devices: Mapping[str, str], strings: Strings, device: np.ndarray
+    host: np.ndarray,
+    tf_op: np.ndarray,
+    node_devices: NodeDevices,
+    plane_names: list[str],
+    prefix: str,
+    strings: Strings,
+    device: np.ndarray,
+    category: np.ndarray,
 ) -> None:
-    """Host ops of mapped nodes move to their node's device (else an event's device is its plane)."""
+    """Host ops of mapped nodes move to their node's device where it has no plane of its own; those
+    of nodes on a device with a plane stay on the host threads, as ``framework`` time (module doc)."""
     mapped = np.flatnonzero(host & (tf_op > 0))
     uniq = used_codes(tf_op[mapped])
-    dev = [
-        canonical_device(node_devices[strings.items[u]]) if strings.items[u] in node_devices else None
-        for u in uniq.tolist()
-    ]
+    with_plane = {canonical_device(p) for p in plane_names}
     target = np.full(int(uniq[-1]) + 1 if uniq.size else 1, -1, dtype=np.int64)
-    target[uniq] = [strings.code(d) if d else -1 for d in dev]
+    launch = np.zeros(target.size, dtype=bool)
+    for u in uniq.tolist():
+        dev = _node_device(node_devices.get(strings.items[u]), prefix)
+        if dev is None:
+            continue
+        if dev in with_plane:
+            launch[u] = True
+        else:
+            target[u] = strings.code(dev)
     t = target[tf_op[mapped]]
     ok = t >= 0
     device[mapped[ok]] = t[ok]
+    dispatch = mapped[launch[tf_op[mapped]]]
+    dispatch = dispatch[category[dispatch] == CAT["host_compute"]]
+    category[dispatch] = CAT["framework"]
 
 
 def _kernel_ops(
@@ -248,26 +336,42 @@ def _kernel_ops(
     op_type: np.ndarray,
 ) -> None:
     """Kernels' TF node and op type from ``tf_op``, else the older ``annotation``."""
-    tf_code, ann_code = tf_op_stat.code, annotation.code
-    op_text = np.where(tf_code >= 0, tf_code, ann_code) if annotation.any else tf_code
-    any_op = tf_op_stat.any or annotation.any
-    has_op = np.flatnonzero(device_plane & (op_text >= 0)) if any_op else np.zeros(0, dtype=np.int64)
-    if not has_op.size:
+    parts = []
+    for column in (annotation, tf_op_stat):  # tf_op last: it wins
+        if not column.any:
+            continue
+        keep = column.index < device_plane.size
+        keep[keep] = device_plane[column.index[keep]]
+        keep &= column.codes >= 0
+        parts.append((column.index[keep], column.codes[keep]))
+    if not parts:
         return
-    text = op_text[has_op]
+    if len(parts) == 1:
+        events, text = parts[0]
+    else:
+        events = np.concatenate([e for e, _ in parts])
+        text = np.concatenate([c for _, c in parts])
+        order = np.argsort(events, kind="stable")
+        events, text = events[order], text[order]
+        last = np.r_[events[1:] != events[:-1], True]
+        events, text = events[last], text[last]
+    if not events.size:
+        return
     uniq = used_codes(text)
     split = [split_tf_op(strings.items[u]) for u in uniq.tolist()]
     for out, part in ((tf_op, 0), (op_type, 1)):
         lut = np.zeros(int(uniq[-1]) + 1, dtype=np.int32)
         lut[uniq] = strings.codes([sp[part] for sp in split])
-        out[has_op] = lut[text]
+        out[events] = lut[text]
 
 
-def _input_threads(raw: RawSpace, category: np.ndarray) -> None:
-    """Work on tf.data threads is input, unless it is a TF op or marker of its own."""
-    line_is_input = np.array([ln.startswith(_INPUT_THREAD) for ln in raw.lines.names], dtype=bool)
-    if not line_is_input.any():
-        return
+def _thread_categories(raw: RawSpace, category: np.ndarray) -> None:
+    """Work on tf.data threads is input, on collective executor threads collective, unless it is a
+    TF op or marker of its own."""
     k = raw.n_kept
-    kept = category[:k]
-    kept[line_is_input[raw.event_line[:k]] & (kept == CAT["framework"])] = CAT["input"]
+    for prefix, cat in ((_INPUT_THREAD, "input"), (_COLLECTIVE_THREAD, "collective")):
+        on = np.array([ln.startswith(prefix) for ln in raw.lines.names], dtype=bool)
+        if not on.any():
+            continue
+        kept = category[:k]
+        kept[on[raw.event_line[:k]] & (kept == CAT["framework"])] = CAT[cat]

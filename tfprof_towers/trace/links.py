@@ -5,17 +5,29 @@ On logical-CPU runs the cross-device edges are ``_Send`` ops on the host: their
 count comes from the trace, their bytes from the run's partition graphs
 (``edge_bytes``: rendezvous edge name -> bytes), and their time cannot be
 measured -- such rows say ``measured = False`` and carry no seconds or GB/s.
+A send/recv edge between two tasks (devices of different ``/job:…/task:…``) is a link of
+kind ``network``, listed whatever the run's kind: its ``_Send`` events are counted, or its
+``_Recv`` events where no trace holds the sends; its time is not measured either (the ops'
+durations are not the transfer's).  Grouped with numpy over the event columns.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from ..categories import COPY_CATEGORIES
+from ..categories import COPY_CATEGORIES, EVENT_CATEGORIES
+from ..device_names import crosses_tasks
+from ..xplane import DEVICE
+from .columns import EventColumns
 from .load import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LINK_COLUMNS = {
     "src": "object",
@@ -28,78 +40,160 @@ LINK_COLUMNS = {
     "measured": "bool",
 }
 SEND_TYPES = ("_Send", "_HostSend")
+RECV_TYPES = ("_Recv", "_HostRecv")
+IS_COPY = np.array([c in COPY_CATEGORIES for c in EVENT_CATEGORIES], dtype=bool)
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link: ``bytes`` None when not known; ``seconds``/``gbps`` None when not measured."""
+
+    src: str
+    dst: str
+    kind: str
+    bytes: int | None
+    count: int
+    seconds: float | None
+    gbps: float | None
+    measured: bool
 
 
 def empty_links() -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in LINK_COLUMNS.items()})
+
+
+def links_frame(links: list[Link]) -> pd.DataFrame:
+    import pandas as pd
+
+    if not links:
+        return empty_links()
+    return pd.DataFrame(
+        {
+            "src": [x.src for x in links],
+            "dst": [x.dst for x in links],
+            "kind": [x.kind for x in links],
+            "bytes": pd.array([x.bytes for x in links], dtype="Int64"),
+            "count": [x.count for x in links],
+            "seconds": [math.nan if x.seconds is None else x.seconds for x in links],
+            "gbps": [math.nan if x.gbps is None else x.gbps for x in links],
+            "measured": [x.measured for x in links],
+        }
+    ).astype(LINK_COLUMNS)
 
 
 def link_table(
     trace: Trace, kind: str | None = None, edge_bytes: Mapping[str, int] | None = None
 ) -> pd.DataFrame:
-    """Copy links from the device planes, plus send/recv links for logical-CPU runs."""
-    ev = trace.events
-    inside = ev[ev["step"] >= 0]
-    parts = [copy_links(inside)]
-    has_device_planes = ev["plane"].astype(str).str.startswith("/device:").any()
+    """:func:`links` as a DataFrame (:data:`LINK_COLUMNS`)."""
+    return links_frame(links(trace, kind, edge_bytes))
+
+
+def links(trace: Trace, kind: str | None = None, edge_bytes: Mapping[str, int] | None = None) -> list[Link]:
+    """Copy links from the device planes, send/recv links for logical-CPU runs, network links always;
+    sorted by kind, src, dst."""
+    c = trace.columns
+    inside = c.step >= 0
+    out = copy_links(c, inside)
+    has_device_planes = bool((c.line_kind == DEVICE).any())
+    network, local = _send_events(c, inside)
+    out += send_links(c, network, edge_bytes, "network")
     if kind == "logical-cpu" or (kind is None and not has_device_planes):
-        parts.append(send_links(inside, edge_bytes))
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return empty_links()
-    out = pd.concat(parts, ignore_index=True)
-    return out.sort_values(["kind", "src", "dst"], kind="stable").reset_index(drop=True).astype(LINK_COLUMNS)
+        out += send_links(c, local, edge_bytes, "send_recv")
+    return sorted(out, key=lambda x: (x.kind, x.src, x.dst))
 
 
-def copy_links(events: pd.DataFrame) -> pd.DataFrame:
-    copies = events[events["category"].isin(COPY_CATEGORIES)]
-    if not len(copies):
-        return empty_links()
-    g = copies.groupby(["src_device", "dst_device", "category"], observed=True, sort=True)
-    out = g.agg(bytes=("bytes", "sum"), count=("dur_ps", "size"), dur_ps=("dur_ps", "sum")).reset_index()
-    seconds = out["dur_ps"].to_numpy(dtype=np.float64) / 1e12
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gbps = np.where(seconds > 0, out["bytes"].to_numpy(dtype=np.float64) / seconds / 1e9, np.nan)
-    return pd.DataFrame(
-        {
-            "src": out["src_device"].astype(str),
-            "dst": out["dst_device"].astype(str),
-            "kind": out["category"].astype(str),
-            "bytes": out["bytes"].astype("Int64"),
-            "count": out["count"].astype("int64"),
-            "seconds": seconds,
-            "gbps": gbps,
-            "measured": True,
-        }
-    )
+def _groups(*keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Rows grouped by equal keys (small non-negative ints): (group of each row, each group's keys)."""
+    combined = np.zeros(keys[0].size, dtype=np.int64)
+    for k in keys:
+        combined = combined * (int(k.max()) + 1 if k.size else 1) + k
+    uniq, inv = np.unique(combined, return_inverse=True)
+    first = np.zeros(uniq.size, dtype=np.int64)
+    first[inv.ravel()[::-1]] = np.arange(inv.size - 1, -1, -1)
+    return inv.ravel(), [k[first] for k in keys]
 
 
-def send_links(events: pd.DataFrame, edge_bytes: Mapping[str, int] | None) -> pd.DataFrame:
-    """``_Send`` events grouped by (src, dst): counts measured, bytes from ``edge_bytes``, time not."""
-    sends = events[
-        events["op_type"].isin(SEND_TYPES) & (events["src_device"] != "") & (events["dst_device"] != "")
-    ]
-    if not len(sends):
-        return empty_links()
+def copy_links(c: EventColumns, inside: np.ndarray) -> list[Link]:
+    copies = np.flatnonzero(IS_COPY[c.category] & inside)
+    if not copies.size:
+        return []
+    group, (src, dst, cat) = _groups(c.src[copies], c.dst[copies], c.category[copies].astype(np.int64))
+    n = src.size
+    nbytes = _sums(group, c.bytes[copies], n)
+    count = np.bincount(group, minlength=n)
+    dur = _sums(group, c.dur_ps[copies], n)
+    items = c.strings.items
+    out = []
+    for i in range(n):
+        seconds = int(dur[i]) / 1e12
+        out.append(
+            Link(
+                items[src[i]],
+                items[dst[i]],
+                EVENT_CATEGORIES[cat[i]],
+                int(nbytes[i]),
+                int(count[i]),
+                seconds,
+                int(nbytes[i]) / seconds / 1e9 if seconds > 0 else None,
+                True,
+            )
+        )
+    return out
+
+
+def _sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums per group."""
+    out = np.zeros(n, dtype=np.int64)
+    if group.size:
+        order = np.argsort(group, kind="stable")
+        g = group[order]
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        out[g[starts]] = np.add.reduceat(values[order].astype(np.int64), starts)
+    return out
+
+
+def _send_events(c: EventColumns, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Events of send/recv edges with both ends known: (across tasks: sends, or recvs of pairs no
+    trace holds sends for; within one task: sends)."""
+    items = c.strings.items
+    send_codes = [c.code_of(t) for t in SEND_TYPES]
+    recv_codes = [c.code_of(t) for t in RECV_TYPES]
+    known = inside & (c.src > 0) & (c.dst > 0)
+    is_send = known & np.isin(c.op_type, [x for x in send_codes if x >= 0])
+    is_recv = known & np.isin(c.op_type, [x for x in recv_codes if x >= 0])
+    ends = np.flatnonzero(is_send | is_recv)
+    pairs = np.unique(np.stack([c.src[ends], c.dst[ends]]), axis=1) if ends.size else np.zeros((2, 0))
+    crossing = {
+        (int(a), int(b)) for a, b in pairs.T.tolist() if crosses_tasks(items[a], items[b])
+    }
+    if not crossing:
+        return np.zeros(0, np.int64), np.flatnonzero(is_send)
+    key = c.src.astype(np.int64) << 32 | c.dst.astype(np.int64)
+    cross_keys = np.array([a << 32 | b for a, b in crossing], dtype=np.int64)
+    across = np.isin(key, cross_keys)
+    with_sends = np.unique(key[is_send & across])
+    network = np.flatnonzero((is_send & across) | (is_recv & across & ~np.isin(key, with_sends)))
+    return network, np.flatnonzero(is_send & ~across)
+
+
+def send_links(
+    c: EventColumns, rows: np.ndarray, edge_bytes: Mapping[str, int] | None, kind: str = "send_recv"
+) -> list[Link]:
+    """Send/recv events grouped by (src, dst): counts measured, bytes from ``edge_bytes``, time not."""
+    if not rows.size:
+        return []
+    group, (src, dst) = _groups(c.src[rows], c.dst[rows])
+    n = src.size
+    items = c.strings.items
+    nbytes: list[int | None] = [None] * n
     if edge_bytes is not None:
-        # a categorical maps once per distinct edge, not per event
-        per_edge = sends["edge"].map(lambda e: int(edge_bytes.get(e, 0)))
-        sends = sends.assign(link_bytes=np.asarray(per_edge, dtype=np.int64))
-    else:
-        sends = sends.assign(link_bytes=0)
-    g = sends.groupby(["src_device", "dst_device"], observed=True, sort=True)
-    out = g.agg(bytes=("link_bytes", "sum"), count=("dur_ps", "size")).reset_index()
-    return pd.DataFrame(
-        {
-            "src": out["src_device"].astype(str),
-            "dst": out["dst_device"].astype(str),
-            "kind": "send_recv",
-            "bytes": out["bytes"].astype("Int64")
-            if edge_bytes is not None
-            else pd.array([pd.NA] * len(out), "Int64"),
-            "count": out["count"].astype("int64"),
-            "seconds": np.nan,
-            "gbps": np.nan,
-            "measured": False,
-        }
-    )
+        uniq, inv = np.unique(c.edge[rows], return_inverse=True)
+        per_edge = np.array([int(edge_bytes.get(items[e], 0)) for e in uniq.tolist()], dtype=np.int64)
+        nbytes = _sums(group, per_edge[inv.ravel()], n).tolist()
+    count = np.bincount(group, minlength=n)
+    return [
+        Link(items[src[i]], items[dst[i]], kind, nbytes[i], int(count[i]), None, None, False)
+        for i in range(n)
+    ]

@@ -6,9 +6,12 @@ returns a :class:`Trace`::
 
     locate  ->  tfprof_towers.xplane.read_xspace (raw columns)  ->  classify  ->  steps  ->  frame
 
-No event ever becomes a Python object, and strings become categorical codes once:
-anything parsed from a string -- ``memcpy_details``, rendezvous keys, ``node:OpType``
-names -- is parsed once per distinct string, never per event.
+No event ever becomes a Python object: a :class:`Trace` holds its events as numpy
+columns (:class:`~.columns.EventColumns`, what the analysis reads), and ``Trace.events``,
+the pandas frame below, is made from them the first time it is asked for.  Strings are
+codes: anything parsed from a string -- rendezvous keys, ``node:OpType`` names -- is
+parsed once per distinct string, and ``memcpy_details`` texts (nearly all distinct) with
+numpy over their bytes.
 
 ``events`` columns (one row per event; derived lines such as ``Steps`` or
 ``TensorFlow Ops`` are left out, they only repeat other events):
@@ -37,127 +40,150 @@ step             int64       step whose window holds the event's start, -1 when 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..errors import TraceError
-from ..xplane import RawSpace, categorical, categorical_by, read_xspace
-from .classify import STATS, STEP_NUM, Classes, classify
-from .codes import CATEGORY_DTYPE
+from ..xplane import RawSpace, read_xspace
+from ..xplane.memory import release_free_memory
+from .classify import AS_BYTES, CORRELATION_ID, STATS, STEP_NUM, NodeDevices, classify
+from .columns import EventColumns, empty_frame, events_frame
 from .locate import locate
-from .steps import assign_steps, step_windows
+from .steps import StepTable, assign_steps, step_windows
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 WHOLE_TRACE_NOTE = "no step markers and no Steps line: the whole trace is analysed as one window"
 
+__all__ = ["Host", "Trace", "empty_events", "load_trace", "trace_from_bytes", "trace_from_raw"]
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
+class Host:
+    """One host (trace file) of a trace: its name, the task prefix of its devices (``""`` for a
+    single-host trace), and its own step windows (times on the trace's clock)."""
+
+    name: str
+    task: str
+    steps: StepTable
+    window: str
+
+
+@dataclass(frozen=True, eq=False)
 class Trace:
-    """One decoded trace: its events and steps, and how the step windows were found."""
+    """One decoded trace (one or several hosts): its events and steps, and how the step windows were found."""
 
     source: str
-    events: pd.DataFrame
-    steps: pd.DataFrame
+    columns: EventColumns
+    step_table: StepTable  # the step windows (``steps`` as a DataFrame)
     window: str  # "markers" | "steps-line" | "whole-trace"
     hostnames: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    hosts: tuple[Host, ...] = ()  # per host file (task); empty: one host, not named
+    origin_ns: int = 0  # the clock's zero: the earliest line timestamp, epoch nanoseconds
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """The events as a DataFrame (module docstring), made on first use."""
+        return events_frame(self.columns)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """The step windows as a DataFrame: ``step``, ``start_ps``, ``end_ps``."""
+        return self.step_table.frame()
+
+
+def empty_events() -> pd.DataFrame:
+    return empty_frame()
 
 
 def load_trace(
-    path: Path | str, run: str | None = None, node_devices: Mapping[str, str] | None = None
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None
 ) -> Trace:
-    """Locate, read and decode a trace (see the module docstring)."""
+    """Locate, read and decode one trace file (see the module docstring)."""
     file, notes = locate(path, run)
+    trace = read_trace(file, node_devices)
+    return replace(trace, notes=notes + trace.notes)
+
+
+def read_trace(
+    file: Path, node_devices: NodeDevices | None = None, prefix: str = "", host: int = 0
+) -> Trace:
+    """Read and decode the trace file ``file`` (``prefix``: its task's name, see :func:`trace_from_raw`)."""
     if file.name.endswith(".xplane.riegeli"):
         raise TraceError(
             f"{file}: the newer .xplane.riegeli form is not supported; "
             "export the profile as .xplane.pb (the TensorFlow profiler's default)"
         )
-    trace = trace_from_raw(read_xspace(file, STATS), node_devices)
-    return replace(trace, notes=notes + trace.notes)
+    return _from_box([read_xspace(file, STATS, as_bytes=AS_BYTES)], node_devices, prefix, host)
 
 
 def trace_from_bytes(
-    data: bytes, source: str = "<bytes>", node_devices: Mapping[str, str] | None = None
+    data: bytes, source: str = "<bytes>", node_devices: NodeDevices | None = None
 ) -> Trace:
     """Decode a serialized XSpace; every way it can be broken raises :class:`TraceError`."""
-    return trace_from_raw(read_xspace(data, STATS, label=source), node_devices)
+    return _from_box([read_xspace(data, STATS, label=source, as_bytes=AS_BYTES)], node_devices)
 
 
-def trace_from_raw(raw: RawSpace, node_devices: Mapping[str, str] | None = None) -> Trace:
-    """Classify the events of a space read with :data:`~.classify.STATS`, find the steps, build the frames."""
+def trace_from_raw(
+    raw: RawSpace, node_devices: NodeDevices | None = None, prefix: str = "", host: int = 0
+) -> Trace:
+    """Classify the events of a space read with :data:`~.classify.STATS`, find the steps, build the columns.
+
+    ``prefix`` (a task's name, ``/job:worker/task:1``) goes before every device name; ``host``
+    numbers the host in a multi-host trace.
+    """
+    return _from_box([raw], node_devices, prefix, host)
+
+
+def _from_box(
+    box: list[RawSpace], node_devices: NodeDevices | None, prefix: str = "", host: int = 0
+) -> Trace:
+    """:func:`trace_from_raw` of the space in ``box``, which it empties: where the caller keeps no
+    other reference, the space's columns are let go as soon as they are used up."""
+    raw = box.pop()
     stats = raw.stats
     raw = replace(raw, stats={})  # each stat column is let go as soon as it is used up
-    classes = classify(raw, stats, node_devices)
+    classes = classify(raw, stats, node_devices, prefix)
+    k = raw.n_kept
+    corr = stats[CORRELATION_ID]
+    m = int(np.searchsorted(corr.index, k))  # the kept events' (derived lines' come after)
+    corr_index, corr_value = corr.index[:m], corr.nums[:m]
     step_num = stats[STEP_NUM]
-    del stats
+    del stats, corr
     steps, window = step_windows(raw, step_num, classes.category)
     del step_num
-    step = assign_steps(raw.start_ps[: raw.n_kept], steps)
-    events = event_frame(raw, classes, step)
-    notes = (WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()
-    return Trace(raw.source, events, steps, window, raw.hostnames, notes)
-
-
-# ---------------------------------------------------------------------------------------------
-# The events frame
-
-EVENT_COLUMNS: dict[str, object] = {
-    "plane": "category",
-    "device": "category",
-    "line": "category",
-    "name": "category",
-    "op_type": "category",
-    "tf_op": "category",
-    "start_ps": "int64",
-    "dur_ps": "int64",
-    "category": CATEGORY_DTYPE,
-    "bytes": "int64",
-    "src_device": "category",
-    "dst_device": "category",
-    "edge": "category",
-    "step": "int64",
-}
-
-
-def empty_events() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in EVENT_COLUMNS.items()})
-
-
-def event_frame(raw: RawSpace, classes: Classes, step: np.ndarray) -> pd.DataFrame:
-    """The ``events`` frame: the first ``n_kept`` events (derived lines come after them)."""
-    k = raw.n_kept
-    if not k:
-        return empty_events()
     strings = raw.strings
-    plane_codes = strings.codes(list(raw.planes.names))
-    line_codes = strings.codes(list(raw.lines.names))
-    lines = raw.event_line[:k]
-    kept_lines = np.flatnonzero(~raw.lines.derived & (raw.lines.event_count > 0))
-    plane = categorical_by(plane_codes[raw.lines.plane], lines, kept_lines, strings)
-    return pd.DataFrame(
-        {
-            "plane": plane,
-            "device": (
-                categorical_by(plane_codes[raw.lines.plane], lines, kept_lines, strings)
-                if classes.device_is_plane
-                else categorical(classes.device[:k], strings)
-            ),
-            "line": categorical_by(line_codes, lines, kept_lines, strings),
-            "name": categorical(raw.name[:k], strings),
-            "op_type": categorical(classes.op_type[:k], strings),
-            "tf_op": categorical(classes.tf_op[:k], strings),
-            "start_ps": raw.start_ps[:k],
-            "dur_ps": raw.dur_ps[:k],
-            "category": pd.Categorical.from_codes(classes.category[:k], dtype=CATEGORY_DTYPE, validate=False),
-            "bytes": classes.bytes[:k],
-            "src_device": categorical(classes.src[:k], strings),
-            "dst_device": categorical(classes.dst[:k], strings),
-            "edge": categorical(classes.edge[:k], strings),
-            "step": step.astype(np.int64),
-        },
-        copy=False,  # the columns are fresh arrays: no copy into consolidated blocks
+    plane_codes = strings.codes([prefix + p for p in raw.planes.names]).astype(np.int32)
+    columns = EventColumns(
+        strings=strings,
+        line_name=strings.codes(list(raw.lines.names)).astype(np.int32),
+        line_plane=plane_codes[raw.lines.plane],
+        line_host=np.full(len(raw.lines.names), host, dtype=np.int16),
+        line_kind=raw.planes.kinds[raw.lines.plane],
+        line=raw.event_line[:k],
+        name=raw.name[:k].astype(np.int32),
+        device=classes.device,
+        category=classes.category,
+        tf_op=classes.tf_op,
+        op_type=classes.op_type,
+        bytes=classes.bytes,
+        src=classes.src,
+        dst=classes.dst,
+        edge=classes.edge,
+        start_ps=raw.start_ps[:k],
+        dur_ps=raw.dur_ps[:k],
+        step=assign_steps(raw.start_ps[:k], steps),
+        corr_index=corr_index,
+        corr=corr_value,
     )
+    notes = (WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()
+    trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns)
+    del raw, classes
+    release_free_memory()
+    return trace

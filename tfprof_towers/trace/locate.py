@@ -4,6 +4,8 @@
 
 With several runs or hosts, :func:`locate` picks the newest run's first host and says
 so in its notes; ``run`` (``--run``) chooses a run, ``RUN/HOST`` a host.
+:func:`locate_hosts` picks a run the same way but keeps all its hosts (a multi-host
+profile: one file per task).
 """
 
 from __future__ import annotations
@@ -67,10 +69,38 @@ def check_path(path: Path) -> None:
 
 def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, ...]]:
     """The trace file ``path`` names, and notes on which one was picked."""
+    files, notes = locate_hosts(path, run)
+    extra = ()
+    if len(files) > 1:
+        pick = files[0]
+        hosts = ", ".join(host_name(f) for f in files)
+        run_name = _run_name(Path(path), pick)
+        extra = (
+            f"run {run_name} has {len(files)} hosts ({hosts}); using {host_name(pick)} "
+            f"(choose with --run {run_name}/HOST)",
+        )
+    return files[0], notes + extra
+
+
+def host_name(file: Path) -> str:
+    """A trace file's host: its name without ``.xplane.pb``."""
+    return file.name.split(".xplane.")[0]
+
+
+def _run_name(root: Path, file: Path) -> str:
+    for p in find_profiles(root) if root.is_dir() else ():
+        if p.path == file:
+            return p.run
+    return file.parent.name
+
+
+def locate_hosts(path: Path | str, run: str | None = None) -> tuple[list[Path], tuple[str, ...]]:
+    """The trace files of the run ``path`` names (one per host; one file when ``path`` is a file or
+    ``run`` names a host), and notes on which run was picked."""
     path = Path(path)
     check_path(path)
     if path.is_file():
-        return path, ()
+        return [path], ()
     profiles = find_profiles(path)
     if not profiles:
         raise TraceError(
@@ -88,17 +118,11 @@ def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, .
             raise TraceError(
                 f"--run {run}: no such run under {path}; runs: {', '.join(sorted({p.run for p in profiles}))}"
             )
-    newest = chosen[-1].path.parent.name
-    candidates = [p for p in chosen if p.path.parent.name == newest]
-    pick = candidates[0]
+    newest = [p for p in chosen if p.path.parent.name == chosen[-1].path.parent.name]
+    candidates = [p for p in newest if p.run == newest[0].run]  # one run: its hosts
     notes = []
     runs = sorted({p.run for p in profiles})
     if len(runs) > 1 and run is None:
-        notes.append(f"{len(runs)} runs under {path}; using the newest, {pick.run} (choose with --run)")
-    if len(candidates) > 1:
-        hosts = ", ".join(p.host for p in candidates)
-        notes.append(
-            f"run {pick.run} has {len(candidates)} hosts ({hosts}); using {pick.host} "
-            f"(choose with --run {pick.run}/HOST)"
-        )
-    return pick.path, tuple(notes)
+        pick = candidates[0].run
+        notes.append(f"{len(runs)} runs under {path}; using the newest, {pick} (choose with --run)")
+    return [p.path for p in candidates], tuple(notes)

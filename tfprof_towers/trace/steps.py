@@ -8,30 +8,74 @@
 * ``whole-trace``: one window over every event that counts as time.
 
 Windows are sorted by start, and each ends no later than the next one starts.  An
-event belongs to the window holding its start.
+event belongs to the window holding its start.  They are a :class:`StepTable` (numpy;
+``.frame()`` makes the pandas frame).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..categories import EVENT_CATEGORIES, TIME_CATEGORIES
 from ..xplane import HOST, RawSpace, StatColumn, dense_unique, used_codes
 from .codes import CAT
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 STEPS_LINE = "Steps"
 
 
-def step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray) -> tuple[pd.DataFrame, str]:
+@dataclass(frozen=True, eq=False)
+class StepTable:
+    """Step windows: per window its step number, start and end (int64 picoseconds), sorted by start."""
+
+    step: np.ndarray
+    start_ps: np.ndarray
+    end_ps: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.step.size)
+
+    @property
+    def window_ps(self) -> np.ndarray:
+        return self.end_ps - self.start_ps
+
+    def shifted(self, delta: int) -> StepTable:
+        return StepTable(self.step, self.start_ps + delta, self.end_ps + delta)
+
+    def frame(self) -> pd.DataFrame:
+        """``step``, ``start_ps``, ``end_ps`` (int64)."""
+        import pandas as pd
+
+        return pd.DataFrame({"step": self.step, "start_ps": self.start_ps, "end_ps": self.end_ps}).astype(
+            {"step": "int64", "start_ps": "int64", "end_ps": "int64"}
+        )
+
+    @staticmethod
+    def join(tables: list[StepTable]) -> StepTable:
+        """The windows of several tables, one per step number (earliest start, latest end)."""
+        tables = [t for t in tables if len(t)]
+        if not tables:
+            return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        columns = ("step", "start_ps", "end_ps")
+        return windows(*(np.concatenate([getattr(t, c) for t in tables]) for c in columns))
+
+
+def step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray) -> tuple[StepTable, str]:
     """``(steps, window)``: the windows (``step``, ``start_ps``, ``end_ps``) and how they were found."""
     k = raw.n_kept  # derived lines' events come after
     start_ps, dur_ps, strings = raw.start_ps, raw.dur_ps, raw.strings
     if step_num.any:
-        marker = np.flatnonzero(step_num.present[:k] & (raw.planes.kinds[raw.event_plane[:k]] == HOST))
+        on = np.flatnonzero(step_num.index < k)
+        on = on[raw.planes.kinds[raw.event_plane[step_num.index[on]]] == HOST]
+        marker = step_num.index[on]
         if marker.size:
             end_ps = start_ps[marker] + dur_ps[marker]
-            return windows(step_num.num[marker], start_ps[marker], end_ps), "markers"
+            return windows(step_num.nums[on], start_ps[marker], end_ps), "markers"
     steps_line = np.array([n == STEPS_LINE for n in raw.lines.names], dtype=bool)
     on_steps = np.flatnonzero(steps_line[raw.event_line]) if steps_line.any() else np.zeros(0, np.int64)
     if on_steps.size:
@@ -55,26 +99,31 @@ def step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray) -> t
     return windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace"
 
 
-def windows(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+def windows(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> StepTable:
     """One window per step number (earliest start, latest end), sorted, overlaps trimmed."""
-    df = pd.DataFrame(
-        {"step": step.astype(np.int64), "start_ps": start.astype(np.int64), "end_ps": end.astype(np.int64)}
-    )
-    df = df.groupby("step", as_index=False).agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
-    df = df.sort_values(["start_ps", "step"], kind="stable").reset_index(drop=True)
-    if len(df) > 1:
-        starts, ends = df["start_ps"].to_numpy(), df["end_ps"].to_numpy().copy()
-        ends[:-1] = np.minimum(ends[:-1], starts[1:])
-        df["end_ps"] = ends
-    return df.astype({"step": "int64", "start_ps": "int64", "end_ps": "int64"})
+    step, start, end = (np.asarray(a, dtype=np.int64) for a in (step, start, end))
+    if step.size:
+        uniq, inv = np.unique(step, return_inverse=True)
+        lo = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(uniq.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(lo, inv.ravel(), start)
+        np.maximum.at(hi, inv.ravel(), end)
+        step, start, end = uniq, lo, hi
+        order = np.lexsort((step, start))
+        step, start, end = step[order], start[order], end[order].copy()
+        end[:-1] = np.minimum(end[:-1], start[1:])
+    return StepTable(step, start, end)
 
 
-def assign_steps(start_ps: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
-    """Per event: the step whose window holds its start, else -1."""
+def assign_steps(start_ps: np.ndarray, steps: StepTable) -> np.ndarray:
+    """Per event: the step whose window holds its start, else -1 (int32 where the numbers fit)."""
     if not len(steps):
-        return np.full(start_ps.size, -1, dtype=np.int64)
-    ws = steps["start_ps"].to_numpy()
-    we = steps["end_ps"].to_numpy()
+        return np.full(start_ps.size, -1, dtype=np.int32)
+    ws, we = steps.start_ps, steps.end_ps
     i = np.searchsorted(ws, start_ps, side="right") - 1
-    ok = (i >= 0) & (start_ps < we[np.maximum(i, 0)])
-    return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], -1)
+    np.maximum(i, 0, out=i)
+    numbers = steps.step
+    small = numbers.size == 0 or (numbers.min() > -(1 << 31) and numbers.max() < (1 << 31))
+    out = numbers.astype(np.int32 if small else np.int64)[i]
+    out[(start_ps < ws[i]) | (start_ps >= we[i])] = -1
+    return out

@@ -6,47 +6,62 @@ source reuses this reader and brings its own classifier.  Never imports TensorFl
 
 ::
 
-    raw = read_xspace("host.xplane.pb", stats=("step", "hlo_op"))
+    raw = read_xspace("host.xplane.pb", stats=("step", "hlo_op"), as_bytes={"details": parse})
     raw.planes.names, raw.planes.kinds        # per plane: name; HOST / DEVICE / OTHER
     raw.lines.names, raw.lines.plane, raw.lines.derived
     raw.event_line, raw.event_plane           # per event (derived lines' events last: [n_kept:])
     raw.name, raw.start_ps, raw.dur_ps        # name as a code into raw.strings.items
-    raw.stats["step"].num / .code / .present
+    raw.stats["step"].index / .nums / .codes  # the events that have the stat, their values
+    raw.stats["step"].num / .code / .present  # the same per event (made on demand)
+    raw.stats["details"].parsed               # what ``parse`` made of each batch's bytes
     raw.strings.items, raw.hostnames
 
 The modules, bottom up::
 
     schema.py    the XSpace protobuf schema, built in code in a private descriptor pool
-    wire.py      a padded byte buffer; varints and fields read with numpy, in lock-step
+    wire.py      a padded byte buffer (a mapped file, or read); varints and fields with numpy
     layout.py    where planes, lines and events are: a vectorised walk of the wire format
                  (protobuf parses only each plane's metadata)
     events.py    every event's header and the stats a filter keeps, block by block
     strings.py   equal strings grouped by hash; the table of codes; codes -> Categoricals
-    tables.py    the records: plane and line tables, stat columns, RawSpace
-    columns.py   event names and the stats asked for, as per-event columns
-    reader.py    read_xspace(path | bytes, stats) -> RawSpace; one TraceError per broken input
-    build.py     build XSpace traces in code (tests, benchmarks)
+    ragged.py    byte strings as one array and their lengths (gathered a word at a time)
+    tables.py    the records: plane and line tables, sparse stat columns, RawSpace
+    columns.py   the planes' metadata as lookup tables; each block's names and stats as columns
+    decode.py    the whole space, a batch of lines and a block of events at a time
+    memory.py    freed heap pages handed back between the phases of a big decode
+    reader.py    read_xspace(path | bytes, stats, as_bytes) -> RawSpace; one TraceError per broken input
+    build.py     build XSpace traces in code (tests, benchmarks); encode.py: many events at once
 
-Speed comes from never making an event a Python object: the file is read once into a
-numpy buffer; every line's events are found by a speculative chunked walk; every
-event's fields and stats are read in lock-step rounds; stats that were not asked for
-are skipped at their metadata_id, and derived lines' stats are never read; anything
-parsed from a string is parsed once per distinct string.
+Speed comes from never making an event a Python object: the file is mapped; every line's
+events are found by a speculative chunked walk; every event's fields and stats are read in
+lock-step rounds; stats that were not asked for are skipped at their metadata_id, and
+derived lines' stats are never read; anything parsed from a string is parsed once per
+distinct string -- or, for nearly-distinct texts, by the caller's numpy parser over the
+bytes.  Memory stays bounded because lines are walked and decoded a batch at a time (a
+mapped file's pages let go as each batch is done), stats are stored for the events that
+have them, and columns are narrow.
 """
 
 from .build import Ref, TraceBuilder
-from .reader import decode_buffer, decode_space, read_layout, read_xspace
+from .columns import Parser
+from .decode import decode_space
+from .ragged import Ragged
+from .reader import decode_buffer, read_layout, read_xspace
 from .strings import Strings, categorical, categorical_by, dense_unique, used_codes
-from .tables import DEVICE, HOST, OTHER, LineTable, PlaneTable, RawSpace, StatColumn
+from .tables import DEVICE, HOST, NUMBER, OTHER, LineTable, PlaneTable, RawSpace, RowNames, StatColumn
 
 __all__ = [
     "DEVICE",
     "HOST",
+    "NUMBER",
     "OTHER",
     "LineTable",
+    "Parser",
     "PlaneTable",
+    "Ragged",
     "RawSpace",
     "Ref",
+    "RowNames",
     "StatColumn",
     "Strings",
     "TraceBuilder",

@@ -11,15 +11,19 @@ Times are absolute picoseconds; the builder turns them into the line's
 (int64), ``float`` (double), ``str`` (inline string), ``bytes`` or :class:`Ref`
 (a string stored as a ``ref_value`` to a stat-metadata entry, as profilers do).
 Stats given to :meth:`PlaneBuilder.event_metadata_id` sit on the event metadata
-instead of each event.
+instead of each event.  :meth:`PlaneBuilder.bulk_line` writes a whole line of many
+events at once, as bytes (:mod:`.encode`), for traces of millions of events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from .encode import BulkStat, encode_events, length_delimited, line_header
 from .schema import XSpace
 from .tables import DERIVED_LINE_ID
 
@@ -50,6 +54,7 @@ class PlaneBuilder:
         self._plane = plane
         self._event_ids: dict[str, int] = {}
         self._stat_ids: dict[str, int] = {}
+        self.raw_lines: list[bytes] = []  # serialized XLine messages of bulk_line
 
     @property
     def proto(self):
@@ -100,6 +105,32 @@ class PlaneBuilder:
         return LineBuilder(self, line)
 
 
+    def bulk_line(
+        self,
+        name: str,
+        line_id: int,
+        timestamp_ns: int,
+        names: Sequence[str],
+        name_index: np.ndarray,
+        start_ps: np.ndarray,
+        dur_ps: np.ndarray,
+        stats: Mapping[str, BulkStat] | None = None,
+    ) -> PlaneBuilder:
+        """A line of many events, encoded at once: event i is named ``names[name_index[i]]``, starts
+        at ``start_ps[i]`` (absolute) and lasts ``dur_ps[i]``; ``stats`` in the order given."""
+        md = np.array([self.event_metadata_id(nm) for nm in names], dtype=np.int64)
+        encoded = []
+        for key, stat in (stats or {}).items():
+            sid, refs = self.stat_metadata_id(key), None
+            if stat.kind == "ref":
+                refs = np.array([self.stat_metadata_id(t) for t in stat.texts], dtype=np.int64)
+            encoded.append((sid, stat, refs))
+        offsets = np.asarray(start_ps, dtype=np.int64) - timestamp_ns * 1000
+        events = encode_events(md[np.asarray(name_index)], offsets, np.asarray(dur_ps), encoded)
+        self.raw_lines.append(line_header(line_id, name, timestamp_ns) + events)
+        return self
+
+
 class LineBuilder:
     def __init__(self, plane: PlaneBuilder, line) -> None:
         self._plane = plane
@@ -131,13 +162,26 @@ class TraceBuilder:
     def __init__(self, hostname: str = "testhost") -> None:
         self.space = XSpace()
         self.space.hostnames.append(hostname)
+        self._planes: list[PlaneBuilder] = []
 
     def plane(self, name: str, plane_id: int | None = None) -> PlaneBuilder:
         plane = self.space.planes.add(id=len(self.space.planes) if plane_id is None else plane_id, name=name)
-        return PlaneBuilder(plane)
+        self._planes.append(PlaneBuilder(plane))
+        return self._planes[-1]
 
     def to_bytes(self) -> bytes:
-        return self.space.SerializeToString()
+        if not any(p.raw_lines for p in self._planes):
+            return self.space.SerializeToString()
+        # planes one by one, each followed by its bulk lines (XPlane field 3), then the rest
+        parts = []
+        for p in self._planes:
+            plane = p.proto.SerializeToString() + b"".join(length_delimited(3, ln) for ln in p.raw_lines)
+            parts.append(length_delimited(1, plane))
+        rest = XSpace()
+        rest.CopyFrom(self.space)
+        del rest.planes[:]
+        parts.append(rest.SerializeToString())
+        return b"".join(parts)
 
     def write(self, path: Path) -> Path:
         path = Path(path)

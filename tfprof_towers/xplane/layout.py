@@ -9,7 +9,7 @@ vectorised numpy walk of the wire format.
 The trick: the fields of a message tile its payload (``tag, [length,] value`` back to
 back), so finding them is a chain -- each field's end is the next one's start -- and a
 chain is sequential.  A line holds thousands of events, so each line is cut into chunks
-of about a hundred events (the event size is sampled per line) and all chunks of all
+of a few hundred events (the event size is sampled per line) and all chunks of all
 lines are walked at once, in lock-step, one field per round.  Only a line's first chunk
 starts at a known field; every other chunk starts *speculatively*, at the first bytes
 that look like a length-delimited field whose payload begins with field 1 (``22 <len>
@@ -237,7 +237,7 @@ def walk_fields(
     start: np.ndarray,
     end: np.ndarray,
     hint: tuple[int, int] = (0x22, 0x08),
-    fields_per_chunk: int = 128,
+    fields_per_chunk: int = 256,
     window: int = 64,
 ) -> Records:
     """The top-level fields of the messages at ``buf[start:end]`` (in file order, not
@@ -416,14 +416,26 @@ class Lines:
 
 
 @dataclass(frozen=True)
+class Planes:
+    """The space without its lines' contents: each plane's metadata, and where each line is."""
+
+    planes: list  # XPlane messages holding everything but the lines
+    hostnames: tuple[str, ...]
+    line_plane: np.ndarray  # int64 per line (file order): its plane
+    line_start: np.ndarray  # int64 per line: payload range of the serialized XLine
+    line_end: np.ndarray
+
+
+@dataclass(frozen=True)
 class Space:
     planes: list  # XPlane messages holding everything but the lines
     hostnames: tuple[str, ...]
     lines: Lines
 
 
-def read_space(buf: Buffer, data: bytes | memoryview) -> Space:
-    """The layout of the XSpace in ``data`` (``buf`` wraps the same bytes)."""
+def read_planes(buf: Buffer, data: bytes | memoryview) -> Planes:
+    """The planes of the XSpace in ``data`` (``buf`` wraps the same bytes), and their lines' ranges:
+    one Python step per plane, line or metadata entry, none per event."""
     planes, ranges, hostnames = [], [], []
     for number, wire, value, _, f1 in py_fields(data, 0, buf.size):
         if wire != 2:
@@ -438,8 +450,13 @@ def read_space(buf: Buffer, data: bytes | memoryview) -> Space:
     flat = [r for rs in ranges for r in rs]
     start = np.array([s for s, _ in flat], dtype=np.int64)
     end = np.array([e for _, e in flat], dtype=np.int64)
-    lines = read_lines(buf, np.repeat(np.arange(len(planes)), counts), start, end)
-    return Space(planes, tuple(hostnames), lines)
+    return Planes(planes, tuple(hostnames), np.repeat(np.arange(len(planes)), counts), start, end)
+
+
+def read_space(buf: Buffer, data: bytes | memoryview) -> Space:
+    """The layout of the XSpace in ``data``, every line walked at once (small spaces, tests)."""
+    p = read_planes(buf, data)
+    return Space(p.planes, p.hostnames, read_lines(buf, p.line_plane, p.line_start, p.line_end))
 
 
 def _read_plane(data: bytes | memoryview, start: int, end: int):

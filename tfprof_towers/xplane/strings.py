@@ -7,10 +7,15 @@ string is parsed once per distinct string and broadcast to the events through co
 
 from __future__ import annotations
 
+from functools import cache
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .wire import Buffer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _ONE = np.uint64(1)
 _HASH_M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -20,9 +25,19 @@ _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
 _ROWS = 1 << 14  # strings hashed per block: a block's words stay in cache
 
 
+@cache
 def _column_multipliers(width: int, seed: int) -> np.ndarray:
-    """Odd 64-bit multipliers, one per word column (the same ones on every call)."""
-    return np.random.default_rng(seed).integers(0, 1 << 63, width, dtype=np.uint64) * np.uint64(2) + _ONE
+    """Odd 64-bit multipliers, one per word column (the same ones on every call): a splitmix64
+    sequence (no need to import ``numpy.random``)."""
+    out, x, mask = [], seed * 0x9E3779B97F4A7C15, (1 << 64) - 1
+    for _ in range(width):
+        x = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        out.append((z ^ (z >> 31)) | 1)
+    multipliers = np.array(out, dtype=np.uint64)
+    multipliers.setflags(write=False)
+    return multipliers
 
 
 def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -74,26 +89,37 @@ def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[n
     return h1, h2
 
 
-def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Group equal byte strings without a Python step per string: (codes, distinct texts).
+def distinct_rows(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group equal byte strings without a Python step per string: (group of each string, in order of
+    first occurrence; the first string of each group).
 
     Strings are grouped by one 64-bit hash of their bytes and length, and a second,
     independent one must agree within every group, else the strings are compared exactly.
-    Only one representative per group is decoded.
     """
     n = start.size
     if n == 0:
-        return np.zeros(0, dtype=np.int64), []
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     h1, h2 = _hash_strings(buf, start, length)
-    codes, uniques = pd.factorize(h1)
-    first = np.full(uniques.size, -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(n - 1, -1, -1)  # first occurrence of each group
+    _, first, inv = np.unique(h1, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # groups in order of first occurrence
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    codes, first = rank[inv.ravel()], first[order]
     if not (h2 == h2[first[codes]]).all():  # a 64-bit collision: compare exactly instead
-        texts_all = [buf.text(s, ln) for s, ln in zip(start.tolist(), length.tolist())]
-        codes, uniq = pd.factorize(np.array(texts_all, dtype=object))
-        return codes.astype(np.int64), [str(u) for u in uniq]
+        seen: dict[bytes, int] = {}
+        rows = [buf.u8[s : s + ln].tobytes() for s, ln in zip(start.tolist(), length.tolist())]
+        codes = np.array([seen.setdefault(r, len(seen)) for r in rows], dtype=np.int64)
+        first = np.full(len(seen), -1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(n - 1, -1, -1)
+    return codes, first
+
+
+def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Group equal byte strings (:func:`distinct_rows`): (codes, distinct texts); only one
+    representative per group is decoded."""
+    codes, first = distinct_rows(buf, start, length)
     texts = [buf.text(s, ln) for s, ln in zip(start[first].tolist(), length[first].tolist())]
-    return codes.astype(np.int64), texts
+    return codes, texts
 
 
 class Strings:
@@ -163,4 +189,6 @@ def categorical_by(
 
 
 def from_codes(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
+    import pandas as pd
+
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)

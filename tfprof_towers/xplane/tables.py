@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import Space
+from .ragged import Ragged
 from .strings import Strings
 
 #: Plane kinds (:attr:`PlaneTable.kinds`).
@@ -58,17 +58,73 @@ class LineTable:
     timestamp_ps: np.ndarray  # int64 per line: its timestamp, picoseconds after the space's origin
 
 
-@dataclass(frozen=True)
-class StatColumn:
-    """One stat asked for, per event: the code of its value as a string (strings and bytes as
-    UTF-8, refs resolved, integers printed; -1 when absent or a double), its integer value
-    (doubles truncated; a ref's stat-metadata id; 0 for strings) and whether the event has it.
-    ``any`` is False when no event has it: then the arrays are shared and read-only."""
+#: :attr:`StatColumn.codes` of an integer value: its text is made only when asked for (``code``).
+NUMBER = -2
 
-    code: np.ndarray  # int32
-    num: np.ndarray  # int64
-    present: np.ndarray  # bool
-    any: bool = True
+
+@dataclass(frozen=True, eq=False)
+class StatColumn:
+    """One stat asked for, stored for the events that have it (``index``, ascending).
+
+    Per such event: the code of its value as a string (strings and bytes as UTF-8, refs
+    resolved; :data:`NUMBER` for integers, whose text is made on demand; -1 for doubles),
+    and its integer value (doubles truncated; a ref's stat-metadata id; 0 for strings).  A
+    stat read *as bytes* (``read_xspace(as_bytes=...)``) keeps its raw bytes in ``text``
+    instead of string codes (-1), or, read with a parser, only what the parser made of
+    them, in ``parsed``.  ``present``, ``code`` and ``num`` give the same per event.
+    """
+
+    n: int  # events in the space
+    index: np.ndarray  # int64: the events that have the stat, ascending
+    codes: np.ndarray  # int32 per index
+    nums: np.ndarray  # int64 per index
+    strings: Strings | None = None  # the space's table (for ``code``)
+    text: Ragged | None = None  # the raw bytes per index, for stats read as bytes
+    parsed: Mapping[str, np.ndarray] | None = None  # per index, for stats read with a parser
+
+    @property
+    def any(self) -> bool:
+        return bool(self.index.size)
+
+    @property
+    def present(self) -> np.ndarray:
+        out = np.zeros(self.n, dtype=bool)
+        out[self.index] = True
+        return out
+
+    @property
+    def num(self) -> np.ndarray:
+        out = np.zeros(self.n, dtype=np.int64)
+        out[self.index] = self.nums
+        return out
+
+    @property
+    def code(self) -> np.ndarray:
+        """Per event: the code of its value's text (-1 when absent or a double)."""
+        out = np.full(self.n, -1, dtype=np.int32)
+        codes = self.codes.copy()
+        if self.strings is not None:
+            numbers = np.flatnonzero(codes == NUMBER)
+            if numbers.size:
+                codes[numbers] = self.strings.codes([str(v) for v in self.nums[numbers].tolist()])
+            if self.text is not None:
+                codes[:] = self.strings.codes(self.text.texts())
+        out[self.index] = codes
+        return out
+
+
+@dataclass(frozen=True)
+class RowNames:
+    """The names of the events whose stat values a parser is given: per row, the code of its
+    event's name in ``strings``."""
+
+    codes: np.ndarray
+    strings: Strings
+
+
+def empty_stat(n: int, strings: Strings | None = None) -> StatColumn:
+    z = np.zeros(0, dtype=np.int64)
+    return StatColumn(n, z, z.astype(np.int32), z, strings)
 
 
 @dataclass(frozen=True)
@@ -84,8 +140,8 @@ class RawSpace:
     source: str
     planes: PlaneTable
     lines: LineTable
-    event_line: np.ndarray  # int64 per event: index into the line table
-    event_plane: np.ndarray  # int64 per event: index into the plane table
+    event_line: np.ndarray  # int32 per event: index into the line table
+    event_plane: np.ndarray  # int16 (int32 past 32767 planes) per event: index into the plane table
     name: np.ndarray  # int64 per event: code of its metadata's name ("" without metadata)
     start_ps: np.ndarray  # int64 per event: line timestamp + offset, after the origin
     dur_ps: np.ndarray  # int64 per event
@@ -100,67 +156,13 @@ class RawSpace:
         return int(self.event_line.size)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """The space's tables, where each event's bytes are, and each plane's metadata."""
-
-    planes: PlaneTable
-    lines: LineTable
-    event_line: np.ndarray  # int64 per event (derived lines' events last)
-    n_kept: int
-    event_start: np.ndarray | None  # int64 per event: byte range of the serialized XEvent
-    event_end: np.ndarray | None
-    event_md: list[tuple[np.ndarray, list[str], list]]  # per plane: sorted ids, names, metadata
-    stat_md: list[dict[int, str]]  # per plane: stat metadata id -> name
-    hostnames: tuple[str, ...]
-    origin_ns: int
-
-
 def plane_kind(name: str) -> int:
     return HOST if name.startswith("/host:") else DEVICE if name.startswith("/device:") else OTHER
 
 
-def collect(space: Space) -> Layout:
-    """The tables of a walked space, with the events renumbered so derived lines' come last."""
-    names = [plane.name for plane in space.planes]
-    lines = space.lines
-    ids = lines.id.tolist()
-    line_names = [nm or dn or str(i) for nm, dn, i in zip(lines.name, lines.display_name, ids)]
-    line_derived = np.array(
-        [nm in DERIVED_LINE_NAMES or abs(i - DERIVED_LINE_ID) < 64 for nm, i in zip(lines.name, ids)],
+def derived_lines(names: list[str], ids: np.ndarray) -> np.ndarray:
+    """Which lines are derived (repeat other lines' events), from their names and ids."""
+    return np.array(
+        [nm in DERIVED_LINE_NAMES or abs(i - DERIVED_LINE_ID) < 64 for nm, i in zip(names, ids.tolist())],
         dtype=bool,
-    )
-    order = np.argsort(line_derived, kind="stable")  # kept lines first
-    counts = lines.event_count[order]
-    event_start, event_end = lines.event_start, lines.event_end
-    if (np.diff(line_derived[lines.event_count > 0].astype(np.int8)) < 0).any():  # a derived line mid-file
-        first = np.cumsum(lines.event_count) - lines.event_count
-        perm = np.arange(int(counts.sum())) + np.repeat(first[order] - (np.cumsum(counts) - counts), counts)
-        event_start, event_end = event_start[perm], event_end[perm]
-    event_md, stat_md = [], []
-    for plane in space.planes:
-        md = plane.event_metadata
-        md_ids = np.array(sorted(md.keys()), dtype=np.int64)
-        event_md.append((md_ids, [md[i].name for i in md_ids.tolist()], [md[i] for i in md_ids.tolist()]))
-        stat_md.append({k: v.name for k, v in plane.stat_metadata.items()})
-    ts = lines.timestamp_ns
-    origin = int(ts.min()) if ts.size else 0
-    return Layout(
-        planes=PlaneTable(tuple(names), np.array([plane_kind(n) for n in names], dtype=np.int8)),
-        lines=LineTable(
-            names=tuple(line_names),
-            plane=lines.plane,
-            derived=line_derived,
-            event_count=lines.event_count,
-            # relative to the earliest line: epoch nanoseconds times 1000 would overflow int64
-            timestamp_ps=(ts - origin) * 1000,
-        ),
-        event_line=np.repeat(order, counts),
-        n_kept=int(lines.event_count[~line_derived].sum()),
-        event_start=event_start,
-        event_end=event_end,
-        event_md=event_md,
-        stat_md=stat_md,
-        hostnames=tuple(space.hostnames),
-        origin_ns=origin,
     )

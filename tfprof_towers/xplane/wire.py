@@ -10,6 +10,8 @@ never misreads.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 from dataclasses import dataclass
 
@@ -41,6 +43,35 @@ class Buffer:
     u8: np.ndarray  # uint8, with PAD zero bytes after ``size``
     u64: np.ndarray  # unaligned little-endian uint64 view: u64[i] = bytes i..i+7
     size: int
+    mapped: mmap.mmap | None = None  # the file's mapping, when the buffer is one (see ``map``)
+
+    @classmethod
+    def map(cls, file) -> tuple[Buffer, memoryview] | None:
+        """Map a file instead of reading it: no copy, and pages a decoder is done with can be let go
+        (:meth:`release`).  The zero padding is the rest of the file's last page, which the
+        system fills with zeros; ``None`` when that page has less than ``PAD`` bytes to spare
+        (then read the file instead)."""
+        with open(file, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0 or (-size) % mmap.PAGESIZE < PAD:
+                return None
+            mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)  # private: nothing is written back
+        exported = ctypes.c_char.from_buffer(mm)
+        pinned = type("_Mapped", (ctypes.c_uint8 * (size + PAD),), {})
+        window = pinned.from_address(ctypes.addressof(exported))
+        window.keep = (mm, exported)  # the array's base keeps the mapping alive
+        padded = np.frombuffer(window, dtype=np.uint8)
+        buf = cls.wrap(padded, size)
+        return cls(buf.u8, buf.u64, size, mm), memoryview(padded)
+
+    def release(self, start: int, end: int) -> None:
+        """Let go of the pages of ``[start, end)`` (a mapped file's: they are read again if touched)."""
+        if self.mapped is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        lo, hi = (start // page) * page, min(-(-end // page) * page, len(self.mapped))
+        if hi > lo:
+            self.mapped.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
     @classmethod
     def of(cls, data: bytes) -> Buffer:

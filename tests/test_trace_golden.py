@@ -1,0 +1,135 @@
+"""Every decoded number pinned: the full analysis document of the real 8-GPU trace and of a
+copy-heavy synthetic trace (varied ``memcpy_details`` sizes) against golden files, and the
+events of small traces against an independent slow decode (protobuf + plain Python).
+
+The golden files are the answers before the speed work; a change to them must be a change of
+meaning, reviewed as such.  Regenerate with ``TFPROF_REGEN_GOLDEN=1 pytest tests/test_trace_golden.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from slow_decode import exclusive_times, gpu_totals, slow_events
+from trace_kit import US, logical_cpu_trace, two_gpu_trace
+
+from tfprof_towers.categories import WALL_ORDER
+from tfprof_towers.trace import attribute
+from tfprof_towers.trace.analysis import analyze_trace, analyze_xplane
+from tfprof_towers.trace.load import trace_from_bytes
+from tfprof_towers.trace.synth import copy_heavy_trace
+
+GOLDEN = Path(__file__).parent / "golden"
+REGEN = os.environ.get("TFPROF_REGEN_GOLDEN") == "1"
+
+
+def copy_heavy_bytes() -> bytes:
+    return copy_heavy_trace(n_events=6000, gpus=2, steps=3, seed=7).to_bytes()
+
+
+def same(got, want, where: str = "") -> None:
+    """Equal documents: ints, strings, structure exactly; floats to 1e-12 relative."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and list(got) == list(want), f"{where}: keys {list(got)} != {list(want)}"
+        for k in want:
+            same(got[k], want[k], f"{where}/{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: length"
+        for i, (g, w) in enumerate(zip(got, want)):
+            same(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert isinstance(got, int | float), f"{where}: {got!r} is not a number"
+        assert math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-18), f"{where}: {got!r} != {want!r}"
+    else:
+        assert got == want and type(got) is type(want), f"{where}: {got!r} != {want!r}"
+
+
+def check_golden(name: str, doc: dict) -> None:
+    path = GOLDEN / name
+    doc = json.loads(json.dumps(doc))  # what --json prints
+    if REGEN:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    same(doc, json.loads(path.read_text()), name)
+
+
+@pytest.mark.parametrize("per_step", [False, True])
+def test_golden_8gpu_document(fixture_8gpu, per_step: bool) -> None:
+    doc = analyze_xplane(fixture_8gpu).to_doc(per_step=per_step)
+    doc["source"] = "gpu_multi_worker_8xV100.xplane.pb"
+    check_golden(f"analysis_8gpu{'_per_step' if per_step else ''}.json", doc)
+
+
+@pytest.mark.parametrize("per_step", [False, True])
+def test_golden_copy_heavy_document(per_step: bool) -> None:
+    doc = analyze_trace(trace_from_bytes(copy_heavy_bytes(), "copy-heavy")).to_doc(per_step=per_step)
+    check_golden(f"analysis_copy_heavy{'_per_step' if per_step else ''}.json", doc)
+
+
+@pytest.mark.parametrize("chunk", [7, 1000])
+def test_time_slices_change_no_number(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """A device swept in slices of time (big traces) gets the same document as in one pass."""
+    monkeypatch.setattr(attribute, "CHUNK", chunk)
+    doc = analyze_trace(trace_from_bytes(copy_heavy_bytes(), "copy-heavy")).to_doc()
+    same(json.loads(json.dumps(doc)), json.loads((GOLDEN / "analysis_copy_heavy.json").read_text()))
+
+
+# --- against the independent slow decode
+
+
+@pytest.mark.parametrize(
+    "build",
+    [two_gpu_trace, logical_cpu_trace, copy_heavy_bytes],
+    ids=["two_gpu", "logical_cpu", "copy_heavy"],
+)
+def test_events_equal_the_slow_decode(build) -> None:
+    data = build() if build is copy_heavy_bytes else build().to_bytes()
+    ev = trace_from_bytes(data).events
+    want = slow_events(data)
+    got = list(
+        zip(
+            ev["plane"].astype(str), ev["line"].astype(str), ev["name"].astype(str),
+            ev["start_ps"].tolist(), ev["dur_ps"].tolist(),
+        )
+    )
+    assert got == [(e.plane, e.line, e.name, e.start_ps, e.dur_ps) for e in want]
+
+
+def test_copy_heavy_gpu_totals_equal_the_slow_decode() -> None:
+    data = copy_heavy_bytes()
+    ev = trace_from_bytes(data).events
+    gpu = ev[ev["plane"].astype(str).str.startswith("/device:GPU:")]
+    got = {
+        (str(d), str(c)): [int(r["dur_ps"].size), int(r["dur_ps"].sum()), int(r["bytes"].sum())]
+        for (d, c), r in gpu.groupby(["device", "category"], observed=True)
+    }
+    want = gpu_totals(slow_events(data))
+    assert got == want
+    sizes = {int(b) for b in gpu.loc[gpu["category"].isin(["h2d", "d2h"]), "bytes"]}
+    assert len(sizes) > 0.9 * int(gpu["category"].isin(["h2d", "d2h"]).sum())  # nearly all distinct
+
+
+def test_copy_heavy_wall_equals_a_plain_sweep() -> None:
+    """The GPU planes' exclusive wall time per step, elementary segment by segment in plain Python."""
+    data = copy_heavy_bytes()
+    trace = trace_from_bytes(data)
+    rank = {c: i for i, c in enumerate(WALL_ORDER)}
+    kinds = {"MemcpyH2D": "h2d", "MemcpyD2H": "d2h"}
+    events = [e for e in slow_events(data) if e.plane.startswith("/device:GPU:")]
+    b = analyze_trace(trace).breakdown
+    for step, lo, hi in trace.steps[["step", "start_ps", "end_ps"]].itertuples(index=False):
+        for plane in sorted({e.plane for e in events}):
+            ivs = [
+                (rank[kinds.get(e.name, "compute")], e.start_ps, e.start_ps + e.dur_ps)
+                for e in events
+                if e.plane == plane
+            ]
+            want = {WALL_ORDER[r] if r >= 0 else "idle": t for r, t in exclusive_times(ivs, lo, hi).items()}
+            w = b.wall[(b.wall["device"] == plane) & (b.wall["step"] == step)]
+            got = {c: int(t) for c, t in zip(w["category"], w["dur_ps"]) if t}
+            assert got == want, (plane, step)
+    assert sum(want.values()) == hi - lo and hi - lo > 100 * US

@@ -1,0 +1,219 @@
+"""Several hosts in one trace: a multi-host profile (one ``<host>.xplane.pb`` per task) analysed together.
+
+:func:`load_hosts` reads every host file of the run a path names -- in parallel processes,
+up to the cores available -- and joins them into one :class:`~.load.Trace`:
+
+* **Names.** Each host's devices and host threads get its task's name in front:
+  ``/job:worker/task:1/device:GPU:0``, ``/job:worker/task:1/host:CPU``, so they never
+  collide.  ``tasks`` maps a host file's name (``127.0.0.1_34567``, from
+  ``127.0.0.1_34567.xplane.pb``) to its task (``/job:worker/task:1``: a run directory
+  records it at capture).  A host it does not name gets ``/job:<host file name>/task:0``,
+  stable for the file, and the notes say so.
+* **Clocks.** Each file counts time from its own earliest line timestamp; they are put on
+  one clock by their timestamps (nanoseconds since the epoch), i.e. the hosts' clocks are
+  assumed to agree -- true on one machine (loopback), as close as NTP keeps them on a
+  real cluster.  The notes say so.
+* **In parallel.** Hosts are decoded in worker processes, as many as the cores not already
+  busy (:func:`idle_cores`); each hands its columns back as files mapped by the parent
+  (``/dev/shm`` where there is one), not through a pipe.
+* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`);
+  the trace's windows are their union per step number (earliest start, latest end), and
+  every event belongs to the window holding its start.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from ..device_names import canonical_device
+from .classify import NodeDevices
+from .columns import EventColumns, merge
+from .load import Host, Trace, read_trace
+from .locate import host_name, locate_hosts
+from .steps import StepTable, assign_steps
+
+CLOCK_NOTE = (
+    "hosts put on one clock by their trace timestamps: assumes their clocks agree "
+    "(exact on one machine, as close as NTP keeps them across machines)"
+)
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def idle_cores() -> int:
+    """The cores not already busy: :func:`available_cores` less the other work running (the 1-minute
+    load average, this process's own share taken off), at least one.  Extra processes on busy
+    cores only slow every one of them down."""
+    cores = available_cores()
+    try:
+        busy = max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):
+        return cores
+    return max(1, min(cores, int(cores - busy + 0.5)))
+
+
+def host_prefixes(files: Sequence[Path], tasks: Mapping[str, str] | None) -> tuple[list[str], list[str]]:
+    """Per file, its task's name (``/job:worker/task:1``), and notes on names that were made up."""
+    tasks = tasks or {}
+    out, made_up = [], []
+    for f in files:
+        task = tasks.get(host_name(f)) or tasks.get(f.name)
+        if task:
+            out.append(canonical_device(task))
+        else:
+            out.append(f"/job:{re.sub(r'[^A-Za-z0-9_.-]', '_', host_name(f))}/task:0")
+            made_up.append(host_name(f))
+    notes = []
+    if made_up:
+        notes.append(
+            f"no task known for host(s) {', '.join(made_up)}: their devices are named "
+            "/job:<host file name>/task:0/..."
+        )
+    return out, notes
+
+
+def _read(args: tuple[Path, NodeDevices | None, str, int, str | None]) -> Trace:
+    """Read one host; with ``out`` (a folder), hand its columns over as ``.npy`` files there
+    instead of through the pipe (written and mapped back without pickling tens of megabytes)."""
+    file, node_devices, prefix, host, out = args
+    trace = read_trace(file, node_devices, prefix, host)
+    if out is None:
+        return trace
+    arrays = {}
+    for name in EventColumns.__dataclass_fields__:
+        value = getattr(trace.columns, name)
+        if isinstance(value, np.ndarray):
+            np.save(Path(out) / f"{name}.npy", np.ascontiguousarray(value))
+            arrays[name] = None
+        else:
+            arrays[name] = value
+    return replace(trace, columns=arrays)  # the small fields travel; the arrays wait in ``out``
+
+
+def _mapped(trace: Trace, out: str) -> Trace:
+    fields = {
+        name: np.load(Path(out) / f"{name}.npy", mmap_mode="r") if value is None else value
+        for name, value in trace.columns.items()
+    }
+    return replace(trace, columns=EventColumns(**fields))
+
+
+def read_hosts(
+    files: Sequence[Path],
+    prefixes: Sequence[str],
+    node_devices: NodeDevices | None = None,
+    workers: int | None = None,
+    handoff: str | None = None,
+) -> list[Trace]:
+    """Read each file (its devices named with its prefix), in parallel processes up to the idle cores
+    (:func:`idle_cores`; ``workers`` says how many instead).
+
+    In parallel, each worker leaves its columns as files in the folder ``handoff`` (default: a
+    temporary one, and the columns are copied out of it); with ``handoff`` given, the traces'
+    columns are mapped from its files, which must outlive them (:func:`join_hosts` copies them).
+    """
+    workers = min(len(files), workers or idle_cores())
+    if workers <= 1:
+        return [_read((f, node_devices, p, i, None)) for i, (f, p) in enumerate(zip(files, prefixes))]
+    if handoff is None:
+        with handoff_folder() as tmp:
+            traces = read_hosts(files, prefixes, node_devices, workers, tmp)
+            return [replace(t, columns=_copied(t.columns)) for t in traces]
+    outs = [os.path.join(handoff, str(i)) for i in range(len(files))]
+    for out in outs:
+        os.makedirs(out, exist_ok=True)
+    jobs = [(f, node_devices, p, i, out) for i, (f, p, out) in enumerate(zip(files, prefixes, outs))]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
+        traces = list(pool.map(_read, jobs))
+    return [_mapped(t, out) for t, out in zip(traces, outs)]
+
+
+def _start_method():
+    """``fork`` (instant, nothing re-imported) in a process with no other thread; else ``forkserver``
+    or ``spawn``: forking a process whose other threads may hold locks is not safe."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def handoff_folder() -> tempfile.TemporaryDirectory:
+    """A temporary folder for workers' columns: in memory (``/dev/shm``) where there is one."""
+    shm = Path("/dev/shm")
+    return tempfile.TemporaryDirectory(dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
+
+
+def _copied(c: EventColumns) -> EventColumns:
+    fields = {name: getattr(c, name) for name in EventColumns.__dataclass_fields__}
+    return EventColumns(**{k: np.array(v) if isinstance(v, np.memmap) else v for k, v in fields.items()})
+
+
+def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence[str], source: str) -> Trace:
+    """One trace of several hosts' traces (module docstring)."""
+    origin = min(t.origin_ns for t in traces)
+    hosts, shifted = [], []
+    for t, prefix, name in zip(traces, prefixes, names):
+        delta = (t.origin_ns - origin) * 1000
+        cols = t.columns
+        if delta:
+            cols = replace(cols, start_ps=cols.start_ps + delta)
+        shifted.append(cols)
+        hosts.append(Host(name, prefix, t.step_table.shifted(delta), t.window))
+    columns = merge(shifted)
+    del shifted
+    kinds = {h.window for h in hosts}
+    window = kinds.pop() if len(kinds) == 1 else "markers" if "markers" in kinds else "steps-line"
+    steps = StepTable.join([h.steps for h in hosts])
+    columns = replace(columns, step=assign_steps(columns.start_ps, steps))
+    notes = [CLOCK_NOTE]
+    if len({h.window for h in hosts}) > 1:
+        how = ", ".join(f"{h.name}: {h.window}" for h in hosts)
+        notes.append(f"hosts found their steps differently: {how}")
+    for t in traces:
+        notes += [n for n in t.notes if n not in notes]
+    hostnames = tuple(dict.fromkeys(n for t in traces for n in t.hostnames))
+    return Trace(source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin)
+
+
+def load_hosts(
+    path: Path | str,
+    run: str | None = None,
+    node_devices: NodeDevices | None = None,
+    tasks: Mapping[str, str] | None = None,
+    workers: int | None = None,
+) -> Trace:
+    """Every host of the run ``path`` names, as one trace (a single host: as :func:`~.load.load_trace`,
+    named with its task's prefix only when ``tasks`` names it)."""
+    files, notes = locate_hosts(path, run)
+    if len(files) == 1:
+        task = (tasks or {}).get(host_name(files[0]))
+        prefix = canonical_device(task) if task else ""
+        trace = read_trace(files[0], node_devices, prefix)
+        host = Host(host_name(files[0]), prefix, trace.step_table, trace.window)
+        return replace(trace, notes=notes + trace.notes, hosts=(host,))
+    prefixes, made_up = host_prefixes(files, tasks)
+    source = str(files[0].parent)
+    with handoff_folder() as tmp:  # the hosts' columns, mapped until they are joined
+        traces = read_hosts(files, prefixes, node_devices, workers, tmp)
+        trace = join_hosts(traces, prefixes, [host_name(f) for f in files], source)
+        del traces
+    note = f"{len(files)} hosts analysed together: " + ", ".join(
+        f"{host_name(f)} = {p}" for f, p in zip(files, prefixes)
+    )
+    return replace(trace, notes=(*notes, note, *made_up, *trace.notes))

@@ -1,0 +1,133 @@
+"""How an accelerator's idle time splits: host wait, kernel wait, other (Holistic Trace Analysis's idea).
+
+Holistic Trace Analysis (HTA, ``get_idle_time_breakdown``) classifies each gap between
+consecutive kernels of a CUDA stream by the kernel that ends it:
+
+* **host wait** -- that kernel's launch (the host-side runtime call, joined to the kernel
+  by its ``correlation_id``) started after the previous kernel had ended: the CPU did not
+  issue work in time;
+* **kernel wait** -- not host wait, and the gap is shorter than a threshold
+  (:data:`KERNEL_WAIT_PS`): the overhead between back-to-back kernels;
+* **other** -- anything else (waiting on an event, a dependency, a kernel without a
+  known launch).
+
+Here the split must add up to the device's ``wall`` idle time, which counts only instants
+when *no* stream of the device is busy; so the gaps are those of the device -- the
+intervals between the union of all its streams' events -- and each is classified, HTA's
+way, by the event that ends it (the next work on the stream that resumes first) and the
+moment the device's previous work ended.  On a single stream this is HTA's rule exactly.
+A gap before a device's first event is host wait when that event's launch is known (the
+device had nothing to run until the host issued it), else other; the gap after its last
+event is other.  Gaps are measured on the device's whole timeline and then cut to the
+step windows, so each window's parts sum to its idle time exactly.
+
+Hosts join their own launches: in a multi-host trace, correlation ids are matched within
+each host (each process numbers its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..xplane import HOST
+
+if TYPE_CHECKING:
+    from .attribute import DeviceEvents
+    from .load import Trace
+    from .steps import StepTable
+
+IDLE_KINDS = ("host_wait", "kernel_wait", "other")
+#: Gaps shorter than this between a kernel and the next one launched in time are kernel wait.
+#: HTA's default is 30 ns on its nanosecond clock; launch overhead between back-to-back kernels
+#: on current GPUs is a few microseconds, so 5 us here.
+KERNEL_WAIT_PS = 5_000_000
+_FAR = np.iinfo(np.int64).max // 4
+
+
+@dataclass(frozen=True)
+class Launches:
+    """The host events with a ``correlation_id`` (the launches), by (host, correlation id): sorted keys
+    and the earliest start of each."""
+
+    keys: np.ndarray  # int64: host << 48 | correlation id
+    start: np.ndarray  # int64
+    position: np.ndarray  # int32 per event of the trace: its index in ``corr_index``, -1 when none
+
+    @staticmethod
+    def of(trace: Trace) -> Launches:
+        c = trace.columns
+        idx = c.corr_index
+        position = np.full(c.n, -1, dtype=np.int32 if idx.size < (1 << 31) else np.int64)
+        position[idx] = np.arange(idx.size)
+        if not idx.size:
+            return Launches(np.zeros(0, np.int64), np.zeros(0, np.int64), position)
+        line = c.line[idx]
+        on_host = c.line_kind[line] == HOST
+        idx, line = idx[on_host], line[on_host]
+        key = (c.line_host[line].astype(np.int64) << 48) | (c.corr[on_host] & ((1 << 48) - 1))
+        start = c.start_ps[idx]
+        if key.size > 1 and not (key[1:] >= key[:-1]).all():
+            order = np.argsort(key, kind="stable")
+            key, start = key[order], start[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+        return Launches(key[first], np.minimum.reduceat(start, first) if key.size else start, position)
+
+    def starts(self, trace: Trace, rows: np.ndarray) -> np.ndarray:
+        """Per event ``rows`` (of the trace's columns): the start of its launch, -1 when unknown."""
+        c = trace.columns
+        out = np.full(rows.size, -1, dtype=np.int64)
+        if not self.keys.size or not rows.size:
+            return out
+        at = self.position[rows].astype(np.int64)
+        has = np.flatnonzero(at >= 0)
+        host = c.line_host[c.line[rows[has]]].astype(np.int64)
+        k = (host << 48) | (c.corr[at[has]] & ((1 << 48) - 1))
+        pos = np.minimum(np.searchsorted(self.keys, k), self.keys.size - 1)
+        found = self.keys[pos] == k
+        out[has[found]] = self.start[pos[found]]
+        return out
+
+
+def idle_split(
+    trace: Trace,
+    ev: DeviceEvents,
+    steps: StepTable,
+    kernel_wait_ps: int = KERNEL_WAIT_PS,
+    launches: Launches | None = None,
+) -> np.ndarray:
+    """One accelerator's idle picoseconds per window and kind (module doc)."""
+    from .attribute import clip_to_windows
+
+    out = np.zeros((len(steps), len(IDLE_KINDS)), dtype=np.int64)
+    if not len(steps):
+        return out
+    ws, we = steps.start_ps, steps.end_ps
+    a, b, kind = _gaps(trace, ev, kernel_wait_ps, launches or Launches.of(trace))
+    win, cs, ce, idx = clip_to_windows(np.maximum(a, ws[0]), np.minimum(b, we[-1]), ws, we)
+    np.add.at(out, (win, kind[idx]), ce - cs)
+    return out
+
+
+def _gaps(trace: Trace, ev: DeviceEvents, kernel_wait_ps: int, launches: Launches):
+    """The device's gaps ``[a, b)`` (-far / +far at its two ends) and each one's kind index."""
+    live = np.flatnonzero(ev.end > ev.start)
+    if not live.size:
+        return np.array([-_FAR]), np.array([_FAR]), np.array([2])
+    order = live[np.argsort(ev.start[live], kind="stable")]  # ties need no order: gaps need the reach
+    s, e = ev.start[order], ev.end[order]
+    reach = np.maximum.accumulate(e)
+    before = np.r_[-_FAR, reach[:-1]]
+    opens = np.flatnonzero(s > before)  # a gap ends at each of these events' starts
+    a = np.r_[before[opens], reach[-1]]
+    b = np.r_[s[opens], _FAR]
+    launch = launches.starts(trace, ev.rows[order[opens]])
+    kind = np.full(a.size, 2, dtype=np.int64)
+    gap = a[:-1]
+    host_wait = (launch >= 0) & (launch > gap)
+    kernel_wait = ~host_wait & (gap > -_FAR) & (b[:-1] - gap < kernel_wait_ps)
+    kind[:-1][kernel_wait] = 1
+    kind[:-1][host_wait] = 0
+    return a, b, kind

@@ -1,0 +1,55 @@
+"""Give freed memory back to the system between the phases of a big decode.
+
+A decode frees thousands of temporaries of a few megabytes, interleaved with the columns it
+keeps; the C allocator keeps such freed blocks inside its heap, so the process's resident
+memory stays at its high-water mark although the memory is free.
+:func:`release_free_memory` asks glibc to return every free page (``malloc_trim(0)``) when
+the heap holds more than :data:`WORTH_IT` free bytes (``mallinfo2``): below that, handing
+pages back and faulting them in again costs more than it saves.  Elsewhere it does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+#: Free heap bytes worth handing back.
+WORTH_IT = 128 << 20
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]
+
+
+@cache
+def _libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    if not hasattr(libc, "malloc_trim") or not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = _MallInfo2
+    return libc
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes the C heap holds free (None where that cannot be asked)."""
+    libc = _libc()
+    return None if libc is None else int(libc.mallinfo2().fordblks)
+
+
+def release_free_memory(worth_it: int = WORTH_IT) -> bool:
+    """Hand the heap's free pages back to the system when it holds more than ``worth_it`` free bytes;
+    True when it did."""
+    libc = _libc()
+    if libc is None or libc.mallinfo2().fordblks < worth_it:
+        return False
+    libc.malloc_trim(0)
+    return True
