@@ -91,6 +91,12 @@ def test_devices_keep_their_task_and_bytes_cross_between_tasks(cluster_run: Path
     mw, ps = by["multi_worker"], by["parameter_server"]
     assert set(mw["devices"]) == {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"}
     assert {d["device"] for d in mw["audit"]["devices"]} >= set(mw["devices"])
+    assert set(mw["breakdown"]["devices"]) >= set(mw["devices"])  # both tasks' traces, analysed together
+    assert [t["task"] for t in mw["breakdown"]["tasks"]] == ["/job:worker/task:0", "/job:worker/task:1"]
+    assert [link["kind"] for link in mw["audit"]["links"]] == ["network", "network"]
+    assert {d for d in ps["breakdown"]["devices"] if d.endswith("/host:CPU")} == {
+        "/job:chief/task:0/host:CPU", "/job:ps/task:0/host:CPU", "/job:worker/task:0/host:CPU",
+        "/job:worker/task:1/host:CPU"}
     # the ring all-reduce: 6528 gradient bytes + the 4-byte loss, all of it each way with two workers
     net = {(n["from"], n["to"]): n for n in mw["cluster"]["network"]}
     assert {k: (n["bytes_per_step"], n["via"]) for k, n in net.items()} == {
@@ -101,6 +107,8 @@ def test_devices_keep_their_task_and_bytes_cross_between_tasks(cluster_run: Path
     # each worker reads the 1632 parameters (6528 bytes) from ps:0 and sends back as many gradient bytes
     for w in ("worker:0", "worker:1"):
         assert ps_net[("ps:0", w)] == 6528 and ps_net[(w, "ps:0")] == 6528
+    traced = {(n["from"], n["to"]): n["traced_per_step"] for n in ps["cluster"]["network"]}
+    assert sum(traced[("ps:0", w)] for w in ("worker:0", "worker:1")) > 0  # the sends are in the traces
     assert [t["task"] for t in ps["cluster"]["tasks"]] == ["chief:0", "ps:0", "worker:0", "worker:1"]
     # both start from the seed values: the same first losses as any other variant
     assert [(v["variant"], v["status"]) for v in summary["math"]["variants"]] == [

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .device_names import parse_device
+from .device_names import crosses_tasks, parse_device
 
 #: The straggler rule's defaults (advise.RULES names them; the report's per-step view uses them).
 STRAGGLER_PARAMS: dict[str, float] = {"min_late_s": 0.001, "min_late_share": 0.10, "min_steps_share": 0.6}
@@ -119,17 +119,6 @@ def step_rows(table: pd.DataFrame, min_late_s: float, min_late_share: float) -> 
             for r, flag in zip(table.itertuples(index=False), late)]
 
 
-def _task(device: str) -> str:
-    p = parse_device(device)
-    return p.task_prefix if p is not None else ""
-
-
-def crosses(src: str, dst: str) -> bool:
-    """Devices of two different tasks."""
-    a, b = _task(src), _task(dst)
-    return bool(a and b) and a != b
-
-
 def network_links(placement: Mapping[str, Any] | None, breakdown: Mapping[str, Any] | None,
                   loopback: bool) -> list[dict[str, Any]]:
     """Bytes per step between tasks: each (src, dst) of the placement's transfers that crosses tasks
@@ -140,7 +129,7 @@ def network_links(placement: Mapping[str, Any] | None, breakdown: Mapping[str, A
     out = []
     for t in (placement or {}).get("transfers") or ():
         src, dst = str(t["src"]), str(t["dst"])
-        if not crosses(src, dst):
+        if not crosses_tasks(src, dst):
             continue
         traced = counted.get((src, dst))
         out.append({

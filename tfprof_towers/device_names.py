@@ -161,7 +161,10 @@ def device_role(device: str, topology: Mapping[str, Any] | None) -> str:
 
 
 def link_kind(src: str, dst: str, topology: Mapping[str, Any] | None) -> str:
-    """``host_to_device``, ``device_to_host``, ``device_to_device`` or ``other``."""
+    """``network`` between two cluster tasks; else ``host_to_device``, ``device_to_host``,
+    ``device_to_device`` or ``other``."""
+    if crosses_tasks(src, dst):
+        return "network"
     a, b = device_role(src, topology), device_role(dst, topology)
     if a == "host" and b == "accelerator":
         return "host_to_device"

@@ -24,21 +24,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..device_names import canonical_device, parse_device
+from ..device_names import canonical_device, crosses_tasks
 from .clusterspec import Cluster
 
 _EDGE = re.compile(r"^edge_\d+_(.+?)(?:;\d+)?$")
 SEND_RECV = ("_Send", "_Recv", "_HostSend", "_HostRecv")
-
-
-def _task(device: str) -> str:
-    p = parse_device(device)
-    return p.task_prefix if p is not None else ""
-
-
-def _crosses(src: str, dst: str) -> bool:
-    a, b = _task(src), _task(dst)
-    return bool(a and b) and a != b
 
 
 def edge_op(edge: str) -> str:
@@ -56,7 +46,7 @@ def trace_edges(files: Mapping[str, Path]) -> set[tuple[str, str, str]]:
         ev = load_trace(path).events
         rows = ev.loc[ev.op_type.astype(str).isin(SEND_RECV), ["src_device", "dst_device", "edge"]]
         for src, dst, edge in rows.astype(str).drop_duplicates().itertuples(index=False):
-            if src and dst and edge and _crosses(canonical_device(src), canonical_device(dst)):
+            if src and dst and edge and crosses_tasks(canonical_device(src), canonical_device(dst)):
                 out.add((canonical_device(src), canonical_device(dst), edge))
     return out
 
