@@ -86,11 +86,11 @@ def test_a_delayed_worker_is_named_with_its_numbers(run: Path) -> None:
     found = [f for f in summary["findings"] if f["rule"] == "straggler"]
     assert len(found) == 1
     f = found[0]
-    assert (f["variant"], f["severity"]) == ("multi_worker", "high")
+    assert (f["variant"], f["severity"]) == ("multi_worker", "medium")  # high, one tier lower on loopback
     assert f["message"] == (
-        "worker:1 reached the collectives last in 3 of 4 profiled steps (steps 0, 1, 2), 20.0 ms late "
-        "(median; worst 21.0 ms), 50.0% of the 40.0 ms step; worker:0 waited 22.0 ms per step inside "
-        "collective ops")
+        "on loopback, worker:1 reached the collectives last in 3 of 4 profiled steps (steps 0, 1, 2), "
+        "20.0 ms late (median; worst 21.0 ms), 50.0% of the 40.0 ms step; worker:0 waited 22.0 ms per "
+        "step inside collective ops")
     html = (run / "report.html").read_text()
     assert "worker:1 reached the collectives last" in html and 'id="cluster"' in html
 
