@@ -131,14 +131,19 @@ class Timings:
 # Placement: an open-ended mapping (see capture.placement), checked where the code reads it
 
 
-def check_placement(f: Fields) -> Mapping[str, Any]:
-    """The fields of a record's ``placement`` that the analysis reads, type-checked; the mapping itself."""
+def check_devices(f: Fields) -> None:
+    """``devices``: per device its op count and FLOPs per step (a placement's, or a summary entry's)."""
     devices = f.obj("devices")
     if devices is not None:
         for dev in devices.data:
             d = devices.obj(dev, required=True)
             d.integer("ops", required=True)
             d.number("flops_per_step", required=True)
+
+
+def check_placement(f: Fields) -> Mapping[str, Any]:
+    """The fields of a record's ``placement`` that the analysis reads, type-checked; the mapping itself."""
+    check_devices(f)
     for t in f.objects("transfers"):
         t.text("src", required=True)
         t.text("dst", required=True)

@@ -33,6 +33,7 @@ from .records import (
     StepStats,
     Topology,
     VariantRecord,
+    check_devices,
 )
 from .rundir import RunDir
 
@@ -103,12 +104,7 @@ class SummaryEntry:
         f = Fields.of(doc, where)
         step = f.obj("step_time_s")
         profiled = f.obj("profiled_step_time_s")
-        devices = f.obj("devices")
-        if devices is not None:
-            for dev in devices.data:
-                d = devices.obj(dev, required=True)
-                d.integer("ops", required=True)
-                d.number("flops_per_step", required=True)
+        check_devices(f)
         return cls(
             name=f.text("name", required=True), status=f.choice("status", STATUSES, required=True),
             source=f.text("source", default="builtin"), family=f.text("family", default=registry.TF1_GRAPH),
@@ -116,7 +112,7 @@ class SummaryEntry:
             step_time_s=StepStats() if step is None else StepStats.from_fields(step),
             profiled_median_s=None if profiled is None else profiled.number("median"),
             examples_per_s=f.number("examples_per_s"),
-            devices={} if devices is None else dict(devices.data),
+            devices=f.mapping("devices") or {},
             transfers=tuple(t.data for t in f.objects("transfers")), xplane_files=f.texts("xplane_files"),
             speedup_vs_single=f.number("speedup_vs_single"),
             scaling_efficiency=f.number("scaling_efficiency"),

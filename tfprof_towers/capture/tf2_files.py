@@ -17,8 +17,6 @@ here they are imported, and anything wrong is a one-line :class:`VariantError`.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,29 +24,10 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import VariantError
+from .user_files import import_user_file
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_COMPILE = {"optimizer": "adam", "loss": "mse"}
-
-
-def import_user_file(path: str | Path, what: str) -> ModuleType:
-    """Import a user's Python file as a fresh module; one-line errors naming ``what`` it is."""
-    path = Path(path)
-    if not path.is_file():
-        raise VariantError(f"{what} {path}: not found")
-    module_name = f"_tfprof_user_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise VariantError(f"{what} {path}: cannot be imported as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        raise VariantError(f"{what} {path}: syntax error at line {exc.lineno}: {exc.msg}") from None
-    except Exception as exc:
-        raise VariantError(f"{what} {path}: raised {type(exc).__name__} on import: {exc}") from None
-    return module
 
 
 def _function(module: ModuleType, name: str, path: str | Path, what: str, signature: str,

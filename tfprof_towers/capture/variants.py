@@ -11,8 +11,6 @@ Imported only inside a capture child: it imports TensorFlow.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import tensorflow as tf
 from ..errors import VariantError
 from . import workload as wl
 from .devices import Devices
+from .user_files import import_user_file
 
 Built = tuple[Any, dict]
 Builder = Callable[[Devices], Built]
@@ -128,23 +127,7 @@ def build_replicated(devices: Devices) -> Built:
 
 def load_variant_file(path: str | Path) -> Builder:
     """Import a user's variant file and return its ``build_variant``; one-line errors."""
-    path = Path(path)
-    if not path.is_file():
-        raise VariantError(f"variant file {path}: not found")
-    module_name = f"_tfprof_variant_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise VariantError(f"variant file {path}: cannot be imported as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        raise VariantError(f"variant file {path}: syntax error at line {exc.lineno}: {exc.msg}") from None
-    except Exception as exc:
-        raise VariantError(
-            f"variant file {path}: raised {type(exc).__name__} on import: {exc}"
-        ) from None
+    module = import_user_file(path, "variant file")
     fn = getattr(module, "build_variant", None)
     if not callable(fn):
         raise VariantError(f"variant file {path}: defines no build_variant(devices) function")
