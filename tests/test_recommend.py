@@ -159,6 +159,20 @@ def test_logical_cpu_runs_recommend_from_the_projection() -> None:
     assert recommend.Recommendation.from_json(doc) == rec
 
 
+def test_a_cluster_without_gpus_recommends_from_the_projection_too() -> None:
+    """Loopback tasks on CPUs are stand-ins like logical CPU devices: the multi-host projection decides."""
+    proj = {**compact(("multi_worker", 0.0048, 0.0074), ("parameter_server", 0.0096, 0.0129)),
+            "hardware": "2 x 8x-a100-100gbe"}
+    summary = cpu_summary(proj, "parameter_server", "multi_worker", kind="cpu")
+    rec = recommend.headline(summary)
+    assert (rec.basis, rec.variant, rec.hardware, rec.measured_pick) == (
+        "projected", "multi_worker", "2 x 8x-a100-100gbe", "parameter_server")
+    assert recommend.stand_in_why(summary).startswith("the tasks here ran on CPUs")
+    without = recommend.headline(cpu_summary(None, "parameter_server", "multi_worker", kind="cpu"))
+    assert without.basis == "measured" and "The tasks here ran on CPUs, without GPUs" in without.reason
+    assert "so this ranks CPU cost, not GPU scaling" in without.reason
+
+
 def test_gpu_runs_recommend_from_measured_times_even_with_a_projection() -> None:
     proj = compact(("replicated", 0.375, 0.408), ("single", 0.744, 0.749))
     rec = recommend.headline(cpu_summary(proj, "single", "replicated", kind="gpu"))

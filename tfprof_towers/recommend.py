@@ -43,6 +43,17 @@ MEASURED_BASIS = "median un-profiled step time"
 #: fraction of the fastest's counts as within noise.
 PROJECTED_WITHIN = 0.05
 PROJECTED_BASIS = "projected step time (copies overlapped with compute)"
+#: Runs whose timings are not the user's GPUs' (topology kind -> why, in words): their headline
+#: comes from the projection, and their measured ranking is shown as CPU stand-in timings.
+STAND_IN: dict[str, str] = {
+    "logical-cpu": "the accelerators here are logical CPU devices sharing the same cores",
+    "cpu": "the tasks here ran on CPUs, without GPUs (a cluster on one machine's loopback or on CPU hosts)",
+}
+
+
+def stand_in_why(summary: Mapping[str, Any]) -> str | None:
+    """Why this run's step times are not GPU speed, or None when they are (real GPUs)."""
+    return STAND_IN.get((summary.get("topology") or {}).get("kind") or "")
 
 
 @dataclass(frozen=True)
@@ -227,10 +238,11 @@ def measured(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = No
         reason.append(f"Runner-up: {runner['name']} at {_med(runner)}, {fmt_ratio(gap)} slower{noise}.")
     if every_one:
         reason.append(_every_one_excluded(chosen["name"]))
-    if (summary.get("topology") or {}).get("kind") == "logical-cpu":
+    why = stand_in_why(summary)
+    if why:
         reason.append(
-            "The accelerators here are logical CPU devices sharing the same cores, so this ranks "
-            "CPU cost, not GPU scaling: profile on the GPU machine before changing production code."
+            f"{why[0].upper()}{why[1:]}, so this ranks CPU cost, not GPU scaling: profile on the GPU "
+            "machine before changing production code."
         )
     return Recommendation(
         variant=chosen["name"], reason=" ".join(reason), basis=MEASURED, fastest=overall["name"],
@@ -384,12 +396,13 @@ def from_projection(
 
 
 def headline(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = None) -> Recommendation:
-    """``summary.json`` -> ``recommendation``: from the projection where the accelerators are
-    logical CPU devices and the run was projected (or tried to be); from measured step times
-    elsewhere (real GPUs, or an older run directory without any projection)."""
+    """``summary.json`` -> ``recommendation``: from the projection where the timings are CPU
+    stand-ins (:data:`STAND_IN`: logical CPU devices, or a cluster without GPUs) and the run was
+    projected (or tried to be); from measured step times elsewhere (real GPUs, or an older run
+    directory without any projection)."""
     projection = summary.get("projection")
     here = measured(summary, excluded)
-    if (summary.get("topology") or {}).get("kind") == "logical-cpu" and projection:
+    if stand_in_why(summary) and projection:
         variants = summary.get("variants") or ()
         sources = {e["name"]: e.get("source") or "builtin" for e in variants}
         ran = {e["name"] for e in variants}

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .. import registry
 from ..config import ProfileOptions
+from ..recommend import stand_in_why
 from ..rundir import RunDir
 
 
@@ -93,8 +94,9 @@ MATH_MARK = {"same": "same", "reference": "reference", "differs": "[red]DIFFERS[
 
 def ranked_table(summary: dict[str, Any]) -> Table:
     logical = (summary.get("topology") or {}).get("kind") == "logical-cpu"
-    title = ("CPU stand-in timings here, fastest first (logical CPU devices: placement, bytes and FLOPs are "
-             "real; speed is not GPU speed)" if logical else
+    what = "logical CPU devices" if logical else "no GPUs"
+    title = (f"CPU stand-in timings here, fastest first ({what}: placement, bytes and FLOPs are "
+             "real; speed is not GPU speed)" if stand_in_why(summary) else
              "Placements, fastest first (median un-profiled step time)")
     t = Table(title=title)
     for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),

@@ -27,7 +27,7 @@ from ..config import (
 )
 from ..errors import EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_SIGINT, TowersError, VariantError
 from ..pipeline import ReportNotWritten, finish_run
-from ..project.api import CPU_ONLY_HARDWARE, PROJECT_PRESET
+from ..project.api import CPU_ONLY_CLUSTER_HARDWARE, CPU_ONLY_HARDWARE, PROJECT_PRESET
 from ..records import RunConfig, RunDoc, Topology, load_record
 from ..rundir import (
     RunDir,
@@ -318,7 +318,8 @@ def _capture_and_report(
     with contextlib.suppress(OSError):  # a full disk: finish_run below says so, in one line
         write_json(run_dir.run_json, run_doc.to_json())
     # a Keras model is not projected (the projection builds the seed workload and variant files)
-    hardware = None if options.keras_model else projection_hardware(args.project_on, run_doc.topology)
+    hardware = None if options.keras_model else projection_hardware(
+        args.project_on, run_doc.topology, cluster=options.cluster is not None)
     if hardware:
         preset = get_preset(args.project_preset or PROJECT_PRESET)
         if exit_code:  # interrupted: leave at once, and say why there is no projection
@@ -347,11 +348,15 @@ def _capture_and_report(
     return exit_code
 
 
-def projection_hardware(asked: str | None, topology: Topology | None) -> str | None:
-    """The profile to project on: the one asked for; on logical CPU devices, the default one."""
+def projection_hardware(asked: str | None, topology: Topology | None, cluster: bool = False) -> str | None:
+    """The profile to project on: the one asked for; where the timings are CPU stand-ins (logical
+    CPU devices; a cluster's tasks without GPUs), the default one; on real GPUs none."""
     if asked:
         return asked
-    return CPU_ONLY_HARDWARE if topology is not None and topology.kind == "logical-cpu" else None
+    kind = None if topology is None else topology.kind
+    if cluster:
+        return CPU_ONLY_CLUSTER_HARDWARE if kind == "cpu" else None
+    return CPU_ONLY_HARDWARE if kind == "logical-cpu" else None
 
 
 def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> float:

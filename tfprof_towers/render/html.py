@@ -25,7 +25,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from .. import categories, registry
+from .. import categories, recommend, registry
 from ..rundir import RunDir, atomic_write_text
 from .cluster import cluster_views
 from .filters import FILTERS
@@ -212,6 +212,7 @@ def view_model(
         "categories": category_list(),
         "data": data,
         "logical": topology.get("kind") == "logical-cpu",
+        "stand_in_why": recommend.stand_in_why(summary),
         "run_root": str(run_root),
         "tensorboard_all": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard'))} --port 6006",
     }
