@@ -5,7 +5,10 @@ builds the variant described by ``spec`` (:class:`tfprof_towers.records.ChildSpe
 warms it up, records placement, times steps without the profiler and profiles
 a few with ``train`` step markers, filling ``draft`` (:class:`Draft`) as each
 phase completes -- so that a failure keeps what was done -- and ends with
-``draft.status = "ok"``.  A variant the machine cannot run (it needs NCCL and
+``draft.status = "ok"``.  The steps themselves are this package's to run:
+:func:`timed_calls` (warm-up) and :func:`timed_then_profiled` (the timed steps
+without the profiler, then the profiled ones with ``train`` step markers).
+A variant the machine cannot run (it needs NCCL and
 there are no GPUs) ends early with ``draft.skip(reason)``: status ``skipped``,
 the reason in the record's ``error``, exit code 0.  The child (:mod:`..child`) turns the draft into the
 variant's ``record.json``.
@@ -15,13 +18,15 @@ This package's ``__init__`` never imports TensorFlow; the runner modules do.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ...records import FAILED, SKIPPED, ChildSpec, MathCheck, Timings, Topology, VariantRecord
+from ..stats import step_stats
 
 #: Profiler settings: host ops (level 2: TF ops, which the analysis needs to attribute
 #: CPU-device ops; not every runtime detail), no Python tracer, device (CUDA) tracer on.
@@ -79,3 +84,50 @@ class Draft:
             cluster=None if self.cluster is None else dict(self.cluster),
             host_tasks=None if self.host_tasks is None else dict(self.host_tasks),
         )
+
+
+def import_tensorflow() -> Any:
+    """TensorFlow, its INFO and WARNING logs off unless the user's environment says otherwise."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def timed_calls(call: Callable[[], Any], n: int, marker: Any = None) -> list[float]:
+    """Call ``call`` (one training step, its result waited for) ``n`` times: each call's wall time.
+
+    With ``marker`` (``tf.profiler.experimental.Trace``) each call runs inside a ``train`` step marker.
+    """
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        if marker is None:
+            call()
+        else:
+            with marker("train", step_num=i, _r=1):
+                call()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def timed_then_profiled(tf: Any, spec: ChildSpec, draft: Draft, call: Callable[[], Any]) -> None:
+    """The last phases of a runner: ``spec.steps`` timed calls without the profiler, then
+    ``spec.profile_steps`` under ``tf.profiler.experimental`` (:data:`PROFILER_OPTIONS`, trace
+    into ``spec.logdir``) with step markers, and the trace collection; ``draft`` filled as each ends."""
+    phases = draft.phases
+    draft.stage = "timed"
+    times = phases.run("timed", timed_calls, call, spec.steps)
+    draft.timings = replace(draft.timings, step_times_s=tuple(times), step_time_s=step_stats(times))
+
+    draft.stage = "profiled"
+    profiler = tf.profiler.experimental
+    options = profiler.ProfilerOptions(**PROFILER_OPTIONS)
+    phases.run("profiler_start", profiler.start, spec.logdir, options=options)
+    try:
+        ptimes = phases.run("profiled", timed_calls, call, spec.profile_steps, profiler.Trace)
+    finally:
+        phases.run("collect", profiler.stop)
+    draft.timings = replace(draft.timings, profiled_step_times_s=tuple(ptimes),
+                            profiled_step_time_s=step_stats(ptimes))
+    draft.profiler_options = dict(PROFILER_OPTIONS)

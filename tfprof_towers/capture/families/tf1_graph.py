@@ -16,22 +16,19 @@ Imported only inside a capture child: it imports TensorFlow.
 
 from __future__ import annotations
 
-import os
-import time
-from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ... import registry
 from ...records import OK, ChildSpec
 from ..devices import Devices, plan_devices
-from ..stats import step_stats
-from . import PROFILER_OPTIONS, Draft
+from . import Draft, timed_calls, timed_then_profiled
+from . import import_tensorflow as _import_tensorflow
 
 
 def import_tensorflow() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
+    """TensorFlow in graph mode (eager execution off)."""
+    tf = _import_tensorflow()
     tf.compat.v1.disable_eager_execution()
     return tf
 
@@ -67,20 +64,6 @@ def new_session(tf: Any, graph: Any, devices: Devices) -> Any:
     return tf.compat.v1.Session(graph=graph, config=config)
 
 
-def timed_steps(sess: Any, fetches: Any, feed: dict, n: int, marker: Any = None) -> list[float]:
-    """Run ``n`` steps; each one's wall time (inside a ``train`` step marker when given)."""
-    times = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        if marker is None:
-            sess.run(fetches, feed)
-        else:
-            with marker("train", step_num=i, _r=1):
-                sess.run(fetches, feed)
-        times.append(time.perf_counter() - t0)
-    return times
-
-
 def run(spec: ChildSpec, draft: Draft) -> None:
     """Run one TF1-graph variant, filling ``draft`` as each phase completes."""
     phases = draft.phases
@@ -107,8 +90,9 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.math = phases.run("math", first_steps, sess, fetches, feed, graph)
     done = MATH_STEPS if draft.math is not None else 0
 
+    step = partial(sess.run, fetches, feed)
     draft.stage = "warmup"
-    phases.run("warmup", timed_steps, sess, fetches, feed, max(spec.warmup - done, 0))
+    phases.run("warmup", timed_calls, step, max(spec.warmup - done, 0))
 
     draft.stage = "placement"
     options = tf.compat.v1.RunOptions(
@@ -118,22 +102,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     phases.run("placement_trace", sess.run, fetches, feed, options=options, run_metadata=meta)
     draft.placement = phases.run("placement_extract", extract_placement, graph, meta)
 
-    draft.stage = "timed"
-    times = phases.run("timed", timed_steps, sess, fetches, feed, spec.steps)
-    draft.timings = replace(draft.timings, step_times_s=tuple(times), step_time_s=step_stats(times))
-
-    draft.stage = "profiled"
-    opts = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
-    phases.run("profiler_start", tf.profiler.experimental.start, spec.logdir, options=opts)
-    try:
-        ptimes = phases.run(
-            "profiled", timed_steps, sess, fetches, feed, spec.profile_steps, tf.profiler.experimental.Trace,
-        )
-    finally:
-        phases.run("collect", tf.profiler.experimental.stop)
-    draft.timings = replace(draft.timings, profiled_step_times_s=tuple(ptimes),
-                            profiled_step_time_s=step_stats(ptimes))
-    draft.profiler_options = dict(PROFILER_OPTIONS)
+    timed_then_profiled(tf, spec, draft, step)
     sess.close()
     draft.stage = "done"
     draft.status = OK

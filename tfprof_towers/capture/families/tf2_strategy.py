@@ -20,10 +20,7 @@ Imported only inside a capture child: it imports TensorFlow.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,15 +29,7 @@ from ... import registry
 from ...errors import VariantError
 from ...records import OK, ChildSpec, MathCheck
 from ..devices import Devices, plan_devices
-from ..stats import step_stats
-from . import PROFILER_OPTIONS, Draft
-
-
-def import_tensorflow() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    return tf
+from . import Draft, import_tensorflow, timed_calls, timed_then_profiled
 
 
 def plan(tf: Any, spec: ChildSpec) -> Devices:
@@ -106,18 +95,19 @@ def loss_and_norm(result: Any, origin: str) -> tuple[float, float | None]:
     return _scalar(result, origin, "loss"), None
 
 
-def timed_calls(step: Callable[[], Any], n: int, marker: Any = None) -> list[float]:
-    """Call ``step`` ``n`` times: each call's wall time, result fetched (in a ``train`` marker when given)."""
-    times = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        if marker is None:
-            _fetch(step())
-        else:
-            with marker("train", step_num=i, _r=1):
-                _fetch(step())
-        times.append(time.perf_counter() - t0)
-    return times
+def first_math(first: Any, second: Any, origin: str) -> MathCheck:
+    """The losses of the first two calls (what each returned) and the first call's gradient norm."""
+    (loss1, norm1), (loss2, _) = loss_and_norm(first, origin), loss_and_norm(second, origin)
+    return MathCheck((loss1, loss2), norm1)
+
+
+def fetched(step: Callable[[], Any]) -> Callable[[], None]:
+    """``step`` as one training step for :func:`.timed_calls`: called, its result waited for."""
+
+    def call() -> None:
+        _fetch(step())
+
+    return call
 
 
 def _fetch(result: Any) -> None:
@@ -163,24 +153,10 @@ def run(spec: ChildSpec, draft: Draft) -> None:
 
     draft.stage = "warmup"
     second = phases.run("second_call", step)
-    (loss1, norm1), (loss2, _) = loss_and_norm(first, origin), loss_and_norm(second, origin)
-    draft.math = MathCheck((loss1, loss2), norm1)
-    phases.run("warmup", timed_calls, step, max(spec.warmup - 2, 0))
-
-    draft.stage = "timed"
-    times = phases.run("timed", timed_calls, step, spec.steps)
-    draft.timings = replace(draft.timings, step_times_s=tuple(times), step_time_s=step_stats(times))
-
-    draft.stage = "profiled"
-    opts = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
-    phases.run("profiler_start", tf.profiler.experimental.start, spec.logdir, options=opts)
-    try:
-        ptimes = phases.run("profiled", timed_calls, step, spec.profile_steps, tf.profiler.experimental.Trace)
-    finally:
-        phases.run("collect", tf.profiler.experimental.stop)
-    draft.timings = replace(draft.timings, profiled_step_times_s=tuple(ptimes),
-                            profiled_step_time_s=step_stats(ptimes))
-    draft.profiler_options = dict(PROFILER_OPTIONS)
+    draft.math = first_math(first, second, origin)
+    call = fetched(step)
+    phases.run("warmup", timed_calls, call, max(spec.warmup - 2, 0))
+    timed_then_profiled(tf, spec, draft, call)
     if step.experimental_get_tracing_count() != 1:
         raise VariantError(f"{origin}: the step was traced {step.experimental_get_tracing_count()} times; "
                            "the placement recorded is the first trace's")
