@@ -50,6 +50,7 @@ from ..errors import TowersError
 from .cluster_doc import ATTACH_JSON, MULTI_WORKER, SPEC_JSON, TaskSpec, task_dir
 from .clusterspec import Cluster, ClusterError, TaskId
 from .coord import Coord, CoordTimeout, write_marker
+from .families import Phases, import_tensorflow
 
 #: How long a task waits for ``spec.json`` when started before the driver wrote it.
 SPEC_WAIT_S = 300.0
@@ -65,19 +66,16 @@ class TaskDraft:
     status: str = "failed"
     error: str | None = None
     stage: str = "start"
-    phases_s: dict[str, float] = field(default_factory=dict)
+    phases: Phases = field(default_factory=Phases)
     doc: dict[str, Any] = field(default_factory=dict)  # timings, math, placement, ...
 
     def timed(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.phases_s[name] = self.phases_s.get(name, 0.0) + time.perf_counter() - t0
+        """``fn(*args, **kwargs)``, its wall time added to the phase ``name`` (as a runner's phases)."""
+        return self.phases.run(name, fn, *args, **kwargs)
 
     def to_json(self) -> dict[str, Any]:
         return {"task": self.task, "address": self.address, "pid": self.pid, "status": self.status,
-                "error": self.error, "stage": self.stage, "phases_s": dict(self.phases_s), **self.doc}
+                "error": self.error, "stage": self.stage, "phases_s": dict(self.phases.seconds), **self.doc}
 
 
 @dataclass(frozen=True)
@@ -238,7 +236,7 @@ def build_mw_step(ctx: Ctx, strategy: Any) -> tuple[Any, list[str], str]:
 
 
 def run_multi_worker(ctx: Ctx) -> None:
-    from .families.tf2_strategy import loss_and_norm
+    from .families.tf2_strategy import first_math
     from .placement_tf2 import collect_partition_graphs, strategy_placement
     from .strategies import describe
 
@@ -256,8 +254,7 @@ def run_multi_worker(ctx: Ctx) -> None:
     placement = d.timed("placement_extract", strategy_placement, step.get_concrete_function(), meta, files)
     d.doc["placement"] = {**placement, "strategy": d.doc["strategy"]}
     second = d.timed("second_call", step)
-    (loss1, norm1), (loss2, _) = loss_and_norm(first, origin), loss_and_norm(second, origin)
-    d.doc["math"] = {"losses": [loss1, loss2], "grad_norm": norm1}
+    d.doc["math"] = first_math(first, second, origin).to_json()
     timed_and_ready(ctx, step)
     profiled(ctx, step, peers)
     ctx.coord.mark(ctx.me, "done")
@@ -314,7 +311,7 @@ def ps_placement(ctx: Ctx, strategy: Any, step: Any, x: Any) -> dict[str, Any]:
 def run_chief(ctx: Ctx) -> None:
     tf = ctx.tf
     from . import seed_step
-    from .families.tf2_strategy import loss_and_norm
+    from .families.tf2_strategy import first_math
     from .seed_values import shared_seed_values
 
     d = ctx.draft
@@ -353,8 +350,7 @@ def run_chief(ctx: Ctx) -> None:
     d.doc["strategy"] = d.doc["placement"]["strategy"]
     second = d.timed("second_call", whole)
     origin = f"built-in variant {ctx.spec.variant}"
-    (loss1, norm1), (loss2, _) = loss_and_norm(first, origin), loss_and_norm(second, origin)
-    d.doc["math"] = {"losses": [loss1, loss2], "grad_norm": norm1}
+    d.doc["math"] = first_math(first, second, origin).to_json()
     timed_and_ready(ctx, one, min_warmup=1)  # the math calls ran the whole batch: trace the shards' step
     profiled(ctx, one, [])
     ctx.coord.mark(ctx.me, "done")
@@ -362,13 +358,6 @@ def run_chief(ctx: Ctx) -> None:
 
 # ------------------------------------------------------------------------------------------
 # The task's life
-
-
-def import_tensorflow() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    return tf
 
 
 def dispatch(ctx: Ctx) -> None:
