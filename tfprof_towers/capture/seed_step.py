@@ -31,11 +31,12 @@ from typing import Any
 import tensorflow as tf
 
 from .devices import Devices
-from .seed_values import BETA1, BETA2, CLIP_NORM, EPSILON, LEARNING_RATE, SeedValues, seed_values
+from .seed_values import BETA1, BETA2, CLIP_NORM, EPSILON, LEARNING_RATE, SeedValues
 
 
 def forward(x: tf.Tensor, params: Sequence[tf.Variable], dim: int) -> tf.Tensor:
-    """The seed model's forward pass and loss (as :func:`.workload.tower_loss`)."""
+    """The seed model's forward pass and loss, ``params`` as (W, b) per block: the one model
+    definition (the TF1 towers' :func:`.workload.tower_loss` builds it too)."""
     shape = tf.shape(x)
     h = x
     for i in range(len(params) // 2):
@@ -47,9 +48,8 @@ def forward(x: tf.Tensor, params: Sequence[tf.Variable], dim: int) -> tf.Tensor:
 
 
 def build_seed_step(strategy: tf.distribute.Strategy, devices: Devices) -> Callable[[], Any]:
-    """The seed step at ``devices.preset``'s sizes, from the shared seed values."""
-    p = devices.preset
-    return seed_step(strategy, seed_values(p.batch, p.dim, p.blocks), devices.host)
+    """The seed step at ``devices.preset``'s sizes, from the shared seed values (``devices.seed_values``)."""
+    return seed_step(strategy, devices.seed_values, devices.host)
 
 
 def seed_step(strategy: tf.distribute.Strategy, values: SeedValues, host: str,

@@ -24,13 +24,10 @@ import tensorflow as tf
 
 from .devices import Devices
 from .mathcheck import expose_math, load_after_init
+from .seed_step import forward
+from .seed_values import BETA1, BETA2, CLIP_NORM, LEARNING_RATE
 
 tf1 = tf.compat.v1
-
-LEARNING_RATE = 1e-4
-BETA1 = 0.5
-BETA2 = 0.9
-CLIP_NORM = 5.0
 
 
 @dataclass(frozen=True)
@@ -76,14 +73,9 @@ def split_batch(x: tf.Tensor, parts: int) -> list[tf.Tensor]:
 
 
 def tower_loss(x: tf.Tensor, params: Params, dim: int) -> tf.Tensor:
-    """Forward pass of the seed model and its scalar loss."""
-    shape = tf.shape(x)
-    h = x
-    for i, (w, b) in enumerate(zip(params.weights, params.biases)):
-        with tf.name_scope(f"block{i}"):
-            flat = tf.reshape(h, [-1, dim])
-            h = tf.reshape(tf.sigmoid(tf.matmul(flat, w) + b), shape)
-    loss = tf.reduce_mean(h, name="loss")
+    """Forward pass of the seed model and its scalar loss (the TF2 seed step's own
+    :func:`.seed_step.forward`: one model definition), exposed for the math check."""
+    loss = forward(x, params.all, dim)
     expose_math(loss=loss)
     return loss
 
