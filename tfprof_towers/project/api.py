@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import recommend as recommender
-from .. import textcap
+from .. import registry, textcap
 from ..config import Preset, VariantSpec
 from ..errors import TowersError
 from ..records import RunDoc, load_record, load_run
@@ -73,7 +73,8 @@ def build_graphs(
     """Build each variant's graph in a child of its own: ``{"variants": {name: work | {"error"}},
     "checks": {...}, "tensorflow": version}``.
 
-    Each child (``python -P -m tfprof_towers.project.graphcost``) is supervised
+    Each child (``python -P -m tfprof_towers.project.graphcost``, or ``.strategy_graphs`` for a
+    tf2-strategy variant) is supervised
     (:mod:`tfprof_towers.capture.supervise`) with ``timeout_s`` (None: no limit),
     up to :func:`_parallel` at a time: a variant that blocks, crashes or times out
     gets ``{"error": why}`` -- its real error, not TensorFlow's log lines -- and the
@@ -84,6 +85,7 @@ def build_graphs(
     out: dict[str, Any] = {"tensorflow": None, "variants": {}, "checks": {}}
     with tempfile.TemporaryDirectory(prefix="tfprof-project-") as tmp:
         jobs: dict[str, tuple[Path, Path, Path]] = {}
+        families = {v.name: v.family for v in variants}
         for i, v in enumerate(variants):
             spec_path, out_path = Path(tmp) / f"spec-{i}.json", Path(tmp) / f"work-{i}.json"
             write_json(spec_path, {
@@ -99,7 +101,7 @@ def build_graphs(
             while todo or running:
                 while todo and len(running) < _parallel():
                     name = todo.pop(0)
-                    argv = supervise.python_argv(GRAPHCOST_MODULE, str(jobs[name][0]))
+                    argv = supervise.python_argv(builder_module(families[name]), str(jobs[name][0]))
                     running[name] = supervise.start(supervise.Command(
                         tuple(argv), jobs[name][2], deadline_s=timeout_s, env=env, label=name))
                 sup = next(supervise.as_ended(running.values()))
@@ -112,6 +114,12 @@ def build_graphs(
 
 
 GRAPHCOST_MODULE = "tfprof_towers.project.graphcost"
+STRATEGY_GRAPHS_MODULE = "tfprof_towers.project.strategy_graphs"
+
+
+def builder_module(family: str) -> str:
+    """The child module that builds a variant of ``family``'s graph (tf2-strategy: traced eagerly)."""
+    return STRATEGY_GRAPHS_MODULE if family == registry.TF2_STRATEGY else GRAPHCOST_MODULE
 
 
 def _parallel() -> int:

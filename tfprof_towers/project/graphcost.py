@@ -294,17 +294,10 @@ def work_for(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[s
 def main(argv: list[str]) -> int:
     """Child entry: SPEC.json names the preset, accelerators, variants and the output path.
 
-    tf2-strategy variants are built eagerly in a child of their own
-    (:mod:`.strategy_graphs`), started first so that both run at once; their
-    results are merged into this one's.
+    tf1-graph variants only: a tf2-strategy variant is built eagerly by :mod:`.strategy_graphs`.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = json.loads(Path(argv[0]).read_text())
-    from .. import registry
-    from .strategy_graphs import start_child
-
-    tf2 = [v for v in spec["variants"] if v.get("family") == registry.TF2_STRATEGY]
-    child = start_child(spec, tf2) if tf2 else None
     import tensorflow as tf
 
     tf.compat.v1.disable_eager_execution()
@@ -318,8 +311,6 @@ def main(argv: list[str]) -> int:
         if layout is None:
             continue
         for v in spec["variants"]:
-            if v in tf2:
-                continue
             try:
                 out[layout_key][v["name"]] = work_for(
                     v, preset, layout["host"], tuple(layout["accelerators"]), layout["kind"]
@@ -329,9 +320,6 @@ def main(argv: list[str]) -> int:
             except Exception as exc:  # a variant's own bug: say which, in one line
                 first = " ".join(str(exc).split())[:300]
                 out[layout_key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
-    if child is not None:
-        for key, works in child.result().items():
-            out[key].update(works)
     write_json(Path(spec["out"]), out)
     return 0
 

@@ -21,82 +21,18 @@ What each strategy's cross-device choice becomes in the model (:mod:`.model`):
 * ``central_storage``: variables on the host, read by every accelerator each step and
   updated on the host: host links both ways.
 
-Run as ``python -m tfprof_towers.project.strategy_graphs SPEC.json`` (started by
-:func:`.graphcost.main`); imports TensorFlow.
+Run as ``python -P -m tfprof_towers.project.strategy_graphs SPEC.json`` (started for each
+tf2-strategy variant by :func:`.api.build_graphs`, as :mod:`.graphcost` is for the others);
+imports TensorFlow.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-BUILD_TIMEOUT_S = 900.0
-
-
-# ------------------------------------------------------------------------------------------
-# Parent side (in graphcost's child): start it, collect its result
-
-
-@dataclass
-class StrategyChild:
-    """A running ``strategy_graphs`` child and where it writes."""
-
-    proc: subprocess.Popen
-    tmp: tempfile.TemporaryDirectory
-    out: Path
-    names: tuple[str, ...]
-    layouts: tuple[str, ...]
-
-    def result(self) -> dict[str, dict[str, Any]]:
-        """``{"variants": {name: work|{"error"}}, "checks": {...}}``; errors for all when the child failed."""
-        try:
-            _, err = self.proc.communicate(timeout=BUILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
-            err = f"building the tf2-strategy graphs took longer than {BUILD_TIMEOUT_S:.0f} s"
-        try:
-            if self.proc.returncode == 0 and self.out.is_file():
-                return json.loads(self.out.read_text())
-            tail = " ".join((err or "").strip().splitlines()[-1:]) or f"exit code {self.proc.returncode}"
-            why = {"error": f"building the tf2-strategy graphs failed: {tail[:300]}"}
-            return {key: dict.fromkeys(self.names, why) for key in self.layouts}
-        finally:
-            self.tmp.cleanup()
-
-
-def start_child(spec: dict[str, Any], variants: list[dict[str, Any]]) -> StrategyChild:
-    """Start building ``variants`` (tf2-strategy) for ``spec``'s layouts in a child process."""
-    tmp = tempfile.TemporaryDirectory(prefix="tfprof-strategies-")
-    sub_spec, out = Path(tmp.name) / "spec.json", Path(tmp.name) / "work.json"
-    sub_spec.write_text(json.dumps({**spec, "variants": variants, "out": str(out)}))
-    command = [sys.executable, "-m", "tfprof_towers.project.strategy_graphs", str(sub_spec)]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ))
-    layouts = tuple(k for k, key in (("variants", "layout"), ("checks", "check_layout")) if spec.get(key))
-    return StrategyChild(proc, tmp, out, tuple(v["name"] for v in variants), layouts)
-
-
-# ------------------------------------------------------------------------------------------
-# Child side
-
-
-def shapes_only(preset: Any) -> Any:
-    """Seed values of the preset's shapes without drawing them (the graph is never run)."""
-    import numpy as np
-
-    from ..capture.seed_values import SeedValues
-
-    d = preset.dim
-    x = np.empty((preset.batch, d, d), np.float32)  # untouched: only its shape is read
-    return SeedValues(x, tuple(np.zeros((d, d), np.float32) for _ in range(preset.blocks)),
-                      tuple(np.zeros(d, np.float32) for _ in range(preset.blocks)))
 
 
 def build_step(spec: dict[str, Any], devices: Any) -> tuple[Any, Any]:
@@ -116,7 +52,7 @@ def build_step(spec: dict[str, Any], devices: Any) -> tuple[Any, Any]:
         if variant is None or variant.family != registry.TF2_STRATEGY:
             raise KeyError(f"{spec['name']!r} is not a built-in {registry.TF2_STRATEGY} variant")
         strategy = variant.load_builder()(devices)
-        values = shapes_only(devices.preset)
+        values = devices.seed_values
         with tf.device(devices.host):
             batch = tf.zeros(values.x.shape, tf.float32)
         step = seed_step.seed_step(strategy, values, devices.host, batch=batch)
@@ -160,11 +96,14 @@ def rename_devices(work: dict[str, Any], mapping: dict[str, str]) -> dict[str, A
 def work_for(spec: dict[str, Any], preset: Any, layout: dict[str, Any]) -> dict[str, Any]:
     """One variant's work on ``layout``, traced on logical CPU devices standing in for its accelerators."""
     from ..capture.devices import Devices
+    from ..capture.seed_values import stand_in_values
     from ..device_names import canonical_device
     from .graphcost import extract_work
 
     n = len(layout["accelerators"])
-    cpu = Devices("/cpu:0", tuple(f"/cpu:{i + 1}" for i in range(n)), "logical-cpu", preset)
+    # never run: zero-cost stand-ins of the shared values (the seed batch alone is 256 MB)
+    values = stand_in_values(preset.batch, preset.dim, preset.blocks)
+    cpu = Devices("/cpu:0", tuple(f"/cpu:{i + 1}" for i in range(n)), "logical-cpu", preset, values)
     _strategy, concrete = build_step(spec, cpu)
     fetches = [*concrete.graph.outputs, *concrete.graph.control_outputs]
     work = extract_work(concrete.graph, fetches, cpu.host, cpu.accelerators,
@@ -193,7 +132,7 @@ def main(argv: list[str]) -> int:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * (1 + most))
     preset = Preset(**spec["preset"])
-    out: dict[str, Any] = {"variants": {}, "checks": {}}
+    out: dict[str, Any] = {"tensorflow": tf.__version__, "variants": {}, "checks": {}}
     for key, layout in layouts:
         if layout is None:
             continue
