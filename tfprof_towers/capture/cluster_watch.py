@@ -153,8 +153,7 @@ def client_command(a: Attempt, env: Mapping[str, str]) -> supervise.Command:
 
 
 def child_env() -> dict[str, str]:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-               PYTHONUNBUFFERED="1")
+    env = supervise.tf_child_env()
     env.pop("TF_CONFIG", None)  # each task sets its own
     return env
 

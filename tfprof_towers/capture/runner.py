@@ -13,7 +13,6 @@ fails that variant; the run goes on.  Never imports TensorFlow.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -139,12 +138,11 @@ CLUSTER_STOP_GRACE_S = 15.0
 def child_command(options: ProfileOptions, spec_path: Path, err_path: Path, label: str,
                   python: str = sys.executable, family: str | None = None) -> supervise.Command:
     """The supervised command that runs one variant's capture child."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-               PYTHONUNBUFFERED="1")
     grace = {"stop_grace_s": CLUSTER_STOP_GRACE_S} if family == registry.CLUSTER else {}
     return supervise.Command(
         argv=tuple(supervise.python_argv(CHILD_MODULE, str(spec_path), python=python)),
-        stderr_path=err_path, deadline_s=options.variant_timeout_s, env=env, label=label, **grace,
+        stderr_path=err_path, deadline_s=options.variant_timeout_s, env=supervise.tf_child_env(), label=label,
+        **grace,
     )
 
 

@@ -75,8 +75,8 @@ from .proctree import (
 
 __all__ = [
     "DEADLINE_GRACE_S", "HEAD_BYTES", "NOTE", "STOP_GRACE_S", "TAIL_BYTES", "Command", "Ended", "Supervised",
-    "as_ended", "child_env", "group_members", "python_argv", "run", "start", "stop_all", "wait_exit",
-    "wait_group_gone",
+    "as_ended", "child_env", "group_members", "python_argv", "run", "start", "stop_all", "tf_child_env",
+    "wait_exit", "wait_group_gone",
 ]
 
 #: Extra time the parent gives a guard past the child's deadline before it presumes the guard lost.
@@ -116,6 +116,15 @@ def child_env(extra: Mapping[str, str] | None = None,
     root = str(Path(__file__).resolve().parents[2])
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
     env["PYTHONPATH"] = os.pathsep.join([root, *parts])
+    return env
+
+
+def tf_child_env() -> dict[str, str]:
+    """The parent's environment for a child that imports TensorFlow: TensorFlow's INFO and
+    WARNING lines off unless the user set ``TF_CPP_MIN_LOG_LEVEL``, Python's output unbuffered."""
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
     return env
 
 

@@ -93,8 +93,7 @@ def build_graphs(
                 "variants": [{"name": v.name, "file": v.file, "family": v.family}], "out": str(out_path),
             })
             jobs[v.name] = (spec_path, out_path, Path(tmp) / f"stderr-{i}.txt")
-        env = dict(os.environ)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env = supervise.tf_child_env()
         todo = list(jobs)
         running: dict[str, supervise.Supervised] = {}
         try:
