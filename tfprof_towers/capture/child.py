@@ -24,9 +24,7 @@ from .. import registry, textcap
 from ..errors import TowersError
 from ..records import ChildSpec
 from ..rundir import read_json, write_json
-from .families import PROFILER_OPTIONS, Draft
-
-__all__ = ["PROFILER_OPTIONS", "main", "run_spec"]
+from .families import Draft
 
 
 def run_spec(spec: ChildSpec, draft: Draft) -> None:

@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 
 from .. import textcap
+from .child import exit_now
 from .cluster_doc import CLUSTER_JSON, TaskSpec
 from .cluster_task import read_spec
 from .clusterspec import Cluster, TaskId
@@ -88,7 +89,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(main(sys.argv[1:]))

@@ -32,7 +32,6 @@ Imported only inside a task process: it imports TensorFlow.
 
 from __future__ import annotations
 
-import argparse
 import faulthandler
 import json
 import os
@@ -487,16 +486,3 @@ def run_task(cluster_path: str, task: str, run_dir: str) -> int:
     return finish(code)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="tfprof-towers worker")
-    p.add_argument("--cluster", required=True)
-    p.add_argument("--task", required=True)
-    p.add_argument("--run-dir", required=True)
-    a = p.parse_args(argv)
-    return run_task(a.cluster, a.task, a.run_dir)
-
-
-def exit_now(code: int) -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

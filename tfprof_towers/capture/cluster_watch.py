@@ -183,10 +183,6 @@ def start(a: Attempt) -> None:
 # Watching
 
 
-def ended(p: supervise.Supervised) -> supervise.Ended | None:
-    return p.poll()
-
-
 def exit_reason(e: supervise.Ended | None) -> str:
     if e is None:
         return "still running"

@@ -29,7 +29,6 @@ from ..records import FAILED, OK, ChildSpec, RecordError, VariantRecord
 from ..rundir import RunDir, is_disk_error, read_json, write_json
 from . import supervise
 
-STDERR_TAIL_LINES = textcap.TAIL_MAX_LINES
 #: Free space a run wants per variant before it starts.  A CPU-preset variant
 #: writes well under 1 MB; a GPU trace of a few steps can take tens of MB.
 MIN_FREE_BYTES_PER_VARIANT = 32 * 2**20
@@ -107,11 +106,6 @@ def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -
     )
 
 
-def stderr_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
-    """The last lines of a child's ``stderr.txt`` (bounded in bytes; TensorFlow's info lines left out)."""
-    return textcap.file_tail(path, lines)
-
-
 def crash_reason(returncode: int | None, tail: str, timed_out: bool, timeout_s: float | None) -> str:
     """One line saying why a child ended without writing its record."""
     if timed_out:
@@ -162,7 +156,7 @@ def run_one(
     ended = supervise.run(child_command(options, spec_path, err_path, variant.name, python, variant.family))
     ended_unix = time.time()
     wall = time.perf_counter() - t0
-    tail = stderr_tail(err_path)
+    tail = textcap.file_tail(err_path)
     record = None if ended.timed_out else _read_record(record_path)
     if not isinstance(record, VariantRecord):
         why = record or ended.lost or crash_reason(ended.returncode, tail, ended.timed_out,
@@ -197,8 +191,8 @@ def disk_failure(run_dir: RunDir, variant: VariantSpec, exc: OSError) -> Variant
     why = textcap.one_line(f"cannot write {where} ({exc.strerror or exc}); "
                            "the variant's files are incomplete")
     return VariantRecord.failed(variant.name, why, source=variant.source, family=variant.family,
-                                stage="unknown", stderr_tail=stderr_tail(run_dir.stderr_txt(variant.name)),
-                                xplane_files=())
+                                stage="unknown", xplane_files=(),
+                                stderr_tail=textcap.file_tail(run_dir.stderr_txt(variant.name)))
 
 
 def write_pending(run_dir: RunDir, pending: dict[str, VariantRecord]) -> None:
@@ -302,7 +296,7 @@ def _record_interrupted(run_dir: RunDir, variant: VariantSpec, signum: int) -> N
     record = VariantRecord.failed(
         variant.name, f"interrupted by {signal.Signals(signum).name} before it finished",
         source=variant.source, family=variant.family, stage="interrupted",
-        stderr_tail=stderr_tail(run_dir.stderr_txt(variant.name)), xplane_files=(),
+        stderr_tail=textcap.file_tail(run_dir.stderr_txt(variant.name)), xplane_files=(),
         cluster=cluster, host_tasks=own.host_tasks if isinstance(own, VariantRecord) else None,
     )
     try:

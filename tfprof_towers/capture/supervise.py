@@ -63,6 +63,7 @@ from pathlib import Path
 
 from .guard import DEADLINE_GRACE_S, HEAD_BYTES, KILL_TIMEOUT_S, NOTE, STOP_GRACE_S, TAIL_BYTES
 from .proctree import (
+    _LONGEST_WAIT_S,
     group_members,
     kill,
     kill_cgroup,
@@ -82,7 +83,6 @@ __all__ = [
 #: Extra time the parent gives a guard past the child's deadline before it presumes the guard lost.
 BACKSTOP_S = 30.0
 _CHUNK = 64 * 1024
-_LONGEST_WAIT_S = 3600.0  # select takes no more; longer waits loop
 GUARD_MODULE = "tfprof_towers.capture.guard"
 
 

@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     task finished, 3 when it failed (its record says why), 124 when it passed its
     own deadline.
     """
-    from ..capture.cluster_task import exit_now, run_task
+    from ..capture.child import exit_now
+    from ..capture.cluster_task import run_task
 
     code = run_task(args.cluster, args.task, args.run_dir)
     exit_now(code)  # no TensorFlow teardown (its coordination service would wait for its peers)
