@@ -77,6 +77,14 @@ def test_needs_and_resolution() -> None:
         registry.family("nope")
 
 
+def test_builtin_of_a_family() -> None:
+    assert registry.builtin_of("mirrored", registry.TF2_STRATEGY) is registry.BY_NAME["mirrored"]
+    with pytest.raises(KeyError, match="'mirrored' is not a built-in tf1-graph variant"):
+        registry.builtin_of("mirrored", registry.TF1_GRAPH)
+    with pytest.raises(KeyError, match="'nope' is not a built-in tf2-strategy variant"):
+        registry.builtin_of("nope", registry.TF2_STRATEGY)
+
+
 def test_variant_specs_carry_the_family(tmp_path: Path) -> None:
     assert VariantSpec.builtin("replicated") == VariantSpec("replicated", None, "tf1-graph")
     with pytest.raises(VariantError, match="unknown variant 'nope'"):

@@ -192,6 +192,14 @@ def builtin(name: str) -> Variant | None:
     return BY_NAME.get(name)
 
 
+def builtin_of(name: str, family_key: str) -> Variant:
+    """The built-in variant ``name`` of the family ``family_key`` (a runner's or builder's lookup)."""
+    known = BY_NAME.get(name)
+    if known is None or known.family != family_key:
+        raise KeyError(f"{name!r} is not a built-in {family_key} variant")
+    return known
+
+
 def family(key: str) -> Family:
     try:
         return FAMILIES[key]

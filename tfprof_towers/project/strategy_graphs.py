@@ -48,10 +48,7 @@ def build_step(spec: dict[str, Any], devices: Any) -> tuple[Any, Any]:
         strategy = (f.build_strategy or strategies.one_device)(devices)
         step = f.build_step(strategy, devices)
     else:
-        variant = registry.builtin(spec["name"])
-        if variant is None or variant.family != registry.TF2_STRATEGY:
-            raise KeyError(f"{spec['name']!r} is not a built-in {registry.TF2_STRATEGY} variant")
-        strategy = variant.load_builder()(devices)
+        strategy = registry.builtin_of(spec["name"], registry.TF2_STRATEGY).load_builder()(devices)
         values = devices.seed_values
         with tf.device(devices.host):
             batch = tf.zeros(values.x.shape, tf.float32)

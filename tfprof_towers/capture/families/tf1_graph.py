@@ -39,10 +39,7 @@ def builder(name: str, file: str | None) -> tuple[Any, str]:
 
     if file:
         return variants.load_variant_file(file), f"variant file {file}"
-    known = registry.builtin(name)
-    if known is None or known.family != registry.TF1_GRAPH:
-        raise KeyError(f"{name!r} is not a built-in {registry.TF1_GRAPH} variant")
-    return known.load_builder(), f"built-in variant {name}"
+    return registry.builtin_of(name, registry.TF1_GRAPH).load_builder(), f"built-in variant {name}"
 
 
 def build_graph(tf: Any, name: str, file: str | None, devices: Devices) -> tuple[Any, Any, dict, Any]:

@@ -41,15 +41,8 @@ def plan(tf: Any, spec: ChildSpec) -> Devices:
     return devices
 
 
-def builtin(name: str) -> registry.Variant:
-    known = registry.builtin(name)
-    if known is None or known.family != registry.TF2_STRATEGY:
-        raise KeyError(f"{name!r} is not a built-in {registry.TF2_STRATEGY} variant")
-    return known
-
-
 def needs(spec: ChildSpec) -> tuple[str, ...]:
-    return () if spec.file else builtin(spec.name).needs
+    return () if spec.file else registry.builtin_of(spec.name, registry.TF2_STRATEGY).needs
 
 
 def strategy_and_step(spec: ChildSpec, devices: Devices) -> tuple[Any, Callable[..., Any], list[str]]:
@@ -64,7 +57,7 @@ def strategy_and_step(spec: ChildSpec, devices: Devices) -> tuple[Any, Callable[
             raise VariantError(f"variant file {spec.file}: build_strategy must return a "
                                f"tf.distribute.Strategy, got {type(strategy).__name__}")
         return strategy, f.build_step, [spec.file]
-    strategy = builtin(spec.name).load_builder()(devices)
+    strategy = registry.builtin_of(spec.name, registry.TF2_STRATEGY).load_builder()(devices)
     return strategy, seed_step.build_seed_step, [seed_step.__file__]
 
 
