@@ -26,7 +26,6 @@ from ..config import (
     parse_variant_names,
 )
 from ..errors import EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_SIGINT, TowersError, VariantError
-from ..pipeline import ReportNotWritten, finish_run
 from ..project.api import CPU_ONLY_CLUSTER_HARDWARE, CPU_ONLY_HARDWARE, PROJECT_PRESET
 from ..records import RunConfig, RunDoc, Topology, load_record
 from ..rundir import (
@@ -213,13 +212,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
     preset = get_preset(args.preset or "cpu")
     cluster = cluster_options(args)
     if cluster is not None:
-        return ProfileOptions(
-            preset=preset, variants=cluster_variants(args, cluster), accelerators=args.accelerators,
-            warmup=preset.warmup if args.warmup is None else args.warmup,
-            steps=args.steps or preset.steps, profile_steps=args.profile_steps or preset.profile_steps,
-            variant_timeout_s=_timeout_s(args.variant_timeout, preset.variant_timeout_s),
-            out_dir=args.out or args.reports, cluster=cluster,
-        )
+        return _options(args, preset, cluster_variants(args, cluster), cluster=cluster)
     keras_model = None
     if args.keras_model is not None:
         if args.variant_file:
@@ -229,7 +222,12 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         builtin = parse_variant_names(args.variants, family=registry.TF2_STRATEGY)
     else:
         builtin = parse_variant_names(args.variants) if (args.variants or not args.variant_file) else ()
-    variants = resolve_variants(builtin, list(args.variant_file))
+    return _options(args, preset, resolve_variants(builtin, list(args.variant_file)), keras_model=keras_model)
+
+
+def _options(args: argparse.Namespace, preset: Preset, variants: tuple[VariantSpec, ...],
+             keras_model: str | None = None, cluster: ClusterOptions | None = None) -> ProfileOptions:
+    """The options of a run of ``variants``: step counts and timeout from the arguments, else the preset."""
     return ProfileOptions(
         preset=preset,
         variants=variants,
@@ -240,6 +238,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         variant_timeout_s=_timeout_s(args.variant_timeout, preset.variant_timeout_s),
         out_dir=args.out or args.reports,
         keras_model=keras_model,
+        cluster=cluster,
     )
 
 
@@ -297,6 +296,8 @@ def _capture_and_report(
     why each failed).  ``reports/latest`` moves to this run only when it
     finished with a report and at least one successful variant.
     """
+    from ..pipeline import ReportNotWritten, finish_run  # pandas and the analysis: not before it is needed
+
     run_doc = start_run_doc(options)
     # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
     timing = {"setup": time.perf_counter() - t0}
