@@ -27,9 +27,7 @@ Never imports TensorFlow.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -43,6 +41,7 @@ from . import supervise
 from .cluster_doc import ATTEMPT_JSON, CLUSTER_JSON, SPEC_JSON, TaskRecord, TaskSpec, task_dir
 from .clusterspec import Cluster, TaskId
 from .coord import CAPTURE, DRIVER, Coord, least_progress, where
+from .runner import nvidia_smi
 
 CLIENT_MODULE = "tfprof_towers.capture.cluster_client"
 TOOL_MODULE = "tfprof_towers"
@@ -105,14 +104,8 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return []
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+    listed = (nvidia_smi("-L") or "").splitlines()
+    return [str(i) for i, line in enumerate(listed) if line.startswith("GPU ")]
 
 
 def gpu_plan(tasks: Sequence[TaskId], stepping: Sequence[TaskId], gpus: Sequence[str],

@@ -306,13 +306,18 @@ def _record_interrupted(run_dir: RunDir, variant: VariantSpec, signum: int) -> N
             raise  # the summary then says the record is missing
 
 
-def gpu_topology_text() -> str | None:
-    """``nvidia-smi topo -m`` output, when the tool exists and answers."""
+def nvidia_smi(*args: str) -> str | None:
+    """``nvidia-smi ARGS``'s output, when the tool exists and answers (in 20 s, with exit code 0)."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
     try:
-        out = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return out.stdout if out.returncode == 0 else None
+
+
+def gpu_topology_text() -> str | None:
+    """``nvidia-smi topo -m`` output, when the tool exists and answers."""
+    return (nvidia_smi("topo", "-m") or "").strip() or None
