@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+from child_kit import alive, wait_until
 
 from tfprof_towers.capture import supervise
-from tfprof_towers.capture.proctree import descendants, new_cgroup, process_table, remove_cgroup
+from tfprof_towers.capture.proctree import descendants, new_cgroup, remove_cgroup
 from tfprof_towers.capture.supervise import Command
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="Linux /proc needed")
@@ -32,19 +33,6 @@ setsid sh -c 'trap "" TERM; echo $$ >> {pids}; exec sleep 600' &
 echo $$ >> {pids}
 {tail}
 """
-
-
-def alive(pid: int) -> bool:
-    table = process_table()
-    return pid in table and table[pid].alive
-
-
-def wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def pids_in(path: Path, n: int) -> list[int]:
