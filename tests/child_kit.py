@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.capture import runner
+from tfprof_towers.capture.proctree import process_table
 from tfprof_towers.config import PRESETS, ProfileOptions, VariantSpec
 
 
@@ -46,6 +47,21 @@ def wait_until(predicate, timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(0.05)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``; [] where there is no /proc."""
+    return [p.pid for p in process_table().values() if p.pgrp == pgid and p.alive]
+
+
+def wait_group_gone(pgid: int, timeout_s: float = 2.0) -> bool:
+    """After a SIGKILL, wait (briefly) until no process of the group is alive; True when none is."""
+    deadline = time.monotonic() + timeout_s
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def read_pids(path: Path) -> list[int]:

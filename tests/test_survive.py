@@ -23,6 +23,7 @@ import pytest
 from child_kit import (
     alive,
     fake_python,
+    group_members,
     last_line_error,
     ok_child,
     one_line_error,
@@ -30,6 +31,7 @@ from child_kit import (
     read_pids,
     tmpfs,
     use_python,
+    wait_group_gone,
     wait_until,
 )
 
@@ -102,10 +104,10 @@ def test_wait_exit_returns_the_code_or_times_out() -> None:
 def test_wait_group_gone_waits_for_the_killed_group() -> None:
     proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30"], start_new_session=True)
     try:
-        wait_until(lambda: len(supervise.group_members(proc.pid)) >= 2, 10, "the two sleeps")
+        wait_until(lambda: len(group_members(proc.pid)) >= 2, 10, "the two sleeps")
         os.killpg(proc.pid, signal.SIGKILL)
-        assert supervise.wait_group_gone(proc.pid)
-        assert supervise.group_members(proc.pid) == []
+        assert wait_group_gone(proc.pid)
+        assert group_members(proc.pid) == []
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -67,24 +67,9 @@ def descendants(root: int, table: Mapping[int, Proc] | None = None) -> list[int]
     return [p for p in found if table[p].alive]
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``; [] where there is no /proc."""
-    return [p.pid for p in process_table().values() if p.pgrp == pgid and p.alive]
-
-
 def session_members(sid: int) -> list[int]:
     """Live processes of session ``sid``."""
     return [p.pid for p in process_table().values() if p.session == sid and p.alive]
-
-
-def wait_group_gone(pgid: int, timeout_s: float = 2.0) -> bool:
-    """After a SIGKILL, wait (briefly) until no process of the group is alive; True when none is."""
-    deadline = time.monotonic() + timeout_s
-    while group_members(pgid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def wait_exit(proc: subprocess.Popen, timeout_s: float) -> int:

@@ -64,20 +64,17 @@ from pathlib import Path
 from .guard import DEADLINE_GRACE_S, HEAD_BYTES, KILL_TIMEOUT_S, NOTE, STOP_GRACE_S, TAIL_BYTES
 from .proctree import (
     _LONGEST_WAIT_S,
-    group_members,
     kill,
     kill_cgroup,
     process_table,
     remove_cgroup,
     session_members,
     wait_exit,
-    wait_group_gone,
 )
 
 __all__ = [
     "DEADLINE_GRACE_S", "HEAD_BYTES", "NOTE", "STOP_GRACE_S", "TAIL_BYTES", "Command", "Ended", "Supervised",
-    "as_ended", "child_env", "group_members", "python_argv", "run", "start", "stop_all", "tf_child_env",
-    "wait_exit", "wait_group_gone",
+    "as_ended", "child_env", "python_argv", "run", "start", "stop_all", "tf_child_env", "wait_exit",
 ]
 
 #: Extra time the parent gives a guard past the child's deadline before it presumes the guard lost.
