@@ -75,10 +75,9 @@ def host_files(logdir: Path, cluster: Cluster) -> dict[str, Path]:
 def ps_placement(chief: Mapping[str, Any], logdir: Path, cluster: Cluster) -> dict[str, Any]:
     """A parameter_server variant's placement: the chief's (strategy, variables and their devices)
     with the cross-task edges its traces hold (module docstring) and their transfers."""
-    from .placement import summarise_transfers
+    from .placement_tf2 import all_transfers
 
     op_bytes = {str(k): int(v) for k, v in (chief.get("op_bytes") or {}).items()}
     edges = edges_with_bytes(trace_edges(host_files(logdir, cluster)), op_bytes)
-    transfers = [{**t, "kind": "send_recv"} for t in summarise_transfers(edges)]
     return {"strategy": chief.get("strategy"), "variables": list(chief.get("variables") or ()),
-            "edges": edges, "transfers": transfers, "op_bytes": op_bytes}
+            "edges": edges, "transfers": all_transfers(edges, ()), "op_bytes": op_bytes}
