@@ -45,15 +45,8 @@ def environment() -> jinja2.Environment:
         extensions=["jinja2.ext.do"],
     )
     env.filters.update(FILTERS)
-    env.filters["short_source"] = short_source
     env.globals["assets"] = assets
     return env
-
-
-def short_source(label: str) -> str:
-    """``"/a/b/train.py:57"`` -> ``"train.py:57"``."""
-    path, _, line = str(label).rpartition(":")
-    return f"{Path(path).name}:{line}" if path else str(label)
 
 
 @lru_cache(maxsize=1)
