@@ -32,7 +32,7 @@ from typing import Any
 
 from . import registry
 from .fields import Fields
-from .fmt import fmt_ratio, fmt_seconds
+from .fmt import fmt_ratio, fmt_seconds, fmt_step
 
 #: Where a recommendation's numbers come from (``summary.json`` -> ``recommendation.basis``).
 MEASURED, PROJECTED = "measured", "projected"
@@ -298,7 +298,7 @@ def projected(
     overall = by_name[ranking[0]]
     passed_over = ""
     if overall["name"] not in names:
-        t = _fmt(overall["projected_step_s"]["overlapped"])
+        t = fmt_step(overall["projected_step_s"]["overlapped"])
         passed_over = f"{overall['name']} is projected fastest ({t}) but is not recommended: " \
                       f"{excluded[overall['name']]}; "
     rec = _projected_choice(choice, by_name, names, hardware, sources, bool(passed_over))
@@ -326,8 +326,8 @@ def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], 
     if choice.chosen is not choice.fastest:
         name = choice.chosen.name
         fastest = "the fastest of the others" if others else "the fastest"
-        reason = f"projected within {PROJECTED_WITHIN:.0%} of {fastest} ({best['name']}, {_fmt(t_best)}) " \
-                 f"on {hardware}"
+        reason = (f"projected within {PROJECTED_WITHIN:.0%} of {fastest} ({best['name']}, "
+                  f"{fmt_step(t_best)}) on {hardware}")
         if registry.is_baseline(name, choice.chosen.source):
             reason += ", with one device: multi-device placement does not pay"
         else:
@@ -336,7 +336,8 @@ def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], 
                               speedup_vs_single=speedup, within_noise=close)
     lo, hi = best["projected_step_s"]["overlapped"], best["projected_step_s"]["serial"]
     fastest = "fastest of the others" if others else "fastest"
-    reason = f"projected {fastest} on {hardware}: {_fmt(lo)} to {_fmt(hi)} per step (overlapped to serial)"
+    reason = (f"projected {fastest} on {hardware}: {fmt_step(lo)} to {fmt_step(hi)} per step "
+              "(overlapped to serial)")
     if base and "projected_step_s" in base and best["name"] != base_name:
         reason += f", {base['projected_step_s']['overlapped'] / lo:.2f}x {base_name}"
     reason += f"; bottleneck: {_bottleneck(best)}"
@@ -417,7 +418,3 @@ def headline(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = No
                        f"recommended: {barred[fastest]}.")
         return replace(rec, reason=reason, measured_pick=here.variant)
     return here
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"

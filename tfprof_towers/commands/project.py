@@ -15,6 +15,7 @@ from .. import registry
 from ..cli import add_command
 from ..config import PRESETS, VariantSpec, get_preset, parse_variant_names
 from ..errors import EXIT_NOTHING_PROJECTED, TowersError
+from ..fmt import fmt_step
 from ..pipeline import finish_run
 from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
 from ..project.hardware import BUILDS, builtin_names
@@ -149,10 +150,6 @@ def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec
     return tuple(VariantSpec.builtin(n) for n in registry.BUILTIN_NAMES)
 
 
-def _time(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
-
-
 def projection_table(doc: dict[str, Any], baseline: str | None = None) -> Table:
     p = doc["preset"]
     title = (f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
@@ -169,7 +166,7 @@ def projection_table(doc: dict[str, Any], baseline: str | None = None) -> Table:
         s = e["projected_step_s"]
         speed = f"{base / s['overlapped']:.2f}x" if base else "-"
         b = e["bottleneck"]
-        t.add_row(str(e["rank"]), escape(name), _time(s["overlapped"]), _time(s["serial"]), speed,
+        t.add_row(str(e["rank"]), escape(name), fmt_step(s["overlapped"]), fmt_step(s["serial"]), speed,
                   escape(f"{b['text']} ({b['share']:.0%} of step)"))
     for e in doc["variants"]:
         if "error" in e:
