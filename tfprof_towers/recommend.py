@@ -37,12 +37,9 @@ from .fmt import fmt_ratio, fmt_seconds, fmt_step
 #: Where a recommendation's numbers come from (``summary.json`` -> ``recommendation.basis``).
 MEASURED, PROJECTED = "measured", "projected"
 BASES = (MEASURED, PROJECTED)
-#: What each basis ranks by, in words.
-MEASURED_BASIS = "median un-profiled step time"
 #: The projected basis: a simpler variant whose projected (overlapped) step is within this
 #: fraction of the fastest's counts as within noise.
 PROJECTED_WITHIN = 0.05
-PROJECTED_BASIS = "projected step time (copies overlapped with compute)"
 #: Runs whose timings are not the user's GPUs' (topology kind -> why, in words): their headline
 #: comes from the projection, and their measured ranking is shown as CPU stand-in timings.
 STAND_IN: dict[str, str] = {
