@@ -37,7 +37,7 @@ from typing import Any
 
 from . import cluster_advice, recommend, registry, samemath, strategy_advice
 from .audit import LinkModel, link_model, short_source
-from .categories import COPY_CATEGORIES
+from .categories import COPY_CATEGORIES, IDLE_SPLIT
 from .cluster_view import STRAGGLER_PARAMS
 from .device_names import HOST_THREADS
 from .findings import (
@@ -187,15 +187,11 @@ def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
     split = idle_split(devs, list(idle))
     if split:
         evidence["idle_split"] = split
-        waits = {k: sum(v[k] for v in split.values()) / len(split) for k in IDLE_SPLIT_KEYS}
+        waits = {k: sum(v[k] for v in split.values()) / len(split) for k in IDLE_SPLIT}
         msg += (f"; of each accelerator's idle time per step, on average {fmt_seconds(waits['host_wait'])} "
                 "is host wait (the next kernel was launched only after the previous one ended), "
                 f"{fmt_seconds(waits['kernel_wait'])} kernel wait and {fmt_seconds(waits['other'])} other")
     return Finding(rule.name, rule.tier(mean_idle), f.name, msg, suggestion, evidence, tuple(sources))
-
-
-#: The parts of an accelerator's idle time (``breakdown["devices"][dev]["idle_split"]``, seconds per step).
-IDLE_SPLIT_KEYS = ("host_wait", "kernel_wait", "other")
 
 
 def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, dict[str, float]]:
@@ -203,8 +199,8 @@ def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, di
     out = {}
     for dev in names:
         split = (devices.get(dev) or {}).get("idle_split")
-        if isinstance(split, Mapping) and all(k in split for k in IDLE_SPLIT_KEYS):
-            out[dev] = {k: float(split[k] or 0.0) for k in IDLE_SPLIT_KEYS}
+        if isinstance(split, Mapping) and all(k in split for k in IDLE_SPLIT):
+            out[dev] = {k: float(split[k] or 0.0) for k in IDLE_SPLIT}
     return out
 
 

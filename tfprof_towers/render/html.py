@@ -99,7 +99,7 @@ def idle_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(split, Mapping):
                 continue
             rows.append({"variant": v["name"], "device": dev, "idle": (d.get("wall") or {}).get("idle"),
-                         **{k: split.get(k) for k in ("host_wait", "kernel_wait", "other")}})
+                         **{k: split.get(k) for k in categories.IDLE_SPLIT}})
     return rows
 
 
