@@ -165,7 +165,6 @@ def view_model(
             "matrix": transfer_matrix(v, topology),
             "tensorboard": tensorboard_command(run_root, v["name"]),
             "chrome_trace": v.get("chrome_trace"),
-            "findings": [f for f in findings if f["variant"] == v["name"]],
             "timeline_id": _dom_id(v["name"]),
             "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
         })
