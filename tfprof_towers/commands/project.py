@@ -16,7 +16,6 @@ from ..cli import add_command
 from ..config import PRESETS, VariantSpec, get_preset, parse_variant_names
 from ..errors import EXIT_NOTHING_PROJECTED, TowersError
 from ..fmt import fmt_step
-from ..pipeline import finish_run
 from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
 from ..project.hardware import BUILDS, builtin_names
 from ..records import RunDoc, load_run
@@ -93,7 +92,7 @@ def _project_cluster_run(args: argparse.Namespace, run_dir: RunDir, cluster: Any
     doc = project_cluster(hw.with_host_build(args.host_build) if args.host_build else hw, preset,
                           *cluster_size(cluster))
     write_json(run_dir.root / PROJECTION_JSON, doc)
-    finish_run(run_dir)
+    _rerender(run_dir)
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
     else:
@@ -130,12 +129,20 @@ def run(args: argparse.Namespace) -> int:
     doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
     if run_dir is not None:
         write_json(run_dir.root / PROJECTION_JSON, doc)
-        finish_run(run_dir)  # the report's "measured vs projected" section shows it
+        _rerender(run_dir)  # the report's "measured vs projected" section shows it
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
     else:
         print_projection(doc, run_dir)
     return 0 if doc["ranking"] else EXIT_NOTHING_PROJECTED
+
+
+def _rerender(run_dir: RunDir) -> None:
+    """summary.json and report.html again, with the projection just written (the analysis side,
+    pandas included, is imported only here: a projection without RUN_DIR never needs it)."""
+    from ..pipeline import finish_run
+
+    finish_run(run_dir)
 
 
 def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec, ...]:
