@@ -179,6 +179,17 @@ def test_variables_remote_fires_when_every_tower_pulls() -> None:
     assert f.evidence["modeled_s"] == {"pcie3_x16": 2048 / 12e9}
 
 
+def test_a_modeled_time_raises_the_tier_only_as_a_share_of_a_gpu_step() -> None:
+    r = rule("variables_remote")  # low, medium from 10% of the step
+    on_gpus = facts(entry("v", 1e-3), None, topology=GPU)
+    assert on_gpus.share_of_step(2e-4) == pytest.approx(0.2)
+    assert r.medium_at(on_gpus.share_of_step(2e-4), "medium_at_modeled_share") == "medium"
+    assert r.medium_at(on_gpus.share_of_step(5e-5), "medium_at_modeled_share") == "low"
+    stand_in = facts(entry("v", 1e-3), None)  # logical CPU devices: their step is not the GPUs'
+    assert stand_in.share_of_step(2e-4) is None
+    assert r.medium_at(None, "medium_at_modeled_share") == "low"
+
+
 def test_variables_remote_quiet_without_pulls() -> None:
     assert check("variables_remote", facts(entry("v", 1.0), gpu_audit(100, 100))) is None
     single = facts(entry("single", 1.0), audit.audit_variant(SINGLE, TOPOLOGY))

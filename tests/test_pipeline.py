@@ -40,8 +40,8 @@ def first_steps(run: Path):
 
 
 def test_breakdowns_label_devices_and_leave_the_input_alone(run: Path) -> None:
-    rd, _, summary = first_steps(run)
-    analyses = analyse_traces(rd, summary)
+    rd, records, summary = first_steps(run)
+    analyses = analyse_traces(rd, summary, records)
     assert sorted(analyses) == ["single", "towers_bug"]  # the failed variant has no trace
     before = json.dumps(analyses["single"].breakdown, sort_keys=True)
     out = with_breakdowns(summary, analyses)
@@ -118,8 +118,8 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
 
 
 def test_chrome_trace_export_that_cannot_be_written_says_why(run: Path) -> None:
-    rd, _, summary = first_steps(run)
-    analyses = analyse_traces(rd, summary)
+    rd, records, summary = first_steps(run)
+    analyses = analyse_traces(rd, summary, records)
     (run / "variants" / "towers_bug" / "trace.json").mkdir()  # a directory where the file goes
     out = export_chrome_traces(rd, summary, analyses)
     assert out.entry("single").chrome_trace == "variants/single/trace.json"

@@ -11,6 +11,7 @@ import pytest
 from report_kit import ACC0, HOST, HOSTILE, make_run_dir
 
 from tfprof_towers.cli import main
+from tfprof_towers.fmt import fmt_step
 from tfprof_towers.pipeline import finish_run
 from tfprof_towers.render import filters
 from tfprof_towers.render.analysis_html import render_analysis_html
@@ -43,6 +44,10 @@ def test_filters() -> None:
     assert filters.fmt_count(557056) == "557,056"
     assert filters.fmt_flops(2.3e12) == "2.30 TFLOP"
     assert filters.fmt_ratio(1.5) == "1.50×"
+
+
+def test_step_format_of_the_projection() -> None:
+    assert [fmt_step(x) for x in (None, 0.01234, 0.9999, 1.5)] == ["–", "12.34 ms", "999.90 ms", "1.500 s"]
 
 
 def test_report_command_renders_summary_report_and_exports(run: Path) -> None:

@@ -1,11 +1,14 @@
 """Findings and the recommendation: small rules over measured facts, nothing without evidence.
 
-Each rule is a :class:`Rule`: a name, its named parameters (thresholds, counts,
-the link model it quotes), the tier it reports at, what it needs to be
-evaluated (:data:`NEEDS`) and the function that checks one variant's
-:class:`Facts`.  A check returns a :class:`Finding` (what was measured, one
-concrete change -- naming the source line where one is known -- and the
-numbers behind it) or ``None``.
+Each rule is a :class:`~tfprof_towers.findings.Rule`: a name, its named parameters
+(thresholds, counts, the link model it quotes), the tier it reports at, what it needs
+to be evaluated (:data:`~tfprof_towers.findings.NEEDS`) and the function that checks
+one variant's :class:`~tfprof_towers.findings.Facts`.  A check returns a
+:class:`~tfprof_towers.findings.Finding` (what was measured, one concrete change --
+naming the source line where one is known -- and the numbers behind it) or ``None``.
+Those pieces are in :mod:`tfprof_towers.findings`, shared with the rules of
+:mod:`tfprof_towers.strategy_advice` and :mod:`tfprof_towers.cluster_advice`; all
+rules are registered here, in :data:`RULES`.
 
 :func:`evaluate` decides, per rule and variant, whether the rule can be
 evaluated at all: rules that need real accelerator timings (copy time, idle
@@ -28,139 +31,31 @@ Reads the summary document (plain mappings); no rendering, no TensorFlow.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import cluster_advice, recommend, registry, samemath, strategy_advice
 from .audit import LinkModel, link_model, short_source
-from .categories import COPY_CATEGORIES
+from .categories import COPY_CATEGORIES, IDLE_SPLIT
 from .cluster_view import STRAGGLER_PARAMS
 from .device_names import HOST_THREADS
+from .findings import (
+    BASELINE,
+    HIGH,
+    LOW,
+    MATH,
+    MEASURED_TIMINGS,
+    MEDIUM,
+    PEER_PATH,
+    PLACEMENT,
+    SEVERITIES,
+    TASKS,
+    Facts,
+    Finding,
+    Rule,
+)
 from .fmt import fmt_bytes, fmt_count, fmt_float, fmt_percent, fmt_ratio, fmt_rel, fmt_seconds
-
-HIGH, MEDIUM, LOW = "high", "medium", "low"
-SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
-
-#: What a rule may need before it can be evaluated on a variant (see :func:`unmet`).
-PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"
-PEER_PATH, TASKS = "peer_path", "tasks"
-NEEDS: dict[str, str] = {
-    TASKS: "per-task step windows from the traces of two or more step-running tasks (a cluster variant)",
-    PLACEMENT: "the variant's placement (partition graphs)",
-    MEASURED_TIMINGS: "device timings from real accelerators (a GPU run whose trace was analysed)",
-    BASELINE: "the family's baseline variant, succeeded in the same run",
-    MATH: "the variant's first losses, and a reference's (the baseline, or the median of three variants)",
-    PEER_PATH: "for a variant that reduces across devices: a hardware profile saying how its accelerators "
-               "are linked (profile --project-on NAME)",
-}
-
-
-@dataclass(frozen=True)
-class Facts:
-    """Everything the rules may look at for one variant (plain dicts from the summary)."""
-
-    entry: Mapping[str, Any]  # summary["variants"][i]
-    audit: Mapping[str, Any] | None
-    breakdown: Mapping[str, Any] | None
-    topology: Mapping[str, Any]
-    baseline: Mapping[str, Any] | None  # the family's baseline entry (`single`), when it succeeded
-    math_reference: samemath.Reference | None = None  # what the variant's losses are compared with
-    link: Mapping[str, Any] | None = None  # the projection profile's host link model (link_models_json)
-    projection: Mapping[str, Any] | None = None  # summary["projection"]: its hardware profile's links
-
-    @property
-    def name(self) -> str:
-        return str(self.entry["name"])
-
-    @property
-    def is_baseline(self) -> bool:
-        return registry.is_baseline(self.name, self.entry.get("source"))
-
-    @property
-    def measured_timings(self) -> bool:
-        """True where device timings mean what they say (real accelerators, a trace analysed)."""
-        return self.topology.get("kind") == "gpu" and bool(self.breakdown and self.breakdown.get("devices"))
-
-    @property
-    def accelerators_used(self) -> list[str]:
-        if not self.audit:
-            return []
-        return [d["device"] for d in self.audit["devices"] if d["role"] == "accelerator" and d["ops"] > 0]
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    severity: str
-    variant: str
-    message: str
-    suggestion: str
-    evidence: Mapping[str, Any] = field(default_factory=dict)
-    sources: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule, "severity": self.severity, "variant": self.variant,
-            "message": self.message, "suggestion": self.suggestion,
-            "evidence": dict(self.evidence), "sources": list(self.sources),
-        }
-
-
-Check = Callable[["Rule", Facts], "Finding | None"]
-Param = float | int | str
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A named check with its named parameters.
-
-    ``primary`` names the parameter the rule's measure is compared with (shown as
-    its threshold); ``high_at`` (when set) raises the tier to high; ``needs`` lists
-    what must be there for the rule to be evaluated on a variant (keys of :data:`NEEDS`).
-    """
-
-    name: str
-    title: str
-    severity: str
-    check: Check
-    params: Mapping[str, Param]
-    primary: str
-    high_at: float | None = None
-    needs: tuple[str, ...] = ()
-    disqualifies: bool = False  # a high-severity finding keeps the variant from being recommended
-
-    def __post_init__(self) -> None:
-        if self.primary not in self.params:
-            raise ValueError(f"rule {self.name}: primary parameter {self.primary!r} is not among its params")
-        if not set(self.needs) <= set(NEEDS):
-            raise ValueError(f"rule {self.name}: unknown needs {sorted(set(self.needs) - set(NEEDS))}")
-
-    @property
-    def threshold(self) -> Param:
-        return self.params[self.primary]
-
-    @property
-    def needs_measured_timings(self) -> bool:
-        return MEASURED_TIMINGS in self.needs
-
-    def param(self, key: str) -> Any:
-        return self.params[key]
-
-    def tier(self, value: float, higher_is_worse: bool = True) -> str:
-        if self.high_at is None:
-            return self.severity
-        worse = value >= self.high_at if higher_is_worse else value <= self.high_at
-        return HIGH if worse else self.severity
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.name, "title": self.title, "threshold": self.threshold, "primary": self.primary,
-            "params": dict(self.params), "severity": self.severity, "high_at": self.high_at,
-            "needs": list(self.needs), "needs_measured_timings": self.needs_measured_timings,
-            "disqualifies": self.disqualifies,
-        }
-
 
 # ------------------------------------------------------------------------------------------
 # The rules
@@ -292,15 +187,11 @@ def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
     split = idle_split(devs, list(idle))
     if split:
         evidence["idle_split"] = split
-        waits = {k: sum(v[k] for v in split.values()) / len(split) for k in IDLE_SPLIT_KEYS}
+        waits = {k: sum(v[k] for v in split.values()) / len(split) for k in IDLE_SPLIT}
         msg += (f"; of each accelerator's idle time per step, on average {fmt_seconds(waits['host_wait'])} "
                 "is host wait (the next kernel was launched only after the previous one ended), "
                 f"{fmt_seconds(waits['kernel_wait'])} kernel wait and {fmt_seconds(waits['other'])} other")
     return Finding(rule.name, rule.tier(mean_idle), f.name, msg, suggestion, evidence, tuple(sources))
-
-
-#: The parts of an accelerator's idle time (``breakdown["devices"][dev]["idle_split"]``, seconds per step).
-IDLE_SPLIT_KEYS = ("host_wait", "kernel_wait", "other")
 
 
 def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, dict[str, float]]:
@@ -308,8 +199,8 @@ def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, di
     out = {}
     for dev in names:
         split = (devices.get(dev) or {}).get("idle_split")
-        if isinstance(split, Mapping) and all(k in split for k in IDLE_SPLIT_KEYS):
-            out[dev] = {k: float(split[k] or 0.0) for k in IDLE_SPLIT_KEYS}
+        if isinstance(split, Mapping) and all(k in split for k in IDLE_SPLIT):
+            out[dev] = {k: float(split[k] or 0.0) for k in IDLE_SPLIT}
     return out
 
 
@@ -345,7 +236,7 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
 
 def check_poor_scaling(rule: Rule, f: Facts) -> Finding | None:
     """Speedup over the baseline (`single`) divided by the number of accelerators is low."""
-    if f.topology.get("kind") != "gpu" or f.is_baseline or not f.baseline:
+    if not f.on_gpus or f.is_baseline or not f.baseline:
         return None
     eff, speedup = f.entry.get("scaling_efficiency"), f.entry.get("speedup_vs_single")
     # the denominator of scaling_efficiency: the accelerators the variant used
@@ -382,8 +273,7 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
         return None
     link = _link(rule, f)
     modeled = pulls["bytes_per_step"] / link.bytes_per_s
-    step = f.entry["step_time_s"].get("median")
-    modeled_share = modeled / step if (step and f.topology.get("kind") == "gpu") else None
+    modeled_share = f.share_of_step(modeled)
     msg = (
         f"every tower ({len(pulling)} of {len(used)}) pulls the variables across devices each step: "
         f"{fmt_bytes(pulls['bytes_per_step'])}/step in {pulls['tensors']} tensors "
@@ -402,8 +292,7 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     evidence = {"bytes_per_step": pulls["bytes_per_step"], "tensors": pulls["tensors"],
                 "by_accelerator": pulls["by_accelerator"], "from": pulls["from"],
                 "modeled_s": {link.key: modeled}, "modeled_share_of_step": modeled_share}
-    medium = modeled_share is not None and modeled_share >= rule.param("medium_at_modeled_share")
-    severity = MEDIUM if medium else rule.severity
+    severity = rule.medium_at(modeled_share, "medium_at_modeled_share")
     return Finding(rule.name, severity, f.name, msg, suggestion, evidence, tuple(sources))
 
 

@@ -1,8 +1,8 @@
 """Advice rules that look across the tasks of a cluster variant.
 
-Registered in :data:`tfprof_towers.advise.RULES` (the :class:`~tfprof_towers.advise.Rule`
+Registered in :data:`tfprof_towers.advise.RULES` (the :class:`~tfprof_towers.findings.Rule`
 entries, parameters and needs are there); each check takes the rule and one variant's
-:class:`~tfprof_towers.advise.Facts`.
+:class:`~tfprof_towers.findings.Facts`.
 
 * ``straggler`` -- one task reaches the collectives of a synchronous step late, step after
   step, and every other worker waits for it inside the all-reduce.  Measured from the
@@ -18,13 +18,11 @@ No TensorFlow; plain mappings in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .cluster_view import short_task, step_table, stepping_tasks, stragglers
+from .findings import HIGH, LOW, MEDIUM, Facts, Finding, Rule
 from .fmt import fmt_percent, fmt_seconds
-
-if TYPE_CHECKING:
-    from .advise import Facts, Finding, Rule
 
 
 def task_steps(f: Facts) -> list[Mapping[str, Any]]:
@@ -46,8 +44,6 @@ def unmet_tasks(f: Facts) -> str | None:
 
 
 def check_straggler(rule: Rule, f: Facts) -> Finding | None:
-    from .advise import HIGH, LOW, MEDIUM, Finding
-
     table = step_table(task_steps(f))
     found = stragglers(table, rule.param("min_late_s"), rule.param("min_late_share"),
                        rule.param("min_steps_share"))

@@ -29,6 +29,14 @@ def fmt_seconds(value: float | None, digits: int = 3) -> str:
     return f"{_sig(v / 1e-12, digits)} ps"
 
 
+def fmt_step(value: float | None) -> str:
+    """A (projected) step time, fixed decimals: ``0.01234`` -> ``"12.34 ms"``, ``1.5`` -> ``"1.500 s"``."""
+    if _missing(value):
+        return MISSING
+    v = float(value)
+    return f"{v * 1e3:.2f} ms" if v < 1 else f"{v:.3f} s"
+
+
 def fmt_bytes(value: float | None) -> str:
     """Bytes in decimal units (kB = 1000 B, as link bandwidths are quoted): ``1536`` -> ``"1.54 kB"``."""
     if _missing(value):

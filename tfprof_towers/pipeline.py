@@ -11,7 +11,7 @@ returns a new one; nothing is edited in place::
     records  = load_records(run_dir, run)                variants/*/record.json (failed stand-ins)
     summary  = build_summary(run_dir, run, records)      records -> ranked entries
     summary  = with_projection(summary, load_projection(run_dir))
-    analyses = analyse_traces(run_dir, summary)          xplane.pb -> per-step breakdown (trace/)
+    analyses = analyse_traces(run_dir, summary, records) xplane.pb -> per-step breakdown (trace/)
     summary  = with_breakdowns(summary, analyses)
     summary  = with_audits(summary, records)             placement audit per variant; link models
                                                          from the projection's hardware profile
@@ -55,14 +55,19 @@ class VariantTrace:
     trace: Any = None  # tfprof_towers.trace.load.Trace, or None when it could not be analysed
 
 
-def analyse_variant(run_dir: RunDir, name: str) -> VariantTrace:
-    """The per-step breakdown of one variant's trace; ``{"error": ...}`` when that fails."""
+def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
+    """The per-step breakdown of one variant's trace; ``{"error": ...}`` when that fails.
+
+    ``record`` (already loaded) gives the node -> device join, edge bytes and hosts' tasks;
+    ``kind`` is the run's topology kind.  Neither is read again from the run directory.
+    """
     try:
-        from .run_traces import analyze_run_dir
+        from .run_traces import RunContext, analyze_logdir
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
     try:
-        analysis = analyze_run_dir(run_dir.root, name)
+        analysis = analyze_logdir(run_dir.logdir(record.name), RunContext.of(record.to_json(), kind),
+                                  record.name)
     except TowersError as exc:
         return VariantTrace({"error": exc.message})
     except Exception as exc:  # a trace we cannot read must not cost the user the whole report
@@ -72,8 +77,13 @@ def analyse_variant(run_dir: RunDir, name: str) -> VariantTrace:
     return VariantTrace(doc, analysis.trace)
 
 
-def analyse_traces(run_dir: RunDir, summary: Summary) -> dict[str, VariantTrace]:
-    return {e.name: analyse_variant(run_dir, e.name) for e in summary.variants if e.ok and e.xplane_files}
+def analyse_traces(
+    run_dir: RunDir, summary: Summary, records: Mapping[str, VariantRecord]
+) -> dict[str, VariantTrace]:
+    """Each successful variant's trace analysis (those whose record names trace files)."""
+    kind = summary.topology.kind if summary.topology is not None else None
+    return {e.name: analyse_variant(run_dir, records[e.name], kind)
+            for e in summary.variants if e.ok and e.xplane_files and e.name in records}
 
 
 def _topology(summary: Summary) -> dict[str, Any]:
@@ -281,7 +291,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     records = load_records(run_dir, run)
     summary = build_summary(run_dir, run, records, problems)
     summary = with_projection(summary, load_projection(run_dir))
-    analyses = analyse_traces(run_dir, summary)
+    analyses = analyse_traces(run_dir, summary, records)
     summary = with_breakdowns(summary, analyses)
     summary = with_audits(summary, records)
     summary = with_cluster(summary, records)

@@ -32,17 +32,14 @@ from typing import Any
 
 from . import registry
 from .fields import Fields
-from .fmt import fmt_ratio, fmt_seconds
+from .fmt import fmt_ratio, fmt_seconds, fmt_step
 
 #: Where a recommendation's numbers come from (``summary.json`` -> ``recommendation.basis``).
 MEASURED, PROJECTED = "measured", "projected"
 BASES = (MEASURED, PROJECTED)
-#: What each basis ranks by, in words.
-MEASURED_BASIS = "median un-profiled step time"
 #: The projected basis: a simpler variant whose projected (overlapped) step is within this
 #: fraction of the fastest's counts as within noise.
 PROJECTED_WITHIN = 0.05
-PROJECTED_BASIS = "projected step time (copies overlapped with compute)"
 #: Runs whose timings are not the user's GPUs' (topology kind -> why, in words): their headline
 #: comes from the projection, and their measured ranking is shown as CPU stand-in timings.
 STAND_IN: dict[str, str] = {
@@ -298,7 +295,7 @@ def projected(
     overall = by_name[ranking[0]]
     passed_over = ""
     if overall["name"] not in names:
-        t = _fmt(overall["projected_step_s"]["overlapped"])
+        t = fmt_step(overall["projected_step_s"]["overlapped"])
         passed_over = f"{overall['name']} is projected fastest ({t}) but is not recommended: " \
                       f"{excluded[overall['name']]}; "
     rec = _projected_choice(choice, by_name, names, hardware, sources, bool(passed_over))
@@ -326,8 +323,8 @@ def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], 
     if choice.chosen is not choice.fastest:
         name = choice.chosen.name
         fastest = "the fastest of the others" if others else "the fastest"
-        reason = f"projected within {PROJECTED_WITHIN:.0%} of {fastest} ({best['name']}, {_fmt(t_best)}) " \
-                 f"on {hardware}"
+        reason = (f"projected within {PROJECTED_WITHIN:.0%} of {fastest} ({best['name']}, "
+                  f"{fmt_step(t_best)}) on {hardware}")
         if registry.is_baseline(name, choice.chosen.source):
             reason += ", with one device: multi-device placement does not pay"
         else:
@@ -336,7 +333,8 @@ def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], 
                               speedup_vs_single=speedup, within_noise=close)
     lo, hi = best["projected_step_s"]["overlapped"], best["projected_step_s"]["serial"]
     fastest = "fastest of the others" if others else "fastest"
-    reason = f"projected {fastest} on {hardware}: {_fmt(lo)} to {_fmt(hi)} per step (overlapped to serial)"
+    reason = (f"projected {fastest} on {hardware}: {fmt_step(lo)} to {fmt_step(hi)} per step "
+              "(overlapped to serial)")
     if base and "projected_step_s" in base and best["name"] != base_name:
         reason += f", {base['projected_step_s']['overlapped'] / lo:.2f}x {base_name}"
     reason += f"; bottleneck: {_bottleneck(best)}"
@@ -417,7 +415,3 @@ def headline(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = No
                        f"recommended: {barred[fastest]}.")
         return replace(rec, reason=reason, measured_pick=here.variant)
     return here
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"

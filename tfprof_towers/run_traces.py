@@ -9,15 +9,19 @@ host file name -> task, written by the capture of a cluster variant); ``run.json
 topology kind.  A variant whose logdir holds one trace per task is analysed as one trace
 of all its hosts (:mod:`tfprof_towers.trace.hosts`), each host's devices named with its task.
 
-``analyze_run_dir(run_dir, variant)`` analyses one variant; ``analyze_path(path, run)``
-takes a run directory (``run`` = variant) or a trace file / logdir (``run`` = profile run),
-as ``tfprof-towers analyze`` does.  Never imports TensorFlow.
+``analyze_run_dir(run_dir, variant)`` analyses one variant, reading its record and ``run.json``;
+``analyze_logdir(logdir, RunContext.of(record, kind))`` one whose record the caller holds already
+(the report's pipeline, which has read every record once); ``analyze_path(path, run)`` takes a run
+directory (``run`` = variant) or a trace file / logdir (``run`` = profile run), as
+``tfprof-towers analyze`` does.  Never imports TensorFlow.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from .errors import TraceError
 from .rundir import RunDir, is_run_dir, read_json
@@ -34,6 +38,35 @@ class RunContext:
     kind: str | None
     host_tasks: dict[str, str] | None = None  # host file name -> task (cluster variants)
 
+    @classmethod
+    def of(cls, record: Mapping[str, Any] | None, kind: str | None) -> RunContext:
+        """From a variant's record document (its placement's nodes and edges, its ``host_tasks``) and
+        the run's topology kind; ``record`` None: a variant without one."""
+        nodes: dict[str, str | list[str]] = {}
+        edges: dict[str, int] | None = None
+        host_tasks: dict[str, str] | None = None
+        if record is not None:
+            placement = record.get("placement") or {}
+            for n in placement.get("nodes") or []:
+                if isinstance(n, dict) and n.get("name") and n.get("device"):
+                    name, dev = str(n["name"]), str(n["device"])
+                    seen = nodes.get(name)
+                    if seen is None or seen == dev:
+                        nodes[name] = dev
+                    else:  # the same node on several tasks of a cluster
+                        devices = seen if isinstance(seen, list) else [seen]
+                        nodes[name] = devices if dev in devices else [*devices, dev]
+            if placement.get("edges") is not None:
+                edges = {
+                    str(e["edge"]): int(e.get("bytes") or 0)
+                    for e in placement["edges"]
+                    if isinstance(e, dict) and e.get("edge")
+                }
+            tasks = record.get("host_tasks")
+            if isinstance(tasks, dict):
+                host_tasks = {str(k): str(v) for k, v in tasks.items() if v}
+        return cls(nodes, edges, kind, host_tasks)
+
 
 def run_context(run_dir: Path, variant: str) -> RunContext:
     """Node -> device, edge bytes and topology kind from ``run.json`` and the variant's record."""
@@ -42,31 +75,15 @@ def run_context(run_dir: Path, variant: str) -> RunContext:
     if rd.run_json.is_file():
         topo = (read_json(rd.run_json) or {}).get("topology") or {}
         kind = topo.get("kind") if isinstance(topo, dict) else None
-    nodes: dict[str, str | list[str]] = {}
-    edges: dict[str, int] | None = None
-    host_tasks: dict[str, str] | None = None
-    if rd.record_json(variant).is_file():
-        record = read_json(rd.record_json(variant)) or {}
-        placement = record.get("placement") or {}
-        for n in placement.get("nodes") or []:
-            if isinstance(n, dict) and n.get("name") and n.get("device"):
-                name, dev = str(n["name"]), str(n["device"])
-                seen = nodes.get(name)
-                if seen is None or seen == dev:
-                    nodes[name] = dev
-                else:  # the same node on several tasks of a cluster
-                    devices = seen if isinstance(seen, list) else [seen]
-                    nodes[name] = devices if dev in devices else [*devices, dev]
-        if placement.get("edges") is not None:
-            edges = {
-                str(e["edge"]): int(e.get("bytes") or 0)
-                for e in placement["edges"]
-                if isinstance(e, dict) and e.get("edge")
-            }
-        tasks = record.get("host_tasks")
-        if isinstance(tasks, dict):
-            host_tasks = {str(k): str(v) for k, v in tasks.items() if v}
-    return RunContext(nodes, edges, kind, host_tasks)
+    record = (read_json(rd.record_json(variant)) or {}) if rd.record_json(variant).is_file() else None
+    return RunContext.of(record, kind)
+
+
+def analyze_logdir(logdir: Path, ctx: RunContext, label: str = "", notes: tuple[str, ...] = ()) -> Analysis:
+    """Analyse one variant's logdir (all its hosts together) with what its run record adds."""
+    trace = load_hosts(logdir, node_devices=ctx.node_devices, tasks=ctx.host_tasks)
+    trace = replace(trace, notes=notes + trace.notes)
+    return analyze_trace(trace, ctx.kind, ctx.edge_bytes, label=label)
 
 
 def analyze_run_dir(
@@ -94,10 +111,9 @@ def analyze_run_dir(
             f"choose one of: {', '.join(with_trace)}"
         )
     ctx = run_context(rd.root, variant)
-    tasks = host_tasks if host_tasks is not None else ctx.host_tasks
-    trace = load_hosts(rd.logdir(variant), node_devices=ctx.node_devices, tasks=tasks)
-    trace = replace(trace, notes=notes + trace.notes)
-    return analyze_trace(trace, ctx.kind, ctx.edge_bytes, label=variant)
+    if host_tasks is not None:
+        ctx = replace(ctx, host_tasks=host_tasks)
+    return analyze_logdir(rd.logdir(variant), ctx, variant, notes)
 
 
 def analyze_path(path: Path | str, run: str | None = None) -> Analysis:

@@ -1,8 +1,8 @@
 """Advice rules that know the ``tf.distribute`` strategies and their cross-device ops.
 
-Registered in :data:`tfprof_towers.advise.RULES` (their :class:`~tfprof_towers.advise.Rule`
+Registered in :data:`tfprof_towers.advise.RULES` (their :class:`~tfprof_towers.findings.Rule`
 entries, parameters and needs are there); each check takes the rule and one
-variant's :class:`~tfprof_towers.advise.Facts` and returns a finding or ``None``.
+variant's :class:`~tfprof_towers.findings.Facts` and returns a finding or ``None``.
 
 * ``staged_allreduce`` -- a ring all-reduce (NCCL, or TensorFlow's collective ring) where
   the hardware profile says the accelerators have no peer path: every ring step is
@@ -25,13 +25,11 @@ the profile's links, and says which.  No TensorFlow; plain mappings in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .audit import link_model
+from .findings import Facts, Finding, Rule
 from .fmt import fmt_bytes, fmt_seconds
-
-if TYPE_CHECKING:
-    from .advise import Facts, Finding, Rule
 
 CENTRAL_STORAGE = "CentralStorageStrategy"
 REDUCE_TO_ONE = "ReductionToOneDevice"
@@ -104,18 +102,13 @@ def _projected_text(f: Facts, names: tuple[str, ...]) -> str:
 
 def _severity(rule: Rule, f: Facts, seconds: float) -> tuple[str, float | None]:
     """The rule's tier, raised to medium when ``seconds`` is a large share of the variant's projected step."""
-    from .advise import MEDIUM
-
     own = projected(f, (f.name,))
     share = seconds / own[0][1] if own and own[0][1] > 0 else None
-    medium = share is not None and share >= rule.param("medium_at_share")
-    return (MEDIUM if medium else rule.severity), share
+    return rule.medium_at(share, "medium_at_share"), share
 
 
 def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
     """A ring all-reduce where the profile's accelerators have no peer path."""
-    from .advise import Finding
-
     prof = profile(f)
     payload, n, kernels = allreduce(f)
     if prof is None or prof["peer"].get("kind") != "staged" or n < rule.param("min_replicas") or payload <= 0:
@@ -149,8 +142,6 @@ def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
 
 def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
     """Gradients summed on the host although the profile links the accelerators directly."""
-    from .advise import Finding
-
     s, prof = strategy(f), profile(f)
     n = int(s.get("replicas") or 1)
     if (prof is None or prof["peer"].get("kind") != "direct" or s.get("cross_device_ops") != REDUCE_TO_ONE
@@ -186,8 +177,6 @@ def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
 
 def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
     """CentralStorageStrategy: every accelerator pulls every variable from the host each step."""
-    from .advise import MEDIUM, Finding
-
     if strategy(f).get("strategy") != CENTRAL_STORAGE or not f.audit:
         return None
     pulls, used = f.audit["variable_pulls"], f.accelerators_used
@@ -209,8 +198,7 @@ def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
         f"({host_ops} op{'' if host_ops == 1 else 's'}); "
         f"modeled at {model.name}: {fmt_seconds(modeled)} per step on {worst}'s link"
     )
-    step = f.entry["step_time_s"].get("median")
-    share = modeled / step if (step and f.topology.get("kind") == "gpu") else None
+    share = f.share_of_step(modeled)
     suggestion = (
         "Suggestion: `tf.distribute.MirroredStrategy` keeps a copy of the variables on every accelerator, "
         "so only the gradients cross, once per step (the `mirrored` variant; `mirrored_reduce_host` where "
@@ -219,5 +207,5 @@ def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
     )
     evidence = {"pulls_per_accelerator": pulling, "gradients_back": back, "tensors": pulls["tensors"],
                 "host_ops": host_ops, "modeled_s": {model.key: modeled}, "modeled_share_of_step": share}
-    medium = share is not None and share >= rule.param("medium_at_modeled_share")
-    return Finding(rule.name, MEDIUM if medium else rule.severity, f.name, msg, suggestion, evidence, ())
+    severity = rule.medium_at(share, "medium_at_modeled_share")
+    return Finding(rule.name, severity, f.name, msg, suggestion, evidence, ())

@@ -237,7 +237,6 @@ def variant_entry(record: VariantRecord, batch: int | None, topology: Topology |
         grad_norm=None if math is None else math.grad_norm,
         transfers=tuple(placement.get("transfers") or ()),
         xplane_files=record.xplane_files or (),
-        cluster=record.cluster,
     )
 
 

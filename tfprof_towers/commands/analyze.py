@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..categories import IDLE_SPLIT
 from ..errors import TowersError
 from ..rundir import json_text
 
@@ -85,9 +86,6 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
             out.write("  ".join("-" * w for w in widths) + "\n")
 
 
-IDLE_LABELS = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other"}
-
-
 def _idle_table(devices: dict[str, Any], steps: int, out: TextIO) -> None:
     """Each accelerator's idle time per step and its split (host wait, kernel wait, other)."""
     split = {name: d for name, d in devices.items() if d.get("idle_split") is not None}
@@ -98,11 +96,11 @@ def _idle_table(devices: dict[str, Any], steps: int, out: TextIO) -> None:
         "a gap was launched after the device ran out of work; kernel wait: short gaps between work "
         "launched in time; other: the rest):\n"
     )
-    rows = [["device", "idle", *IDLE_LABELS.values()]]
+    rows = [["device", "idle", *IDLE_SPLIT.values()]]
     for name, d in split.items():
         idle = d["wall"].get("idle", 0.0)
         cells = [name, _fmt_s(idle / steps)]
-        for k in IDLE_LABELS:
+        for k in IDLE_SPLIT:
             s = d["idle_split"].get(k, 0.0)
             cells.append(f"{_fmt_s(s / steps)} {100.0 * s / idle if idle else 0.0:4.1f}%")
         rows.append(cells)

@@ -15,7 +15,7 @@ from .. import registry
 from ..cli import add_command
 from ..config import PRESETS, VariantSpec, get_preset, parse_variant_names
 from ..errors import EXIT_NOTHING_PROJECTED, TowersError
-from ..pipeline import finish_run
+from ..fmt import fmt_step
 from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
 from ..project.hardware import BUILDS, builtin_names
 from ..records import RunDoc, load_run
@@ -92,7 +92,7 @@ def _project_cluster_run(args: argparse.Namespace, run_dir: RunDir, cluster: Any
     doc = project_cluster(hw.with_host_build(args.host_build) if args.host_build else hw, preset,
                           *cluster_size(cluster))
     write_json(run_dir.root / PROJECTION_JSON, doc)
-    finish_run(run_dir)
+    _rerender(run_dir)
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
     else:
@@ -129,12 +129,20 @@ def run(args: argparse.Namespace) -> int:
     doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
     if run_dir is not None:
         write_json(run_dir.root / PROJECTION_JSON, doc)
-        finish_run(run_dir)  # the report's "measured vs projected" section shows it
+        _rerender(run_dir)  # the report's "measured vs projected" section shows it
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
     else:
         print_projection(doc, run_dir)
     return 0 if doc["ranking"] else EXIT_NOTHING_PROJECTED
+
+
+def _rerender(run_dir: RunDir) -> None:
+    """summary.json and report.html again, with the projection just written (the analysis side,
+    pandas included, is imported only here: a projection without RUN_DIR never needs it)."""
+    from ..pipeline import finish_run
+
+    finish_run(run_dir)
 
 
 def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec, ...]:
@@ -147,10 +155,6 @@ def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec
     if run is not None:
         return run_variants(run)
     return tuple(VariantSpec.builtin(n) for n in registry.BUILTIN_NAMES)
-
-
-def _time(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
 
 def projection_table(doc: dict[str, Any], baseline: str | None = None) -> Table:
@@ -169,7 +173,7 @@ def projection_table(doc: dict[str, Any], baseline: str | None = None) -> Table:
         s = e["projected_step_s"]
         speed = f"{base / s['overlapped']:.2f}x" if base else "-"
         b = e["bottleneck"]
-        t.add_row(str(e["rank"]), escape(name), _time(s["overlapped"]), _time(s["serial"]), speed,
+        t.add_row(str(e["rank"]), escape(name), fmt_step(s["overlapped"]), fmt_step(s["serial"]), speed,
                   escape(f"{b['text']} ({b['share']:.0%} of step)"))
     for e in doc["variants"]:
         if "error" in e:

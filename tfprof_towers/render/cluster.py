@@ -40,15 +40,11 @@ def cluster_views(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         c = e.get("cluster")
         if not c:
             continue
-        capture = c.get("capture") or {}
         attempts = list(c.get("attempts") or ())
         out.append({
             "name": e["name"], "status": e["status"], "error": e.get("error"), "family": c.get("family"),
-            "mode": _mode(c), "loopback": bool(c.get("loopback")), "failed_task": c.get("failed_task"),
-            "tasks": [{**t, "short": str(t.get("task"))} for t in c.get("tasks") or ()],
+            "mode": _mode(c), "failed_task": c.get("failed_task"), "tasks": list(c.get("tasks") or ()),
             "attempts": attempts if len(attempts) > 1 or e["status"] != "ok" else [],
-            "capture_ms": capture.get("duration_ms"), "files": len(capture.get("files") or ()),
-            "host_tasks": sorted((c.get("host_tasks") or {}).items()),
             "network": list(c.get("network") or ()), "network_note": c.get("network_note") or "",
             "grid": step_grid(c.get("steps") or ()), "stragglers": list(c.get("stragglers") or ()),
             "params": c.get("straggler_params") or {}, "notes": [str(n) for n in c.get("notes") or ()],

@@ -45,15 +45,8 @@ def environment() -> jinja2.Environment:
         extensions=["jinja2.ext.do"],
     )
     env.filters.update(FILTERS)
-    env.filters["short_source"] = short_source
     env.globals["assets"] = assets
     return env
-
-
-def short_source(label: str) -> str:
-    """``"/a/b/train.py:57"`` -> ``"train.py:57"``."""
-    path, _, line = str(label).rpartition(":")
-    return f"{Path(path).name}:{line}" if path else str(label)
 
 
 @lru_cache(maxsize=1)
@@ -106,7 +99,7 @@ def idle_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(split, Mapping):
                 continue
             rows.append({"variant": v["name"], "device": dev, "idle": (d.get("wall") or {}).get("idle"),
-                         **{k: split.get(k) for k in ("host_wait", "kernel_wait", "other")}})
+                         **{k: split.get(k) for k in categories.IDLE_SPLIT}})
     return rows
 
 
@@ -172,7 +165,6 @@ def view_model(
             "matrix": transfer_matrix(v, topology),
             "tensorboard": tensorboard_command(run_root, v["name"]),
             "chrome_trace": v.get("chrome_trace"),
-            "findings": [f for f in findings if f["variant"] == v["name"]],
             "timeline_id": _dom_id(v["name"]),
             "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
         })
