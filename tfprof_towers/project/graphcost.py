@@ -54,7 +54,7 @@ def tensor_nbytes(t: Any) -> int:
 
 
 def executed_ops(fetches: Any) -> list[Any]:
-    """Every op a ``Session.run(fetches)`` executes, in a topological order."""
+    """Every op a ``Session.run(fetches)`` executes, in a topological order (the same every time)."""
     import tensorflow as tf
 
     roots = [f if isinstance(f, tf.Operation) else f.op for f in tf.nest.flatten(fetches)]
@@ -70,7 +70,9 @@ def executed_ops(fetches: Any) -> list[Any]:
             continue
         seen[op.name] = op
         stack.append((op, True))
-        for dep in list(op.control_inputs) + [t.op for t in op.inputs]:
+        # control inputs by name: a tf.function's come in no fixed order (automatic control
+        # dependencies), and the order of ops decides the model's ties
+        for dep in sorted(op.control_inputs, key=lambda o: o.name) + [t.op for t in op.inputs]:
             if dep.name not in seen:
                 stack.append((dep, False))
     return order
