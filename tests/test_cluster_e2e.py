@@ -185,13 +185,8 @@ def test_a_port_already_taken(tmp_path: Path) -> None:
 def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
     """``worker --cluster C --task T --run-dir R`` on each 'machine' (here, processes started by hand, before
     the driver), and ``profile --cluster C --out R``: the path a real cluster takes."""
-    ports = free_ports(2)
-    spec = tmp_path / "cluster.json"
-    spec.write_text(json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]}))
+    spec, workers = start_by_hand(tmp_path, 2)
     run = tmp_path / "run"
-    workers = [subprocess.Popen([*TOOL, "worker", "--cluster", str(spec), "--task", f"worker:{i}",
-                                 "--run-dir", str(run)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, cwd=tmp_path) for i in range(2)]
     try:
         code, text = profile(run, "--cluster", str(spec))
         assert code == 0, text
@@ -203,5 +198,65 @@ def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
     rec = record(run, "multi_worker")
     assert rec["status"] == "ok" and rec["cluster"]["attached"] is True
     assert len(rec["xplane_files"]) == 2
-    assert json.loads((run / "attach.json").read_text()) == {"attempt": "variants/multi_worker/attempt-1"}
+    assert json.loads((run / "attach.json").read_text()) == {"attempt": "variants/multi_worker/attempt-1",
+                                                              "final": True}
+    no_process_left(run)
+
+
+def start_by_hand(tmp_path: Path, n: int) -> tuple[Path, list[subprocess.Popen]]:
+    ports = free_ports(n)
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]}))
+    workers = [subprocess.Popen([*TOOL, "worker", "--cluster", str(spec), "--task", f"worker:{i}",
+                                 "--run-dir", str(tmp_path / "run")], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for i in range(n)]
+    return spec, workers
+
+
+def test_a_hand_started_task_that_crashes_in_the_profiler_joins_the_next_attempt(tmp_path: Path) -> None:
+    """The `worker` process outlives its attempt's child: it marks the crash (the driver names it at
+    once and retries, as on loopback) and joins attempt 2; the crash is injected in attempt 1 only."""
+    spec, workers = start_by_hand(tmp_path, 2)
+    run = tmp_path / "run"
+    try:
+        code, text = profile(run, "--cluster", str(spec), env={FAULTS: '{"worker:1": "abort@wait_peers#1"}'})
+        assert code == 0, text
+        outputs = [w.communicate(timeout=60)[0] for w in workers]
+        assert [w.returncode for w in workers] == [0, 0], outputs
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    rec = record(run, "multi_worker")
+    assert rec["status"] == "ok" and rec["cluster"]["attached"] is True
+    first, second = rec["cluster"]["attempts"]
+    assert first["failed_task"] == "worker:1" and second["status"] == "ok"
+    assert first["error"].startswith("worker:1 killed by SIGABRT"), first["error"]
+    assert first["retry"] == "a task crashed while the profiler collected its trace"
+    assert "attempt-1 ended (killed by SIGABRT)" in outputs[1] and "attempt-2 ended (ok)" in outputs[1]
+    assert json.loads((run / "attach.json").read_text()) == {"attempt": "variants/multi_worker/attempt-2",
+                                                              "final": True}
+    no_process_left(run)
+
+
+def test_a_hand_started_task_leaves_when_the_driver_gives_up(tmp_path: Path) -> None:
+    """A crash in the step is not retried: the driver marks its attempt final and the workers leave
+    with the failure's exit code instead of waiting for another."""
+    spec, workers = start_by_hand(tmp_path, 2)
+    run = tmp_path / "run"
+    try:
+        code, text = profile(run, "--cluster", str(spec),
+                             env={FAULTS: '{"worker:1": "segv@profiled_step_1"}'})
+        assert code == 4, text
+        t0 = time.monotonic()
+        codes = [w.wait(timeout=60) for w in workers]
+        assert time.monotonic() - t0 < 30 and all(c != 0 for c in codes), codes
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    rec = record(run, "multi_worker")
+    assert rec["error"].startswith("worker:1 killed by SIGSEGV"), rec["error"]
+    assert len(rec["cluster"]["attempts"]) == 1
+    assert rec["cluster"]["tasks"][1]["exit"] == "remote: killed by SIGSEGV"
     no_process_left(run)

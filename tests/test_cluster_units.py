@@ -234,6 +234,61 @@ def test_a_crash_after_the_steps_is_the_profilers_and_is_retried(tmp_path: Path,
     assert out.retry == "a task crashed while the profiler collected its trace"
 
 
+def test_a_hand_started_task_whose_worker_marked_its_crash_is_named_and_retried(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """On a real cluster the driver has no process of the task: its ``worker`` marks how the child
+    ended, and the child's output is in the attempt's task folder."""
+    from tfprof_towers.capture.cluster_doc import task_dir
+    from tfprof_towers.capture.cluster_worker import mark_for_child
+
+    monkeypatch.setattr("tfprof_towers.capture.cluster_watch.FAILURE_GRACE_S", 0.0)
+    a = attempt(tmp_path, {})
+    w0, w1 = TaskId("worker", 0), TaskId("worker", 1)
+    a.coord.mark(w0, "failed", error="UnavailableError during wait_release: Socket closed",
+                 stage="wait_release")
+    for t in ("started", "imported", "strategy", "server_up", "ready", "tracing", "done"):
+        a.coord.mark(w1, t)
+    task_dir(tmp_path, w1).mkdir(parents=True)
+    (task_dir(tmp_path, w1) / "stderr.txt").write_text("double free or corruption (out)\n")
+    mark_for_child(a.coord, w1, supervise.Ended(returncode=-6))
+    assert a.coord.read(w1, "failed")["signal"] == 6 and a.coord.has(w1, "left")
+    out = root_cause(a, a.coord, [])
+    assert out.failed_task == "worker:1"
+    assert out.error.startswith("worker:1 killed by SIGABRT after its profiled steps (TensorFlow 2.21's")
+    assert out.retry == "a task crashed while the profiler collected its trace"
+
+
+def test_a_hand_started_task_joins_each_attempt_once_and_never_a_final_one(tmp_path: Path) -> None:
+    from tfprof_towers.capture.cluster_worker import Pointer, next_attempt
+
+    run = tmp_path / "run"
+    for k in (1, 2):
+        (run / f"a{k}").mkdir(parents=True)
+        (run / f"a{k}" / "spec.json").write_text("{}")
+    pointer = run / "attach.json"
+    pointer.write_text(json.dumps({"attempt": "a1", "final": True}))  # a previous run's: not joined
+    assert next_attempt(run, None, 0.2) is None
+    pointer.write_text(json.dumps({"attempt": "a1"}))
+    assert next_attempt(run, None, 0.2) == Pointer("a1")
+    assert next_attempt(run, "a1", 0.2) is None  # no word from the driver yet: give up after the wait
+    pointer.write_text(json.dumps({"attempt": "a2"}))
+    assert next_attempt(run, "a1", 0.2) == Pointer("a2")
+    pointer.write_text(json.dumps({"attempt": "a2", "final": True}))
+    t0 = time.monotonic()
+    assert next_attempt(run, "a2", 30.0) is None and time.monotonic() - t0 < 5  # told: leave now
+    pointer.write_text(json.dumps({"attempt": "a3"}))  # named before its spec.json is written
+    assert next_attempt(run, "a2", 0.2) is None
+
+
+def test_faults_for_one_attempt_only(monkeypatch) -> None:
+    from tfprof_towers.capture.families.cluster import attempt_faults
+
+    monkeypatch.setenv("TFPROF_TOWERS_CLUSTER_FAULTS", json.dumps(
+        {"worker:1": "abort@wait_peers#1", "worker:0": "segv@imported", "ps:0": "port_taken"}))
+    assert attempt_faults(1) == {"worker:1": "abort@wait_peers", "worker:0": "segv@imported"}
+    assert attempt_faults(2) == {"worker:0": "segv@imported"}
+
+
 def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr("tfprof_towers.capture.cluster_watch.FAILURE_GRACE_S", 0.0)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": None})

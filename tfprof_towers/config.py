@@ -147,7 +147,7 @@ class ClusterOptions:
     workers: int = 0
     ps: int = 0
     file: str | None = None
-    attempts: int = 3  # loopback attempts (fresh ports each); an attached cluster gets one
+    attempts: int = 3  # attempts when another may succeed (loopback: fresh ports each)
 
     @property
     def attached(self) -> bool:

@@ -4,9 +4,9 @@ The same entry point serves the loopback run (the driver, :mod:`.families.cluste
 starts one per task) and a real cluster (started by hand on each machine).  A task
 needs the cluster spec, its own task name and the attempt directory holding
 ``spec.json`` (:class:`.cluster_doc.TaskSpec`); it exchanges progress markers there
-(:mod:`.coord`) and writes ``tasks/<job>-<i>/record.json``.  A task started before
-the driver wrote ``spec.json`` waits for it (bounded); ``R`` may also be the run
-directory of ``profile --cluster``, whose ``attach.json`` names the attempt.
+(:mod:`.coord`) and writes ``tasks/<job>-<i>/record.json``.  On a real cluster ``R`` is
+the run directory of ``profile --cluster``: :mod:`.cluster_worker` then serves each
+attempt its ``attach.json`` names, running this module's :func:`run_task` in a child.
 
 * ``multi_worker``: every worker builds ``MultiWorkerMirroredStrategy`` (RING on CPUs,
   NCCL where it has GPUs), calls the step twice under graph collection (placement, the
@@ -46,13 +46,10 @@ from typing import Any
 
 from .. import textcap
 from ..errors import TowersError
-from .cluster_doc import ATTACH_JSON, MULTI_WORKER, SPEC_JSON, TaskSpec, task_dir
+from .cluster_doc import MULTI_WORKER, SPEC_JSON, TaskSpec, task_dir
 from .clusterspec import Cluster, ClusterError, TaskId
 from .coord import Coord, CoordTimeout, write_marker
 from .families import Phases, import_tensorflow
-
-#: How long a task waits for ``spec.json`` when started before the driver wrote it.
-SPEC_WAIT_S = 300.0
 
 
 @dataclass
@@ -390,27 +387,6 @@ def error_line(exc: BaseException, limit: int = 300) -> str:
     return textcap.one_line(" ".join(keep), limit) or type(exc).__name__
 
 
-def resolve_attempt_dir(run_dir: Path, wait_s: float = SPEC_WAIT_S) -> Path:
-    """The folder holding ``spec.json``: ``run_dir`` itself, or the attempt its ``attach.json`` names
-    (``profile --cluster`` writes it); waits for either, bounded."""
-    end = time.monotonic() + wait_s
-    while True:
-        if (run_dir / SPEC_JSON).is_file():
-            return run_dir
-        pointer = run_dir / ATTACH_JSON
-        if pointer.is_file():
-            try:
-                target = run_dir / str(json.loads(pointer.read_text(encoding="utf-8"))["attempt"])
-            except (OSError, ValueError, KeyError, TypeError):
-                target = None
-            if target is not None and (target / SPEC_JSON).is_file():
-                return target
-        if time.monotonic() > end:
-            raise ClusterError(f"{run_dir}: no {SPEC_JSON} (nor {ATTACH_JSON}) after {wait_s:g} s; start "
-                               "`tfprof-towers profile --cluster ... --out` with this folder first")
-        time.sleep(0.1)
-
-
 def read_spec(attempt_dir: Path) -> TaskSpec:
     from ..rundir import read_json
 
@@ -439,7 +415,7 @@ def run_task(cluster_path: str, task: str, run_dir: str) -> int:
     cluster = Cluster.load(cluster_path)
     me = TaskId.parse(task)
     cluster.address(me)
-    adir = resolve_attempt_dir(Path(run_dir))
+    adir = Path(run_dir)  # the attempt folder (a run directory is served by cluster_worker)
     spec = read_spec(adir)
     coord = Coord(adir)
     tdir = task_dir(adir, me)

@@ -54,6 +54,8 @@ POLL_S = 0.05
 #: (``SplitEventTracker::FindStartAndMerge``; the README's "Known problems").
 PROFILER_CRASH = ("munmap_chunk(): invalid pointer", "double free or corruption", "free(): invalid pointer",
                   "malloc(): ", "corrupted size vs. prev_size")
+#: The retry reason of a port taken before TensorFlow bound it (loopback: fresh ports help).
+PORT_RETRY = "a port was taken"
 PORT_TAKEN = ("Could not start gRPC server", "Failed to add port to server", "Address already in use")
 
 
@@ -250,7 +252,7 @@ def _check_capture(a: Attempt, coord: Coord) -> Outcome | None:
     if missing:
         time.sleep(FAILURE_GRACE_S)  # the task that lost its trace usually dies now: name its crash
         crashed = [n for n, p in a.procs.items() if n != CAPTURE and p.poll() is not None and not p.poll().ok]
-        if crashed:
+        if crashed or any(_crashed(a, str(t)) for t in a.tasks):
             return root_cause(a, coord, [])
         return Outcome(f"no trace from {', '.join(missing)} although the profiler client reported success",
                        missing[0], retry="a trace file was missing")
@@ -305,14 +307,16 @@ def describe(a: Attempt, coord: Coord, name: str) -> str:
     parts = [name]
     if p is not None and p.poll() is not None and not (p.poll().ok):
         parts.append(exit_reason(p.poll()))
+    elif p is None and doc.get("exit"):  # a hand-started task's child, as its worker process saw it end
+        parts.append(str(doc["exit"]))
     stage = doc.get("stage") or _last_stage(a, name)
     error = doc.get("error")
     if error:
         parts.append(f": {error}")
     elif stage and name != CAPTURE:
         parts.append(f"during {stage}")
-    elif name != CAPTURE:
-        parts.append(where(coord, TaskId.parse(name)))
+    elif name != CAPTURE:  # where it was: as its worker process saw it die, or from its markers
+        parts.append(str(doc.get("progress") or where(coord, TaskId.parse(name))))
     hint = _hint(a, name)
     if hint:
         parts.append(f"({hint})")
@@ -336,8 +340,15 @@ def _task_record_doc(a: Attempt, name: str) -> dict[str, Any] | None:
 
 
 def _stderr(a: Attempt, name: str) -> str:
+    """The end of a process's output: ours, or a hand-started task's (its worker writes it into the
+    attempt's task folder, :mod:`.cluster_worker`)."""
     p = a.procs.get(name)
-    return textcap.read_tail(p.command.stderr_path) if p is not None else ""
+    if p is not None:
+        return textcap.read_tail(p.command.stderr_path)
+    if name == CAPTURE:
+        return ""
+    path = task_dir(a.folder, TaskId.parse(name)) / "stderr.txt"
+    return textcap.read_tail(path) if path.is_file() else ""
 
 
 def _hint(a: Attempt, name: str) -> str | None:
@@ -350,8 +361,11 @@ def _hint(a: Attempt, name: str) -> str | None:
 
 
 def _crashed(a: Attempt, name: str) -> bool:
+    """Killed by a signal: a process of ours, or a hand-started task whose worker marked the signal."""
     p = a.procs.get(name)
-    e = p.poll() if p is not None else None
+    if p is None:
+        return name != CAPTURE and _marker(coord=a.coord, name=name).get("signal") is not None
+    e = p.poll()
     return e is not None and (e.returncode or 0) < 0
 
 
@@ -395,7 +409,7 @@ def root_cause(a: Attempt, coord: Coord, early: Sequence[str]) -> Outcome:
     names = [str(t) for t in a.tasks]
     failed = [n for n in names if coord.has(TaskId.parse(n), "failed")
               or (n in a.procs and a.procs[n].poll() is not None and not a.procs[n].poll().ok)]
-    crashed = [n for n in failed if n in a.procs and (a.procs[n].poll().returncode or 0) < 0]
+    crashed = [n for n in failed if _crashed(a, n)]
     for n in crashed:
         return _outcome(a, coord, n)
     for n in failed:
@@ -426,7 +440,7 @@ def _outcome(a: Attempt, coord: Coord, name: str) -> Outcome:
     text = describe(a, coord, name)
     retry = None
     if any(m in _stderr(a, name) for m in PORT_TAKEN):
-        retry = "a port was taken"
+        retry = PORT_RETRY
     elif _collection_crash(a, name):
         retry = "a task crashed while the profiler collected its trace"
     return Outcome(text, name, retry)
@@ -477,14 +491,13 @@ def task_rows(a: Attempt, records: Mapping[str, TaskRecord], outcome: Outcome) -
         row: dict[str, Any] = {
             "task": name, "address": a.cluster.address(t), "status": status,
             "pid": p.pid if p is not None else (rec.pid if rec else None),
-            "exit": exit_reason(e) if p is not None else ("remote: " + ("left" if coord.has(t, "left") else
-                                                                         "not seen leaving")),
+            "exit": exit_reason(e) if p is not None else "remote: " + (
+                str(marker.get("exit") or "left") if coord.has(t, "left") else "not seen leaving"),
             "returncode": e.returncode if e is not None else None,
             "stage": (rec.stage if rec else None) or marker.get("stage"),
             "error": (rec.error if rec else None) or marker.get("error"),
             "progress": least_progress(coord, [t])[1],
-            "stderr_tail": textcap.file_tail(p.command.stderr_path) if p is not None and status != "ok"
-            else "",
+            "stderr_tail": textcap.tail_text(_stderr(a, name)) if status != "ok" else "",
         }
         if rec is not None:
             row["phases_s"] = dict(rec.phases_s)

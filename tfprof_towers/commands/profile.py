@@ -166,7 +166,7 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions | None:
         from ..capture.clusterspec import Cluster
 
         Cluster.load(file)  # a bad file fails here, in one line, before anything runs
-        return ClusterOptions(file=str(Path(file).resolve()), attempts=1)
+        return ClusterOptions(file=str(Path(file).resolve()))
     if workers is None:
         raise VariantError("--ps M adds the parameter_server variant to a cluster run: give --workers N too")
     total = workers + (ps or 0) + (1 if ps else 0)

@@ -29,13 +29,25 @@ def run(args: argparse.Namespace) -> int:
     TF_CONFIG, builds the variant's strategy and step, runs and profiles it when the
     profiler client traces every task, writes its record into DIR and leaves.  DIR
     must be a folder every machine can read and write (an NFS mount, for example):
-    the tasks write their traces and progress markers there.  Exit code 0 when the
+    the tasks write their traces and progress markers there.  Each attempt runs in a
+    child process whose output goes to the attempt's tasks/JOB-I/stderr.txt; when an
+    attempt fails in a way another may not (TensorFlow's profiler crashing a task, a
+    trace missing), the task joins the driver's next attempt.  Exit code 0 when the
     task finished, 3 when it failed (its record says why), 124 when it passed its
-    own deadline.
+    own deadline, 130/143 when interrupted.
     """
+    from pathlib import Path
+
+    from ..capture.cluster_doc import SPEC_JSON
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / SPEC_JSON).is_file():  # a run directory: serve the attempts its driver names
+        from ..capture.cluster_worker import serve
+
+        return serve(args.cluster, args.task, run_dir)
     from ..capture.child import exit_now
     from ..capture.cluster_task import run_task
 
-    code = run_task(args.cluster, args.task, args.run_dir)
+    code = run_task(args.cluster, args.task, args.run_dir)  # one attempt, in this process
     exit_now(code)  # no TensorFlow teardown (its coordination service would wait for its peers)
     return code

@@ -5,10 +5,11 @@ child it plans the cluster (``--workers N [--ps M]``: every task on 127.0.0.1 at
 free a moment before; ``--cluster FILE``: the given tasks, started by hand on their
 machines with ``tfprof-towers worker``), writes the attempt's ``cluster.json`` and
 ``spec.json``, starts every task and the profiler client under :mod:`..supervise` and
-watches them (:mod:`..cluster_watch`).  A failed loopback attempt is retried with fresh
-ports when another attempt may succeed (a port taken meanwhile, TensorFlow 2.21's
-profiler crashing a task while it collects, a trace missing, a capture window too
-short: the next one is twice as long); a failure of the step itself is not.
+watches them (:mod:`..cluster_watch`).  A failed attempt is retried when another may
+succeed (TensorFlow 2.21's profiler crashing a task while it collects, a trace missing,
+a capture window too short: the next one is twice as long; on loopback, with fresh
+ports, a port taken meanwhile); a failure of the step itself is not.  Hand-started
+tasks join each attempt ``RUN_DIR/attach.json`` names (:mod:`..cluster_worker`).
 
 On success the attempt's traces (one ``<host>_<port>.xplane.pb`` per task) move into the
 variant's TensorBoard log directory, where TensorBoard's Profile tab shows them as the
@@ -41,7 +42,7 @@ from ...config import ClusterOptions
 from ...records import OK, ChildSpec, MathCheck, Timings, Topology
 from ...rundir import write_json
 from ..cluster_doc import ATTACH_JSON, MULTI_WORKER, PARAMETER_SERVER, TaskRecord, TaskSpec, Timeouts, roles
-from ..cluster_watch import Attempt, Outcome, gpu_plan, run_attempt, visible_gpus
+from ..cluster_watch import PORT_RETRY, Attempt, Outcome, gpu_plan, run_attempt, visible_gpus
 from ..clusterspec import Cluster, ClusterError, TaskId, loopback_cluster
 from ..stats import step_stats
 from . import Draft
@@ -111,13 +112,24 @@ def _env_map(name: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def attempt_faults(attempt: int) -> dict[str, str]:
+    """Tests: the faults of :data:`FAULTS_ENV` for this attempt (``kind@point`` in every attempt,
+    ``kind@point#K`` in attempt K only)."""
+    out = {}
+    for task, value in _env_map(FAULTS_ENV).items():
+        fault, _, only = str(value).partition("#")
+        if fault != PORT_FAULT and (not only or only == str(attempt)):
+            out[task] = fault
+    return out
+
+
 def task_spec(spec: ChildSpec, family: str, cluster: Cluster, left_s: float,
-              window_ms: int | None) -> TaskSpec:
+              window_ms: int | None, attempt: int = 1) -> TaskSpec:
     capture, ready = roles(family, cluster.tasks())
     workers = len(cluster.tasks("worker")) if family == PARAMETER_SERVER else len(ready)
     if workers and spec.preset.batch % max(workers, 1):
         raise ClusterError(f"the preset's batch of {spec.preset.batch} does not split over {workers} workers")
-    faults = {k: str(v) for k, v in _env_map(FAULTS_ENV).items() if str(v) != PORT_FAULT}
+    faults = attempt_faults(attempt)
     return TaskSpec(
         family=family, variant=spec.name, preset=spec.preset, warmup=max(spec.warmup, 2), steps=spec.steps,
         profile_steps=spec.profile_steps, capture_tasks=tuple(map(str, capture)),
@@ -143,9 +155,13 @@ def port_held(cluster: Cluster, attempt: int):
             held.close()
 
 
-def write_attach_pointer(run_root: Path, attempt_dir: Path) -> None:
-    """``RUN_DIR/attach.json`` names the attempt, for tasks started with ``--run-dir RUN_DIR``."""
-    write_json(run_root / ATTACH_JSON, {"attempt": str(attempt_dir.relative_to(run_root))})
+def write_attach_pointer(run_root: Path, attempt_dir: Path, final: bool = False) -> None:
+    """``RUN_DIR/attach.json`` names the attempt, for tasks started with ``--run-dir RUN_DIR``
+    (:mod:`..cluster_worker`); ``final`` once the driver will start no other."""
+    doc: dict[str, Any] = {"attempt": str(attempt_dir.relative_to(run_root))}
+    if final:
+        doc["final"] = True
+    write_json(run_root / ATTACH_JSON, doc)
 
 
 def run_attempts(spec: ChildSpec, draft: Draft,
@@ -154,7 +170,7 @@ def run_attempts(spec: ChildSpec, draft: Draft,
     opts = spec.cluster or ClusterOptions()
     deadline = time.monotonic() + budget_s(spec.timeout_s)
     vdir = Path(spec.record).parent
-    tries = 1 if opts.attached else max(1, opts.attempts)
+    tries = max(1, opts.attempts)
     window: int | None = None
     docs: list[dict[str, Any]] = []
     gpus = [] if opts.attached else visible_gpus()
@@ -163,7 +179,7 @@ def run_attempts(spec: ChildSpec, draft: Draft,
         cluster = plan_cluster(opts, family)
         adir = vdir / f"attempt-{k}"
         shutil.rmtree(adir, ignore_errors=True)
-        tspec = task_spec(spec, family, cluster, left, window)
+        tspec = task_spec(spec, family, cluster, left, window, k)
         plan, note = gpu_plan(cluster.tasks(), [TaskId.parse(t) for t in tspec.ready_tasks]
                               if family == MULTI_WORKER else cluster.tasks("worker"), gpus, spec.accelerators)
         a = Attempt(k, adir, cluster, tspec, deadline, opts.attached, gpus={} if opts.attached else plan)
@@ -175,7 +191,12 @@ def run_attempts(spec: ChildSpec, draft: Draft,
         try:
             with port_held(cluster, k):
                 outcome, records, doc = run_attempt(a)
+            last = outcome.error is None or outcome.retry is None or k == tries \
+                or deadline - time.monotonic() < MIN_ATTEMPT_S \
+                or (opts.attached and outcome.retry == PORT_RETRY)  # the same ports: taken again
         except (Stopped, KeyboardInterrupt) as exc:
+            if opts.attached:
+                write_attach_pointer(vdir.parent.parent, adir, final=True)
             docs.append(_read_attempt(a) or {"attempt": k, "status": "failed", "error": "interrupted"})
             draft.cluster = cluster_doc(family, a, docs, {}, None, notes)
             sig = "SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM"
@@ -184,9 +205,9 @@ def run_attempts(spec: ChildSpec, draft: Draft,
                                + (f" ({where})" if where else "")) from None
         docs.append(doc)
         draft.cluster = cluster_doc(family, a, docs, records, outcome, notes)
-        if outcome.error is None or outcome.retry is None or opts.attached:
-            return a, records, outcome
-        if deadline - time.monotonic() < MIN_ATTEMPT_S:
+        if opts.attached and last:
+            write_attach_pointer(vdir.parent.parent, adir, final=True)  # the hand-started tasks may leave
+        if last:
             return a, records, outcome
         if outcome.retry == "the capture window was too short":
             done = (a.coord.read("capture", "done") or {}).get("duration_ms")
