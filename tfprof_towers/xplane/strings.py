@@ -22,7 +22,7 @@ _HASH_M1 = np.uint64(0x9E3779B97F4A7C15)
 _HASH_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 #: _BYTE_MASKS[k]: the low k bytes of a word (k = 0..8).
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
-_ROWS = 1 << 14  # strings hashed per block: a block's words stay in cache
+_ROW_WORDS = 1 << 17  # words hashed per block (strings x words per string): a block stays in cache
 
 
 @cache
@@ -40,17 +40,38 @@ def _column_multipliers(width: int, seed: int) -> np.ndarray:
     return multipliers
 
 
+def _words(buf: Buffer, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
+    """The strings' bytes as ``width`` 8-byte words each, masked to the string (zeros past its end):
+    a [width, strings] array, word j of a string being its bytes 8j .. 8j + 7.
+
+    Each string's ``8 * width`` bytes are copied at once, as one row of a 2-D view of the
+    buffer (numpy copies a row several times faster than it gathers its words one by one);
+    single words, and blocks with a string too near the buffer's end for a whole row, are
+    gathered word by word.
+    """
+    span = 8 * width
+    offsets = np.arange(0, span, 8, dtype=np.int64)[:, None]
+    last = buf.u8.size - span  # the last row start in bounds
+    if width > 1 and start.size and start.max() <= last:
+        rows = np.lib.stride_tricks.as_strided(buf.u8, shape=(last + 1, span), strides=(1, 1))
+        w = np.ascontiguousarray(rows[start].view(np.uint64).T)
+    else:  # words past a string's end are masked out below: load them from its start, in bounds
+        w = buf.u64[start + np.where(offsets < length, offsets, 0)]
+    full = int(length.min()) >> 3 if length.size else 0  # words inside every string: no mask
+    valid = length - offsets[full:]  # bytes of each other word inside its string
+    np.clip(valid, 0, 8, out=valid)
+    w[full:] &= _BYTE_MASKS[valid]
+    return w
+
+
 def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two independent 64-bit hashes of each byte string.
 
-    Strings are hashed as 2-D blocks, one column per string and one row per 8-byte word.
-    A string of 8 bytes or more is covered by words that start inside it -- the last one
-    ends at the string's end, overlapping the one before (and repeats on the rows past the
-    string's own words) -- so no word holds bytes from outside it and none needs masking;
-    shorter ones are masked.  Each word is multiplied by its row's own odd constant and
-    folded (``x ^ x >> 29``); a string's first hash is the wrapping sum of its column, the
-    second the sum with other per-row multipliers -- a handful of whole-array operations
-    per block.
+    Strings are hashed as 2-D blocks, one column per string and one row per 8-byte word
+    (:func:`_words`: zeros past the string's end).  Each word is multiplied by its row's
+    own odd constant and folded (``x ^ x >> 29``); a string's first hash is the wrapping
+    sum of its column and its length times a constant, the second the sum with other
+    per-row multipliers -- a handful of whole-array operations per block.
     """
     n = start.size
     h1 = length.astype(np.uint64) * _HASH_M1
@@ -71,16 +92,10 @@ def _hash_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[n
             continue
         m1 = _column_multipliers(width, 1)[:, None]
         m2 = _column_multipliers(width, 2)[:, None]
-        offsets = np.arange(width, dtype=np.int64)[:, None] * 8
-        for lo in range(0, rows.size, _ROWS):
-            r = rows[lo : lo + _ROWS]
-            s, ln = start[r], length[r]
-            if c == 0:  # up to 8 bytes: one word, masked to the string
-                w = buf.u64[s][None, :] & _BYTE_MASKS[ln][None, :]
-            else:
-                at = np.minimum(offsets, ln - 8)
-                at += s
-                w = buf.u64[at]
+        step = max(1, _ROW_WORDS // width)
+        for lo in range(0, rows.size, step):
+            r = rows[lo : lo + step]
+            w = _words(buf, start[r], length[r], width)
             w *= m1
             w ^= w >> np.uint64(29)
             h1[r] += w.sum(axis=0, dtype=np.uint64)
@@ -100,11 +115,7 @@ def distinct_rows(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[n
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     h1, h2 = _hash_strings(buf, start, length)
-    _, first, inv = np.unique(h1, return_index=True, return_inverse=True)
-    order = np.argsort(first)  # groups in order of first occurrence
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    codes, first = rank[inv.ravel()], first[order]
+    codes, first = _groups(h1)
     if not (h2 == h2[first[codes]]).all():  # a 64-bit collision: compare exactly instead
         seen: dict[bytes, int] = {}
         rows = [buf.u8[s : s + ln].tobytes() for s, ln in zip(start.tolist(), length.tolist())]
@@ -112,6 +123,25 @@ def distinct_rows(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[n
         first = np.full(len(seen), -1, dtype=np.int64)
         first[codes[::-1]] = np.arange(n - 1, -1, -1)
     return codes, first
+
+
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Equal keys grouped, groups numbered in order of first occurrence: (group of each key, the
+    first index of each group).  ``np.unique(..., return_index=True, return_inverse=True)``,
+    without its stable sort (an unstable one, and the first index as each group's minimum)."""
+    order = np.argsort(keys)
+    ranked = keys[order]
+    new = np.empty(keys.size, dtype=bool)
+    new[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    heads = np.flatnonzero(new)
+    first = np.minimum.reduceat(order, heads)
+    by_first = np.argsort(first)
+    rank = np.empty(heads.size, dtype=np.int64)
+    rank[by_first] = np.arange(heads.size)
+    codes = np.empty(keys.size, dtype=np.int64)
+    codes[order] = rank[np.cumsum(new) - 1]
+    return codes, first[by_first]
 
 
 def distinct_strings(buf: Buffer, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
