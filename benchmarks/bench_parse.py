@@ -40,6 +40,7 @@ on the path, ahead of an editable install): the "before" of a change.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -48,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,23 @@ def time_protobuf(path: Path, repeats: int) -> float:
     return _best(lambda: _protobuf(path), repeats)[0]
 
 
+@contextlib.contextmanager
+def native_stderr_to(log: Path) -> Iterator[None]:
+    """File descriptor 2 into ``log`` meanwhile: xprof's C++ logs thousands of I0000/W0000 lines
+    ("Found derived XLine with clashing display ID") that would bury the figures."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log, "wb") as fh:
+            os.dup2(fh.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def time_xprof(path: Path, repeats: int) -> tuple[float | None, int | None, str]:
     """xprof's trace_viewer JSON + pandas, or (None, None, why) when it cannot run here."""
     try:
@@ -231,10 +249,15 @@ def time_xprof(path: Path, repeats: int) -> tuple[float | None, int | None, str]
             frame = pd.DataFrame(events)
             return len(frame)
 
-    try:
-        seconds, n = _best(convert, repeats)
-    except Exception as exc:
-        return None, None, f"xprof trace_viewer conversion failed ({type(exc).__name__}: {exc})"
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "xprof.log"
+        try:
+            with native_stderr_to(log):
+                seconds, n = _best(convert, repeats)
+        except Exception as exc:
+            last = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
+            return None, None, (f"xprof trace_viewer conversion failed ({type(exc).__name__}: {exc})"
+                                + (f"; its log ends: {last[0][:200]}" if last else ""))
     return seconds, n, "xspace_to_tool_data(trace_viewer) + json.loads + pandas.DataFrame(traceEvents)"
 
 

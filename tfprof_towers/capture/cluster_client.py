@@ -28,8 +28,7 @@ from pathlib import Path
 
 from .. import textcap
 from .child import exit_now
-from .cluster_doc import CLUSTER_JSON, TaskSpec
-from .cluster_task import read_spec
+from .cluster_doc import CLUSTER_JSON, TaskSpec, read_spec
 from .clusterspec import Cluster, TaskId
 from .coord import CAPTURE, Coord
 

@@ -159,6 +159,13 @@ class TaskRecord:
         )
 
 
+def read_spec(attempt_dir: Path) -> TaskSpec:
+    """An attempt's ``spec.json``."""
+    from ..rundir import read_json
+
+    return TaskSpec.from_json(read_json(attempt_dir / SPEC_JSON), str(attempt_dir / SPEC_JSON))
+
+
 def task_dir(attempt_dir: Path, task: TaskId) -> Path:
     return Path(attempt_dir) / "tasks" / task.slug
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from .. import textcap
 from ..errors import TowersError
-from .cluster_doc import MULTI_WORKER, SPEC_JSON, TaskSpec, task_dir
+from .cluster_doc import MULTI_WORKER, TaskSpec, read_spec, task_dir
 from .clusterspec import Cluster, ClusterError, TaskId
 from .coord import Coord, CoordTimeout, write_marker
 from .families import Phases, import_tensorflow
@@ -385,12 +385,6 @@ def error_line(exc: BaseException, limit: int = 300) -> str:
             continue
         keep.append(s)
     return textcap.one_line(" ".join(keep), limit) or type(exc).__name__
-
-
-def read_spec(attempt_dir: Path) -> TaskSpec:
-    from ..rundir import read_json
-
-    return TaskSpec.from_json(read_json(attempt_dir / SPEC_JSON), str(attempt_dir / SPEC_JSON))
 
 
 def watchdog(deadline_s: float, on_expire: Callable[[], None]) -> threading.Timer:

@@ -29,7 +29,8 @@ from types import FrameType
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM
 from . import supervise
-from .cluster_doc import ATTACH_JSON, SPEC_JSON, task_dir
+from .cluster_doc import ATTACH_JSON, SPEC_JSON, read_spec, task_dir
+from .cluster_watch import exit_reason
 from .clusterspec import Cluster, ClusterError, TaskId
 from .coord import Coord, where
 
@@ -39,6 +40,8 @@ FIRST_ATTEMPT_WAIT_S = 300.0
 NEXT_ATTEMPT_WAIT_S = 120.0
 #: How long a task whose attempt ended well waits for the driver's word (it may still fail the attempt).
 AFTER_OK_WAIT_S = 30.0
+#: A child past its own deadline (``Timeouts.task_s``) by this much is stopped from outside.
+DEADLINE_MARGIN_S = 30.0
 #: How often ``attach.json`` is read.
 POLL_S = 0.1
 TOOL_MODULE = "tfprof_towers"
@@ -85,24 +88,12 @@ def task_argv(cluster_path: str, task: TaskId, attempt_dir: Path) -> tuple[str, 
                                        "--run-dir", str(attempt_dir)))
 
 
-def exit_words(e: supervise.Ended) -> str:
-    rc = e.returncode
-    if e.lost:
-        return e.lost
-    if e.timed_out:
-        return "killed at its deadline"
-    if rc is not None and rc < 0:
-        known = -rc in signal.valid_signals()
-        return f"killed by {signal.Signals(-rc).name}" if known else f"killed by signal {-rc}"
-    return f"exit code {rc}"
-
-
 def mark_for_child(coord: Coord, me: TaskId, e: supervise.Ended) -> None:
     """The markers a child that died could not write: ``failed`` (how it ended, its signal, where
     it was) and ``left``."""
     if not coord.has(me, "failed"):
         rc = e.returncode
-        coord.mark(me, "failed", exit=exit_words(e), signal=-rc if rc is not None and rc < 0 else None,
+        coord.mark(me, "failed", exit=exit_reason(e), signal=-rc if rc is not None and rc < 0 else None,
                    progress=where(coord, me), by="worker")
     if not coord.has(me, "left"):
         coord.mark(me, "left", status="failed", by="worker")
@@ -115,12 +106,13 @@ def serve_attempt(cluster_path: str, me: TaskId, attempt_dir: Path) -> int:
     log = tdir / "stderr.txt"
     print(f"tfprof-towers worker {me}: joining {attempt_dir} (its output: {log})", file=sys.stderr,
           flush=True)
-    e = supervise.run(supervise.Command(task_argv(cluster_path, me, attempt_dir), log, label=str(me),
-                                        env=supervise.child_env()))
+    deadline = read_spec(attempt_dir).timeouts.task_s + DEADLINE_MARGIN_S  # the child keeps its own first
+    e = supervise.run(supervise.Command(task_argv(cluster_path, me, attempt_dir), log, deadline_s=deadline,
+                                        label=str(me), env=supervise.child_env()))
     coord = Coord(attempt_dir)
     if e.returncode != 0 or not coord.has(me, "left"):
         mark_for_child(coord, me, e)
-    print(f"tfprof-towers worker {me}: {attempt_dir.name} ended ({'ok' if e.ok else exit_words(e)})",
+    print(f"tfprof-towers worker {me}: {attempt_dir.name} ended ({'ok' if e.ok else exit_reason(e)})",
           file=sys.stderr, flush=True)
     return 0 if e.ok else (e.returncode if e.returncode and e.returncode > 0 else 3)
 
@@ -134,8 +126,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def serve(cluster_path: str, task: str, run_dir: Path) -> int:
-    """Every attempt of ``run_dir`` the driver names, until one ends well or it names no more; the
-    exit code of the last."""
+    """Every attempt of ``run_dir`` the driver names, until it says the last one was final or names
+    no other in time; the exit code of this task's part in the last."""
     me = TaskId.parse(task)
     Cluster.load(cluster_path).address(me)  # a task the cluster file does not have: one line, now
     served: str | None = None
