@@ -119,3 +119,26 @@ def test_event_spanning_two_windows_is_split() -> None:
     assert dict(zip(w["step"], w["dur_ps"] // US)) == {1: 20, 2: 20}
     assert bd.total["count"].tolist() == [1] and bd.total["step"].tolist() == [1]  # by its start
     assert isinstance(bd.wall, pd.DataFrame)
+
+
+def test_sparse_step_numbers_count_each_event_in_its_own_window() -> None:
+    """Step numbers far apart (a capture of steps 3 and 90,000) are searched, not tabled: the totals
+    must land in the same windows as with consecutive numbers."""
+    def trace(first: int, second: int):
+        b = TraceBuilder()
+        py = b.plane("/host:CPU").line("python")
+        py.event("train", 0, 100 * US, {"step_num": first})
+        py.event("train", 100 * US, 100 * US, {"step_num": second})
+        comp = b.plane("/device:GPU:0").line("Stream #1(Compute)")
+        comp.event("k", 10 * US, 30 * US)
+        comp.event("k", 110 * US, 50 * US)
+        comp.event("k", 170 * US, 20 * US)
+        return attribute(trace_from_bytes(b.to_bytes()))
+
+    def counts(bd, steps):
+        t = bd.total[bd.total["device"] == "/device:GPU:0"]
+        return {steps[s]: (int(c), int(d) // US) for s, c, d in zip(t["step"], t["count"], t["dur_ps"])}
+
+    dense, sparse = trace(3, 4), trace(3, 90_000)
+    assert counts(dense, {3: "first", 4: "second"}) == {"first": (1, 30), "second": (2, 70)}
+    assert counts(sparse, {3: "first", 90_000: "second"}) == {"first": (1, 30), "second": (2, 70)}

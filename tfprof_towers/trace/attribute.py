@@ -159,7 +159,7 @@ def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int):
     lut, lo = window_of(trace.step_table)
     dense = lut.size <= 4 * len(trace.step_table) + 1024
     numbers = trace.step_table.step
-    order = np.argsort(numbers, kind="stable")
+    by_number = np.argsort(numbers, kind="stable")  # for sparse step numbers (searched, not tabled)
     order = np.argsort(dev_of, kind="stable")  # every device's events, in order (one radix sort)
     bounds = np.searchsorted(dev_of[order], np.arange(n_dev + 1), side="left")
     for d in range(n_dev):
@@ -174,7 +174,7 @@ def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int):
         else:  # sparse step numbers: search them
             window = np.full(rows.size, -1, dtype=np.int64)
             inside = step >= 0
-            window[inside] = order[np.searchsorted(numbers[order], step[inside])]
+            window[inside] = by_number[np.searchsorted(numbers[by_number], step[inside])]
         yield d, DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
 
 
