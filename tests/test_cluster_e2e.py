@@ -9,12 +9,14 @@ the capture, a port already taken, and the real-cluster path (tasks started by h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -182,19 +184,32 @@ def test_a_port_already_taken(tmp_path: Path) -> None:
     no_process_left(out)
 
 
-def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
-    """``worker --cluster C --task T --run-dir R`` on each 'machine' (here, processes started by hand, before
-    the driver), and ``profile --cluster C --out R``: the path a real cluster takes."""
-    spec, workers = start_by_hand(tmp_path, 2)
-    run = tmp_path / "run"
+@contextlib.contextmanager
+def started_by_hand(tmp_path: Path, n: int) -> Iterator[tuple[Path, list[subprocess.Popen]]]:
+    """``worker`` processes for ``n`` workers at free ports, started before the driver; killed at the
+    end if still there (the test then fails on its own assertions, not on a stray process)."""
+    ports = free_ports(n)
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]}))
+    workers = [subprocess.Popen([*TOOL, "worker", "--cluster", str(spec), "--task", f"worker:{i}",
+                                 "--run-dir", str(tmp_path / "run")], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for i in range(n)]
     try:
-        code, text = profile(run, "--cluster", str(spec))
-        assert code == 0, text
-        assert [w.wait(timeout=60) for w in workers] == [0, 0]
+        yield spec, workers
     finally:
         for w in workers:
             if w.poll() is None:
                 w.kill()
+
+
+def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
+    """``worker --cluster C --task T --run-dir R`` on each 'machine' (here, processes started by hand, before
+    the driver), and ``profile --cluster C --out R``: the path a real cluster takes."""
+    run = tmp_path / "run"
+    with started_by_hand(tmp_path, 2) as (spec, workers):
+        code, text = profile(run, "--cluster", str(spec))
+        assert code == 0, text
+        assert [w.wait(timeout=60) for w in workers] == [0, 0]
     rec = record(run, "multi_worker")
     assert rec["status"] == "ok" and rec["cluster"]["attached"] is True
     assert len(rec["xplane_files"]) == 2
@@ -203,30 +218,15 @@ def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
     no_process_left(run)
 
 
-def start_by_hand(tmp_path: Path, n: int) -> tuple[Path, list[subprocess.Popen]]:
-    ports = free_ports(n)
-    spec = tmp_path / "cluster.json"
-    spec.write_text(json.dumps({"worker": [f"127.0.0.1:{p}" for p in ports]}))
-    workers = [subprocess.Popen([*TOOL, "worker", "--cluster", str(spec), "--task", f"worker:{i}",
-                                 "--run-dir", str(tmp_path / "run")], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for i in range(n)]
-    return spec, workers
-
-
 def test_a_hand_started_task_that_crashes_in_the_profiler_joins_the_next_attempt(tmp_path: Path) -> None:
     """The `worker` process outlives its attempt's child: it marks the crash (the driver names it at
     once and retries, as on loopback) and joins attempt 2; the crash is injected in attempt 1 only."""
-    spec, workers = start_by_hand(tmp_path, 2)
     run = tmp_path / "run"
-    try:
+    with started_by_hand(tmp_path, 2) as (spec, workers):
         code, text = profile(run, "--cluster", str(spec), env={FAULTS: '{"worker:1": "abort@wait_peers#1"}'})
         assert code == 0, text
         outputs = [w.communicate(timeout=60)[0] for w in workers]
         assert [w.returncode for w in workers] == [0, 0], outputs
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
     rec = record(run, "multi_worker")
     assert rec["status"] == "ok" and rec["cluster"]["attached"] is True
     first, second = rec["cluster"]["attempts"]
@@ -242,19 +242,14 @@ def test_a_hand_started_task_that_crashes_in_the_profiler_joins_the_next_attempt
 def test_a_hand_started_task_leaves_when_the_driver_gives_up(tmp_path: Path) -> None:
     """A crash in the step is not retried: the driver marks its attempt final and the workers leave
     with the failure's exit code instead of waiting for another."""
-    spec, workers = start_by_hand(tmp_path, 2)
     run = tmp_path / "run"
-    try:
+    with started_by_hand(tmp_path, 2) as (spec, workers):
         code, text = profile(run, "--cluster", str(spec),
                              env={FAULTS: '{"worker:1": "segv@profiled_step_1"}'})
         assert code == 4, text
         t0 = time.monotonic()
         codes = [w.wait(timeout=60) for w in workers]
         assert time.monotonic() - t0 < 30 and all(c != 0 for c in codes), codes
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
     rec = record(run, "multi_worker")
     assert rec["error"].startswith("worker:1 killed by SIGSEGV"), rec["error"]
     assert len(rec["cluster"]["attempts"]) == 1
