@@ -23,7 +23,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -304,24 +304,31 @@ def main(argv: list[str]) -> int:
 
     tf.compat.v1.disable_eager_execution()
     from ..config import Preset
+
+    preset = Preset(**spec["preset"])
+    return write_works(spec, tf.__version__, lambda v, layout: work_for(
+        v, preset, layout["host"], tuple(layout["accelerators"]), layout["kind"]))
+
+
+def write_works(spec: dict[str, Any], tf_version: str,
+                work_of: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]) -> int:
+    """Each variant's work under the spec's layout (``variants``) and its check layout (``checks``),
+    a build error in one line in its place, written to ``spec["out"]``: a graph child's output."""
     from ..errors import TowersError
     from ..rundir import write_json
 
-    preset = Preset(**spec["preset"])
-    out: dict[str, Any] = {"tensorflow": tf.__version__, "variants": {}, "checks": {}}
-    for layout_key, layout in (("variants", spec["layout"]), ("checks", spec.get("check_layout"))):
+    out: dict[str, Any] = {"tensorflow": tf_version, "variants": {}, "checks": {}}
+    for key, layout in (("variants", spec.get("layout")), ("checks", spec.get("check_layout"))):
         if layout is None:
             continue
         for v in spec["variants"]:
             try:
-                out[layout_key][v["name"]] = work_for(
-                    v, preset, layout["host"], tuple(layout["accelerators"]), layout["kind"]
-                )
+                out[key][v["name"]] = work_of(v, layout)
             except TowersError as exc:
-                out[layout_key][v["name"]] = {"error": exc.message}
+                out[key][v["name"]] = {"error": exc.message}
             except Exception as exc:  # a variant's own bug: say which, in one line
                 first = " ".join(str(exc).split())[:300]
-                out[layout_key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
+                out[key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
     write_json(Path(spec["out"]), out)
     return 0
 

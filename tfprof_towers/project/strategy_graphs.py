@@ -121,28 +121,14 @@ def main(argv: list[str]) -> int:
     import tensorflow as tf
 
     from ..config import Preset
-    from ..errors import TowersError
-    from ..rundir import write_json
+    from .graphcost import write_works
 
-    layouts = [(k, spec.get(key)) for k, key in (("variants", "layout"), ("checks", "check_layout"))]
-    most = max(len(layout["accelerators"]) for _, layout in layouts if layout)
+    layouts = [spec.get(key) for key in ("layout", "check_layout")]
+    most = max(len(layout["accelerators"]) for layout in layouts if layout)
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * (1 + most))
     preset = Preset(**spec["preset"])
-    out: dict[str, Any] = {"tensorflow": tf.__version__, "variants": {}, "checks": {}}
-    for key, layout in layouts:
-        if layout is None:
-            continue
-        for v in spec["variants"]:
-            try:
-                out[key][v["name"]] = work_for(v, preset, layout)
-            except TowersError as exc:
-                out[key][v["name"]] = {"error": exc.message}
-            except Exception as exc:  # a variant's own bug: say which, in one line
-                first = " ".join(str(exc).split())[:300]
-                out[key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
-    write_json(Path(spec["out"]), out)
-    return 0
+    return write_works(spec, tf.__version__, lambda v, layout: work_for(v, preset, layout))
 
 
 if __name__ == "__main__":
