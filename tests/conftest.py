@@ -24,16 +24,23 @@ def run_cli(*argv: str) -> int:
     return main(list(argv))
 
 
+def _tiny_run_of(tmp_path_factory: pytest.TempPathFactory, family: str, folder: str) -> Path:
+    """A finished tiny-preset run directory with every built-in variant of ``family``."""
+    from tfprof_towers import registry
+
+    out = tmp_path_factory.mktemp(folder) / "run"
+    code = run_cli("profile", "--preset", "tiny", "--variants", ",".join(registry.names(family)),
+                   "--out", str(out))
+    assert code == 0, f"tiny {family} profile run failed with exit code {code}"
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny-preset run directory with all five tf1-graph built-in variants."""
     from tfprof_towers import registry
 
-    out = tmp_path_factory.mktemp("tiny") / "run"
-    tf1 = ",".join(registry.names(registry.TF1_GRAPH))
-    code = run_cli("profile", "--preset", "tiny", "--variants", tf1, "--out", str(out))
-    assert code == 0, f"tiny profile run failed with exit code {code}"
-    return out
+    return _tiny_run_of(tmp_path_factory, registry.TF1_GRAPH, "tiny")
 
 
 @pytest.fixture(scope="session")
@@ -41,11 +48,7 @@ def tiny_tf2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny-preset run directory with the six tf2-strategy built-ins (issue 11's command)."""
     from tfprof_towers import registry
 
-    out = tmp_path_factory.mktemp("tiny_tf2") / "run"
-    tf2 = ",".join(registry.names(registry.TF2_STRATEGY))
-    code = run_cli("profile", "--preset", "tiny", "--variants", tf2, "--out", str(out))
-    assert code == 0, f"tiny tf2 profile run failed with exit code {code}"
-    return out
+    return _tiny_run_of(tmp_path_factory, registry.TF2_STRATEGY, "tiny_tf2")
 
 
 @pytest.fixture(scope="session")
