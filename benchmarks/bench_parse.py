@@ -14,7 +14,8 @@ Figures, each printed as a ratio against its target:
 * in-process decode on the default trace: file -> ``Trace`` (:func:`load_trace`: events
   classified into numpy columns) against the bare protobuf parse (file read +
   ``XSpace.FromString``), in one process, each once untimed, then ``repeats`` times
-  alternately (best and median of each, and the median of the pairs' ratios); the pandas
+  alternately (best and median of each, and the median of the pairs' ratios); ours as a
+  user runs it (batches decoded on up to two threads) and on one thread; the pandas
   frame of the events, made on demand, is timed apart;
 * the xprof path a user would otherwise take: xprof's ``trace_viewer`` conversion to JSON,
   ``json.loads`` and ``pandas.DataFrame`` of its ``traceEvents`` (one run each: tens of seconds);
@@ -28,7 +29,8 @@ Figures, each printed as a ratio against its target:
 * peak memory (VmHWM) of a fresh process that loads the default trace in-process, and the
   same process's figure just before loading (imports only); likewise for the bare parse;
 * multi-host: a logdir of two copy-heavy hosts of 1M events each, decoded one after the other
-  and then in parallel processes (as ``analyze LOGDIR`` does, up to the cores available).
+  (each on its decoding threads) and then in parallel processes (as ``analyze LOGDIR`` does,
+  up to the cores available, the cores shared out as threads).
 
 The machine is shared (other work runs beside the benchmark): compare the figures of one
 run -- ratios of interleaved runs and medians -- not absolute times across runs.
@@ -159,10 +161,10 @@ def _best(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     return best, result
 
 
-def _ours(path: Path):
+def _ours(path: Path, threads: int | None = None):
     from tfprof_towers.trace.load import load_trace
 
-    return load_trace(path)
+    return load_trace(path, threads=threads)
 
 
 def _protobuf(path: Path):
@@ -176,20 +178,21 @@ def time_pair(path: Path, repeats: int) -> dict[str, Any]:
 
     Both start from the file (read included; the page cache is warm), each is run once
     untimed first, then ``repeats`` times alternately, so that neither gets a quieter
-    machine or a warmer heap than the other; results are freed outside the timing.
+    machine or a warmer heap than the other; results are freed outside the timing.  Ours
+    runs as a user gets it (its decoding threads, up to two) and on one thread.
     Returns per-path lists of seconds and the event rows of ours.
     """
     rows = _ours(path).columns.n
+    _ours(path, threads=1)
     _protobuf(path)
-    ours, pb = [], []
+    ours, one, pb = [], [], []
     for _ in range(repeats):
-        seconds, result = _timed(lambda: _ours(path))
-        ours.append(seconds)
-        del result
-        seconds, result = _timed(lambda: _protobuf(path))
-        pb.append(seconds)
-        del result
-    return {"ours": ours, "protobuf": pb, "rows": rows, "file_bytes": path.stat().st_size}
+        paths = ((ours, lambda: _ours(path)), (one, lambda: _ours(path, 1)), (pb, lambda: _protobuf(path)))
+        for runs, fn in paths:
+            seconds, result = _timed(fn)
+            runs.append(seconds)
+            del result
+    return {"ours": ours, "one_thread": one, "protobuf": pb, "rows": rows, "file_bytes": path.stat().st_size}
 
 
 def time_frame(path: Path, repeats: int = 3) -> float:
@@ -426,6 +429,8 @@ def run_benchmark(
     code: Path | None = None,
 ) -> dict[str, Any]:
     """Build the traces, time every path and return the figures."""
+    from tfprof_towers.xplane.parallel import decode_threads
+
     t0 = time.perf_counter()
     data, count = build_trace(n_events)
     build_s = time.perf_counter() - t0
@@ -461,7 +466,7 @@ def run_benchmark(
                 run = logdir / "plugins" / "profile" / "2024_01_01_00_00_00"
                 _copy_heavy(run / f"{host}.xplane.pb", n_events, i)
             hosts = multihost_figures(logdir, max(2, whole_repeats))
-    ours, pb = pair["ours"], pair["protobuf"]
+    ours, one, pb = pair["ours"], pair["one_thread"], pair["protobuf"]
     ours_s, pb_s = min(ours), min(pb)
     return {
         "events_in_file": count,
@@ -479,6 +484,11 @@ def run_benchmark(
         "protobuf_runs_s": pb,
         "ratio_to_protobuf": ours_s / pb_s,
         "ratio_to_protobuf_median": statistics.median(o / p for o, p in zip(ours, pb)),
+        "decode_threads": decode_threads(),
+        "one_thread_s": min(one),
+        "one_thread_median_s": statistics.median(one),
+        "one_thread_ratio_to_protobuf": min(one) / pb_s,
+        "one_thread_ratio_to_protobuf_median": statistics.median(o / p for o, p in zip(one, pb)),
         "xprof_s": xp_s,
         "xprof_rows": xp_rows,
         "xprof_path": xp_how,
@@ -522,6 +532,13 @@ def report(r: dict[str, Any]) -> str:
         + f" (target <= {TARGET_PROTOBUF_RATIO:.0f}x: "
         f"{_met(max(ratio, median or 0) <= TARGET_PROTOBUF_RATIO)})",
     ]
+    if r.get("one_thread_s"):
+        lines.append(
+            f"  ours decodes on {r['decode_threads']} thread(s); on one: "
+            f"{r['one_thread_s'] * 1e3:.0f} ms best, "
+            f"{r['one_thread_median_s'] * 1e3:.0f} ms median = {r['one_thread_ratio_to_protobuf']:.2f}x "
+            f"protobuf best/best, {r['one_thread_ratio_to_protobuf_median']:.2f}x median of the pairs"
+        )
     if r["xprof_s"] is None:
         lines.append(f"xprof path: not measured -- {r['xprof_path']}")
     else:

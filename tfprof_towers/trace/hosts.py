@@ -14,8 +14,9 @@ up to the cores available -- and joins them into one :class:`~.load.Trace`:
   assumed to agree -- true on one machine (loopback), as close as NTP keeps them on a
   real cluster.  The notes say so.
 * **In parallel.** Hosts are decoded in worker processes, as many as the cores not already
-  busy (:func:`idle_cores`); each hands its columns back as files mapped by the parent
-  (``/dev/shm`` where there is one), not through a pipe.
+  busy (:func:`idle_cores`), each with its share of them as decoding threads; each hands
+  its columns back as files mapped by the parent (``/dev/shm`` where there is one), not
+  through a pipe.
 * **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`);
   the trace's windows are their union per step number (earliest start, latest end), and
   every event belongs to the window holding its start.
@@ -36,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..device_names import canonical_device
+from ..xplane.parallel import decode_threads
 from .classify import NodeDevices
 from .columns import EventColumns, merge
 from .load import Host, Trace, read_trace
@@ -88,11 +90,12 @@ def host_prefixes(files: Sequence[Path], tasks: Mapping[str, str] | None) -> tup
     return out, notes
 
 
-def _read(args: tuple[Path, NodeDevices | None, str, int, str | None]) -> Trace:
-    """Read one host; with ``out`` (a folder), hand its columns over as ``.npy`` files there
-    instead of through the pipe (written and mapped back without pickling tens of megabytes)."""
-    file, node_devices, prefix, host, out = args
-    trace = read_trace(file, node_devices, prefix, host)
+def _read(args: tuple[Path, NodeDevices | None, str, int, str | None, int | None]) -> Trace:
+    """Read one host (on ``threads`` decoding threads); with ``out`` (a folder), hand its columns over
+    as ``.npy`` files there instead of through the pipe (written and mapped back without pickling
+    tens of megabytes)."""
+    file, node_devices, prefix, host, out, threads = args
+    trace = read_trace(file, node_devices, prefix, host, threads)
     if out is None:
         return trace
     arrays = {}
@@ -128,9 +131,10 @@ def read_hosts(
     temporary one, and the columns are copied out of it); with ``handoff`` given, the traces'
     columns are mapped from its files, which must outlive them (:func:`join_hosts` copies them).
     """
-    workers = min(len(files), workers or idle_cores())
+    cores = workers or idle_cores()
+    workers = min(len(files), cores)
     if workers <= 1:
-        return [_read((f, node_devices, p, i, None)) for i, (f, p) in enumerate(zip(files, prefixes))]
+        return [_read((f, node_devices, p, i, None, None)) for i, (f, p) in enumerate(zip(files, prefixes))]
     if handoff is None:
         with handoff_folder() as tmp:
             traces = read_hosts(files, prefixes, node_devices, workers, tmp)
@@ -138,7 +142,8 @@ def read_hosts(
     outs = [os.path.join(handoff, str(i)) for i in range(len(files))]
     for out in outs:
         os.makedirs(out, exist_ok=True)
-    jobs = [(f, node_devices, p, i, out) for i, (f, p, out) in enumerate(zip(files, prefixes, outs))]
+    threads = max(1, min(decode_threads(), cores // workers))  # each process's share of the cores
+    jobs = [(f, node_devices, p, i, out, threads) for i, (f, p, out) in enumerate(zip(files, prefixes, outs))]
     with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
         traces = list(pool.map(_read, jobs))
     return [_mapped(t, out) for t, out in zip(traces, outs)]

@@ -103,24 +103,34 @@ def empty_events() -> pd.DataFrame:
 
 
 def load_trace(
-    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None
+    path: Path | str,
+    run: str | None = None,
+    node_devices: NodeDevices | None = None,
+    threads: int | None = None,
 ) -> Trace:
-    """Locate, read and decode one trace file (see the module docstring)."""
+    """Locate, read and decode one trace file (see the module docstring; ``threads``: see
+    :func:`~tfprof_towers.xplane.read_xspace`)."""
     file, notes = locate(path, run)
-    trace = read_trace(file, node_devices)
+    trace = read_trace(file, node_devices, threads=threads)
     return replace(trace, notes=notes + trace.notes)
 
 
 def read_trace(
-    file: Path, node_devices: NodeDevices | None = None, prefix: str = "", host: int = 0
+    file: Path,
+    node_devices: NodeDevices | None = None,
+    prefix: str = "",
+    host: int = 0,
+    threads: int | None = None,
 ) -> Trace:
-    """Read and decode the trace file ``file`` (``prefix``: its task's name, see :func:`trace_from_raw`)."""
+    """Read and decode the trace file ``file`` (``prefix``: its task's name, see :func:`trace_from_raw`;
+    ``threads``: decoding threads, see :func:`~tfprof_towers.xplane.read_xspace`)."""
     if file.name.endswith(".xplane.riegeli"):
         raise TraceError(
             f"{file}: the newer .xplane.riegeli form is not supported; "
             "export the profile as .xplane.pb (the TensorFlow profiler's default)"
         )
-    return _from_box([read_xspace(file, STATS, as_bytes=AS_BYTES)], node_devices, prefix, host)
+    box = [read_xspace(file, STATS, as_bytes=AS_BYTES, threads=threads)]  # no other reference: see _from_box
+    return _from_box(box, node_devices, prefix, host)
 
 
 def trace_from_bytes(

@@ -28,6 +28,7 @@ The modules, bottom up::
     tables.py    the records: plane and line tables, sparse stat columns, RawSpace
     columns.py   the planes' metadata as lookup tables; each block's names and stats as columns
     decode.py    the whole space, a batch of lines and a block of events at a time
+    parallel.py  batches decoded ahead on worker threads, taken in file order
     memory.py    freed heap pages handed back between the phases of a big decode
     reader.py    read_xspace(path | bytes, stats, as_bytes) -> RawSpace; one TraceError per broken input
     build.py     build XSpace traces in code (tests, benchmarks); encode.py: many events at once
@@ -37,7 +38,8 @@ events are found by a speculative chunked walk; every event's fields and stats a
 lock-step rounds; stats that were not asked for are skipped at their metadata_id, and
 derived lines' stats are never read; anything parsed from a string is parsed once per
 distinct string -- or, for nearly-distinct texts, by the caller's numpy parser over the
-bytes.  Memory stays bounded because lines are walked and decoded a batch at a time (a
+bytes; batches of lines are decoded on two threads (numpy's loops let go of the GIL).
+Memory stays bounded because lines are walked and decoded a batch at a time (a
 mapped file's pages let go as each batch is done), stats are stored for the events that
 have them, and columns are narrow.
 """

@@ -31,7 +31,7 @@ from .events import (
     stat_metadata_ids,
 )
 from .ragged import Ragged
-from .strings import Strings, distinct_rows, distinct_strings
+from .strings import PendingStrings, Strings, distinct_rows, distinct_strings
 from .tables import NUMBER, RowNames
 from .wire import PAD, Buffer
 
@@ -218,7 +218,7 @@ def batch_stats(
     kept: np.ndarray,
     md_local: np.ndarray,
     tables: Tables,
-    strings: Strings,
+    strings: PendingStrings,
     names: np.ndarray | None = None,
 ) -> dict[int, StatPart]:
     """The stats a batch's decode kept, per label (see the module docstring); ``kept``: per event of
@@ -254,7 +254,7 @@ def batch_stats(
         if parser is not None and meta is None and inline.all() and _ascending(o):
             # the usual case: texts in the file, one per event, in order: parse them from there
             codes = np.broadcast_to(np.int32(-1), o.shape)
-            row_names = RowNames(names[o], strings) if names is not None else None
+            row_names = RowNames(names[o], strings.table) if names is not None else None
             out[wi] = StatPart(o, codes, nums, None, parse_distinct(parser, buf, s, ln, row_names))
             continue
         if tables.as_bytes[wi]:
@@ -314,7 +314,7 @@ def _in_place(buf: Buffer, start: np.ndarray, length: np.ndarray) -> Ragged:
 
 def _value_codes(
     buf: Buffer, tables: Tables, plane: np.ndarray, kind: np.ndarray, num: np.ndarray,
-    s: np.ndarray, ln: np.ndarray, strings: Strings,
+    s: np.ndarray, ln: np.ndarray, strings: PendingStrings,
 ) -> np.ndarray:
     codes = np.full(kind.size, -1, dtype=np.int32)
     is_str = np.flatnonzero((kind == KIND_STR) | (kind == KIND_BYTES))
@@ -328,7 +328,7 @@ def _value_codes(
     return codes
 
 
-def _ref_codes(tables: Tables, plane: np.ndarray, ref: np.ndarray, strings: Strings) -> np.ndarray:
+def _ref_codes(tables: Tables, plane: np.ndarray, ref: np.ndarray, strings: PendingStrings) -> np.ndarray:
     """The codes of the stat-metadata names refs point at (each distinct (plane, ref) looked up once)."""
     ref = ref & ((1 << _ID_BITS) - 1)
     width = int(ref.max()) + 1

@@ -2,22 +2,30 @@
 
 Lines are taken in file order, in batches of about :data:`BATCH_BYTES` (a line is never
 split): each batch's lines are walked (:func:`~.layout.read_lines`), its events decoded
-(:func:`~.events.decode_event_ranges`) and turned into compact columns -- times, name
-codes, line, and the sparse stats of :func:`~.columns.batch_stats` -- before the next
-batch starts, so the walk's and the decoder's temporaries never exist for more than one
-batch, and a mapped file's pages are let go once their batch is done
-(:meth:`~.wire.Buffer.release`).  The batches' columns are then joined, the events of
-derived lines last (their stats are never read).
+(:func:`~.events.decode_event_ranges`) a block at a time and turned into compact columns
+-- times, name codes, line, and the sparse stats of :func:`~.columns.batch_stats` -- so
+the walk's and the decoder's temporaries never exist for more than one block, and a
+mapped file's pages are let go once their batch is done (:meth:`~.wire.Buffer.release`).
+The batches' columns are then joined, the events of derived lines last (their stats are
+never read).
+
+Batches are decoded on worker threads (:mod:`.parallel`; numpy lets go of the GIL inside
+its loops), a few ahead of the one being joined.  A batch writes nothing shared: the
+strings it meets first get provisional codes (:class:`~.strings.PendingStrings`), made
+final as the batches are joined in file order, so the result is the same, code for code,
+whatever the number of threads.
 
 Times are counted from the earliest line timestamp of the space; until the last batch is
-walked it is not known, so each batch counts from the first batch's and the joined column
-is shifted once at the end.
+walked it is not known, so each batch counts from its own, is shifted to the first
+batch's when joined, and the joined column is shifted once at the end.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -25,8 +33,9 @@ from .columns import Parser, StatPart, Tables, batch_stats, build_tables, event_
 from .events import decode_event_ranges
 from .layout import Lines, Planes, read_lines
 from .memory import release_free_memory
+from .parallel import Stopped, decode_threads, in_order
 from .ragged import Ragged
-from .strings import Strings
+from .strings import PendingStrings, Strings
 from .tables import LineTable, PlaneTable, RawSpace, StatColumn, derived_lines, empty_stat, plane_kind
 from .wire import Buffer
 
@@ -36,10 +45,18 @@ BATCH_BYTES = 16 << 20
 DECODE_BLOCK = 1 << 16
 
 
-def batches(start: np.ndarray, end: np.ndarray, limit: int = BATCH_BYTES) -> list[np.ndarray]:
-    """Consecutive runs of lines of about ``limit`` bytes (at least one line each)."""
+def batches(
+    start: np.ndarray, end: np.ndarray, limit: int | None = None, threads: int = 1
+) -> list[np.ndarray]:
+    """Consecutive runs of lines of at most about ``limit`` bytes (default :data:`BATCH_BYTES`; at
+    least one line each), as many as a multiple of ``threads`` and of about equal size, so that
+    no thread is left with the last batch alone while the others wait."""
+    limit = BATCH_BYTES if limit is None else limit
     size = np.maximum(end - start, 0)
-    group = (np.cumsum(size) - size) // max(limit, 1)
+    total = int(size.sum())
+    count = -(-total // max(limit, 1))
+    count = max(1, -(-count // threads) * threads)
+    group = (np.cumsum(size) - size) * count // max(total, 1)
     cuts = np.flatnonzero(np.diff(group)) + 1
     return [b for b in np.split(np.arange(start.size), cuts) if b.size]
 
@@ -61,11 +78,13 @@ def decode_space(
     source: str,
     stats: tuple[str, ...],
     as_bytes: Sequence[str] | Mapping[str, Parser | None] = (),
+    threads: int | None = None,
 ) -> RawSpace:
     """Decode every event of the space whose planes are ``planes``; raises :class:`~.wire.Malformed`.
 
     ``as_bytes``: stats read as bytes; a mapping gives each a parser (:data:`~.columns.Parser`),
-    applied to each batch's values: only its columns are kept (:attr:`StatColumn.parsed`).
+    applied to each batch's values: only its columns are kept (:attr:`StatColumn.parsed`);
+    ``threads``: decoding threads (default :func:`~.parallel.decode_threads`).
     """
     if not isinstance(as_bytes, Mapping):
         as_bytes = dict.fromkeys(as_bytes)
@@ -77,13 +96,17 @@ def decode_space(
     cols = _Columns({k: [] for k in keys}, {k: [] for k in keys}, {i: [] for i in range(len(stats))}, [])
     origin = None
     offset = 0
-    for idx in batches(planes.line_start, planes.line_end):
-        lines = read_lines(buf, planes.line_plane[idx], planes.line_start[idx], planes.line_end[idx])
+    threads = decode_threads(threads)
+    work = batches(planes.line_start, planes.line_end, threads=threads)
+    stop = threading.Event()
+    decode = partial(_decode_lines, buf, planes, tables, strings, len(strings.items), stop)
+    for batch in in_order(decode, work, threads, stop):
         if origin is None:
-            origin = int(lines.timestamp_ns.min())
-        _decode_batch(buf, lines, offset, origin, tables, strings, cols)
-        offset += idx.size
-        buf.release(int(planes.line_start[idx].min()), int(planes.line_end[idx].max()))
+            origin = batch.origin
+        _take_batch(batch, offset, origin, cols)
+        offset += batch.lines.plane.size
+        buf.release(*batch.span)
+        del batch
         release_free_memory()  # the batches' temporaries, when they add up
     raw = _assemble(planes, cols, tables, strings, origin or 0, source)
     del cols
@@ -91,41 +114,95 @@ def decode_space(
     return raw
 
 
-def _decode_batch(
-    buf: Buffer, lines: Lines, offset: int, origin: int, tables: Tables, strings: Strings, cols: _Columns
-) -> None:
-    """Decode one batch's events, a block of :data:`DECODE_BLOCK` at a time (a line of a million
-    events costs a block's temporaries, not a million events')."""
+@dataclass(frozen=True)
+class _Block:
+    """One block's events, decoded: columns of the events of ordinary lines (``kept``) and of derived
+    ones, and the kept events' stats (owners counted within the block's kept events)."""
+
+    kept: dict[str, np.ndarray]  # start (after the batch's origin), dur, name, line (of the batch)
+    derived: dict[str, np.ndarray] | None
+    stats: dict[int, StatPart]
+    n_kept: int
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A batch of lines, walked and decoded, with string codes of its own (:class:`~.strings.PendingStrings`):
+    nothing shared is written, so batches are decoded on worker threads ahead of :func:`_take_batch`."""
+
+    lines: Lines  # without their events' byte ranges
+    origin: int  # the batch's earliest line timestamp, nanoseconds
+    span: tuple[int, int]  # the bytes of its lines
+    blocks: list[_Block]
+    strings: PendingStrings
+
+
+def _decode_lines(
+    buf: Buffer, planes: Planes, tables: Tables, strings: Strings, known: int, stop: threading.Event,
+    idx: np.ndarray,
+) -> _Batch:
+    """Walk the lines ``idx`` and decode their events, a block of :data:`DECODE_BLOCK` at a time (a line
+    of a million events costs a block's temporaries, not a million events'); ends early, raising
+    :class:`~.parallel.Stopped`, once ``stop`` is set (the decode was given up)."""
+    lines = read_lines(buf, planes.line_plane[idx], planes.line_start[idx], planes.line_end[idx])
+    origin = int(lines.timestamp_ns.min())
+    pending = PendingStrings(strings, known)
     derived = derived_lines(lines.name, lines.id)
     ev_line = np.repeat(np.arange(lines.plane.size, dtype=np.int32), lines.event_count)
     starts, ends = lines.event_start, lines.event_end
     stamp = (lines.timestamp_ns - origin) * 1000
-    cols.lines.append(replace(lines, event_start=starts[:0], event_end=ends[:0]))
+    blocks = []
     for lo in range(0, ev_line.size, DECODE_BLOCK):
-        block = slice(lo, min(ev_line.size, lo + DECODE_BLOCK))
-        line = ev_line[block]
-        plane = lines.plane[line]
-        kept = ~derived[line]
-        group = np.where(kept, plane, tables.n_planes)
-        ev = decode_event_ranges(buf, starts[block], ends[block], stat_filter(tables, group), values=True)
-        start = stamp[line]
-        start += ev.offset_ps
-        name, md_local = event_names(tables, plane, ev.metadata_id)
-        found = batch_stats(buf, ev, plane, kept, md_local, tables, strings, name)
-        dur = ev.duration_ps
-        del ev
-        rank = np.cumsum(kept) - 1
-        for wi, part in found.items():
-            cols.stats[wi].append(replace(part, owner=cols.n_kept + rank[part.owner]))
-        every = {"start": start, "dur": dur, "name": name, "line": line + np.int32(offset)}
-        if kept.all():
-            for k, v in every.items():
-                cols.kept[k].append(v)
-        else:
-            for k, v in every.items():
-                cols.kept[k].append(v[kept])
-                cols.derived[k].append(v[~kept])
-        cols.n_kept += int(kept.sum())
+        if stop.is_set():
+            raise Stopped
+        at = slice(lo, lo + DECODE_BLOCK)
+        line = ev_line[at]
+        plane, kept = lines.plane[line], ~derived[line]
+        blocks.append(_decode_block(buf, tables, pending, plane, kept, stamp, line, starts[at], ends[at]))
+    span = (int(planes.line_start[idx].min()), int(planes.line_end[idx].max()))
+    return _Batch(replace(lines, event_start=starts[:0], event_end=ends[:0]), origin, span, blocks, pending)
+
+
+def _decode_block(
+    buf: Buffer, tables: Tables, strings: PendingStrings, plane: np.ndarray, kept: np.ndarray,
+    stamp: np.ndarray, line: np.ndarray, start: np.ndarray, end: np.ndarray,
+) -> _Block:
+    """The events at ``buf[start:end]`` (on ``line``, of ``plane``; ``kept``: not on a derived line)."""
+    group = np.where(kept, plane, tables.n_planes)
+    ev = decode_event_ranges(buf, start, end, stat_filter(tables, group), values=True)
+    at = stamp[line]
+    at += ev.offset_ps
+    name, md_local = event_names(tables, plane, ev.metadata_id)
+    found = batch_stats(buf, ev, plane, kept, md_local, tables, strings, name)
+    every = {"start": at, "dur": ev.duration_ps, "name": name, "line": line}
+    del ev
+    if kept.all():
+        return _Block(every, None, found, kept.size)
+    rank = np.cumsum(kept) - 1
+    found = {wi: replace(part, owner=rank[part.owner]) for wi, part in found.items()}
+    derived = {k: v[~kept] for k, v in every.items()}
+    return _Block({k: v[kept] for k, v in every.items()}, derived, found, int(kept.sum()))
+
+
+def _take_batch(batch: _Batch, offset: int, origin: int, cols: _Columns) -> None:
+    """Add a decoded batch's events to the columns, batches in file order: its string codes made final,
+    times counted from ``origin``, lines from ``offset`` (the batch's first line)."""
+    cols.lines.append(batch.lines)
+    shift = (batch.origin - origin) * 1000
+    settle = batch.strings.settle
+    blocks = batch.blocks
+    while blocks:
+        b = blocks.pop(0)
+        for wi, part in b.stats.items():
+            cols.stats[wi].append(replace(part, owner=part.owner + cols.n_kept, codes=settle(part.codes)))
+        for into, got in ((cols.kept, b.kept), (cols.derived, b.derived)):
+            for k, v in (got or {}).items():
+                if k == "start" and shift:
+                    v = v + shift
+                elif k == "line":
+                    v = v + np.int32(offset)
+                into[k].append(v)
+        cols.n_kept += b.n_kept
 
 
 def _join(parts: list[np.ndarray], dtype) -> np.ndarray:

@@ -8,7 +8,8 @@ string stats as codes.  Every way the bytes can be broken raises one
 :class:`~tfprof_towers.errors.TraceError` with a one-line message.
 
 A call shares no state with another (its string table is its own), so several files can
-be read in parallel, one per worker process.
+be read in parallel, one per worker process; within a call, batches of lines are decoded
+on up to two threads (``threads=1``: none).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def read_xspace(
     stats: Sequence[str] = (),
     label: str | None = None,
     as_bytes: Sequence[str] | Mapping[str, Parser | None] = (),
+    threads: int | None = None,
 ) -> RawSpace:
     """Read a file (``source`` a path) or a serialized XSpace (``source`` bytes).
 
@@ -40,19 +42,20 @@ def read_xspace(
     or, given as a mapping to parsers (:data:`~.columns.Parser`), handed to the parser a
     batch of lines at a time and only its columns kept (:attr:`StatColumn.parsed`);
     ``label``: how messages and :attr:`RawSpace.source` name it (default: the path, or
-    ``"<bytes>"``).
+    ``"<bytes>"``); ``threads``: decoding threads (default: up to two, the cores allowing,
+    :func:`~.parallel.decode_threads`).
     """
     if isinstance(source, bytes | bytearray):
         data = bytes(source)
         name = "<bytes>" if label is None else label
-        return decode_buffer(Buffer.of(data), data, name, stats, as_bytes)
+        return decode_buffer(Buffer.of(data), data, name, stats, as_bytes, threads)
     path = Path(source)
     try:
         mapped = Buffer.map(path)
         buf, view = mapped if mapped is not None else Buffer.read(path)
     except (OSError, ValueError) as exc:
         raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    return decode_buffer(buf, view, str(path) if label is None else label, stats, as_bytes)
+    return decode_buffer(buf, view, str(path) if label is None else label, stats, as_bytes, threads)
 
 
 def decode_buffer(
@@ -61,13 +64,14 @@ def decode_buffer(
     source: str,
     stats: Sequence[str] = (),
     as_bytes: Sequence[str] | Mapping[str, Parser | None] = (),
+    threads: int | None = None,
 ) -> RawSpace:
     """:func:`read_xspace` of bytes already in a buffer (``data``: the same bytes, indexable)."""
     names = tuple(dict.fromkeys(stats))
     if len(names) > MAX_STATS:
         raise ValueError(f"at most {MAX_STATS} stats can be read at once, not {len(names)}")
     try:
-        return decode_space(buf, read_layout(buf, data, source), source, names, as_bytes)
+        return decode_space(buf, read_layout(buf, data, source), source, names, as_bytes, threads)
     except Malformed as exc:
         raise TraceError(f"{source}: corrupted trace ({exc})") from None
 

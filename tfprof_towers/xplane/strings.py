@@ -174,6 +174,55 @@ class Strings:
         return np.array([self.code(s) for s in strings], dtype=np.int64)
 
 
+#: Provisional codes (:class:`PendingStrings`) count from here: above any real code.
+PROVISIONAL = 1 << 30
+
+
+class PendingStrings:
+    """Codes for one batch decoded on a worker thread, without touching the shared table.
+
+    A string the table held when decoding began (``known`` codes) keeps its code; a new one
+    gets a provisional code, ``PROVISIONAL + i`` in order of first use.  :meth:`settle`,
+    called for the batches in file order, adds the new strings to the table and rewrites
+    the provisional codes: the codes come out exactly as if the batches had been decoded
+    one after the other.
+    """
+
+    def __init__(self, table: Strings, known: int) -> None:
+        self.table = table
+        self.known = known
+        self.new: list[str] = []
+        self._index: dict[str, int] = {}
+        self._final: np.ndarray | None = None
+
+    def code(self, s: str) -> int:
+        i = self.table._index.get(s)
+        if i is not None and i < self.known:
+            return i
+        j = self._index.get(s)
+        if j is None:
+            j = self._index[s] = len(self.new)
+            self.new.append(s)
+        return PROVISIONAL + j
+
+    def codes(self, strings: list[str]) -> np.ndarray:
+        return np.array([self.code(s) for s in strings], dtype=np.int64)
+
+    def settle(self, codes: np.ndarray) -> np.ndarray:
+        """``codes`` with the provisional ones made final (the first call adds the new strings to
+        the table)."""
+        if not self.new:
+            return codes
+        if self._final is None:
+            self._final = self.table.codes(self.new).astype(codes.dtype)
+        provisional = codes >= PROVISIONAL
+        if not provisional.any():
+            return codes
+        out = codes.copy()
+        out[provisional] = self._final[codes[provisional] - PROVISIONAL]
+        return out
+
+
 def dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` for small non-negative ints, without sorting."""
     if not values.size:
