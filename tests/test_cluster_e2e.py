@@ -213,8 +213,12 @@ def test_a_real_cluster_started_by_hand(tmp_path: Path) -> None:
     rec = record(run, "multi_worker")
     assert rec["status"] == "ok" and rec["cluster"]["attached"] is True
     assert len(rec["xplane_files"]) == 2
-    assert json.loads((run / "attach.json").read_text()) == {"attempt": "variants/multi_worker/attempt-1",
-                                                              "final": True}
+    # TensorFlow's profiler itself crashes now and then (1 capture in ~7): then a later attempt is the ok one
+    attempts = rec["cluster"]["attempts"]
+    assert attempts[-1]["status"] == "ok" and all(a["status"] != "ok" for a in attempts[:-1])
+    assert json.loads((run / "attach.json").read_text()) == {
+        "attempt": f"variants/multi_worker/attempt-{len(attempts)}", "final": True
+    }
     no_process_left(run)
 
 
@@ -229,13 +233,16 @@ def test_a_hand_started_task_that_crashes_in_the_profiler_joins_the_next_attempt
         assert [w.returncode for w in workers] == [0, 0], outputs
     rec = record(run, "multi_worker")
     assert rec["status"] == "ok" and rec["cluster"]["attached"] is True
-    first, second = rec["cluster"]["attempts"]
-    assert first["failed_task"] == "worker:1" and second["status"] == "ok"
+    attempts = rec["cluster"]["attempts"]
+    first, last = attempts[0], attempts[-1]  # more than two when TensorFlow's profiler crashed on its own
+    assert first["failed_task"] == "worker:1" and last["status"] == "ok" and 2 <= len(attempts) <= 3
     assert first["error"].startswith("worker:1 killed by SIGABRT"), first["error"]
     assert first["retry"] == "a task crashed while the profiler collected its trace"
-    assert "attempt-1 ended (killed by SIGABRT)" in outputs[1] and "attempt-2 ended (ok)" in outputs[1]
-    assert json.loads((run / "attach.json").read_text()) == {"attempt": "variants/multi_worker/attempt-2",
-                                                              "final": True}
+    assert "attempt-1 ended (killed by SIGABRT)" in outputs[1]
+    assert f"attempt-{len(attempts)} ended (ok)" in outputs[1]
+    assert json.loads((run / "attach.json").read_text()) == {
+        "attempt": f"variants/multi_worker/attempt-{len(attempts)}", "final": True
+    }
     no_process_left(run)
 
 
