@@ -1,6 +1,6 @@
-"""The reader's input and output shapes: a mapped file (padding, pages let go), batches and blocks,
-sparse stat columns, stats read as bytes or through a parser, and the vectorised memcpy parse
-against the plain-Python one."""
+"""The reader's input and output shapes: a mapped file (padding, pages let go), big blocks from the
+heap, batches and blocks, sparse stat columns, stats read as bytes or through a parser, and the
+vectorised memcpy parse against the plain-Python one."""
 
 from __future__ import annotations
 
@@ -204,3 +204,40 @@ def test_repeated_texts_are_parsed_once_each() -> None:
     assert seen == [3]
     assert col.parsed["text_length"].tolist() == [len(t) for t in texts]
     assert (col.parsed["first_byte"] == ord("k")).all() and col.index.tolist() == list(range(5000))
+
+
+_HEAP_PROBE = r'''
+import sys
+import numpy as np
+from tfprof_towers.xplane.memory import prefer_heap
+
+def heap() -> int:
+    size = 0
+    for line in open("/proc/self/maps"):
+        if line.rstrip().endswith("[heap]"):
+            lo, hi = line.split()[0].split("-")
+            size += int(hi, 16) - int(lo, 16)
+    return size
+
+if sys.argv[1] == "prefer":
+    assert prefer_heap()
+before = heap()
+a = np.ones(64 << 17)  # 64 MiB: past glibc's largest mmap threshold
+print(heap() - before >= 32 << 20)  # most of it from the heap
+'''
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps (Linux)")
+def test_prefer_heap_takes_big_blocks_from_the_heap() -> None:
+    import subprocess
+    import sys
+
+    from tfprof_towers.xplane.memory import _libc
+
+    if _libc() is None:
+        pytest.skip("not glibc")
+    def grew(how: str) -> str:
+        probe = [sys.executable, "-c", _HEAP_PROBE, how]
+        return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
+
+    assert {how: grew(how) for how in ("default", "prefer")} == {"default": "False", "prefer": "True"}

@@ -63,8 +63,10 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     """
     try:
         from .run_traces import RunContext, analyze_logdir
+        from .xplane.memory import prefer_heap
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
+    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
     try:
         analysis = analyze_logdir(run_dir.logdir(record.name), RunContext.of(record.to_json(), kind),
                                   record.name)

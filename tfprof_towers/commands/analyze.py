@@ -36,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
     bytes, time and achieved bandwidth of each link.  Never imports TensorFlow.
     """
     from ..run_traces import analyze_path
+    from ..xplane.memory import prefer_heap
 
+    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
     analysis = analyze_path(args.path, run=args.run)
     doc = analysis.to_doc(per_step=False)
     if args.html is not None:

