@@ -155,11 +155,12 @@ def test_in_order_raises_at_the_failing_item_and_leaves_no_thread() -> None:
 
 def test_in_order_stopped_early_starts_no_more_than_it_keeps_ahead_and_stops_the_rest() -> None:
     started, stop = [], threading.Event()
-    release = threading.Event()
+    running, release = threading.Event(), threading.Event()
 
     def record(i: int) -> int:
         started.append(i)
         if i == 3:  # still running when the caller gives up: it sees the stop and ends early
+            running.set()
             release.wait(5)
             assert stop.is_set()
             raise Stopped
@@ -167,6 +168,7 @@ def test_in_order_stopped_early_starts_no_more_than_it_keeps_ahead_and_stops_the
 
     gen = in_order(record, range(1000), threads=2, stop=stop)
     assert [next(gen), next(gen)] == [0, 1]
+    assert running.wait(5)
     timer = threading.Timer(0.2, release.set)
     timer.start()
     gen.close()  # returns once item 3, still running, has ended
@@ -190,3 +192,18 @@ def test_batches_are_a_multiple_of_the_threads_and_about_equal() -> None:
 def test_decode_threads() -> None:
     assert decode_threads(1) == 1 and decode_threads(0) == 1 and decode_threads(5) == 5
     assert 1 <= decode_threads() <= 2
+
+
+def test_an_error_while_joining_a_batch_ends_the_decoding_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error on the joining side (where a Ctrl-C usually lands) ends the decoding threads before it
+    reaches the caller."""
+    data = many_batches().to_bytes()
+    monkeypatch.setattr(xdecode, "BATCH_BYTES", 1)
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(xdecode, "_take_batch", fail)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        read_xspace(data, STATS, threads=2)
+    assert not decoding_threads() and raised.traceback  # while the error and its traceback are still held

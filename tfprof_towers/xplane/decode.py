@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -100,14 +101,15 @@ def decode_space(
     work = batches(planes.line_start, planes.line_end, threads=threads)
     stop = threading.Event()
     decode = partial(_decode_lines, buf, planes, tables, strings, len(strings.items), stop)
-    for batch in in_order(decode, work, threads, stop):
-        if origin is None:
-            origin = batch.origin
-        _take_batch(batch, offset, origin, cols)
-        offset += batch.lines.plane.size
-        buf.release(*batch.span)
-        del batch
-        release_free_memory()  # the batches' temporaries, when they add up
+    with closing(in_order(decode, work, threads, stop)) as decoded:  # an error here ends the threads too
+        for batch in decoded:
+            if origin is None:
+                origin = batch.origin
+            _take_batch(batch, offset, origin, cols)
+            offset += batch.lines.plane.size
+            buf.release(*batch.span)
+            del batch
+            release_free_memory()  # the batches' temporaries, when they add up
     raw = _assemble(planes, cols, tables, strings, origin or 0, source)
     del cols
     release_free_memory()  # the batches' temporaries: the allocator would keep them
@@ -122,7 +124,6 @@ class _Block:
     kept: dict[str, np.ndarray]  # start (after the batch's origin), dur, name, line (of the batch)
     derived: dict[str, np.ndarray] | None
     stats: dict[int, StatPart]
-    n_kept: int
 
 
 @dataclass(frozen=True)
@@ -177,11 +178,11 @@ def _decode_block(
     every = {"start": at, "dur": ev.duration_ps, "name": name, "line": line}
     del ev
     if kept.all():
-        return _Block(every, None, found, kept.size)
+        return _Block(every, None, found)
     rank = np.cumsum(kept) - 1
     found = {wi: replace(part, owner=rank[part.owner]) for wi, part in found.items()}
     derived = {k: v[~kept] for k, v in every.items()}
-    return _Block({k: v[kept] for k, v in every.items()}, derived, found, int(kept.sum()))
+    return _Block({k: v[kept] for k, v in every.items()}, derived, found)
 
 
 def _take_batch(batch: _Batch, offset: int, origin: int, cols: _Columns) -> None:
@@ -202,7 +203,7 @@ def _take_batch(batch: _Batch, offset: int, origin: int, cols: _Columns) -> None
                 elif k == "line":
                     v = v + np.int32(offset)
                 into[k].append(v)
-        cols.n_kept += b.n_kept
+        cols.n_kept += b.kept["start"].size
 
 
 def _join(parts: list[np.ndarray], dtype) -> np.ndarray:
