@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..device_names import canonical_device
-from ..xplane.parallel import decode_threads
+from ..xplane.parallel import available_cores, decode_threads
 from .classify import NodeDevices
 from .columns import EventColumns, merge
 from .load import Host, Trace, read_trace
@@ -48,14 +48,6 @@ CLOCK_NOTE = (
     "hosts put on one clock by their trace timestamps: assumes their clocks agree "
     "(exact on one machine, as close as NTP keeps them across machines)"
 )
-
-
-def available_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def idle_cores() -> int:

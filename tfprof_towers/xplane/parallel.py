@@ -22,15 +22,19 @@ R = TypeVar("R")
 MAX_THREADS = 2
 
 
+def available_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def decode_threads(asked: int | None = None) -> int:
     """Threads to decode with: ``asked``, else the cores this process may use, at most :data:`MAX_THREADS`."""
     if asked is not None:
         return max(1, int(asked))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_THREADS, cores))
+    return max(1, min(MAX_THREADS, available_cores()))
 
 
 def in_order(
