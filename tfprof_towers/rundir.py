@@ -236,7 +236,12 @@ class RunDir:
         return sorted(p.name for p in folder.iterdir() if p.is_dir())
 
     def xplane_files(self, name: str) -> list[Path]:
-        return sorted(self.logdir(name).glob("plugins/profile/*/*.xplane.pb"))
+        return logdir_xplanes(self.logdir(name))
+
+
+def logdir_xplanes(logdir: Path) -> list[Path]:
+    """The trace files of a TensorBoard log directory (``plugins/profile/<run>/<host>.xplane.pb``), sorted."""
+    return sorted(Path(logdir).glob("plugins/profile/*/*.xplane.pb"))
 
 
 def is_run_dir(path: Path) -> bool:

@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 
 from .. import textcap
+from ..rundir import logdir_xplanes
 from .child import exit_now
 from .cluster_doc import CLUSTER_JSON, TaskSpec, read_spec
 from .clusterspec import Cluster, TaskId
@@ -37,7 +38,8 @@ REMOTE_OPTIONS = {"host_tracer_level": 2, "python_tracer_level": 0, "device_trac
 
 
 def xplane_files(logdir: Path) -> list[str]:
-    return sorted(str(p.relative_to(logdir)) for p in logdir.glob("plugins/profile/*/*.xplane.pb"))
+    """The capture's trace files, relative to ``logdir``."""
+    return [str(p.relative_to(logdir)) for p in logdir_xplanes(logdir)]
 
 
 def duration_ms(spec: TaskSpec, ready: list[dict]) -> int:

@@ -65,10 +65,12 @@ def edges_with_bytes(found: set[tuple[str, str, str]], op_bytes: Mapping[str, in
 
 def host_files(logdir: Path, cluster: Cluster) -> dict[str, Path]:
     """Task -> its trace file in the newest run folder of ``logdir``."""
+    from ..trace.locate import host_name  # the trace package: trace_edges reads these files with it next
+
     runs = sorted(p for p in (logdir / "plugins" / "profile").glob("*") if p.is_dir())
     if not runs:
         return {}
-    by_host = {p.name.split(".xplane.")[0]: p for p in runs[-1].glob("*.xplane.pb")}
+    by_host = {host_name(p): p for p in runs[-1].glob("*.xplane.pb")}
     return {str(t): by_host[cluster.host_file(t)] for t in cluster.tasks() if cluster.host_file(t) in by_host}
 
 

@@ -213,12 +213,9 @@ def watch(a: Attempt) -> Outcome:
             if all(coord.has(t, "done") for t in a.stepping):
                 coord.mark(DRIVER, "release")
                 released_at = now
-        if released_at is not None and _all_left(a, coord):
+        if released_at is not None and (_all_left(a, coord) or now - released_at > EXIT_GRACE_S):
             a.phases["exit_after_release"] = now - released_at
-            return Outcome(None)
-        if released_at is not None and now - released_at > EXIT_GRACE_S:
-            a.phases["exit_after_release"] = now - released_at
-            return Outcome(None)  # everything is captured; the stop below ends the stragglers
+            return Outcome(None)  # everything is captured; past the grace, the stop below ends the stragglers
         if now > a.deadline or ("until_ready" not in a.phases and now - a.t0 > a.spec.timeouts.startup_s):
             return _timed_out(a, coord, now)
         time.sleep(POLL_S)
@@ -391,8 +388,9 @@ def _consequence(a: Attempt, coord: Coord, name: str) -> bool:
                                     "Connection reset", "the driver aborted"))
 
 
-def _settle(a: Attempt) -> None:
-    end = time.monotonic() + FAILURE_GRACE_S
+def _settle(a: Attempt, grace_s: float = FAILURE_GRACE_S) -> None:
+    """Wait up to ``grace_s`` for the attempt's processes to end on their own."""
+    end = time.monotonic() + grace_s
     while time.monotonic() < end and any(p.poll() is None for p in a.procs.values()):
         time.sleep(POLL_S)
 
@@ -455,9 +453,7 @@ def stop(a: Attempt, failed: bool) -> None:
     SIGTERM and SIGKILL through their guards (all at once); every descendant goes with them."""
     if failed:
         a.coord.mark(DRIVER, "abort")
-        end = time.monotonic() + ABORT_GRACE_S
-        while time.monotonic() < end and any(p.poll() is None for p in a.procs.values()):
-            time.sleep(POLL_S)
+        _settle(a, ABORT_GRACE_S)
     t0 = time.monotonic()
     supervise.stop_all(a.procs.values())
     a.phases["stop"] = time.monotonic() - t0

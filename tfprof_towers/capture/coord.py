@@ -103,8 +103,9 @@ class Coord:
 
     def failure(self, whos: Iterable[TaskId]) -> str | None:
         """Why to stop waiting: the driver marked ``abort``, or one of ``whos`` marked ``failed``."""
-        if self.has(DRIVER, "abort"):
-            return "the driver aborted the run"
+        reason = self.aborted()
+        if reason:
+            return reason
         for w in whos:
             doc = self.read(w, "failed")
             if doc is not None:

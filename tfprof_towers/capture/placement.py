@@ -225,7 +225,11 @@ def _static_bytes(graph_ops: Mapping[str, Any], node: str, slot: int) -> int | N
     op = graph_ops.get(node)
     if op is None or slot >= len(op.outputs):
         return None
-    t = op.outputs[slot]
+    return static_tensor_bytes(op.outputs[slot])
+
+
+def static_tensor_bytes(t: Any) -> int | None:
+    """A graph tensor's bytes where its shape is fully known, else None."""
     dims = t.shape.as_list() if t.shape.rank is not None else None
     if dims is None or None in dims:
         return None

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..device_names import canonical_device, device_sort_key
-from .placement import PLUMBING_OPS, extract_placement, summarise_transfers, tensor_bytes
+from .placement import PLUMBING_OPS, extract_placement, static_tensor_bytes, summarise_transfers
 
 #: Kernels of TF2 cross-device ops that are not _Send/_Recv edges.
 COLLECTIVE_OPS = frozenset({
@@ -267,10 +267,7 @@ def _unwrap(t: Any) -> Any:
 
 
 def _static_size(t: Any) -> int | None:
-    t = _unwrap(t)
-    if t.shape.rank is None or None in t.shape.as_list():
-        return None
-    return tensor_bytes(t.dtype.as_datatype_enum, t.shape.as_list())
+    return static_tensor_bytes(_unwrap(t))
 
 
 def collectives(meta: Any, graph: InlinedGraph, graph_ops: Mapping[str, Any]) -> list[dict[str, Any]]:

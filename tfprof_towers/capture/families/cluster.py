@@ -363,6 +363,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
 
 def replace_capture_files(doc: Mapping[str, Any], logdir: Path) -> dict[str, Any]:
     """The capture's files where they now are (the variant's log directory)."""
-    files = sorted(str(p.relative_to(logdir)) for p in logdir.glob("plugins/profile/*/*.xplane.pb"))
-    return {**doc, "capture": {**(doc.get("capture") or {}), "files": files}}
+    from ..cluster_client import xplane_files
+
+    return {**doc, "capture": {**(doc.get("capture") or {}), "files": xplane_files(logdir)}}
 
