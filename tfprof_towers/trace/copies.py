@@ -292,9 +292,8 @@ def details_columns(text: Ragged, names: RowNames | None = None) -> dict[str, np
 
     dest_for = kinds_for = None
     if names is not None:
-        used = np.unique(names.codes)
+        used, at = dense_unique(names.codes)
         kind = np.array([device_name_category(names.strings.items[c]) for c in used.tolist()], dtype=object)
-        at = np.searchsorted(used, names.codes)
         dest_for = np.isin(kind, ["d2d", "p2p", "other_copy", "compute", "collective"])[at]
         kinds_for = (kind == "other_copy")[at]
     size, dest, kinds = parse_details(text, dest_for, kinds_for)

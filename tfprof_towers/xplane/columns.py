@@ -404,7 +404,7 @@ def _meta_part(
 
 def _merge(meta: StatPart | None, own: StatPart) -> StatPart:
     """Own values over inherited ones; sorted by event; a stat repeated in one event: the last wins."""
-    if meta is None and (own.owner.size < 2 or (np.diff(own.owner) > 0).all()):
+    if meta is None and _ascending(own.owner):
         return own  # the usual case: at most one per event, in order
     parts = [own] if meta is None else [meta, own]
     owner = np.concatenate([p.owner for p in parts])

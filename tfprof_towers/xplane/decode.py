@@ -96,7 +96,6 @@ def decode_space(
     keys = ("start", "dur", "name", "line")
     cols = _Columns({k: [] for k in keys}, {k: [] for k in keys}, {i: [] for i in range(len(stats))}, [])
     origin = None
-    offset = 0
     threads = decode_threads(threads)
     work = batches(planes.line_start, planes.line_end, threads=threads)
     stop = threading.Event()
@@ -105,8 +104,7 @@ def decode_space(
         for batch in decoded:
             if origin is None:
                 origin = batch.origin
-            _take_batch(batch, offset, origin, cols)
-            offset += batch.lines.plane.size
+            _take_batch(batch, origin, cols)
             buf.release(*batch.span)
             del batch
             release_free_memory()  # the batches' temporaries, when they add up
@@ -152,6 +150,7 @@ def _decode_lines(
     ev_line = np.repeat(np.arange(lines.plane.size, dtype=np.int32), lines.event_count)
     starts, ends = lines.event_start, lines.event_end
     stamp = (lines.timestamp_ns - origin) * 1000
+    first = np.int32(idx[0])  # the batch's first line in the space: batches are consecutive runs of lines
     blocks = []
     for lo in range(0, ev_line.size, DECODE_BLOCK):
         if stop.is_set():
@@ -159,23 +158,25 @@ def _decode_lines(
         at = slice(lo, lo + DECODE_BLOCK)
         line = ev_line[at]
         plane, kept = lines.plane[line], ~derived[line]
-        blocks.append(_decode_block(buf, tables, pending, plane, kept, stamp, line, starts[at], ends[at]))
+        block = _decode_block(buf, tables, pending, plane, kept, stamp, line, first, starts[at], ends[at])
+        blocks.append(block)
     span = (int(planes.line_start[idx].min()), int(planes.line_end[idx].max()))
     return _Batch(replace(lines, event_start=starts[:0], event_end=ends[:0]), origin, span, blocks, pending)
 
 
 def _decode_block(
     buf: Buffer, tables: Tables, strings: PendingStrings, plane: np.ndarray, kept: np.ndarray,
-    stamp: np.ndarray, line: np.ndarray, start: np.ndarray, end: np.ndarray,
+    stamp: np.ndarray, line: np.ndarray, first: np.int32, start: np.ndarray, end: np.ndarray,
 ) -> _Block:
-    """The events at ``buf[start:end]`` (on ``line``, of ``plane``; ``kept``: not on a derived line)."""
+    """The events at ``buf[start:end]`` (on ``line`` of the batch, whose first line is ``first`` of the
+    space; of ``plane``; ``kept``: not on a derived line)."""
     group = np.where(kept, plane, tables.n_planes)
     ev = decode_event_ranges(buf, start, end, stat_filter(tables, group), values=True)
     at = stamp[line]
     at += ev.offset_ps
     name, md_local = event_names(tables, plane, ev.metadata_id)
     found = batch_stats(buf, ev, plane, kept, md_local, tables, strings, name)
-    every = {"start": at, "dur": ev.duration_ps, "name": name, "line": line}
+    every = {"start": at, "dur": ev.duration_ps, "name": name, "line": line + first}
     del ev
     if kept.all():
         return _Block(every, None, found)
@@ -185,9 +186,9 @@ def _decode_block(
     return _Block({k: v[kept] for k, v in every.items()}, derived, found)
 
 
-def _take_batch(batch: _Batch, offset: int, origin: int, cols: _Columns) -> None:
+def _take_batch(batch: _Batch, origin: int, cols: _Columns) -> None:
     """Add a decoded batch's events to the columns, batches in file order: its string codes made final,
-    times counted from ``origin``, lines from ``offset`` (the batch's first line)."""
+    times counted from ``origin``."""
     cols.lines.append(batch.lines)
     shift = (batch.origin - origin) * 1000
     settle = batch.strings.settle
@@ -198,11 +199,7 @@ def _take_batch(batch: _Batch, offset: int, origin: int, cols: _Columns) -> None
             cols.stats[wi].append(replace(part, owner=part.owner + cols.n_kept, codes=settle(part.codes)))
         for into, got in ((cols.kept, b.kept), (cols.derived, b.derived)):
             for k, v in (got or {}).items():
-                if k == "start" and shift:
-                    v = v + shift
-                elif k == "line":
-                    v = v + np.int32(offset)
-                into[k].append(v)
+                into[k].append(v + shift if k == "start" and shift else v)
         cols.n_kept += b.kept["start"].size
 
 

@@ -54,11 +54,11 @@ def free_heap_bytes() -> int | None:
     return None if libc is None else int(libc.mallinfo2().fordblks)
 
 
-def release_free_memory(worth_it: int = WORTH_IT) -> bool:
-    """Hand the heap's free pages back to the system when it holds more than ``worth_it`` free bytes;
-    True when it did."""
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the system when it holds more than :data:`WORTH_IT` free
+    bytes; True when it did."""
     libc = _libc()
-    if libc is None or libc.mallinfo2().fordblks < worth_it:
+    if libc is None or libc.mallinfo2().fordblks < WORTH_IT:
         return False
     libc.malloc_trim(0)
     return True
