@@ -178,3 +178,17 @@ class ProfileOptions:
     out_dir: Path = field(default_factory=lambda: Path("reports"))
     keras_model: str | None = None  # absolute path of a --keras-model file (tf2-strategy variants only)
     cluster: ClusterOptions | None = None  # --workers/--ps/--cluster: the cluster variants
+
+
+# ---------------------------------------------------------------------------------------------
+# What `profile` projects on when the accelerators are stand-ins (tfprof_towers/project)
+
+#: The profile a run on logical CPU devices is projected on when ``--project-on`` names none:
+#: two mid-range GPUs on PCIe 3.0 x8 each without peer access, the machine of the classic
+#: "two GPUs are slower than one" report (see the README, "How the recommendation is made").
+CPU_ONLY_HARDWARE = "2x-gtx1060-pcie3"
+#: The multi-host profile a cluster run without GPUs is projected on unless ``--project-on``
+#: says otherwise: hosts of 8 A100s on 100 Gb/s Ethernet (the built-in multi-host profile).
+CPU_ONLY_CLUSTER_HARDWARE = "8x-a100-100gbe"
+#: The preset ``profile`` projects at unless ``--project-preset`` says otherwise: the seed's sizes.
+PROJECT_PRESET = "seed"

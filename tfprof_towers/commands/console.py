@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .. import registry
 from ..config import ProfileOptions
+from ..errors import EXIT_NOTHING_SUCCEEDED
 from ..recommend import stand_in_why
 from ..rundir import RunDir
 
@@ -28,6 +29,12 @@ _out = _console()
 def err(message: str) -> None:
     """One message on stderr, never wrapped (a notice or an error stays one line)."""
     _err.print(message, markup=False, soft_wrap=True)
+
+
+def nothing_succeeded() -> int:
+    """Say that no variant succeeded; the exit code that goes with it."""
+    err("no variant succeeded: summary.json and report.html say why each one failed")
+    return EXIT_NOTHING_SUCCEEDED
 
 
 class ProgressView:

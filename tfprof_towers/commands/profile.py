@@ -16,8 +16,11 @@ from .. import registry
 from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
 from ..cli import add_command
 from ..config import (
+    CPU_ONLY_CLUSTER_HARDWARE,
+    CPU_ONLY_HARDWARE,
     MAX_LOOPBACK_TASKS,
     PRESETS,
+    PROJECT_PRESET,
     ClusterOptions,
     Preset,
     ProfileOptions,
@@ -25,8 +28,7 @@ from ..config import (
     get_preset,
     parse_variant_names,
 )
-from ..errors import EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_SIGINT, TowersError, VariantError
-from ..project.api import CPU_ONLY_CLUSTER_HARDWARE, CPU_ONLY_HARDWARE, PROJECT_PRESET
+from ..errors import EXIT_OK, EXIT_SIGINT, TowersError, VariantError
 from ..records import RunConfig, RunDoc, Topology, load_record
 from ..rundir import (
     RunDir,
@@ -344,8 +346,7 @@ def _capture_and_report(
     if args.out is None and not exit_code and done:
         point_latest(args.reports, run_dir.root)
     if not exit_code and not done:
-        console.err("no variant succeeded: summary.json and report.html say why each one failed")
-        return EXIT_NOTHING_SUCCEEDED
+        return console.nothing_succeeded()
     return exit_code
 
 

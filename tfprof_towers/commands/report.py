@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from ..cli import add_command
-from ..errors import EXIT_NOTHING_SUCCEEDED
 from ..pipeline import finish_run
 from ..rundir import RunDir
 from . import console
@@ -28,6 +27,5 @@ def run(args: argparse.Namespace) -> int:
     summary = finish_run(run_dir)
     console.print_summary(summary, run_dir)
     if not any(v["status"] == "ok" for v in summary["variants"]):
-        console.err("no variant succeeded: summary.json and report.html say why each one failed")
-        return EXIT_NOTHING_SUCCEEDED
+        return console.nothing_succeeded()
     return 0

@@ -32,17 +32,6 @@ from .model import GraphWork, Rates, project_work
 
 PROJECTION_JSON = "projection.json"
 SCHEMA = 1
-#: The profile a run on logical CPU devices is projected on when ``--project-on`` names none:
-#: two mid-range GPUs on PCIe 3.0 x8 each without peer access, the machine of the classic
-#: "two GPUs are slower than one" report (see the README, "How the recommendation is made").
-CPU_ONLY_HARDWARE = "2x-gtx1060-pcie3"
-#: The multi-host profile a cluster run without GPUs is projected on unless ``--project-on``
-#: says otherwise: hosts of 8 A100s on 100 Gb/s Ethernet (the built-in multi-host profile).
-CPU_ONLY_CLUSTER_HARDWARE = "8x-a100-100gbe"
-#: The preset ``profile`` projects at unless ``--project-preset`` says otherwise: the seed's sizes.
-PROJECT_PRESET = "seed"
-#: A simpler placement within this fraction of the fastest is recommended instead (the recommender's).
-SIMPLER_WITHIN = recommender.PROJECTED_WITHIN
 #: Per-variant limit on building a graph when neither a run nor a preset gives one.
 BUILD_TIMEOUT_S = 900.0
 

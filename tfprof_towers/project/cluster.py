@@ -34,7 +34,7 @@ from typing import Any
 
 from ..config import ClusterOptions, Preset
 from .hardware import Hardware, HardwareError, Link
-from .model import Rates
+from .model import Rates, ring_seconds
 
 SCHEMA = 1
 ADAM_PASSES = 10  # reads and writes of parameter-sized arrays by one Adam update (p, g, m, v)
@@ -78,13 +78,6 @@ def replica_compute_s(preset: Preset, hw: Hardware, replicas: int, rates: Rates,
             + z["ops"] * rates.accel_overhead_s)
 
 
-def ring_s(nbytes: float, members: int, link: Link) -> float:
-    if members < 2:
-        return 0.0
-    steps = 2 * (members - 1)
-    return steps * link.latency_us * 1e-6 + steps / members * nbytes / link.bytes_per_s
-
-
 def _entry(name: str, compute: float, comm: dict[str, float], bottleneck_text: dict[str, str],
            per_link: list[dict[str, Any]], terms: dict[str, float]) -> dict[str, Any]:
     busy = {"accelerator compute": compute, **comm}
@@ -109,7 +102,7 @@ def multi_worker(preset: Preset, hw: Hardware, hosts: int, rates: Rates) -> dict
     s = sizes(preset)["gradient_bytes"]
     link = nic if hosts > 1 else hw.peer.link
     compute = replica_compute_s(preset, hw, r, rates, adam_on_replica=True)
-    allreduce = ring_s(s, r, link)
+    allreduce = ring_seconds(s, r, link)
     each = 2 * (r - 1) / r * s if r > 1 else 0.0
     per_link = [{"src": f"host {k}", "dst": f"host {(k + 1) % hosts}", "bytes_per_step": round(each),
                  "seconds": allreduce, "route": f"{nic.name} (ring all-reduce)"} for k in range(hosts)] \
@@ -125,7 +118,7 @@ def parameter_server(preset: Preset, hw: Hardware, hosts: int, ps: int, rates: R
     g = hw.accelerator.count
     s = sizes(preset)["gradient_bytes"]
     compute = replica_compute_s(preset, hw, hosts * g, rates, adam_on_replica=False)
-    local = ring_s(s, g, hw.peer.link) + hw.host_link.latency_us * 1e-6 + s / hw.host_link.bytes_per_s
+    local = ring_seconds(s, g, hw.peer.link) + hw.host_link.latency_us * 1e-6 + s / hw.host_link.bytes_per_s
     lat = 2 * nic.latency_us * 1e-6
     ps_card = lat + hosts * s / ps / nic.bytes_per_s  # each way; in and out run at once
     worker_card = lat + s / nic.bytes_per_s

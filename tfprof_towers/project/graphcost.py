@@ -134,13 +134,7 @@ def _elements(t: Any) -> int:
 
 
 def _split_axis(op: Any) -> int | None:
-    import tensorflow as tf
-
-    try:
-        value = tf.get_static_value(op.inputs[0])
-    except (TypeError, ValueError, IndexError):
-        return None
-    return None if value is None else int(value)
+    return _static_int(op.inputs[0]) if len(op.inputs) else None
 
 
 def collective_key(op: Any, device: str, seen: dict[tuple[str, str], int]) -> tuple[str, int]:
@@ -159,11 +153,12 @@ def collective_key(op: Any, device: str, seen: dict[tuple[str, str], int]) -> tu
 
 
 def _static_int(t: Any) -> int | None:
+    """A graph tensor's value as an int where it is known when the graph is built, else None."""
     import tensorflow as tf
 
     try:
         value = tf.get_static_value(t)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
     return None if value is None else int(value)
 
