@@ -68,8 +68,8 @@ def test_simplicity_and_baseline_come_from_the_registry_for_builtins_only() -> N
 
 def test_needs_and_resolution() -> None:
     v = registry.Variant("x", registry.TF1_GRAPH, "d", "k", 1, "os.path:join", needs=("gpu", "nccl"))
-    assert registry.unmet_needs(v, {"gpu"}) == ("nccl",)
-    assert registry.unmet_needs(v, {"gpu", "nccl"}) == ()
+    assert registry.unmet_needs(v.needs, {"gpu"}) == ("nccl",)
+    assert registry.unmet_needs(v.needs, {"gpu", "nccl"}) == ()
     assert v.load_builder() is __import__("os").path.join
     with pytest.raises(ValueError, match="not a 'module:attribute' reference"):
         registry.resolve("os.path")

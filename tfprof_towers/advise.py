@@ -281,7 +281,7 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
         f"modeled at {link.name}: {fmt_seconds(modeled)} per step"
     )
     sources = _variable_sources(f)
-    tf2 = _family(f.entry) == registry.TF2_STRATEGY
+    tf2 = registry.family_of(f.entry) == registry.TF2_STRATEGY
     remedy = ("`tf.distribute.MirroredStrategy`, the `mirrored` variant" if tf2
               else "the `replicated` variant, MirroredStrategy")
     suggestion = (
@@ -429,25 +429,21 @@ def facts_for(summary: Mapping[str, Any]) -> list[Facts]:
     topology = summary.get("topology") or {}
     entries = summary.get("variants") or []
     baselines = {
-        _family(e): e for e in entries
+        registry.family_of(e): e for e in entries
         if e["status"] == "ok" and registry.is_baseline(e["name"], e.get("source"))
     }
     reference = samemath.reference(entries)
     link = next((m for m in summary.get("link_models") or () if m.get("key") == HOST_LINK_KEY), None)
     projection = summary.get("projection")
     return [
-        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(_family(e)), reference, link,
-              projection)
+        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(registry.family_of(e)),
+              reference, link, projection)
         for e in entries if e["status"] == "ok"
     ]
 
 
 #: The key of the projection profile's host link among ``summary.json`` -> ``link_models``.
 HOST_LINK_KEY = "host_link"
-
-
-def _family(entry: Mapping[str, Any]) -> str:
-    return entry.get("family") or registry.TF1_GRAPH
 
 
 def run_level_gap(rule: Rule, topology: Mapping[str, Any]) -> str | None:
@@ -470,7 +466,7 @@ def unmet(rule: Rule, f: Facts) -> str | None:
         error = (f.breakdown or {}).get("error")
         return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
     if BASELINE in rule.needs and not f.baseline and not f.is_baseline:
-        return f"the baseline {registry.baseline_name(_family(f.entry))} did not succeed"
+        return f"the baseline {registry.baseline_of(f.entry)} did not succeed"
     if (PEER_PATH in rule.needs and strategy_advice.reduces_across_devices(f)
             and strategy_advice.profile(f) is None):
         return ("it reduces across devices, and no hardware profile says how its accelerators are linked "

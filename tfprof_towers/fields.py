@@ -14,9 +14,11 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from .errors import TowersError
+
+T = TypeVar("T")
 
 
 class RecordError(TowersError):
@@ -121,10 +123,14 @@ class Fields:
             return None
         return Fields.of(value, self.where, self.name(key))
 
+    def obj_as(self, key: str, build: Callable[[Fields], T]) -> T | None:
+        """The object at ``key`` made into a record by ``build`` (absent or null: None)."""
+        sub = self.obj(key)
+        return None if sub is None else build(sub)
+
     def mapping(self, key: str) -> Mapping[str, Any] | None:
         """An open-ended object, checked only for being one."""
-        sub = self.obj(key)
-        return None if sub is None else sub.data
+        return self.obj_as(key, lambda sub: sub.data)
 
     def items(self, key: str) -> tuple[Any, ...]:
         """A list (absent or null: empty)."""

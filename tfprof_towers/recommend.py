@@ -254,17 +254,13 @@ def _med(e: Mapping[str, Any]) -> str:
     return fmt_seconds(e["step_time_s"]["median"])
 
 
-def _family_baseline(entry: Mapping[str, Any]) -> str:
-    return registry.baseline_name(entry.get("family") or registry.TF1_GRAPH)
-
-
 def _describe_fastest(e: Mapping[str, Any], among: str = "") -> str:
     st = e["step_time_s"]
     text = f"{e['name']} has the fastest median un-profiled step{among}: {_med(e)}"
     if st.get("p10") is not None and st.get("p90") is not None:
         text += f" (p10–p90 {fmt_seconds(st['p10'])}–{fmt_seconds(st['p90'])}, {st.get('n')} steps)"
     if e.get("speedup_vs_single") is not None and not registry.is_baseline(e["name"], e.get("source")):
-        text += f", {fmt_ratio(e['speedup_vs_single'])} the speed of {_family_baseline(e)}"
+        text += f", {fmt_ratio(e['speedup_vs_single'])} the speed of {registry.baseline_of(e)}"
     return text + "."
 
 

@@ -84,19 +84,6 @@ class Topology:
         return cls.from_fields(Fields.of(doc, where))
 
 
-def _topology(f: Fields, key: str = "topology") -> Topology | None:
-    sub = f.obj(key)
-    return None if sub is None else Topology.from_fields(sub)
-
-
-def _math(f: Fields) -> MathCheck | None:
-    sub = f.obj("math")
-    return None if sub is None else MathCheck.from_fields(sub)
-
-
-def _stats(f: Fields, key: str) -> StepStats | None:
-    sub = f.obj(key)
-    return None if sub is None else StepStats.from_fields(sub)
 
 
 @dataclass(frozen=True)
@@ -123,8 +110,9 @@ class Timings:
     def from_fields(cls, f: Fields | None) -> Timings:
         if f is None:
             return cls()
-        return cls(_stats(f, "step_time_s"), _stats(f, "profiled_step_time_s"), f.numbers("step_times_s"),
-                   f.numbers("profiled_step_times_s"))
+        return cls(f.obj_as("step_time_s", StepStats.from_fields),
+                   f.obj_as("profiled_step_time_s", StepStats.from_fields),
+                   f.numbers("step_times_s"), f.numbers("profiled_step_times_s"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -276,10 +264,10 @@ class VariantRecord:
             error=f.text("error"),
             stage=f.text("stage"),
             versions=f.text_map("versions"),
-            topology=_topology(f),
+            topology=f.obj_as("topology", Topology.from_fields),
             timings=Timings.from_fields(f.obj("timings")),
             placement=None if placement is None else check_placement(placement),
-            math=_math(f),
+            math=f.obj_as("math", MathCheck.from_fields),
             pid=f.integer("pid"),
             phases_s=f.number_map("phases_s"),
             profiler_options=f.mapping("profiler_options"),
@@ -415,7 +403,8 @@ class RunDoc:
             started=f.text("started"), finished=f.text("finished"), interrupted=f.flag("interrupted"),
             interrupted_by=f.text("interrupted_by"),
             config=None if config is None else RunConfig.from_fields(config),
-            topology=_topology(f), versions=f.text_map("versions"), host=f.text_map("host"),
+            topology=f.obj_as("topology", Topology.from_fields), versions=f.text_map("versions"),
+            host=f.text_map("host"),
             command=f.texts("command"), started_local=f.text("started_local"),
             nvidia_smi_topo=f.text("nvidia_smi_topo"), harness_s=f.number_map("harness_s"),
             tool=f.text("tool", default="tfprof-towers"), schema=f.integer("schema", default=RUN_SCHEMA),

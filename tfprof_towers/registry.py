@@ -23,7 +23,7 @@ module under ``capture/families/``.  Nothing else branches on variant names.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,6 +238,16 @@ def baseline_name(family_key: str = TF1_GRAPH) -> str:
     return baseline(family_key).name
 
 
+def family_of(entry: Mapping[str, Any] | None) -> str:
+    """A summary entry's family (tf1-graph where it names none: records from before families)."""
+    return (entry or {}).get("family") or TF1_GRAPH
+
+
+def baseline_of(entry: Mapping[str, Any] | None) -> str:
+    """The name of the baseline that ``entry``'s speedups are over (its family's)."""
+    return baseline_name(family_of(entry))
+
+
 def by_family(variants: Iterable[Variant] = BUILTINS) -> dict[str, tuple[Variant, ...]]:
     """Built-ins grouped by family, families in registry order."""
     variants = tuple(variants)
@@ -245,10 +255,10 @@ def by_family(variants: Iterable[Variant] = BUILTINS) -> dict[str, tuple[Variant
             if any(v.family == k for v in variants)}
 
 
-def unmet_needs(variant: Variant, available: Iterable[str]) -> tuple[str, ...]:
-    """What ``variant`` needs that the machine lacks (``available``: keys of NEEDS)."""
+def unmet_needs(needs: Iterable[str], available: Iterable[str]) -> tuple[str, ...]:
+    """What of ``needs`` (a variant's) the machine lacks (``available``: keys of NEEDS)."""
     have = set(available)
-    return tuple(n for n in variant.needs if n not in have)
+    return tuple(n for n in needs if n not in have)
 
 
 def skip_reason(needs: Iterable[str], offers: Iterable[str], kind: str | None,
@@ -257,8 +267,7 @@ def skip_reason(needs: Iterable[str], offers: Iterable[str], kind: str | None,
 
     ``kind`` and ``accelerators`` are the run's topology (``"gpu"`` or ``"logical-cpu"``, canonical names).
     """
-    have = set(offers)
-    missing = [n for n in needs if n not in have]
+    missing = unmet_needs(needs, offers)
     if not missing:
         return None
     what = "; ".join(f"needs {NEEDS[n]}" for n in missing)

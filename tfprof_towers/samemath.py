@@ -72,7 +72,7 @@ def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
     """The family baseline's numbers; else the median of three or more variants; else None."""
     with_math = compared_entries(entries)
     baselines = [e for e in with_math if registry.is_baseline(e["name"], e.get("source"))]
-    baselines.sort(key=lambda e: (e.get("family") or registry.TF1_GRAPH) != registry.TF1_GRAPH)
+    baselines.sort(key=lambda e: registry.family_of(e) != registry.TF1_GRAPH)
     if baselines:
         b = baselines[0]
         norm = b.get("grad_norm")

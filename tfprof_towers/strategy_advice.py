@@ -30,6 +30,8 @@ from typing import Any
 from .audit import link_model
 from .findings import Facts, Finding, Rule
 from .fmt import fmt_bytes, fmt_seconds
+from .project.hardware import link_from_json
+from .project.model import ring_seconds as model_ring_seconds
 
 CENTRAL_STORAGE = "CentralStorageStrategy"
 REDUCE_TO_ONE = "ReductionToOneDevice"
@@ -54,17 +56,23 @@ def profile(f: Facts) -> Mapping[str, Any] | None:
 
 def rate(link: Mapping[str, Any]) -> float:
     """Effective bytes per second of a profile link (nominal GB/s x efficiency)."""
-    return float(link["bandwidth_gbs"]) * 1e9 * float(link["efficiency"])
+    return link_from_json(link).bytes_per_s
 
 
 def ring_seconds(payload: float, n: int, link: Mapping[str, Any]) -> float:
-    """Ring all-reduce, as the projection models it: 2(n-1) latencies + 2(n-1)/n x payload / rate."""
-    return 2 * (n - 1) * float(link["latency_us"]) * 1e-6 + 2 * (n - 1) / n * payload / rate(link)
+    """Ring all-reduce over a profile link, as the projection models it (``project.model.ring_seconds``)."""
+    return model_ring_seconds(payload, n, link_from_json(link))
 
 
 def host_round_trip_seconds(payload: float, link: Mapping[str, Any]) -> float:
     """Each accelerator sends ``payload`` to the host and receives the sum back over its own link."""
     return 2 * (float(link["latency_us"]) * 1e-6 + payload / rate(link))
+
+
+def to_host(f: Facts, host: str | None) -> dict[str, int]:
+    """Bytes per step each device sends to the host ``host`` (the audit's device-to-host links)."""
+    return {ln["src"]: ln["bytes_per_step"] for ln in (f.audit or {}).get("links") or ()
+            if ln["dst"] == host and ln["kind"] == "device_to_host"}
 
 
 def allreduce(f: Facts) -> tuple[int, int, list[str]]:
@@ -148,8 +156,7 @@ def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
             or s.get("strategy") == CENTRAL_STORAGE or n < rule.param("min_replicas")):
         return None
     host_dev = (f.audit or {}).get("host")
-    up = {ln["src"]: ln["bytes_per_step"] for ln in (f.audit or {}).get("links") or ()
-          if ln["dst"] == host_dev and ln["kind"] == "device_to_host"}
+    up = to_host(f, host_dev)
     if not up:
         return None
     payload = max(up.values())
@@ -184,8 +191,7 @@ def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
     if len(used) < rule.param("min_accelerators") or len(pulling) < len(used):
         return None
     host = f.audit["host"]
-    back = {ln["src"]: ln["bytes_per_step"] for ln in f.audit.get("links") or ()
-            if ln["dst"] == host and ln["kind"] == "device_to_host"}
+    back = to_host(f, host)
     model = link_model(rule.param("link_model"))
     worst = max(pulling, key=lambda d: pulling[d] + back.get(d, 0))
     modeled = (pulling[worst] + back.get(worst, 0)) / model.bytes_per_s

@@ -83,7 +83,7 @@ def _ms(x: float | None) -> str:
 
 def _speedup_title(summary: dict[str, Any]) -> str:
     """``speedup vs <baseline>`` for one family; with several, each over its own family's baseline."""
-    families = {v.get("family") or registry.TF1_GRAPH for v in summary["variants"]}
+    families = {registry.family_of(v) for v in summary["variants"]}
     if len(families) == 1:
         return f"speedup vs {registry.baseline_name(families.pop())}"
     return "speedup vs " + " / ".join(registry.baseline_name(f) for f in registry.FAMILIES if f in families)

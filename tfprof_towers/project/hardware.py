@@ -16,6 +16,7 @@ Pure Python: importing this module never imports TensorFlow.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -159,6 +160,12 @@ def _link_json(link: Link) -> dict[str, Any]:
         "latency_us": link.latency_us,
         "source": link.source,
     }
+
+
+def link_from_json(doc: Mapping[str, Any]) -> Link:
+    """A link of a profile's summary (:meth:`Hardware.summary`) back as a :class:`Link`."""
+    return Link(str(doc["name"]), float(doc["bandwidth_gbs"]), float(doc["efficiency"]),
+                float(doc["latency_us"]), str(doc.get("source") or ""))
 
 
 # --------------------------------------------------------------------------- loading

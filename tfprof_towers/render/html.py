@@ -187,7 +187,7 @@ def view_model(
         "idle_rows": idle_rows(summary),
         "summary": summary,
         "title": f"tfprof-towers report — {Path(str(summary.get('run_dir') or run_root)).name}",
-        "baseline": baseline_of(picked),
+        "baseline": registry.baseline_of(picked),
         "rec_is_baseline": bool(picked) and registry.is_baseline(picked["name"], picked.get("source")),
         "trace_errors": trace_errors(ranked),
         "topology": topology,
@@ -208,12 +208,6 @@ def view_model(
         "run_root": str(run_root),
         "tensorboard_all": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard'))} --port 6006",
     }
-
-
-def baseline_of(entry: Mapping[str, Any] | None) -> str:
-    """The name of the baseline that ``entry``'s speedups are over (its family's)."""
-    family = (entry or {}).get("family") or registry.TF1_GRAPH
-    return registry.baseline_name(family)
 
 
 def trace_errors(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:

@@ -7,7 +7,8 @@ memory stays at its high-water mark although the memory is free.
 the heap holds more than :data:`WORTH_IT` free bytes (``mallinfo2``): below that, handing
 pages back and faulting them in again costs more than it saves.  Elsewhere it does nothing.
 
-:func:`prefer_heap` (called once by the command line, before any work) has glibc take even
+:func:`prefer_heap` (called before a trace is analysed: by ``analyze``, and by the pipeline for
+each variant's trace; setting it again changes nothing) has glibc take even
 large blocks from its heap instead of mapping fresh memory for each: the columns of a
 5M-event trace are tens of megabytes each, past glibc's largest mmap threshold (32 MB), so
 every such temporary was new pages, faulted in one by one, and handed back at its free --
@@ -66,8 +67,8 @@ def release_free_memory() -> bool:
 
 def prefer_heap() -> bool:
     """Take large blocks from the heap, not from fresh mappings (module docstring); True when the
-    C library took the setting.  For a process's entry point: it changes the allocator for the
-    whole process."""
+    C library took the setting.  It changes the allocator for the whole process: for the command
+    that analyses traces, not for a library call to make on its own."""
     libc = _libc()
     if libc is None or not hasattr(libc, "mallopt"):
         return False
