@@ -257,16 +257,21 @@ def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
         win, cs, ce, idx = _clip_known(s, e, w, ws, we)
         if not win.size:
             continue
-        first, last = int(win.min()), int(win.max()) + 1
+        if lo is None:  # every window (those without events add nothing)
+            first, last, local = 0, n_win, win
+        else:  # only the windows the slice touches
+            first, last = int(win.min()), int(win.max()) + 1
+            local = win - first
         origin = ws[win] if lo is None else np.maximum(ws[win], lo)
-        part = sweep(win - first, RANK[cat[idx]], cs, ce, last - first, n_rank, origin)
+        part = sweep(local, RANK[cat[idx]], cs, ce, last - first, n_rank, origin)
         acc[first:last] += part.reshape(last - first, n_rank)
     return acc
 
 
 def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we: np.ndarray):
     """:func:`clip_to_windows` of intervals whose start's window ``w`` is known (-1: none): only the
-    ones that leave their window, or start outside every window, are searched."""
+    ones that leave their window, or start outside every window, are searched.  The last column
+    says which interval each piece is (``slice(None)`` when they are the intervals themselves)."""
     inside = w >= 0
     if inside.all():  # the usual case: every event starts in a window
         simple = e <= we[w]
@@ -275,7 +280,7 @@ def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we:
         simple[inside] = e[inside] <= we[w[inside]]
     if simple.all():
         # zero-length events add nothing to a sweep (it drops them): no copies needed
-        return w, s, e, np.arange(w.size)
+        return w, s, e, slice(None)
     rest = np.flatnonzero(~simple)
     win, cs, ce, idx = clip_to_windows(s[rest], e[rest], ws, we)
     easy = np.flatnonzero(simple & (e > s))
