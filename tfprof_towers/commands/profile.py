@@ -391,13 +391,10 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
 
 def _project_cluster(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> None:
     """A cluster run projected on as many hosts of ``hardware`` as it had workers (and its ps, else 1)."""
-    from ..project.api import PROJECTION_JSON
-    from ..project.cluster import cluster_size, project_cluster
-    from ..project.hardware import load_hardware
+    from ..project.cluster import project_cluster_run
 
     assert options.cluster is not None
-    doc = project_cluster(load_hardware(hardware), preset, *cluster_size(options.cluster))
-    write_json(run_dir.root / PROJECTION_JSON, doc)
+    project_cluster_run(run_dir, hardware, preset, options.cluster)
 
 
 def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why: str) -> None:

@@ -76,27 +76,17 @@ def run_cluster(args: argparse.Namespace) -> int:
     if args.host_build:
         hw = hw.with_host_build(args.host_build)
     doc = project_cluster(hw, get_preset(args.preset or DEFAULT_PRESET), args.workers, args.ps or 1)
-    if args.json:
-        sys.stdout.write(json_text(doc) + "\n")
-    else:
-        print_projection(doc, None, baseline=registry.baseline_name(registry.CLUSTER))
+    show(doc, None, args.json)
     return 0
 
 
 def _project_cluster_run(args: argparse.Namespace, run_dir: RunDir, cluster: Any, preset: Any) -> int:
     """``project RUN_DIR`` of a cluster run: its variants on as many hosts as it had workers."""
-    from ..project.cluster import cluster_size, project_cluster
-    from ..project.hardware import load_hardware
+    from ..project.cluster import project_cluster_run
 
-    hw = load_hardware(args.hardware)
-    doc = project_cluster(hw.with_host_build(args.host_build) if args.host_build else hw, preset,
-                          *cluster_size(cluster))
-    write_json(run_dir.root / PROJECTION_JSON, doc)
+    doc = project_cluster_run(run_dir, args.hardware, preset, cluster, args.host_build)
     _rerender(run_dir)
-    if args.json:
-        sys.stdout.write(json_text(doc) + "\n")
-    else:
-        print_projection(doc, run_dir, baseline=registry.baseline_name(registry.CLUSTER))
+    show(doc, run_dir, args.json)
     return 0
 
 
@@ -130,11 +120,16 @@ def run(args: argparse.Namespace) -> int:
     if run_dir is not None:
         write_json(run_dir.root / PROJECTION_JSON, doc)
         _rerender(run_dir)  # the report's "measured vs projected" section shows it
-    if args.json:
+    show(doc, run_dir, args.json)
+    return 0 if doc["ranking"] else EXIT_NOTHING_PROJECTED
+
+
+def show(doc: dict[str, Any], run_dir: RunDir | None, as_json: bool) -> None:
+    """The projection on stdout: its JSON, or the table and what it assumes."""
+    if as_json:
         sys.stdout.write(json_text(doc) + "\n")
     else:
         print_projection(doc, run_dir)
-    return 0 if doc["ranking"] else EXIT_NOTHING_PROJECTED
 
 
 def _rerender(run_dir: RunDir) -> None:
@@ -157,12 +152,12 @@ def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec
     return tuple(VariantSpec.builtin(n) for n in registry.BUILTIN_NAMES)
 
 
-def projection_table(doc: dict[str, Any], baseline: str | None = None) -> Table:
+def projection_table(doc: dict[str, Any]) -> Table:
     p = doc["preset"]
     title = (f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
              f"dim {p['dim']}); not measured")
     t = Table(title=escape(title))
-    baseline = baseline or registry.baseline_name()
+    baseline = registry.baseline_name(registry.CLUSTER if doc.get("cluster") else registry.TF1_GRAPH)
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
                       (f"vs {baseline}", "right"), ("bottleneck", "left")):
         t.add_column(col, justify=just)
@@ -181,9 +176,9 @@ def projection_table(doc: dict[str, Any], baseline: str | None = None) -> Table:
     return t
 
 
-def print_projection(doc: dict[str, Any], run_dir: RunDir | None, baseline: str | None = None) -> None:
+def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
     out = Console(highlight=False, width=max(Console().width, 150))
-    out.print(projection_table(doc, baseline))
+    out.print(projection_table(doc))
     rec = doc["recommendation"]
     if rec.get("variant"):
         out.print(f"Projected recommendation: [bold]{escape(rec['variant'])}[/] — {escape(rec['reason'])}")

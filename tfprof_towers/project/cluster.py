@@ -30,11 +30,14 @@ recommendation), so ``profile --workers N --project-on NAME`` shows it in the re
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ClusterOptions, Preset
-from .hardware import Hardware, HardwareError, Link
+from .hardware import Hardware, HardwareError, Link, load_hardware
 from .model import Rates, ring_seconds
+
+if TYPE_CHECKING:
+    from ..rundir import RunDir
 
 SCHEMA = 1
 ADAM_PASSES = 10  # reads and writes of parameter-sized arrays by one Adam update (p, g, m, v)
@@ -142,6 +145,19 @@ def parameter_server(preset: Preset, hw: Hardware, hosts: int, ps: int, rates: R
     terms = {"compute": compute, "comm:pull": pull, "comm:push": push, "comm:ps update": update,
              "comm:local": local}
     return _entry("parameter_server", compute, comm, text, per_link, terms)
+
+
+def project_cluster_run(run_dir: RunDir, hardware: str, preset: Preset, opts: ClusterOptions,
+                        host_build: str | None = None) -> dict[str, Any]:
+    """A cluster run projected on as many hosts of ``hardware`` as it had workers (and its ps, else 1),
+    written to RUN_DIR/projection.json: the twin of :func:`.api.project_run`."""
+    from ..rundir import write_json
+    from .api import PROJECTION_JSON
+
+    hw = load_hardware(hardware)
+    doc = project_cluster(hw.with_host_build(host_build) if host_build else hw, preset, *cluster_size(opts))
+    write_json(run_dir.root / PROJECTION_JSON, doc)
+    return doc
 
 
 def cluster_size(opts: ClusterOptions) -> tuple[int, int]:
