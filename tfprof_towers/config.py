@@ -82,7 +82,7 @@ class VariantSpec:
     def builtin(cls, name: str) -> VariantSpec:
         v = registry.builtin(name)
         if v is None:
-            raise VariantError(f"unknown variant {name!r}; built-in variants are: {', '.join(BUILTIN_NAMES)}")
+            raise unknown_variant(name)
         return cls(name, None, v.family)
 
     @classmethod
@@ -102,6 +102,11 @@ class VariantSpec:
         return {"name": self.name, "source": self.source, "family": self.family}
 
 
+def unknown_variant(name: str) -> VariantError:
+    """The one-line error for a name that is no built-in variant (the built-ins listed)."""
+    return VariantError(f"unknown variant {name!r}; built-in variants are: {', '.join(BUILTIN_NAMES)}")
+
+
 def parse_variant_names(text: str | None, family: str | None = None) -> tuple[str, ...]:
     """``"a,b"`` -> ("a", "b"), each checked against the built-ins (of ``family`` when given).
 
@@ -112,7 +117,7 @@ def parse_variant_names(text: str | None, family: str | None = None) -> tuple[st
         names = allowed if text is None else _split_names(text)
         unknown = [n for n in names if registry.builtin(n) is None]
         if unknown:
-            parse_variant_names(unknown[0])  # one line: an unknown variant, and the built-ins
+            raise unknown_variant(unknown[0])
         others = [n for n in names if n not in allowed]
         if others:
             fam = registry.builtin(others[0]).family  # type: ignore[union-attr]
@@ -127,9 +132,7 @@ def parse_variant_names(text: str | None, family: str | None = None) -> tuple[st
             raise VariantError(f"{n} is a cluster variant: it runs with --workers N [--ps M] (tasks on this "
                                "machine) or --cluster FILE (tasks you start on each machine)")
         if n not in BUILTIN_NAMES:
-            raise VariantError(
-                f"unknown variant {n!r}; built-in variants are: {', '.join(BUILTIN_NAMES)}"
-            )
+            raise unknown_variant(n)
     if len(set(names)) != len(names):
         raise VariantError(f"--variants names a variant twice: {text}")
     return names

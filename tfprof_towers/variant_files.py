@@ -30,8 +30,7 @@ def check_variant_file(path: str | Path) -> VariantSpec:
     bound = {f.key: _binding(tree, f.file_function) for f in own}
     families = [f for f in own if bound[f.key] is not None]
     if not families:
-        wanted = " or ".join(f"{f.file_function}({f.file_signature.split('(', 1)[1].split(')', 1)[0]})"
-                             for f in own)
+        wanted = " or ".join(f"{f.file_function}({', '.join(_params(f))})" for f in own)
         raise VariantError(f"variant file {p}: defines no {wanted} function")
     if len(families) > 1:
         raise VariantError(f"variant file {p}: defines both {families[0].file_function} and "
@@ -52,6 +51,12 @@ def file_families() -> list[registry.Family]:
     for f in registry.FAMILIES.values():
         seen.setdefault(f.file_function, f)
     return list(seen.values())
+
+
+def _params(family: registry.Family) -> list[str]:
+    """The parameters of the function a variant file of ``family`` defines (from its signature)."""
+    inside = family.file_signature.split("(", 1)[1].split(")", 1)[0]
+    return [x.strip() for x in inside.split(",") if x.strip()]
 
 
 def parse_file(p: Path, what: str) -> ast.Module:
@@ -130,8 +135,7 @@ def _not_callable(node: ast.stmt | None, family: registry.Family) -> str | None:
     if isinstance(node, ast.AsyncFunctionDef):
         return f"{name} is an async function (line {node.lineno}); define a plain def"
     if isinstance(node, ast.FunctionDef):
-        params = [x.strip() for x in family.file_signature.split("(", 1)[1].split(")", 1)[0].split(",")
-                  if x.strip()]
+        params = _params(family)
         a = node.args
         if len(a.posonlyargs) + len(a.args) < len(params) and a.vararg is None:
             return (f"{name}() takes {len(a.posonlyargs) + len(a.args)} argument(s) (line {node.lineno}); "
