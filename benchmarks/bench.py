@@ -44,9 +44,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.config import PRESETS
-from tfprof_towers.registry import BUILTIN_NAMES
-from tfprof_towers.rundir import write_json
+from tfprof_towers.rundir.paths import write_json
+from tfprof_towers.variants.config import PRESETS
+from tfprof_towers.variants.registry import BUILTIN_NAMES
 
 SCHEMA = 1
 OVERHEAD_TARGET = 1.05  # profiled / un-profiled median step time, every variant
@@ -320,7 +320,7 @@ class _Stepper:
 def _open_stepper(spec: Mapping[str, Any]) -> tuple[_Stepper, dict[str, Any]]:
     from tfprof_towers.capture.devices import plan_devices
     from tfprof_towers.capture.families import tf1_graph
-    from tfprof_towers.config import Preset
+    from tfprof_towers.variants.config import Preset
 
     tf = tf1_graph.import_tensorflow()
     preset = Preset(**spec["preset"])

@@ -5,7 +5,7 @@ Two kinds of synthetic XSpace, written to a temporary folder:
 * the *default* trace (:func:`build_trace`): at least one million events -- GPU kernels and
   copies with their usual stats, host TF ops, step markers, derived lines -- made by
   replicating template lines (few distinct strings);
-* the *copy-heavy* trace (:func:`tfprof_towers.trace.synth.copy_heavy_trace`): GPU-shaped,
+* the *copy-heavy* trace (:func:`tfprof_towers.testing.synth.copy_heavy_trace`): GPU-shaped,
   a quarter of its events ``MemcpyH2D``/``MemcpyD2H`` of varied sizes, so nearly every
   ``memcpy_details`` text is distinct; 1M events (~40 MB) and 5M events (~200 MB).
 
@@ -64,7 +64,7 @@ TARGET_GROWTH = 5.5  # 5M time / 1M time
 
 def build_trace(n_events: int = 1_000_000, gpus: int = 4, line_events: int = 5000) -> tuple[bytes, int]:
     """A realistic synthetic XSpace with at least ``n_events`` events: (bytes, event count)."""
-    from tfprof_towers.trace.synth import Ref, TraceBuilder, memcpy_details
+    from tfprof_towers.testing.synth import Ref, TraceBuilder, memcpy_details
 
     b = TraceBuilder()
     host = b.plane("/host:CPU")
@@ -347,7 +347,7 @@ def whole_process(
 
 
 def _copy_heavy(path: Path, n_events: int, seed: int = 0) -> int:
-    from tfprof_towers.trace.synth import copy_heavy_trace
+    from tfprof_towers.testing.synth import copy_heavy_trace
 
     data = copy_heavy_trace(n_events, seed=seed).to_bytes()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.capture import runner
-from tfprof_towers.capture.proctree import process_table
-from tfprof_towers.config import PRESETS, ProfileOptions, VariantSpec
+from tfprof_towers.procs.proctree import process_table
+from tfprof_towers.variants.config import PRESETS, ProfileOptions, VariantSpec
 
 
 def alive(pid: int) -> bool:

@@ -26,7 +26,7 @@ def run_cli(*argv: str) -> int:
 
 def _tiny_run_of(tmp_path_factory: pytest.TempPathFactory, family: str, folder: str) -> Path:
     """A finished tiny-preset run directory with every built-in variant of ``family``."""
-    from tfprof_towers import registry
+    from tfprof_towers.variants import registry
 
     out = tmp_path_factory.mktemp(folder) / "run"
     code = run_cli("profile", "--preset", "tiny", "--variants", ",".join(registry.names(family)),
@@ -38,7 +38,7 @@ def _tiny_run_of(tmp_path_factory: pytest.TempPathFactory, family: str, folder: 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny-preset run directory with all five tf1-graph built-in variants."""
-    from tfprof_towers import registry
+    from tfprof_towers.variants import registry
 
     return _tiny_run_of(tmp_path_factory, registry.TF1_GRAPH, "tiny")
 
@@ -46,7 +46,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_tf2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny-preset run directory with the six tf2-strategy built-ins (issue 11's command)."""
-    from tfprof_towers import registry
+    from tfprof_towers.variants import registry
 
     return _tiny_run_of(tmp_path_factory, registry.TF2_STRATEGY, "tiny_tf2")
 

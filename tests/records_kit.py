@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers import registry
-from tfprof_towers.config import Preset, VariantSpec
-from tfprof_towers.records import RunConfig, RunDoc, StepStats, Timings, Topology, VariantRecord
-from tfprof_towers.rundir import RunDir, write_json
+from tfprof_towers.rundir.paths import RunDir, write_json
+from tfprof_towers.rundir.records import RunConfig, RunDoc, StepStats, Timings, Topology, VariantRecord
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import Preset, VariantSpec
 
 HOST, ACC0, ACC1 = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
 LOGICAL = Topology("logical-cpu", HOST, (ACC0, ACC1))

@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.trace.synth import TraceBuilder
+from tfprof_towers.testing.synth import TraceBuilder
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 HOST, ACC0, ACC1 = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
@@ -153,9 +153,9 @@ def make_projection(hardware_name: str | None = None) -> dict[str, Any]:
     """A projection document from the real model; ``hardware_name`` renames the profile."""
     from dataclasses import replace
 
-    from tfprof_towers.config import Preset, VariantSpec
-    from tfprof_towers.project.api import project
-    from tfprof_towers.project.hardware import load_hardware
+    from tfprof_towers.projection.api import project
+    from tfprof_towers.projection.hardware import load_hardware
+    from tfprof_towers.variants.config import Preset, VariantSpec
 
     hw = load_hardware(PROJECTION_PROFILE)
     if hardware_name is not None:

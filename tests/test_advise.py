@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from report_kit import TOPOLOGY, variant_records
 
-from tfprof_towers import advise, audit, recommend
+from tfprof_towers.advice import recommend
+from tfprof_towers.advice import rules as advise
+from tfprof_towers.analysis import audit
 
 GPU = {"kind": "gpu", "host": "/device:CPU:0", "accelerators": ["/device:GPU:0", "/device:GPU:1"]}
 G0, G1 = GPU["accelerators"]
@@ -611,7 +613,7 @@ def test_accelerator_idle_without_a_split_says_nothing_of_one() -> None:
 
 
 def test_variables_remote_quotes_the_projection_profiles_host_link() -> None:
-    from tfprof_towers.project.hardware import load_hardware
+    from tfprof_towers.projection.hardware import load_hardware
 
     [host_link, _peer] = audit.link_models_json(audit.link_models_from_profile(
         load_hardware("2x-gtx1060-pcie3").summary()))

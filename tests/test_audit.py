@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from report_kit import ACC0, ACC1, HOST, TOPOLOGY, variant_records
 
-from tfprof_towers import audit
+from tfprof_towers.analysis import audit
 
 BUG = variant_records()["towers_bug"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from report_kit import HOSTILE, make_run_dir, write_projection
 
-from tfprof_towers.pipeline import finish_run
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.session.report import finish_run
 
 pytestmark = pytest.mark.browser
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers import advise
-from tfprof_towers.cli import main
-from tfprof_towers.cluster_view import (
+from tfprof_towers.advice import rules as advise
+from tfprof_towers.analysis.cluster_view import (
     STRAGGLER_PARAMS,
     cluster_view,
     network_links,
@@ -19,9 +18,10 @@ from tfprof_towers.cluster_view import (
     step_table,
     stragglers,
 )
-from tfprof_towers.config import PRESETS
-from tfprof_towers.project.cluster import project_cluster
-from tfprof_towers.project.hardware import HardwareError, builtin_dir, load_file, load_hardware
+from tfprof_towers.cli import main
+from tfprof_towers.projection.cluster import project_cluster
+from tfprof_towers.projection.hardware import HardwareError, builtin_dir, load_file, load_hardware
+from tfprof_towers.variants.config import PRESETS
 
 W0, W1, W2 = "/job:worker/task:0", "/job:worker/task:1", "/job:worker/task:2"
 MS = 1e-3
@@ -293,9 +293,9 @@ def test_cluster_file_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_report_section_across_tasks(tmp_path: Path) -> None:
     from report_kit import make_run_dir
 
-    from tfprof_towers.pipeline import finish_run
     from tfprof_towers.render.html import render_report_text
-    from tfprof_towers.rundir import RunDir
+    from tfprof_towers.rundir.paths import RunDir
+    from tfprof_towers.session.report import finish_run
 
     run = make_run_dir(tmp_path / "run")
     summary = finish_run(RunDir(run))
@@ -331,7 +331,7 @@ def test_project_a_cluster_run_directory(tmp_path: Path, capsys: pytest.CaptureF
 
     from records_kit import record, run_doc, write_run
 
-    from tfprof_towers.config import ClusterOptions, VariantSpec
+    from tfprof_towers.variants.config import ClusterOptions, VariantSpec
 
     run = run_doc(["multi_worker", "parameter_server"])
     config = replace(run.config, cluster=ClusterOptions(workers=3, ps=2),

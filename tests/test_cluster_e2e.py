@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers.capture.clusterspec import free_ports
+from tfprof_towers.capture.cluster.spec import free_ports
 
 pytestmark = pytest.mark.slow
 FAULTS = "TFPROF_TOWERS_CLUSTER_FAULTS"

@@ -12,10 +12,10 @@ from records_kit import TINY, run_doc, stats, write_run
 from trace_kit import US, TraceBuilder
 
 from tfprof_towers.cli import main
-from tfprof_towers.device_names import link_kind
-from tfprof_towers.pipeline import finish_run
-from tfprof_towers.records import Timings, Topology, VariantRecord
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.records import Timings, Topology, VariantRecord
+from tfprof_towers.session.report import finish_run
+from tfprof_towers.vocab.device_names import link_kind
 
 T0 = 1_800_000_000_000_000_000  # ns since the epoch: one clock for both hosts (loopback)
 RUN = "2026_12_01_00_00_00"

@@ -10,8 +10,8 @@ from report_kit import PROJECTION_PROFILE, make_run_dir, write_projection
 from rich.console import Console
 
 from tfprof_towers.commands import console
-from tfprof_towers.pipeline import finish_run
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.session.report import finish_run
 
 
 def printed(summary: dict, run: Path, monkeypatch: pytest.MonkeyPatch) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfprof_towers import categories as cat
-from tfprof_towers.device_names import (
+from tfprof_towers.vocab import categories as cat
+from tfprof_towers.vocab.device_names import (
     HOST_THREADS,
     canonical_device,
     device_role,

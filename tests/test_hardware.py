@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers.project.hardware import (
+from tfprof_towers.projection.hardware import (
     HardwareError,
     builtin_dir,
     builtin_names,

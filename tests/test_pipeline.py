@@ -11,20 +11,17 @@ import pytest
 from records_kit import GPU, record, run_doc, write_run
 from report_kit import ACC0, HOST, TOPOLOGY, make_run_dir
 
-from tfprof_towers.pipeline import (
+from tfprof_towers.analysis.pipeline import (
     VariantTrace,
-    analyse_run,
     analyse_traces,
-    export_chrome_traces,
-    finish_run,
     load_projection,
-    with_advice,
     with_audits,
     with_breakdowns,
 )
-from tfprof_towers.records import load_records, load_run_or_skip
-from tfprof_towers.rundir import RunDir
-from tfprof_towers.summary import build_summary
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.records import load_records, load_run_or_skip
+from tfprof_towers.rundir.summary import build_summary
+from tfprof_towers.session.report import analyse_run, export_chrome_traces, finish_run, with_advice
 
 
 @pytest.fixture
@@ -218,8 +215,8 @@ def test_a_cpu_run_with_a_projection_recommends_from_it(run: Path) -> None:
 
 
 def test_a_failed_projection_leaves_a_cpu_run_without_a_recommendation(run: Path) -> None:
-    from tfprof_towers.config import PRESETS
-    from tfprof_towers.project.api import failed_projection
+    from tfprof_towers.projection.api import failed_projection
+    from tfprof_towers.variants.config import PRESETS
 
     doc = failed_projection("2x-gtx1060-pcie3", PRESETS["seed"], "building the graphs took longer than 900 s")
     (run / "projection.json").write_text(json.dumps(doc))

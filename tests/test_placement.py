@@ -11,8 +11,8 @@ from tfprof_towers.capture.placement import (
     summarise_transfers,
     tensor_bytes,
 )
-from tfprof_towers.config import PRESETS
-from tfprof_towers.device_names import canonical_device
+from tfprof_towers.variants.config import PRESETS
+from tfprof_towers.vocab.device_names import canonical_device
 
 
 def test_matmul_flops() -> None:

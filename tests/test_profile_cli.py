@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.cli import main
-from tfprof_towers.registry import BUILTIN_NAMES
+from tfprof_towers.variants.registry import BUILTIN_NAMES
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:

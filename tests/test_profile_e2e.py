@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers import recommend
+from tfprof_towers.advice import recommend
 from tfprof_towers.capture.seed_values import reference_steps, seed_values
-from tfprof_towers.config import PRESETS
-from tfprof_towers.registry import TF1_GRAPH, names
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.variants.config import PRESETS
+from tfprof_towers.variants.registry import TF1_GRAPH, names
 
 pytestmark = pytest.mark.slow
 BUILTIN_NAMES = names(TF1_GRAPH)  # the variants of tiny_run

@@ -58,7 +58,7 @@ def test_importing_the_package_does_not_import_tensorflow() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, tfprof_towers.project, tfprof_towers.commands.project, "
+    code = ("import sys, tfprof_towers.projection, tfprof_towers.commands.project, "
             "tfprof_towers.commands.hardware; print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

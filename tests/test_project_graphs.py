@@ -32,13 +32,13 @@ from typing import Any
 
 import pytest
 
-from tfprof_towers import registry
-from tfprof_towers.config import PRESETS, VariantSpec
-from tfprof_towers.project import project, project_run
-from tfprof_towers.project.api import build_graphs, builder_layout
-from tfprof_towers.project.hardware import load_hardware
-from tfprof_towers.registry import TF1_GRAPH, names
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.projection import project, project_run
+from tfprof_towers.projection.api import build_graphs, builder_layout
+from tfprof_towers.projection.hardware import load_hardware
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import PRESETS, VariantSpec
+from tfprof_towers.variants.registry import TF1_GRAPH, names
 
 pytestmark = pytest.mark.slow
 BUILTIN_NAMES = names(TF1_GRAPH)  # the tf1-graph built-ins (tiny_run's)
@@ -177,9 +177,9 @@ import tensorflow as tf
 tf.compat.v1.disable_eager_execution()
 from tensorflow.python.grappler import cluster as gcluster, item as gitem
 from tensorflow.core.protobuf import device_properties_pb2 as dp
-from tfprof_towers.config import PRESETS
+from tfprof_towers.variants.config import PRESETS
 from tfprof_towers.capture.devices import Devices
-from tfprof_towers import registry
+from tfprof_towers.variants import registry
 g = tf.Graph()
 with g.as_default():
     build = registry.builtin("towers_host_vars").load_builder()

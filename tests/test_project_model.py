@@ -11,10 +11,10 @@ from dataclasses import replace
 
 import pytest
 
-from tfprof_towers.project.api import rank, recommend
-from tfprof_towers.project.calibrate import Point, fit, local_peak_flops, placement_check
-from tfprof_towers.project.hardware import Accelerator, Hardware, Host, Link, Peer
-from tfprof_towers.project.model import (
+from tfprof_towers.projection.api import rank, recommend
+from tfprof_towers.projection.calibrate import Point, fit, local_peak_flops, placement_check
+from tfprof_towers.projection.hardware import Accelerator, Hardware, Host, Link, Peer
+from tfprof_towers.projection.model import (
     CollectiveWork,
     CopyWork,
     GraphWork,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfprof_towers import recommend
-from tfprof_towers.recommend import Candidate, choose, overlap, within_fraction
+from tfprof_towers.advice import recommend
+from tfprof_towers.advice.recommend import Candidate, choose, overlap, within_fraction
 
 
 def c(name: str, t: float, simplicity: int, lo: float | None = None, hi: float | None = None) -> Candidate:

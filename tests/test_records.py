@@ -13,7 +13,8 @@ from records_kit import GPU, record, run_doc
 from report_kit import make_run_dir
 
 from tfprof_towers.cli import main
-from tfprof_towers.records import (
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.records import (
     ChildSpec,
     RecordError,
     RunDoc,
@@ -22,8 +23,7 @@ from tfprof_towers.records import (
     load_run,
     load_run_or_skip,
 )
-from tfprof_towers.rundir import RunDir
-from tfprof_towers.summary import Summary, SummaryEntry
+from tfprof_towers.rundir.summary import Summary, SummaryEntry
 
 WHERE = "variants/v/record.json"
 
@@ -131,7 +131,7 @@ def test_run_json_config_of_the_wrong_type() -> None:
 
 
 def test_summary_and_entry_round_trip_and_errors(tmp_path: Path) -> None:
-    from tfprof_towers.pipeline import finish_run
+    from tfprof_towers.session.report import finish_run
 
     run = make_run_dir(tmp_path / "run")
     doc = finish_run(RunDir(run))

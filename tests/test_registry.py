@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers import registry
 from tfprof_towers.cli import main
-from tfprof_towers.config import VariantSpec, parse_variant_names
-from tfprof_towers.errors import VariantError
-from tfprof_towers.variant_files import check_variant_file, resolve_variants
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import VariantSpec, parse_variant_names
+from tfprof_towers.variants.variant_files import check_variant_file, resolve_variants
+from tfprof_towers.vocab.errors import VariantError
 
 
 def _defined_functions(module: str) -> set[str]:

@@ -11,15 +11,15 @@ import pytest
 from report_kit import ACC0, HOST, HOSTILE, make_run_dir
 
 from tfprof_towers.cli import main
-from tfprof_towers.fmt import fmt_step
-from tfprof_towers.pipeline import finish_run
 from tfprof_towers.render import filters
 from tfprof_towers.render.analysis_html import render_analysis_html
 from tfprof_towers.render.chrome_trace import chrome_trace
 from tfprof_towers.render.html import render_report_text
 from tfprof_towers.render.timeline import median_step, step_timeline
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.session.report import finish_run
 from tfprof_towers.trace.load import load_trace
+from tfprof_towers.vocab.fmt import fmt_step
 
 OUR_SCRIPTS = 2  # the JSON data block and the inlined report.js
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from report_kit import HOSTILE, PROJECTION_PROFILE, make_run_dir, write_projection
 
-from tfprof_towers.pipeline import compact_projection, finish_run
-from tfprof_towers.project.api import ASSUMPTIONS
+from tfprof_towers.analysis.pipeline import compact_projection
+from tfprof_towers.projection.api import ASSUMPTIONS
 from tfprof_towers.render.filters import fmt_seconds
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.session.report import finish_run
 
 OUR_SCRIPTS = 2  # the JSON data block and the inlined report.js
 

@@ -24,16 +24,16 @@ import pytest
 from child_kit import fake_python, ok_child, one_line_error, options, tmpfs, use_python
 from records_kit import record, run_doc, write_run
 
-from tfprof_towers import textcap
 from tfprof_towers.capture import child, runner
 from tfprof_towers.capture.runner import crash_reason, run_all, run_one
 from tfprof_towers.cli import main
-from tfprof_towers.errors import EXIT_NOTHING_SUCCEEDED
-from tfprof_towers.pipeline import analyse_run
-from tfprof_towers.project.hardware import HardwareError, builtin_dir, load_file
-from tfprof_towers.records import RunConfig, RunDoc
-from tfprof_towers.rundir import RunDir, json_text
-from tfprof_towers.summary import build_summary
+from tfprof_towers.projection.hardware import HardwareError, builtin_dir, load_file
+from tfprof_towers.rundir.paths import RunDir, json_text
+from tfprof_towers.rundir.records import RunConfig, RunDoc
+from tfprof_towers.rundir.summary import build_summary
+from tfprof_towers.session.report import analyse_run
+from tfprof_towers.vocab import textcap
+from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
 
 ONEDNN = ("I0000 00:00:1796083282.082907   28554 port.cc:153] oneDNN custom operations are on. You may "
           "see slightly different numerical results due to floating-point round-off errors.")
@@ -339,8 +339,8 @@ def test_9_markup_in_a_profile_name_is_text(tmp_path: Path, capsys: pytest.Captu
     from report_kit import projection_graphs
 
     from tfprof_towers.commands.project import print_projection
-    from tfprof_towers.config import Preset, VariantSpec
-    from tfprof_towers.project import project
+    from tfprof_towers.projection import project
+    from tfprof_towers.variants.config import Preset, VariantSpec
 
     path = _hw(tmp_path, 'name = "2x-gtx1060-pcie3"', 'name = "bad[/]name [bold]x"')
     variants = tuple(VariantSpec.builtin(n) for n in ("single", "towers_bug"))
@@ -429,7 +429,7 @@ def test_10_variant_files_that_cannot_work_fail_the_pre_run_check(
     "def build_variant(*args):\n    pass\n",
 ])
 def test_10_callable_bindings_pass_the_pre_run_check(ok_source: str, tmp_path: Path) -> None:
-    from tfprof_towers.variant_files import check_variant_file
+    from tfprof_towers.variants.variant_files import check_variant_file
 
     path = tmp_path / "mine.py"
     path.write_text(ok_source)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers.errors import TowersError
-from tfprof_towers.rundir import (
+from tfprof_towers.rundir.paths import (
     atomic_write_text,
     claim_out_dir,
     new_run_dir,
@@ -17,6 +16,7 @@ from tfprof_towers.rundir import (
     read_json,
     write_json,
 )
+from tfprof_towers.vocab.errors import TowersError
 
 
 def test_atomic_write_leaves_no_temporary(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from tfprof_towers.capture.seed_values import reference_steps, seed_values
 from tfprof_towers.cli import main
-from tfprof_towers.config import PRESETS
+from tfprof_towers.variants.config import PRESETS
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tfprof_towers import samemath
+from tfprof_towers.analysis import samemath
 
 LOSSES = [0.47490591, 0.47462937]
 NORM = 0.14417072

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from records_kit import ACC0, ACC1, HOST, LOGICAL, placement, record, run_doc, write_run
 
-from tfprof_towers.records import load_records
-from tfprof_towers.rundir import RunDir
-from tfprof_towers.summary import build_summary, rank, variant_entry, with_ranks, with_speedups
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.records import load_records
+from tfprof_towers.rundir.summary import build_summary, rank, variant_entry, with_ranks, with_speedups
 
 #: A placement with work on both accelerators (records_kit's default uses only the first).
 TWO_TOWERS = placement({HOST: (10, 0), ACC0: (3, 1000), ACC1: (3, 1000)})

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from child_kit import alive, wait_until
 
-from tfprof_towers.capture import supervise
-from tfprof_towers.capture.proctree import descendants, new_cgroup, remove_cgroup
-from tfprof_towers.capture.supervise import Command
+from tfprof_towers.procs import supervise
+from tfprof_towers.procs.proctree import descendants, new_cgroup, remove_cgroup
+from tfprof_towers.procs.supervise import Command
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="Linux /proc needed")
 
@@ -110,7 +110,7 @@ def test_stop_on_request(tmp_path: Path, tracking: str) -> None:
 PARENT = """
 import sys, time
 from pathlib import Path
-from tfprof_towers.capture import supervise
+from tfprof_towers.procs import supervise
 command = supervise.Command(("sh", "-c", sys.argv[1]), Path(sys.argv[2]), cgroup=sys.argv[3] == "cgroup")
 sup = supervise.start(command)
 print(sup.guard.pid, flush=True)

@@ -35,12 +35,13 @@ from child_kit import (
     wait_until,
 )
 
-from tfprof_towers.capture import runner, supervise
-from tfprof_towers.capture.proctree import descendants
+from tfprof_towers.capture import runner
 from tfprof_towers.capture.runner import Interrupted, run_all, run_one
 from tfprof_towers.cli import main
-from tfprof_towers.errors import TowersError
-from tfprof_towers.rundir import RunDir, write_json
+from tfprof_towers.procs import supervise
+from tfprof_towers.procs.proctree import descendants
+from tfprof_towers.rundir.paths import RunDir, write_json
+from tfprof_towers.vocab.errors import TowersError
 
 #: How the slow tests start the real command (a separate process, so signals are real).
 CLI = (sys.executable, "-m", "tfprof_towers")
@@ -524,8 +525,8 @@ def test_project_builds_each_variant_alone_with_the_runs_timeout(tmp_path: Path)
     one that crashes says so (not TensorFlow's oneDNN line), and the others are projected."""
     from records_kit import TINY, record, write_run
 
-    from tfprof_towers.config import VariantSpec
-    from tfprof_towers.records import RunConfig, RunDoc
+    from tfprof_towers.rundir.records import RunConfig, RunDoc
+    from tfprof_towers.variants.config import VariantSpec
 
     specs = [VariantSpec.builtin("single")]
     for name, text in (("blocks", BLOCKS_WHILE_BUILDING), ("aborts", FAILS_WHILE_BUILDING)):

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers import registry
 from tfprof_towers.capture.seed_values import reference_steps, relative_difference, seed_values
 from tfprof_towers.cli import main
-from tfprof_towers.config import PRESETS
-from tfprof_towers.rundir import RunDir
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import PRESETS
 
 pytestmark = pytest.mark.slow
 

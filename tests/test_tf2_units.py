@@ -11,23 +11,23 @@ import numpy as np
 import pytest
 from records_kit import LOGICAL, TINY, record, run_doc, write_run
 
-from tfprof_towers import registry
-from tfprof_towers.audit import link_table
+from tfprof_towers.analysis.audit import link_table
 from tfprof_towers.capture.families.tf2_strategy import check_step, loss_and_norm
-from tfprof_towers.capture.placement_tf2 import (
+from tfprof_towers.capture.tf2.files import load_keras_file, load_step_file
+from tfprof_towers.capture.tf2.placement import (
     all_transfers,
     collective_transfers,
     group_keys,
     ring_bytes,
     user_frames,
 )
-from tfprof_towers.capture.tf2_files import load_keras_file, load_step_file
 from tfprof_towers.cli import main
-from tfprof_towers.config import VariantSpec
-from tfprof_towers.errors import VariantError
-from tfprof_towers.records import SKIPPED, ChildSpec, RunConfig, VariantRecord
 from tfprof_towers.render.html import transfer_matrix, view_model
-from tfprof_towers.variant_files import check_keras_file, check_variant_file
+from tfprof_towers.rundir.records import SKIPPED, ChildSpec, RunConfig, VariantRecord
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import VariantSpec
+from tfprof_towers.variants.variant_files import check_keras_file, check_variant_file
+from tfprof_towers.vocab.errors import VariantError
 
 ACC = ("/device:CPU:1", "/device:CPU:2")
 GPUS = tuple(f"/device:GPU:{i}" for i in range(4))
@@ -165,7 +165,7 @@ def test_skipped_records_round_trip_and_are_neither_ranked_nor_failed(tmp_path: 
     skipped = VariantRecord(name="mirrored_nccl", status=SKIPPED, family=registry.TF2_STRATEGY,
                             error="needs NCCL", stage="skipped", topology=LOGICAL)
     assert VariantRecord.from_json(json.loads(json.dumps(skipped.to_json()))) == skipped
-    from tfprof_towers.pipeline import finish_run
+    from tfprof_towers.session.report import finish_run
 
     rd = write_run(tmp_path / "run", run_doc(["one_device", "mirrored_nccl"]),
                    [record("one_device"), skipped])
@@ -190,7 +190,7 @@ def test_keras_model_travels_in_run_config_and_child_spec() -> None:
 
 
 def _fields(doc):
-    from tfprof_towers.fields import Fields
+    from tfprof_towers.rundir.fields import Fields
 
     return Fields.of(json.loads(json.dumps(doc)), "run.json")
 
@@ -286,8 +286,8 @@ def test_user_frames_keep_the_user_s_files_innermost_first(tmp_path: Path) -> No
 
 def test_the_advice_reads_the_projection_s_hardware_profile(tmp_path: Path) -> None:
     """finish_run attaches projection.json before the rules run: staged_allreduce can see the links."""
-    from tfprof_towers.pipeline import finish_run
-    from tfprof_towers.rundir import write_json
+    from tfprof_towers.rundir.paths import write_json
+    from tfprof_towers.session.report import finish_run
 
     place = {
         "nodes": [{"name": f"mm{i}", "type": "MatMul", "kernel": "MatMul", "device": a, "flops": 100}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tfprof_towers.run_traces import analyze_run_dir
+from tfprof_towers.analysis.run_traces import analyze_run_dir
 from tfprof_towers.trace.analysis import analyze_xplane
 
 pytestmark = pytest.mark.slow

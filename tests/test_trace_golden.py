@@ -17,11 +17,11 @@ import pytest
 from slow_decode import exclusive_times, gpu_totals, slow_events
 from trace_kit import US, logical_cpu_trace, two_gpu_trace
 
-from tfprof_towers.categories import WALL_ORDER
+from tfprof_towers.testing.synth import copy_heavy_trace
 from tfprof_towers.trace import attribute
 from tfprof_towers.trace.analysis import analyze_trace, analyze_xplane
 from tfprof_towers.trace.load import trace_from_bytes
-from tfprof_towers.trace.synth import copy_heavy_trace
+from tfprof_towers.vocab.categories import WALL_ORDER
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("TFPROF_REGEN_GOLDEN") == "1"

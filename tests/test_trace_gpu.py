@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from trace_kit import US, TraceBuilder
 
+from tfprof_towers.analysis.run_traces import analyze_run_dir
 from tfprof_towers.cli import main
-from tfprof_towers.run_traces import analyze_run_dir
-from tfprof_towers.rundir import write_json
+from tfprof_towers.rundir.paths import write_json
 from tfprof_towers.trace.analysis import analyze_trace
 from tfprof_towers.trace.idle import KERNEL_WAIT_PS
 from tfprof_towers.trace.load import trace_from_bytes

@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 from trace_kit import US, Ref, TraceBuilder
 
+from tfprof_towers.analysis.run_traces import analyze_run_dir
 from tfprof_towers.cli import main
-from tfprof_towers.device_names import (
+from tfprof_towers.rundir.paths import write_json
+from tfprof_towers.trace.analysis import analyze_trace, analyze_xplane
+from tfprof_towers.trace.hosts import load_hosts
+from tfprof_towers.trace.load import trace_from_bytes
+from tfprof_towers.vocab.device_names import (
     canonical_device,
     crosses_tasks,
     device_role,
     device_sort_key,
     task_of,
 )
-from tfprof_towers.run_traces import analyze_run_dir
-from tfprof_towers.rundir import write_json
-from tfprof_towers.trace.analysis import analyze_trace, analyze_xplane
-from tfprof_towers.trace.hosts import load_hosts
-from tfprof_towers.trace.load import trace_from_bytes
 
 T0 = 1_700_000_000_000_000_000  # ns since the epoch: the first worker's clock at step 0
 RUN = "2024_05_01_10_00_00"

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from trace_kit import US, two_gpu_trace
 
-from tfprof_towers.categories import EVENT_CATEGORIES as CATEGORIES
-from tfprof_towers.device_names import canonical_device
-from tfprof_towers.errors import TraceError
-from tfprof_towers.trace.classify import split_tf_op
 from tfprof_towers.trace.copies import parse_memcpy_details
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
+from tfprof_towers.trace.names import split_tf_op
+from tfprof_towers.vocab.categories import EVENT_CATEGORIES as CATEGORIES
+from tfprof_towers.vocab.device_names import canonical_device
+from tfprof_towers.vocab.errors import TraceError
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,7 @@ def _write(path: Path, data: bytes) -> Path:
 def test_loading_never_imports_tensorflow() -> None:
     code = (
         "import tfprof_towers.trace.load, tfprof_towers.trace.analysis, tfprof_towers.commands.analyze, sys; "
-        "import tfprof_towers.xplane, tfprof_towers.run_traces; "
+        "import tfprof_towers.xplane, tfprof_towers.analysis.run_traces; "
         "assert 'tensorflow' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_kit import DERIVED_LINE_IDS, US, TraceBuilder, two_gpu_trace
 
-from tfprof_towers.errors import TraceError
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
+from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import events as xev
 from tfprof_towers.xplane import layout, schema, wire
 from tfprof_towers.xplane.strings import distinct_strings

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_kit import two_gpu_trace
 
-from tfprof_towers.errors import TraceError
 from tfprof_towers.trace.analysis import analyze_trace
 from tfprof_towers.trace.load import trace_from_bytes
+from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import events as xev
 from tfprof_towers.xplane import schema, wire
 from tfprof_towers.xplane.strings import distinct_strings

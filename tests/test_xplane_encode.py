@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfprof_towers.xplane.build import Ref, TraceBuilder
-from tfprof_towers.xplane.encode import BulkStat, decimal, varints
+from tfprof_towers.testing.build import Ref, TraceBuilder
+from tfprof_towers.testing.encode import BulkStat, decimal, varints
 from tfprof_towers.xplane.ragged import Ragged, concat_rows
 from tfprof_towers.xplane.schema import XSpace, XStat
 

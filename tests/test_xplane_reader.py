@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfprof_towers.errors import TraceError
-from tfprof_towers.xplane import DEVICE, HOST, OTHER, Ref, TraceBuilder, categorical, read_xspace
+from tfprof_towers.testing.build import Ref, TraceBuilder
+from tfprof_towers.vocab.errors import TraceError
+from tfprof_towers.xplane import DEVICE, HOST, OTHER, categorical, read_xspace
 
 US = 1_000_000  # picoseconds in a microsecond
 ASKED = ("step", "hlo_op", "hlo_module", "flops", "bytes_accessed", "payload", "never_written")
@@ -143,7 +144,8 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_the_reader_knows_no_tensorflow() -> None:
     """Importing and using the reader loads neither TensorFlow nor the TensorFlow trace package."""
     code = (
-        "import sys; from tfprof_towers.xplane import TraceBuilder, read_xspace; "
+        "import sys; from tfprof_towers.testing.build import TraceBuilder; "
+        "from tfprof_towers.xplane import read_xspace; "
         "b = TraceBuilder(); b.plane('/host:CPU').line('t').event('e', 0, 1); read_xspace(b.to_bytes()); "
         "bad = [m for m in sys.modules if m == 'tensorflow' or m.startswith('tfprof_towers.trace')]; "
         "assert not bad, bad"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from trace_kit import US, Ref, TraceBuilder, memcpy_details
 
-from tfprof_towers.errors import TraceError
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
+from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import NUMBER, Strings, read_xspace
 from tfprof_towers.xplane import decode as xdecode
 from tfprof_towers.xplane.parallel import Stopped, decode_threads, in_order

@@ -1,12 +1,12 @@
 """Synthetic traces shared by the tests: the builder (re-exported from
-:mod:`tfprof_towers.trace.synth`) and the TensorFlow-style traces several test modules use.
+:mod:`tfprof_towers.testing.synth`) and the TensorFlow-style traces several test modules use.
 
     from trace_kit import US, Ref, TraceBuilder, memcpy_details, two_gpu_trace, logical_cpu_trace
 """
 
 from __future__ import annotations
 
-from tfprof_towers.trace.synth import (
+from tfprof_towers.testing.synth import (
     DERIVED_LINE_IDS,
     LineBuilder,
     PlaneBuilder,

@@ -5,7 +5,7 @@ Each command module has ``register(subparsers)``, which adds its parser and sets
 :class:`TowersError` to a one-line message and its exit code, Ctrl-C to 130, an
 I/O error of the environment (no permission, a full disk) to one line and 2, a
 reader that closed the pipe to 141, and refuses to start with stdout closed.
-Exit codes are in :mod:`tfprof_towers.errors`.  Importing this module never
+Exit codes are in :mod:`tfprof_towers.vocab.errors`.  Importing this module never
 imports TensorFlow.
 """
 
@@ -19,8 +19,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__
-from .errors import EXIT_BROKEN_PIPE, EXIT_INPUT, EXIT_SIGINT, TowersError
+from tfprof_towers import __version__
+from tfprof_towers.vocab.errors import EXIT_BROKEN_PIPE, EXIT_INPUT, EXIT_SIGINT, TowersError
 
 #: Subcommands, in the order `--help` lists them; each is ``commands/<name>.py``.
 COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware", "worker")

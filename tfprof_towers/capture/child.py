@@ -1,9 +1,9 @@
 """One variant, in its own process: the family's runner, then ``record.json``.
 
 Run as ``python -P -m tfprof_towers.capture.child SPEC.json``.  The spec
-(:class:`tfprof_towers.records.ChildSpec`, written by :mod:`.runner`) names the
+(:class:`tfprof_towers.rundir.records.ChildSpec`, written by :mod:`.runner`) names the
 variant, its family, sizes, step counts and output paths.  The child imports
-the family's runner (:mod:`tfprof_towers.registry` -> ``capture/families/``),
+the family's runner (:mod:`tfprof_towers.variants.registry` -> ``capture/families/``),
 lets it fill a :class:`~.families.Draft` phase by phase, and writes
 ``record.json`` (atomically) whether the variant succeeds or raises; if it
 crashes outright the parent writes the failed record instead.  A variant that
@@ -20,11 +20,12 @@ import time
 import traceback
 from pathlib import Path
 
-from .. import registry, textcap
-from ..errors import TowersError
-from ..records import ChildSpec
-from ..rundir import read_json, write_json
-from .families import Draft
+from tfprof_towers.capture.families import Draft
+from tfprof_towers.rundir.paths import read_json, write_json
+from tfprof_towers.rundir.records import ChildSpec
+from tfprof_towers.variants import registry
+from tfprof_towers.vocab import textcap
+from tfprof_towers.vocab.errors import TowersError
 
 
 def run_spec(spec: ChildSpec, draft: Draft) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import Preset
-from ..device_names import canonical_device
-from ..records import Topology
-from .seed_values import SeedValues, shared_seed_values
+from tfprof_towers.capture.seed_values import SeedValues, shared_seed_values
+from tfprof_towers.rundir.records import Topology
+from tfprof_towers.variants.config import Preset
+from tfprof_towers.vocab.device_names import canonical_device
 
 
 @dataclass(frozen=True)

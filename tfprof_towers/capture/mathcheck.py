@@ -24,7 +24,7 @@ They are the first two warm-up steps: the steps timed later run the variant's
 fetches alone, after at least one more step, so fetching the math never
 perturbs them, and the variables are not reloaded (a step's speed does not
 depend on their values).  A graph that exposes no loss gives no
-:class:`~tfprof_towers.records.MathCheck`: the variant is shown as "not
+:class:`~tfprof_towers.rundir.records.MathCheck`: the variant is shown as "not
 compared".
 
 Imported only inside a capture child or a variant file: it imports TensorFlow.
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ..errors import VariantError
-from ..records import MathCheck
+from tfprof_towers.rundir.records import MathCheck
+from tfprof_towers.vocab.errors import VariantError
 
 LOSS = "tfprof_towers.loss"
 GRAD_NORM = "tfprof_towers.grad_norm"

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..device_names import canonical_device
+from tfprof_towers.vocab.device_names import canonical_device
 
 #: Partition-graph plumbing that is not the user's computation.
 PLUMBING_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp"})

@@ -6,7 +6,7 @@ started when it ends, times out, is interrupted or when this process dies, its
 output kept head and tail.  A child that raises writes its own failed record;
 one that crashes, is killed or hangs past the timeout gets a failed record
 written here, with a one-line reason and the tail of its stderr (both bounded
-in bytes, :mod:`tfprof_towers.textcap`).  A disk that fills up during a variant
+in bytes, :mod:`tfprof_towers.vocab.textcap`).  A disk that fills up during a variant
 fails that variant; the run goes on.  Never imports TensorFlow.
 """
 
@@ -22,12 +22,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import registry, textcap
-from ..config import ProfileOptions, VariantSpec
-from ..errors import TowersError
-from ..records import FAILED, OK, ChildSpec, RecordError, VariantRecord
-from ..rundir import RunDir, is_disk_error, read_json, write_json
-from . import supervise
+from tfprof_towers.procs import supervise
+from tfprof_towers.rundir.paths import RunDir, is_disk_error, read_json, write_json
+from tfprof_towers.rundir.records import FAILED, OK, ChildSpec, RecordError, VariantRecord
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import ProfileOptions, VariantSpec
+from tfprof_towers.vocab import textcap
+from tfprof_towers.vocab.errors import TowersError
 
 #: Free space a run wants per variant before it starts.  A CPU-preset variant
 #: writes well under 1 MB; a GPU trace of a few steps can take tens of MB.

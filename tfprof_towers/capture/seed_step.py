@@ -30,8 +30,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from .devices import Devices
-from .seed_values import BETA1, BETA2, CLIP_NORM, EPSILON, LEARNING_RATE, SeedValues
+from tfprof_towers.capture.devices import Devices
+from tfprof_towers.capture.seed_values import (
+    BETA1,
+    BETA2,
+    CLIP_NORM,
+    EPSILON,
+    LEARNING_RATE,
+    SeedValues,
+)
 
 
 def forward(x: tf.Tensor, params: Sequence[tf.Variable], dim: int) -> tf.Tensor:

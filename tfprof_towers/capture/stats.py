@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..records import StepStats
+from tfprof_towers.rundir.records import StepStats
 
 
 def step_stats(times: Sequence[float]) -> StepStats:

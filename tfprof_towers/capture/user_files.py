@@ -1,6 +1,6 @@
 """Import a user's Python file (a variant file, a Keras model file) inside the capture child.
 
-The parent only parses these files (:mod:`tfprof_towers.variant_files`); here they run,
+The parent only parses these files (:mod:`tfprof_towers.variants.variant_files`); here they run,
 and anything wrong -- a syntax error, an exception on import -- is one line.
 """
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import VariantError
+from tfprof_towers.vocab.errors import VariantError
 
 
 def import_user_file(path: str | Path, what: str) -> ModuleType:

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..categories import IDLE_SPLIT
-from ..errors import TowersError
-from ..rundir import json_text
+from tfprof_towers.rundir.paths import json_text
+from tfprof_towers.vocab.categories import IDLE_SPLIT
+from tfprof_towers.vocab.errors import TowersError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_command
+    from tfprof_towers.cli import add_command
 
     p = add_command(sub, "analyze", run)
     p.add_argument(
@@ -35,15 +35,15 @@ def run(args: argparse.Namespace) -> int:
     % of the step for each category of the exclusive (wall) breakdown, and the
     bytes, time and achieved bandwidth of each link.  Never imports TensorFlow.
     """
-    from ..run_traces import analyze_path
-    from ..xplane.memory import prefer_heap
+    from tfprof_towers.analysis.run_traces import analyze_path
+    from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
     analysis = analyze_path(args.path, run=args.run)
     doc = analysis.to_doc(per_step=False)
     if args.html is not None:
         try:
-            from ..render.analysis_html import render_analysis_html
+            from tfprof_towers.render.analysis_html import render_analysis_html
         except ImportError:
             raise TowersError("--html: the HTML renderer is not available in this build") from None
         render_analysis_html(doc, args.html)

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import registry
-from ..config import ProfileOptions
-from ..errors import EXIT_NOTHING_SUCCEEDED
-from ..recommend import stand_in_why
-from ..rundir import RunDir
+from tfprof_towers.advice.recommend import stand_in_why
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import ProfileOptions
+from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
 
 
 def _console(stderr: bool = False) -> Console:

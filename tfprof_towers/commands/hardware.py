@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..cli import add_command
-from ..project.hardware import Hardware, builtin_names, load_hardware
-from ..rundir import json_text
+from tfprof_towers.cli import add_command
+from tfprof_towers.projection.hardware import Hardware, builtin_names, load_hardware
+from tfprof_towers.rundir.paths import json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +64,7 @@ def show(hw: Hardware) -> None:
     origin = hw.origin.split(":", 1)[1]
     path = origin if hw.origin.startswith("file:") else None
     if path is None:
-        from ..project.hardware import builtin_dir
+        from tfprof_towers.projection.hardware import builtin_dir
 
         path = str(builtin_dir() / f"{origin}.toml")
     with open(path, encoding="utf-8") as fh:

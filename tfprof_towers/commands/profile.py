@@ -12,10 +12,28 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .. import registry
-from ..capture.runner import Interrupted, check_free_space, disk_errors, gpu_topology_text, run_all
-from ..cli import add_command
-from ..config import (
+from tfprof_towers.capture.runner import (
+    Interrupted,
+    check_free_space,
+    disk_errors,
+    gpu_topology_text,
+    run_all,
+)
+from tfprof_towers.cli import add_command
+from tfprof_towers.commands import console
+from tfprof_towers.rundir.paths import (
+    RunDir,
+    check_writable,
+    claim_out_dir,
+    is_disk_error,
+    new_run_dir,
+    point_latest,
+    utc_now,
+    write_json,
+)
+from tfprof_towers.rundir.records import RunConfig, RunDoc, Topology, load_record
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import (
     CPU_ONLY_CLUSTER_HARDWARE,
     CPU_ONLY_HARDWARE,
     MAX_LOOPBACK_TASKS,
@@ -28,20 +46,8 @@ from ..config import (
     get_preset,
     parse_variant_names,
 )
-from ..errors import EXIT_OK, EXIT_SIGINT, TowersError, VariantError
-from ..records import RunConfig, RunDoc, Topology, load_record
-from ..rundir import (
-    RunDir,
-    check_writable,
-    claim_out_dir,
-    is_disk_error,
-    new_run_dir,
-    point_latest,
-    utc_now,
-    write_json,
-)
-from ..variant_files import check_keras_file, resolve_variants, variant_notices
-from . import console
+from tfprof_towers.variants.variant_files import check_keras_file, resolve_variants, variant_notices
+from tfprof_towers.vocab.errors import EXIT_OK, EXIT_SIGINT, TowersError, VariantError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -165,7 +171,7 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions | None:
         if workers is not None or ps is not None:
             raise VariantError("--cluster names the tasks itself; it cannot be combined with --workers or "
                                "--ps")
-        from ..capture.clusterspec import Cluster
+        from tfprof_towers.capture.cluster.spec import Cluster
 
         Cluster.load(file)  # a bad file fails here, in one line, before anything runs
         return ClusterOptions(file=str(Path(file).resolve()))
@@ -185,7 +191,7 @@ def cluster_variants(args: argparse.Namespace, cluster: ClusterOptions) -> tuple
         raise VariantError("--keras-model is not supported for cluster runs (--workers/--cluster): the "
                            "cluster variants run the seed step or a variant file's build_step")
     if cluster.file is not None:
-        from ..capture.clusterspec import Cluster
+        from tfprof_towers.capture.cluster.spec import Cluster
 
         has_ps = bool(Cluster.load(cluster.file).tasks("ps"))
         allowed: tuple[str, ...] = ("parameter_server",) if has_ps else ("multi_worker",)
@@ -269,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
     for notice in variant_notices(options.variants):
         console.err(notice)
     if args.project_on:
-        from ..project.hardware import load_hardware
+        from tfprof_towers.projection.hardware import load_hardware
 
         load_hardware(args.project_on)  # a bad name fails here, before anything runs
     if options.cluster is not None and options.cluster.attached and args.out is None:
@@ -298,7 +304,7 @@ def _capture_and_report(
     why each failed).  ``reports/latest`` moves to this run only when it
     finished with a report and at least one successful variant.
     """
-    from ..pipeline import ReportNotWritten, finish_run  # pandas and the analysis: not before it is needed
+    from tfprof_towers.session.report import ReportNotWritten, finish_run
 
     run_doc = start_run_doc(options)
     # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
@@ -364,7 +370,7 @@ def projection_hardware(asked: str | None, topology: Topology | None, cluster: b
 def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> float:
     """Write projection.json; a projection that fails is reported and saved as failed, never
     fatal to the run (the recommendation then says it has nothing to go on).  Seconds taken."""
-    from ..project.api import project_run
+    from tfprof_towers.projection.api import project_run
 
     t0 = time.perf_counter()
     # only the variants that ran: one that failed here is never recommended, and a file that
@@ -391,7 +397,7 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
 
 def _project_cluster(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> None:
     """A cluster run projected on as many hosts of ``hardware`` as it had workers (and its ps, else 1)."""
-    from ..project.cluster import project_cluster_run
+    from tfprof_towers.projection.cluster import project_cluster_run
 
     assert options.cluster is not None
     project_cluster_run(run_dir, hardware, preset, options.cluster)
@@ -399,7 +405,7 @@ def _project_cluster(run_dir: RunDir, options: ProfileOptions, hardware: str, pr
 
 def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why: str) -> None:
     """``projection.json`` saying why there is no projection (where the disk takes it)."""
-    from ..project.api import PROJECTION_JSON, failed_projection
+    from tfprof_towers.projection.api import PROJECTION_JSON, failed_projection
 
     with contextlib.suppress(OSError):
         write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))

@@ -11,17 +11,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .. import registry
-from ..cli import add_command
-from ..config import PRESETS, VariantSpec, get_preset, parse_variant_names
-from ..errors import EXIT_NOTHING_PROJECTED, TowersError
-from ..fmt import fmt_step
-from ..project.api import PROJECTION_JSON, project, run_preset, run_variants
-from ..project.hardware import BUILDS, builtin_names
-from ..records import RunDoc, load_run
-from ..rundir import RunDir, json_text, write_json
-from ..variant_files import resolve_variants, variant_notices
-from . import console
+from tfprof_towers.cli import add_command
+from tfprof_towers.commands import console
+from tfprof_towers.projection.api import PROJECTION_JSON, project, run_preset, run_variants
+from tfprof_towers.projection.hardware import BUILDS, builtin_names
+from tfprof_towers.rundir.paths import RunDir, json_text, write_json
+from tfprof_towers.rundir.records import RunDoc, load_run
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import PRESETS, VariantSpec, get_preset, parse_variant_names
+from tfprof_towers.variants.variant_files import resolve_variants, variant_notices
+from tfprof_towers.vocab.errors import EXIT_NOTHING_PROJECTED, TowersError
+from tfprof_towers.vocab.fmt import fmt_step
 
 DEFAULT_PRESET = "seed"
 
@@ -66,8 +66,8 @@ MAX_HOSTS = 4096
 
 def run_cluster(args: argparse.Namespace) -> int:
     """``project --workers N``: the cluster variants on N hosts (no graph is built, no run is read)."""
-    from ..project.cluster import project_cluster
-    from ..project.hardware import load_hardware
+    from tfprof_towers.projection.cluster import project_cluster
+    from tfprof_towers.projection.hardware import load_hardware
 
     if args.run_dir is not None or args.variants or args.variant_file:
         raise TowersError("--workers projects the built-in cluster variants on the seed workload; it takes "
@@ -82,7 +82,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def _project_cluster_run(args: argparse.Namespace, run_dir: RunDir, cluster: Any, preset: Any) -> int:
     """``project RUN_DIR`` of a cluster run: its variants on as many hosts as it had workers."""
-    from ..project.cluster import project_cluster_run
+    from tfprof_towers.projection.cluster import project_cluster_run
 
     doc = project_cluster_run(run_dir, args.hardware, preset, cluster, args.host_build)
     _rerender(run_dir)
@@ -135,7 +135,7 @@ def show(doc: dict[str, Any], run_dir: RunDir | None, as_json: bool) -> None:
 def _rerender(run_dir: RunDir) -> None:
     """summary.json and report.html again, with the projection just written (the analysis side,
     pandas included, is imported only here: a projection without RUN_DIR never needs it)."""
-    from ..pipeline import finish_run
+    from tfprof_towers.session.report import finish_run
 
     finish_run(run_dir)
 

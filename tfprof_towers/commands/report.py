@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..cli import add_command
-from ..pipeline import finish_run
-from ..rundir import RunDir
-from . import console
+from tfprof_towers.cli import add_command
+from tfprof_towers.commands import console
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.session.report import finish_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .. import registry
-from ..cli import add_command
+from tfprof_towers.cli import add_command
+from tfprof_towers.variants import registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:

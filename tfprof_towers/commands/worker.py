@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import add_command
+from tfprof_towers.cli import add_command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,15 +38,15 @@ def run(args: argparse.Namespace) -> int:
     """
     from pathlib import Path
 
-    from ..capture.cluster_doc import SPEC_JSON
+    from tfprof_towers.capture.cluster.docs import SPEC_JSON
 
     run_dir = Path(args.run_dir)
     if not (run_dir / SPEC_JSON).is_file():  # a run directory: serve the attempts its driver names
-        from ..capture.cluster_worker import serve
+        from tfprof_towers.capture.cluster.worker import serve
 
         return serve(args.cluster, args.task, run_dir)
-    from ..capture.child import exit_now
-    from ..capture.cluster_task import run_task
+    from tfprof_towers.capture.child import exit_now
+    from tfprof_towers.capture.cluster.task import run_task
 
     code = run_task(args.cluster, args.task, args.run_dir)  # one attempt, in this process
     exit_now(code)  # no TensorFlow teardown (its coordination service would wait for its peers)

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import TowersError
-from ..rundir import atomic_write_text
-from .html import category_list, environment
+from tfprof_towers.render.html import category_list, environment
+from tfprof_towers.rundir.paths import atomic_write_text
+from tfprof_towers.vocab.errors import TowersError
 
 WINDOWS = {
     "markers": "step markers", "steps-line": "the trace's Steps line", "whole-trace": "the whole trace",
@@ -55,7 +55,7 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
          "wall": {k: v for k, v in dev["wall"].items() if v}}
         for name, dev in d["devices"].items()
     ]
-    from ..trace.idle import KERNEL_WAIT_PS
+    from tfprof_towers.trace.idle import KERNEL_WAIT_PS
 
     source = str(doc.get("source") or "trace")
     idle_rows = [

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..rundir import atomic_write_text
-from .timeline import device_rank
+from tfprof_towers.render.timeline import device_rank
+from tfprof_towers.rundir.paths import atomic_write_text
 
 STEPS_PID = 0
 

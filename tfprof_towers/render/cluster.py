@@ -1,7 +1,7 @@
 """The report's "across tasks" section: each cluster variant's tasks, network traffic and stragglers.
 
 Plain strings and numbers from ``summary.json``'s ``variants[].cluster``
-(:mod:`tfprof_towers.cluster_view`); the template escapes everything.  No TensorFlow.
+(:mod:`tfprof_towers.analysis.cluster_view`); the template escapes everything.  No TensorFlow.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..cluster_view import short_task
+from tfprof_towers.analysis.cluster_view import short_task
 
 LOOPBACK_MODE = ("loopback: every task ran on this machine at 127.0.0.1 (TensorFlow's gRPC servers listened "
                  "on every interface while the run lasted)")

@@ -1,6 +1,6 @@
-"""The report's Jinja filters: the number formats of :mod:`tfprof_towers.fmt`, by filter name.
+"""The report's Jinja filters: the number formats of :mod:`tfprof_towers.vocab.fmt`, by filter name.
 
-Formatting lives in :mod:`tfprof_towers.fmt` so that advice text and the report
+Formatting lives in :mod:`tfprof_towers.vocab.fmt` so that advice text and the report
 share it without advice depending on rendering; this module only names the
 functions for the templates (``{{ x|fmt_seconds }}``).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..fmt import (
+from tfprof_towers.vocab.fmt import (
     MISSING,
     fmt_bytes,
     fmt_count,

@@ -25,11 +25,13 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from .. import categories, recommend, registry
-from ..rundir import RunDir, atomic_write_text
-from .cluster import cluster_views
-from .filters import FILTERS
-from .projection import projection_view
+from tfprof_towers.advice import recommend
+from tfprof_towers.render.cluster import cluster_views
+from tfprof_towers.render.filters import FILTERS
+from tfprof_towers.render.projection import projection_view
+from tfprof_towers.rundir.paths import RunDir, atomic_write_text
+from tfprof_towers.variants import registry
+from tfprof_towers.vocab import categories
 
 SEVERITY_ORDER = ("high", "medium", "low")
 

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..categories import TIME_CATEGORIES
-from ..device_names import HOST_THREADS
+from tfprof_towers.vocab.categories import TIME_CATEGORIES
+from tfprof_towers.vocab.device_names import HOST_THREADS
 
 MAX_EVENTS = 2500
 #: Categories drawn on the timeline: those that count as time.

@@ -29,7 +29,7 @@ one module per step::
     synth.py      build TensorFlow-style traces in code (tests, benchmarks)
 
 A run directory's traces, with the node -> device join, edge bytes, the host -> task map and
-the topology kind from its records, are analysed by :mod:`tfprof_towers.run_traces` (the
+the topology kind from its records, are analysed by :mod:`tfprof_towers.analysis.run_traces` (the
 trace package never reads the run directory's format).  Another trace source (JAX,
 PyTorch) reuses :func:`tfprof_towers.xplane.read_xspace` and brings its own ``classify``.
 
@@ -80,9 +80,9 @@ seconds after the earliest step start of any task, and the wall time it spent in
 collective events in each (not divided by ``per_step``: they are per step already).
 """
 
-from .analysis import Analysis, analyze_trace, analyze_xplane
-from .hosts import load_hosts
-from .load import Trace, load_trace, trace_from_bytes
+from tfprof_towers.trace.analysis import Analysis, analyze_trace, analyze_xplane
+from tfprof_towers.trace.hosts import load_hosts
+from tfprof_towers.trace.load import Trace, load_trace, trace_from_bytes
 
 __all__ = [
     "Analysis",

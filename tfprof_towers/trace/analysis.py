@@ -4,7 +4,7 @@
 attribute -> links, as an :class:`Analysis`; ``analyze_trace(trace, kind, edge_bytes)``
 the same for a loaded trace.  (A run
 directory's variants, whose records add the node -> device join, the topology kind
-and the bytes of send/recv edges: :mod:`tfprof_towers.run_traces`.)
+and the bytes of send/recv edges: :mod:`tfprof_towers.analysis.run_traces`.)
 ``Analysis.to_doc()`` is the document ``tfprof-towers analyze --json`` prints (see
 :mod:`tfprof_towers.trace`).
 """
@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..categories import (
+from tfprof_towers.trace.attribute import Breakdown, attribute
+from tfprof_towers.trace.classify import NodeDevices
+from tfprof_towers.trace.hosts import load_hosts
+from tfprof_towers.trace.idle import IDLE_KINDS
+from tfprof_towers.trace.links import Link, links, links_frame
+from tfprof_towers.trace.load import Trace
+from tfprof_towers.trace.tasks import task_steps
+from tfprof_towers.vocab.categories import (
     COPY_CATEGORIES,
     DEVICE_CATEGORIES,
     EVENT_CATEGORIES,
@@ -27,14 +34,7 @@ from ..categories import (
     TIME_CATEGORIES,
     WALL_CATEGORIES,
 )
-from ..device_names import is_accelerator_plane
-from .attribute import Breakdown, attribute
-from .classify import NodeDevices
-from .hosts import load_hosts
-from .idle import IDLE_KINDS
-from .links import Link, links, links_frame
-from .load import Trace
-from .tasks import task_steps
+from tfprof_towers.vocab.device_names import is_accelerator_plane
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
-from ..device_names import device_sort_key, is_accelerator_plane
-from .idle import IDLE_KINDS, KERNEL_WAIT_PS, Launches, idle_split
-from .load import Trace
-from .steps import StepTable
+from tfprof_towers.trace.idle import IDLE_KINDS, KERNEL_WAIT_PS, Launches, idle_split
+from tfprof_towers.trace.load import Trace
+from tfprof_towers.trace.steps import DeviceEvents, StepTable, clip_to_windows, window_of
+from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
+from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,19 +114,6 @@ class Breakdown:
 CHUNK = 1 << 19
 
 
-@dataclass(frozen=True)
-class DeviceEvents:
-    """One device's events that count as time (``rows``: their index in the trace's columns)."""
-
-    rows: np.ndarray  # int64
-    category: np.ndarray  # int8
-    start: np.ndarray  # int64
-    end: np.ndarray  # int64
-    step: np.ndarray  # step number, -1 when in no window
-    bytes: np.ndarray  # int64
-    window: np.ndarray  # int64 index of the window holding the start, -1 when none
-
-
 def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     """The devices with time, sorted (:func:`device_sort_key`), and per event its device's index
     (-1: not time)."""
@@ -140,17 +127,6 @@ def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     dev_of = lut[c.device]
     dev_of[~is_time] = -1
     return tuple(names[i] for i in order), dev_of
-
-
-def window_of(steps: StepTable) -> tuple[np.ndarray, int]:
-    """A table from step number to window index (-1: none) and the number's offset into it."""
-    numbers = steps.step
-    if not numbers.size:
-        return np.full(1, -1, dtype=np.int64), 0
-    lo = int(numbers.min())
-    lut = np.full(int(numbers.max()) - lo + 2, -1, dtype=np.int64)  # the last entry: step -1
-    lut[numbers - lo] = np.arange(numbers.size)
-    return lut, lo
 
 
 def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int):
@@ -303,25 +279,6 @@ def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | No
     bounds = list(itertools.pairwise(edges))
     bounds[-1] = (bounds[-1][0], np.iinfo(np.int64).max // 2)  # the last slice runs to the end
     return bounds
-
-
-def clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray):
-    """Each interval cut to every window it overlaps: (window index, start, end, source row)."""
-    first = np.searchsorted(we, s, side="right")  # first window ending after the start
-    last = np.searchsorted(ws, e, side="left") - 1  # last window starting before the end
-    count = np.maximum(last - first + 1, 0)
-    count[e <= s] = 0
-    if (count == 1).all():  # the common case: each interval inside one window
-        win = first
-        cs, ce = np.maximum(s, ws[win]), np.minimum(e, we[win])
-        ok = np.flatnonzero(ce > cs)
-        return win[ok], cs[ok], ce[ok], ok
-    idx = np.repeat(np.arange(s.size), count)
-    win = first[idx] + (np.arange(idx.size) - np.repeat(np.cumsum(count) - count, count))
-    cs = np.maximum(s[idx], ws[win])
-    ce = np.minimum(e[idx], we[win])
-    ok = ce > cs
-    return win[ok], cs[ok], ce[ok], idx[ok]
 
 
 def sweep(

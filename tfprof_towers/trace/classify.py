@@ -30,16 +30,24 @@ numpy over their bytes (:mod:`.copies`).  Only the events of lines that are not 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..device_names import canonical_device, task_of
-from ..xplane import DEVICE, HOST, RawSpace, StatColumn, Strings, used_codes
-from .codes import CAT
-from .copies import classify_copies, details_columns
+from tfprof_towers.trace.codes import CAT
+from tfprof_towers.trace.copies import classify_copies, details_columns
+from tfprof_towers.trace.names import (
+    COLLECTIVE_THREAD,
+    INPUT_THREAD,
+    SEND_RECV_TYPES,
+    device_name_category,
+    host_name_category,
+    parse_rendezvous_key,
+    split_tf_op,
+)
+from tfprof_towers.vocab.device_names import canonical_device, task_of
+from tfprof_towers.xplane import DEVICE, HOST, RawSpace, StatColumn, Strings, used_codes
 
 #: The stats classification, step windows and the launch join read (every other stat is skipped unread).
 STATS = (
@@ -53,43 +61,6 @@ STEP_NUM = "step_num"
 NodeDevices = Mapping[str, "str | Sequence[str]"]
 CORRELATION_ID = "correlation_id"
 
-#: Host events that annotate steps or sessions rather than doing work.
-MARKER_NAMES = frozenset({"train", "SessionRun", "TraceContext", "test", "eval", "predict"})
-SEND_RECV_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
-_COLLECTIVE = re.compile(
-    r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|collective_?permute|collectivereduce",
-    re.IGNORECASE,
-)
-_INPUT_NAME = re.compile(
-    r"^(Iterator::|Prefetch|IteratorGetNext|MultiDeviceIterator|ParallelMap|MapAndBatch)"
-)
-_INPUT_TYPE = re.compile(r"Iterator|Dataset")
-_INPUT_THREAD = "tf_data"
-_COLLECTIVE_THREAD = "collective_ops"
-#: TF op types that are collective communication (their host time is ``collective``).
-COLLECTIVE_OP_TYPES = frozenset(
-    {
-        "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3",
-        "CollectiveGather", "CollectiveGatherV2",
-        "CollectiveBcastSend", "CollectiveBcastRecv", "CollectiveBcastSendV2", "CollectiveBcastRecvV2",
-        "CollectiveAllToAllV2", "CollectiveAllToAllV3", "CollectiveReduceScatterV2",
-        "CollectivePermute", "CollectiveAssignGroupV2", "CollectiveInitializeCommunicator",
-        "NcclAllReduce", "NcclReduce", "NcclBroadcast", "_NcclReduceSend", "_NcclReduceRecv",
-        "_NcclBroadcastSend", "_NcclBroadcastRecv", "XlaAllReduce", "XlaReduceScatter",
-    }
-)
-_TF_OP = re.compile(r"^([^:\s#]+):([A-Za-z_][A-Za-z0-9_]*)$")
-_COPY_SUFFIX = {
-    "h2d": "h2d",
-    "htod": "h2d",
-    "d2h": "d2h",
-    "dtoh": "d2h",
-    "d2d": "d2d",
-    "dtod": "d2d",
-    "p2p": "p2p",
-    "ptop": "p2p",
-    "peer": "p2p",
-}
 #: A device copy whose direction only its ``memcpy_details`` tells (``MemcpyOther``).
 OTHER_COPY = np.int8(-1)
 
@@ -106,60 +77,6 @@ class Classes:
     src: np.ndarray  # int32 string code: copy / send source device
     dst: np.ndarray  # int32 string code: copy / send destination device
     edge: np.ndarray  # int32 string code: rendezvous edge name
-
-
-def split_tf_op(text: str) -> tuple[str, str]:
-    """``tf_op``/``annotation`` text -> (node name, op type); ``#...#`` decorations dropped."""
-    clean = re.sub(r"#[^#]*#", "", text)
-    parts = [p for p in clean.split("::") if p]
-    if not parts:
-        return "", ""
-    last = parts[-1].strip()
-    m = _TF_OP.match(last)
-    return (m.group(1), m.group(2)) if m else (last, "")
-
-
-def device_name_category(name: str) -> str:
-    """Category of a device-plane event from its name; ``other_copy`` for MemcpyOther & co."""
-    low = name.lower()
-    if low.startswith("memcpy"):
-        tail = low[6:].lstrip("_ ")
-        for suffix, cat in _COPY_SUFFIX.items():
-            if tail.startswith(suffix):
-                return cat
-        return "other_copy"
-    if low.startswith("memset"):
-        return "memset"
-    if _COLLECTIVE.search(name):
-        return "collective"
-    return "compute"
-
-
-def host_name_category(name: str) -> tuple[str, str, str]:
-    """(category, node, op type) of a host event name."""
-    if name in MARKER_NAMES:
-        return "marker", "", ""
-    m = _TF_OP.match(name)
-    if m:
-        node, op_type = m.group(1), m.group(2)
-        if op_type in SEND_RECV_TYPES:
-            return "send_recv", node, op_type
-        if op_type in COLLECTIVE_OP_TYPES:
-            return "collective", node, op_type
-        if _INPUT_TYPE.search(op_type):
-            return "input", node, op_type
-        return "host_compute", node, op_type
-    if _INPUT_NAME.match(name):
-        return "input", "", ""
-    return "framework", "", ""
-
-
-def parse_rendezvous_key(key: str) -> tuple[str, str, str]:
-    """Rendezvous key ``src;incarnation;dst;edge;0:0`` -> (src, dst, edge)."""
-    parts = key.split(";")
-    if len(parts) < 4:
-        return "", "", ""
-    return canonical_device(parts[0]), canonical_device(parts[2]), parts[3]
 
 
 def _at(column: StatColumn, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -369,7 +286,7 @@ def _thread_categories(raw: RawSpace, category: np.ndarray) -> None:
     """Work on tf.data threads is input, on collective executor threads collective, unless it is a
     TF op or marker of its own."""
     k = raw.n_kept
-    for prefix, cat in ((_INPUT_THREAD, "input"), (_COLLECTIVE_THREAD, "collective")):
+    for prefix, cat in ((INPUT_THREAD, "input"), (COLLECTIVE_THREAD, "collective")):
         on = np.array([ln.startswith(prefix) for ln in raw.lines.names], dtype=bool)
         if not on.any():
             continue

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..xplane import Strings, categorical, used_codes
-from .codes import category_dtype
+from tfprof_towers.trace.codes import category_dtype
+from tfprof_towers.xplane import Strings, categorical, used_codes
 
 if TYPE_CHECKING:
     import pandas as pd

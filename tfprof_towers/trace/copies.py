@@ -10,7 +10,7 @@ summed by place value);
 ``MemcpyOther`` takes the direction its memory kinds say, else device-to-device; a
 device-to-device copy whose ``dest`` is another device of the plane's type is a peer
 (P2P) copy to that device.  Host-to-device copies come from, and device-to-host copies
-go to, the host threads' plane (:data:`~tfprof_towers.device_names.HOST_THREADS`).
+go to, the host threads' plane (:data:`~tfprof_towers.vocab.device_names.HOST_THREADS`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..categories import COPY_CATEGORIES, EVENT_CATEGORIES
-from ..device_names import HOST_THREADS
-from ..xplane import Ragged, RawSpace, RowNames, StatColumn, dense_unique
-from .codes import CAT
+from tfprof_towers.trace.codes import CAT
+from tfprof_towers.trace.names import device_name_category
+from tfprof_towers.vocab.categories import COPY_CATEGORIES, EVENT_CATEGORIES
+from tfprof_towers.vocab.device_names import HOST_THREADS
+from tfprof_towers.xplane import Ragged, RawSpace, RowNames, StatColumn, dense_unique
 
 _DEVICE_INDEX = re.compile(r"^(/device:[A-Za-z_]+:)(\d+)$")
 
@@ -288,8 +289,6 @@ def details_columns(text: Ragged, names: RowNames | None = None) -> dict[str, np
     time).  Given the events' names, a copy whose name says its direction (``MemcpyH2D``,
     ``MemcpyD2H``, ``Memset``) needs only its size: the destination is read where a peer copy
     may hide, the memory kinds only for ``MemcpyOther``."""
-    from .classify import device_name_category
-
     dest_for = kinds_for = None
     if names is not None:
         used, at = dense_unique(names.codes)

@@ -36,13 +36,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..device_names import canonical_device
-from ..xplane.parallel import available_cores, decode_threads
-from .classify import NodeDevices
-from .columns import EventColumns, merge
-from .load import Host, Trace, read_trace
-from .locate import host_name, locate_hosts
-from .steps import StepTable, assign_steps
+from tfprof_towers.trace.classify import NodeDevices
+from tfprof_towers.trace.columns import EventColumns, merge
+from tfprof_towers.trace.load import Host, Trace, read_trace
+from tfprof_towers.trace.locate import host_name, locate_hosts
+from tfprof_towers.trace.steps import StepTable, assign_steps
+from tfprof_towers.vocab.device_names import canonical_device
+from tfprof_towers.xplane.parallel import available_cores, decode_threads
 
 CLOCK_NOTE = (
     "hosts put on one clock by their trace timestamps: assumes their clocks agree "

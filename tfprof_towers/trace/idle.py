@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..xplane import HOST
+from tfprof_towers.trace.steps import clip_to_windows
+from tfprof_towers.xplane import HOST
 
 if TYPE_CHECKING:
-    from .attribute import DeviceEvents
-    from .load import Trace
-    from .steps import StepTable
+    from tfprof_towers.trace.load import Trace
+    from tfprof_towers.trace.steps import DeviceEvents, StepTable
 
 IDLE_KINDS = ("host_wait", "kernel_wait", "other")
 #: Gaps shorter than this between a kernel and the next one launched in time are kernel wait.
@@ -99,8 +99,6 @@ def idle_split(
     launches: Launches | None = None,
 ) -> np.ndarray:
     """One accelerator's idle picoseconds per window and kind (module doc)."""
-    from .attribute import clip_to_windows
-
     out = np.zeros((len(steps), len(IDLE_KINDS)), dtype=np.int64)
     if not len(steps):
         return out

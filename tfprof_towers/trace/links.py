@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..categories import COPY_CATEGORIES, EVENT_CATEGORIES
-from ..device_names import crosses_tasks
-from ..xplane import DEVICE
-from .columns import EventColumns
-from .load import Trace
+from tfprof_towers.trace.columns import EventColumns
+from tfprof_towers.trace.load import Trace
+from tfprof_towers.vocab.categories import COPY_CATEGORIES, EVENT_CATEGORIES
+from tfprof_towers.vocab.device_names import crosses_tasks
+from tfprof_towers.xplane import DEVICE
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -27,7 +27,7 @@ op_type          category    TF op type (``MatMul``; ``_Send``), "" when none
 tf_op            category    TF node name (host ops; ``tf_op``/``annotation`` of kernels)
 start_ps         int64       start, picoseconds after the earliest line timestamp
 dur_ps           int64       duration, picoseconds
-category         category    one of :data:`~tfprof_towers.categories.EVENT_CATEGORIES`
+category         category    one of :data:`~tfprof_towers.vocab.categories.EVENT_CATEGORIES`
 bytes            int64       bytes moved (copies: ``memcpy_details``), else 0
 src_device       category    copy / send source device, "" when none
 dst_device       category    copy / send destination device, "" when none
@@ -47,13 +47,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import TraceError
-from ..xplane import RawSpace, read_xspace
-from ..xplane.memory import release_free_memory
-from .classify import AS_BYTES, CORRELATION_ID, STATS, STEP_NUM, NodeDevices, classify
-from .columns import EventColumns, empty_frame, events_frame
-from .locate import locate
-from .steps import StepTable, assign_steps, step_windows
+from tfprof_towers.trace.classify import (
+    AS_BYTES,
+    CORRELATION_ID,
+    STATS,
+    STEP_NUM,
+    NodeDevices,
+    classify,
+)
+from tfprof_towers.trace.columns import EventColumns, empty_frame, events_frame
+from tfprof_towers.trace.locate import locate
+from tfprof_towers.trace.steps import StepTable, assign_steps, step_windows
+from tfprof_towers.vocab.errors import TraceError
+from tfprof_towers.xplane import RawSpace, read_xspace
+from tfprof_towers.xplane.memory import release_free_memory
 
 if TYPE_CHECKING:
     import pandas as pd

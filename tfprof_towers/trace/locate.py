@@ -16,7 +16,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TraceError
+from tfprof_towers.vocab.errors import TraceError
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..categories import EVENT_CATEGORIES, TIME_CATEGORIES
-from ..xplane import HOST, RawSpace, StatColumn, dense_unique, used_codes
-from .codes import CAT
+from tfprof_towers.trace.codes import CAT
+from tfprof_towers.vocab.categories import EVENT_CATEGORIES, TIME_CATEGORIES
+from tfprof_towers.xplane import HOST, RawSpace, StatColumn, dense_unique, used_codes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -127,3 +127,49 @@ def assign_steps(start_ps: np.ndarray, steps: StepTable) -> np.ndarray:
     out = numbers.astype(np.int32 if small else np.int64)[i]
     out[(start_ps < ws[i]) | (start_ps >= we[i])] = -1
     return out
+
+
+# ------------------------------------------------------------------ events in step windows
+
+
+@dataclass(frozen=True)
+class DeviceEvents:
+    """One device's events that count as time (``rows``: their index in the trace's columns)."""
+
+    rows: np.ndarray  # int64
+    category: np.ndarray  # int8
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64
+    step: np.ndarray  # step number, -1 when in no window
+    bytes: np.ndarray  # int64
+    window: np.ndarray  # int64 index of the window holding the start, -1 when none
+
+
+def window_of(steps: StepTable) -> tuple[np.ndarray, int]:
+    """A table from step number to window index (-1: none) and the number's offset into it."""
+    numbers = steps.step
+    if not numbers.size:
+        return np.full(1, -1, dtype=np.int64), 0
+    lo = int(numbers.min())
+    lut = np.full(int(numbers.max()) - lo + 2, -1, dtype=np.int64)  # the last entry: step -1
+    lut[numbers - lo] = np.arange(numbers.size)
+    return lut, lo
+
+
+def clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray):
+    """Each interval cut to every window it overlaps: (window index, start, end, source row)."""
+    first = np.searchsorted(we, s, side="right")  # first window ending after the start
+    last = np.searchsorted(ws, e, side="left") - 1  # last window starting before the end
+    count = np.maximum(last - first + 1, 0)
+    count[e <= s] = 0
+    if (count == 1).all():  # the common case: each interval inside one window
+        win = first
+        cs, ce = np.maximum(s, ws[win]), np.minimum(e, we[win])
+        ok = np.flatnonzero(ce > cs)
+        return win[ok], cs[ok], ce[ok], ok
+    idx = np.repeat(np.arange(s.size), count)
+    win = first[idx] + (np.arange(idx.size) - np.repeat(np.cumsum(count) - count, count))
+    cs = np.maximum(s[idx], ws[win])
+    ce = np.minimum(e[idx], we[win])
+    ok = ce > cs
+    return win[ok], cs[ok], ce[ok], idx[ok]

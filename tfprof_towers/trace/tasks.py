@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .attribute import clip_to_windows, sweep
-from .codes import CAT
-from .load import Host, Trace
+from tfprof_towers.trace.attribute import sweep
+from tfprof_towers.trace.codes import CAT
+from tfprof_towers.trace.load import Host, Trace
+from tfprof_towers.trace.steps import clip_to_windows
 
 _PS = 1e12
 

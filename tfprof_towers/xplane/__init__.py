@@ -31,7 +31,6 @@ The modules, bottom up::
     parallel.py  batches decoded ahead on worker threads, taken in file order
     memory.py    freed heap pages handed back between the phases of a big decode
     reader.py    read_xspace(path | bytes, stats, as_bytes) -> RawSpace; one TraceError per broken input
-    build.py     build XSpace traces in code (tests, benchmarks); encode.py: many events at once
 
 Speed comes from never making an event a Python object: the file is mapped; every line's
 events are found by a speculative chunked walk; every event's fields and stats are read in
@@ -44,13 +43,22 @@ mapped file's pages let go as each batch is done), stats are stored for the even
 have them, and columns are narrow.
 """
 
-from .build import Ref, TraceBuilder
-from .columns import Parser
-from .decode import decode_space
-from .ragged import Ragged
-from .reader import decode_buffer, read_layout, read_xspace
-from .strings import Strings, categorical, categorical_by, dense_unique, used_codes
-from .tables import DEVICE, HOST, NUMBER, OTHER, LineTable, PlaneTable, RawSpace, RowNames, StatColumn
+from tfprof_towers.xplane.columns import Parser
+from tfprof_towers.xplane.decode import decode_space
+from tfprof_towers.xplane.ragged import Ragged
+from tfprof_towers.xplane.reader import decode_buffer, read_layout, read_xspace
+from tfprof_towers.xplane.strings import Strings, categorical, categorical_by, dense_unique, used_codes
+from tfprof_towers.xplane.tables import (
+    DEVICE,
+    HOST,
+    NUMBER,
+    OTHER,
+    LineTable,
+    PlaneTable,
+    RawSpace,
+    RowNames,
+    StatColumn,
+)
 
 __all__ = [
     "DEVICE",
@@ -62,11 +70,9 @@ __all__ = [
     "PlaneTable",
     "Ragged",
     "RawSpace",
-    "Ref",
     "RowNames",
     "StatColumn",
     "Strings",
-    "TraceBuilder",
     "categorical",
     "categorical_by",
     "decode_buffer",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import (
+from tfprof_towers.xplane.events import (
     KIND_BYTES,
     KIND_DOUBLE,
     KIND_INT64,
@@ -30,10 +30,10 @@ from .events import (
     StatFilter,
     stat_metadata_ids,
 )
-from .ragged import Ragged
-from .strings import PendingStrings, Strings, distinct_rows, distinct_strings
-from .tables import NUMBER, RowNames
-from .wire import PAD, Buffer
+from tfprof_towers.xplane.ragged import Ragged
+from tfprof_towers.xplane.strings import PendingStrings, Strings, distinct_rows, distinct_strings
+from tfprof_towers.xplane.tables import NUMBER, RowNames
+from tfprof_towers.xplane.wire import PAD, Buffer
 
 #: At most this many stats can be asked for (their labels are int8 in the decoder).
 MAX_STATS = 126

@@ -30,15 +30,31 @@ from functools import partial
 
 import numpy as np
 
-from .columns import Parser, StatPart, Tables, batch_stats, build_tables, event_names, stat_filter
-from .events import decode_event_ranges
-from .layout import Lines, Planes, read_lines
-from .memory import release_free_memory
-from .parallel import Stopped, decode_threads, in_order
-from .ragged import Ragged
-from .strings import PendingStrings, Strings
-from .tables import LineTable, PlaneTable, RawSpace, StatColumn, derived_lines, empty_stat, plane_kind
-from .wire import Buffer
+from tfprof_towers.xplane.columns import (
+    Parser,
+    StatPart,
+    Tables,
+    batch_stats,
+    build_tables,
+    event_names,
+    stat_filter,
+)
+from tfprof_towers.xplane.events import decode_event_ranges
+from tfprof_towers.xplane.layout import Lines, Planes, read_lines
+from tfprof_towers.xplane.memory import release_free_memory
+from tfprof_towers.xplane.parallel import Stopped, decode_threads, in_order
+from tfprof_towers.xplane.ragged import Ragged
+from tfprof_towers.xplane.strings import PendingStrings, Strings
+from tfprof_towers.xplane.tables import (
+    LineTable,
+    PlaneTable,
+    RawSpace,
+    StatColumn,
+    derived_lines,
+    empty_stat,
+    plane_kind,
+)
+from tfprof_towers.xplane.wire import Buffer
 
 #: Bytes of lines walked and decoded at once.
 BATCH_BYTES = 16 << 20

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .wire import Buffer, Malformed, read_fields, read_varints, scatter_last, word_varints
+from tfprof_towers.xplane.wire import (
+    Buffer,
+    Malformed,
+    read_fields,
+    read_varints,
+    scatter_last,
+    word_varints,
+)
 
 #: Stat value kinds (the XStat field number of the value; 0 = no value).
 KIND_DOUBLE, KIND_UINT64, KIND_INT64, KIND_STR, KIND_BYTES, KIND_REF = 2, 3, 4, 5, 6, 7

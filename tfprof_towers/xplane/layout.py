@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from .schema import XPlane
-from .wire import Buffer, Malformed, soft_varints, word_varints
+from tfprof_towers.xplane.schema import XPlane
+from tfprof_towers.xplane.wire import Buffer, Malformed, soft_varints, word_varints
 
 # ---------------------------------------------------------------------------------------------
 # Scalar walk: the space's and the planes' fields (a few thousand at most)

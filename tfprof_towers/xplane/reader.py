@@ -5,7 +5,7 @@ no room for the zero padding, reads it: :class:`~.wire.Buffer`), walks its plane
 (:func:`~.layout.read_planes`) and decodes the lines a batch at a time
 (:func:`~.decode.decode_space`): every event's header, the stats asked for, names and
 string stats as codes.  Every way the bytes can be broken raises one
-:class:`~tfprof_towers.errors.TraceError` with a one-line message.
+:class:`~tfprof_towers.vocab.errors.TraceError` with a one-line message.
 
 A call shares no state with another (its string table is its own), so several files can
 be read in parallel, one per worker process; within a call, batches of lines are decoded
@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..errors import TraceError
-from .columns import MAX_STATS, Parser
-from .decode import decode_space
-from .layout import Planes, read_planes
-from .tables import RawSpace
-from .wire import Buffer, Malformed
+from tfprof_towers.vocab.errors import TraceError
+from tfprof_towers.xplane.columns import MAX_STATS, Parser
+from tfprof_towers.xplane.decode import decode_space
+from tfprof_towers.xplane.layout import Planes, read_planes
+from tfprof_towers.xplane.tables import RawSpace
+from tfprof_towers.xplane.wire import Buffer, Malformed
 
 RIEGELI_MAGIC = b"\x83\xaf\x70\xd1\x0d\x88\x4a\x3f"
 

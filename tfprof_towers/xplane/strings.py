@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .wire import Buffer
+from tfprof_towers.xplane.wire import Buffer
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ragged import Ragged
-from .strings import Strings
+from tfprof_towers.xplane.ragged import Ragged
+from tfprof_towers.xplane.strings import Strings
 
 #: Plane kinds (:attr:`PlaneTable.kinds`).
 HOST, DEVICE, OTHER = 0, 1, 2

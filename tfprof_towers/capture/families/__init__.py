@@ -1,7 +1,7 @@
-"""Runners of the variant families, one module per family (named in :mod:`tfprof_towers.registry`).
+"""Runners of the variant families, one module per family (named in :mod:`tfprof_towers.variants.registry`).
 
 A runner module defines ``run(spec, draft)``: inside the capture child, it
-builds the variant described by ``spec`` (:class:`tfprof_towers.records.ChildSpec`),
+builds the variant described by ``spec`` (:class:`tfprof_towers.rundir.records.ChildSpec`),
 warms it up, records placement, times steps without the profiler and profiles
 a few with ``train`` step markers, filling ``draft`` (:class:`Draft`) as each
 phase completes -- so that a failure keeps what was done -- and ends with
@@ -25,8 +25,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from ...records import FAILED, SKIPPED, ChildSpec, MathCheck, Timings, Topology, VariantRecord
-from ..stats import step_stats
+from tfprof_towers.capture.stats import step_stats
+from tfprof_towers.rundir.records import (
+    FAILED,
+    SKIPPED,
+    ChildSpec,
+    MathCheck,
+    Timings,
+    Topology,
+    VariantRecord,
+)
 
 #: Profiler settings: host ops (level 2: TF ops, which the analysis needs to attribute
 #: CPU-device ops; not every runtime detail), no Python tracer, device (CUDA) tracer on.

@@ -1,6 +1,6 @@
 """The ``tf1-graph`` family: a ``tf.compat.v1`` graph run in a ``Session`` (the seed's dialect).
 
-A variant's builder (a built-in from :mod:`tfprof_towers.capture.variants`, or a
+A variant's builder (a built-in from :mod:`tfprof_towers.capture.tf1.builders`, or a
 user's file with ``build_variant(devices)``) runs inside a fresh ``tf.Graph`` and
 returns ``(fetches, feed_dict)`` for one training step.  Order of work, each
 phase timed: import TensorFlow, build the graph, create the session,
@@ -19,11 +19,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ... import registry
-from ...records import OK, ChildSpec
-from ..devices import Devices, plan_devices
-from . import Draft, timed_calls, timed_then_profiled
-from . import import_tensorflow as _import_tensorflow
+from tfprof_towers.capture.devices import Devices, plan_devices
+from tfprof_towers.capture.families import Draft, timed_calls, timed_then_profiled
+from tfprof_towers.capture.families import import_tensorflow as _import_tensorflow
+from tfprof_towers.rundir.records import OK, ChildSpec
+from tfprof_towers.variants import registry
 
 
 def import_tensorflow() -> Any:
@@ -35,7 +35,7 @@ def import_tensorflow() -> Any:
 
 def builder(name: str, file: str | None) -> tuple[Any, str]:
     """The variant's builder function and where it comes from (for error messages)."""
-    from .. import variants
+    from tfprof_towers.capture.tf1 import builders as variants
 
     if file:
         return variants.load_variant_file(file), f"variant file {file}"
@@ -44,7 +44,7 @@ def builder(name: str, file: str | None) -> tuple[Any, str]:
 
 def build_graph(tf: Any, name: str, file: str | None, devices: Devices) -> tuple[Any, Any, dict, Any]:
     """The variant's training step in a fresh ``tf.Graph``: ``(graph, fetches, feed, init)``."""
-    from ..variants import check_built
+    from tfprof_towers.capture.tf1.builders import check_built
 
     build, origin = builder(name, file)
     graph = tf.Graph()
@@ -67,7 +67,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.stage = "import"
     tf = phases.run("tf_import", import_tensorflow)
     draft.versions["tensorflow"] = tf.__version__
-    from ..placement import extract_placement
+    from tfprof_towers.capture.placement import extract_placement
 
     gpus = len(tf.config.list_physical_devices("GPU"))
     devices = plan_devices(gpus, spec.accelerators, spec.preset)
@@ -79,7 +79,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.stage = "session"
     sess = phases.run("session_init", new_session, tf, graph, devices)
     phases.run("session_init", sess.run, init)
-    from ..mathcheck import MATH_STEPS, first_steps, load_initial_values
+    from tfprof_towers.capture.mathcheck import MATH_STEPS, first_steps, load_initial_values
 
     phases.run("load_values", load_initial_values, sess, graph)
 

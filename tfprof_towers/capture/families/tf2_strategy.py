@@ -25,16 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from ... import registry
-from ...errors import VariantError
-from ...records import OK, ChildSpec, MathCheck
-from ..devices import Devices, plan_devices
-from . import Draft, import_tensorflow, timed_calls, timed_then_profiled
+from tfprof_towers.capture.devices import Devices, plan_devices
+from tfprof_towers.capture.families import Draft, import_tensorflow, timed_calls, timed_then_profiled
+from tfprof_towers.rundir.records import OK, ChildSpec, MathCheck
+from tfprof_towers.variants import registry
+from tfprof_towers.vocab.errors import VariantError
 
 
 def plan(tf: Any, spec: ChildSpec) -> Devices:
     """The devices of this run; logical CPU devices are configured here (before any op)."""
-    from ..strategies import configure_devices
+    from tfprof_towers.capture.tf2.strategies import configure_devices
 
     devices = plan_devices(len(tf.config.list_physical_devices("GPU")), spec.accelerators, spec.preset)
     configure_devices(devices)
@@ -47,8 +47,9 @@ def needs(spec: ChildSpec) -> tuple[str, ...]:
 
 def strategy_and_step(spec: ChildSpec, devices: Devices) -> tuple[Any, Callable[..., Any], list[str]]:
     """The strategy, the ``build_step`` to call with it, and the user's files (for source lines)."""
-    from .. import seed_step, strategies
-    from ..tf2_files import load_step_file
+    from tfprof_towers.capture import seed_step
+    from tfprof_towers.capture.tf2 import strategies
+    from tfprof_towers.capture.tf2.files import load_step_file
 
     if spec.file:
         f = load_step_file(spec.file)
@@ -116,7 +117,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.stage = "import"
     tf = phases.run("tf_import", import_tensorflow)
     draft.versions["tensorflow"] = tf.__version__
-    from ..strategies import describe, machine_offers
+    from tfprof_towers.capture.tf2.strategies import describe, machine_offers
 
     devices = phases.run("devices", plan, tf, spec)
     draft.topology = devices.topology()
@@ -129,7 +130,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.stage = "build"
     strategy, build_step, user_files = phases.run("build", strategy_and_step, spec, devices)
     if spec.keras_model:
-        from ..keras_fit import run_keras
+        from tfprof_towers.capture.tf2.keras_fit import run_keras
 
         run_keras(spec, draft, strategy, describe(strategy))
         return
@@ -137,7 +138,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     step = check_step(phases.run("build", build_step, strategy, devices), origin)
 
     draft.stage = "placement"
-    from ..placement_tf2 import collect_partition_graphs, strategy_placement
+    from tfprof_towers.capture.tf2.placement import collect_partition_graphs, strategy_placement
 
     meta, first = phases.run("first_call_placement", collect_partition_graphs, step)
     concrete = step.get_concrete_function()

@@ -1,0 +1,152 @@
+"""The package's import contract, read from the source (no module is imported).
+
+The stack, bottom first. A module may import its own layer and the layers below it;
+an import that points up the stack breaks the contract. ARCHITECTURE.md shows the same
+table. ``testing`` builds traces for tests and benchmarks: the tool never imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "tfprof_towers"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+#: Bottom first: each layer may import the ones before it.
+LAYERS: tuple[str, ...] = (
+    "vocab",       # errors, categories, device names, links, number formats, bounded text
+    "xplane",      # the XSpace reader: no TensorFlow meaning
+    "trace",       # TensorFlow's meaning of events, attribution
+    "variants",    # registry, presets and options, users' variant files
+    "rundir",      # the run directory's documents
+    "procs",       # supervised child processes
+    "capture",     # one child per variant (TensorFlow)
+    "analysis",    # a run's traces, audit, across tasks, the math check
+    "advice",      # findings, rules, the recommender
+    "projection",  # what-if on hardware profiles
+    "render",      # report.html, the analyze page, charts
+    "session",     # a profile from start to report
+    "commands",    # the command line
+)
+#: Modules at the package root, and where they stand.
+ROOT_MODULES = {"__init__": "commands", "__main__": "commands", "cli": "commands"}
+#: Only these may import TensorFlow.
+TENSORFLOW_ALLOWED = ("capture", "projection.graphcost", "projection.strategy_graphs")
+NEVER_IMPORTED = ("testing",)
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, dotted, without the package
+    target: str  # the imported module (or module.attribute), dotted, with the package
+    line: int
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path, root: Path = ROOT) -> Iterator[Import]:
+    mod = module_name(path, root)
+    is_pkg = path.name == "__init__.py"
+    pkg = [PACKAGE, *mod.split(".")] if is_pkg and mod != "__init__" else [PACKAGE, *mod.split(".")[:-1]]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(mod, alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[: len(pkg) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                yield Import(mod, f"{target}.{alias.name}", node.lineno)
+
+
+def layer_of(module: str) -> str:
+    head = module.split(".")[0]
+    return ROOT_MODULES.get(head, head)
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    """Every import that breaks the contract, as ``file:line: why``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for imp in imports_of(path, root):
+            where = f"{path.relative_to(root.parent)}:{imp.line}"
+            src_layer = layer_of(imp.module)
+            if imp.target == "tensorflow" or imp.target.startswith("tensorflow."):
+                if not any(imp.module == a or imp.module.startswith(a + ".") for a in TENSORFLOW_ALLOWED):
+                    found.append(f"{where}: imports TensorFlow outside {', '.join(TENSORFLOW_ALLOWED)}")
+                continue
+            if not imp.target.startswith(PACKAGE + "."):
+                continue
+            dst_layer = layer_of(imp.target[len(PACKAGE) + 1:])
+            if src_layer in NEVER_IMPORTED or (dst_layer not in LAYERS and dst_layer not in NEVER_IMPORTED):
+                continue
+            if dst_layer in NEVER_IMPORTED:
+                found.append(f"{where}: the tool imports {dst_layer}/ ({imp.target})")
+            elif src_layer not in LAYERS:
+                found.append(f"{where}: {src_layer} is in no layer of the contract")
+            elif LAYERS.index(dst_layer) > LAYERS.index(src_layer):
+                found.append(f"{where}: {src_layer} imports {dst_layer} ({imp.target}), which is above it")
+    return found
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (at any depth of the file)."""
+    names = {module_name(p, root) for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {n: set() for n in names}
+    for path in root.rglob("*.py"):
+        for imp in imports_of(path, root):
+            if not imp.target.startswith(PACKAGE + "."):
+                continue
+            dotted = imp.target[len(PACKAGE) + 1:]
+            # the longest prefix that is a module: "a.b.c.name" -> "a.b.c"
+            while dotted and dotted not in names:
+                dotted = dotted.rpartition(".")[0]
+            if dotted and dotted != imp.module:
+                graph[imp.module].add(dotted)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out

@@ -1,0 +1,77 @@
+"""Advice rules that look across the tasks of a cluster variant.
+
+Registered in :data:`tfprof_towers.advice.rules.RULES` (the :class:`~tfprof_towers.advice.findings.Rule`
+entries, parameters and needs are there); each check takes the rule and one variant's
+:class:`~tfprof_towers.advice.findings.Facts`.
+
+* ``straggler`` -- one task reaches the collectives of a synchronous step late, step after
+  step, and every other worker waits for it inside the all-reduce.  Measured from the
+  tasks' traces on one clock (:mod:`tfprof_towers.analysis.cluster_view`): the message names the
+  task, the steps, how late (median and worst, and as a share of the step) and what the
+  others waited.  On loopback every task shares this machine's cores, so a task can be
+  late because of the others (on 2 cores a worker is often 1-3 ms behind in a 5 ms
+  step): the finding says "on loopback" and is one tier lower.
+
+No TensorFlow; plain mappings in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tfprof_towers.advice.findings import HIGH, LOW, MEDIUM, Facts, Finding, Rule
+from tfprof_towers.analysis.cluster_view import short_task, step_table, stepping_tasks, stragglers
+from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
+
+
+def task_steps(f: Facts) -> list[Mapping[str, Any]]:
+    """The tasks of the variant's trace that ran the steps (two or more make a straggler view)."""
+    stepping = (f.entry.get("cluster") or {}).get("stepping_tasks")
+    return stepping_tasks((f.breakdown or {}).get("tasks") or (), stepping)
+
+
+def unmet_tasks(f: Facts) -> str | None:
+    """Why the straggler view cannot be made for this cluster variant (None: it can; a single-process
+    variant has no other task to wait for, so the rule finds nothing there)."""
+    if not (f.entry.get("cluster") or {}):
+        return None
+    if (f.breakdown or {}).get("error"):
+        return f"its trace could not be analysed: {f.breakdown['error']}"
+    if len(task_steps(f)) < 2:
+        return "fewer than two of its tasks ran steps (parameter_server: only the chief does)"
+    return None
+
+
+def check_straggler(rule: Rule, f: Facts) -> Finding | None:
+    table = step_table(task_steps(f))
+    found = stragglers(table, rule.param("min_late_s"), rule.param("min_late_share"),
+                       rule.param("min_steps_share"))
+    if not found:
+        return None
+    s = found[0]
+    share = s["late_s_median"] / s["step_s_median"] if s["step_s_median"] > 0 else 0.0
+    who = short_task(s["task"])
+    others = ", ".join(short_task(t) for t in s["others"]) or "the others"
+    steps = ", ".join(str(x) for x in s["late_steps"])
+    loopback = bool((f.entry.get("cluster") or {}).get("loopback"))
+    severity = rule.tier(share)
+    if loopback:  # every task shares this machine's cores: weaker evidence, one tier lower
+        severity = {HIGH: MEDIUM, MEDIUM: LOW}.get(severity, LOW)
+    where = "on loopback, " if loopback else ""
+    msg = (f"{where}{who} reached the collectives last in {len(s['late_steps'])} of {s['steps']} "
+           f"profiled steps (steps {steps}), {fmt_seconds(s['late_s_median'])} late (median; worst "
+           f"{fmt_seconds(s['late_s_max'])}), {fmt_percent(share)} of the {fmt_seconds(s['step_s_median'])} "
+           f"step; {others} waited {fmt_seconds(s['others_wait_s_median'])} per step inside collective ops")
+    suggestion = (f"Suggestion: find what slows {who} -- a busier or slower machine, its input pipeline, a "
+                  "larger shard of the batch -- since every other worker idles in the all-reduce until it "
+                  "arrives; the Trace Viewer shows its steps next to the others'.")
+    if loopback:
+        suggestion += (" Here every task shares this machine's cores, so confirm it on the real cluster "
+                       "before acting.")
+    evidence = {"task": s["task"], "late_steps": s["late_steps"], "steps": s["steps"],
+                "late_s_median": s["late_s_median"], "late_s_max": s["late_s_max"],
+                "step_s_median": s["step_s_median"], "late_share": share,
+                "others_wait_s_median": s["others_wait_s_median"], "loopback": loopback,
+                "others_late": [o["task"] for o in found[1:]]}
+    return Finding(rule.name, severity, f.name, msg, suggestion, evidence, ())

@@ -1,0 +1,154 @@
+"""What every advice rule is made of: the :class:`Facts` of one variant in, a :class:`Finding` out,
+and the :class:`Rule` that names its parameters, its tier and what it needs.
+
+The rules themselves are in :mod:`tfprof_towers.advice.rules` (which registers them all in
+``RULES`` and runs them), :mod:`tfprof_towers.advice.strategy` and
+:mod:`tfprof_towers.advice.cluster`; each imports its pieces from here.  Plain mappings
+from the summary document; no TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfprof_towers.analysis import samemath
+from tfprof_towers.variants import registry
+
+HIGH, MEDIUM, LOW = "high", "medium", "low"
+SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
+
+#: What a rule may need before it can be evaluated on a variant (see :func:`.rules.unmet`).
+PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"
+PEER_PATH, TASKS = "peer_path", "tasks"
+NEEDS: dict[str, str] = {
+    TASKS: "per-task step windows from the traces of two or more step-running tasks (a cluster variant)",
+    PLACEMENT: "the variant's placement (partition graphs)",
+    MEASURED_TIMINGS: "device timings from real accelerators (a GPU run whose trace was analysed)",
+    BASELINE: "the family's baseline variant, succeeded in the same run",
+    MATH: "the variant's first losses, and a reference's (the baseline, or the median of three variants)",
+    PEER_PATH: "for a variant that reduces across devices: a hardware profile saying how its accelerators "
+               "are linked (profile --project-on NAME)",
+}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the rules may look at for one variant (plain dicts from the summary)."""
+
+    entry: Mapping[str, Any]  # summary["variants"][i]
+    audit: Mapping[str, Any] | None
+    breakdown: Mapping[str, Any] | None
+    topology: Mapping[str, Any]
+    baseline: Mapping[str, Any] | None  # the family's baseline entry (`single`), when it succeeded
+    math_reference: samemath.Reference | None = None  # what the variant's losses are compared with
+    link: Mapping[str, Any] | None = None  # the projection profile's host link model (link_models_json)
+    projection: Mapping[str, Any] | None = None  # summary["projection"]: its hardware profile's links
+
+    @property
+    def name(self) -> str:
+        return str(self.entry["name"])
+
+    @property
+    def is_baseline(self) -> bool:
+        return registry.is_baseline(self.name, self.entry.get("source"))
+
+    @property
+    def on_gpus(self) -> bool:
+        """True where the run's step times are real accelerators' (not CPU devices standing in)."""
+        return self.topology.get("kind") == "gpu"
+
+    @property
+    def measured_timings(self) -> bool:
+        """True where device timings mean what they say (real accelerators, a trace analysed)."""
+        return self.on_gpus and bool(self.breakdown and self.breakdown.get("devices"))
+
+    def share_of_step(self, seconds: float) -> float | None:
+        """``seconds`` as a share of the variant's median measured step, on GPUs only (None elsewhere:
+        a CPU stand-in's step says nothing of what a modeled time costs on the real machine)."""
+        step = self.entry["step_time_s"].get("median")
+        return seconds / step if (step and self.on_gpus) else None
+
+    @property
+    def accelerators_used(self) -> list[str]:
+        if not self.audit:
+            return []
+        return [d["device"] for d in self.audit["devices"] if d["role"] == "accelerator" and d["ops"] > 0]
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: str
+    variant: str
+    message: str
+    suggestion: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule, "severity": self.severity, "variant": self.variant,
+            "message": self.message, "suggestion": self.suggestion,
+            "evidence": dict(self.evidence), "sources": list(self.sources),
+        }
+
+
+Check = Callable[["Rule", Facts], "Finding | None"]
+Param = float | int | str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named check with its named parameters.
+
+    ``primary`` names the parameter the rule's measure is compared with (shown as
+    its threshold); ``high_at`` (when set) raises the tier to high; ``needs`` lists
+    what must be there for the rule to be evaluated on a variant (keys of :data:`NEEDS`).
+    """
+
+    name: str
+    title: str
+    severity: str
+    check: Check
+    params: Mapping[str, Param]
+    primary: str
+    high_at: float | None = None
+    needs: tuple[str, ...] = ()
+    disqualifies: bool = False  # a high-severity finding keeps the variant from being recommended
+
+    def __post_init__(self) -> None:
+        if self.primary not in self.params:
+            raise ValueError(f"rule {self.name}: primary parameter {self.primary!r} is not among its params")
+        if not set(self.needs) <= set(NEEDS):
+            raise ValueError(f"rule {self.name}: unknown needs {sorted(set(self.needs) - set(NEEDS))}")
+
+    @property
+    def threshold(self) -> Param:
+        return self.params[self.primary]
+
+    @property
+    def needs_measured_timings(self) -> bool:
+        return MEASURED_TIMINGS in self.needs
+
+    def param(self, key: str) -> Any:
+        return self.params[key]
+
+    def tier(self, value: float, higher_is_worse: bool = True) -> str:
+        if self.high_at is None:
+            return self.severity
+        worse = value >= self.high_at if higher_is_worse else value <= self.high_at
+        return HIGH if worse else self.severity
+
+    def medium_at(self, share: float | None, key: str) -> str:
+        """The rule's severity, raised to medium when ``share`` (of a step) reaches parameter ``key``."""
+        return MEDIUM if share is not None and share >= self.param(key) else self.severity
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.name, "title": self.title, "threshold": self.threshold, "primary": self.primary,
+            "params": dict(self.params), "severity": self.severity, "high_at": self.high_at,
+            "needs": list(self.needs), "needs_measured_timings": self.needs_measured_timings,
+            "disqualifies": self.disqualifies,
+        }

@@ -1,0 +1,410 @@
+"""Placement audit of one variant: where the compute went, who put it there, what crossed the bus.
+
+Input: a variant's ``record.json`` (its ``placement`` section, see
+:mod:`tfprof_towers.capture.placement`), the run's topology, and optionally the
+variant's measured trace breakdown (``summary["variants"][i]["breakdown"]``,
+see :func:`tfprof_towers.analysis.pipeline.analyse_variant`).  Output: one JSON-able dict
+(:func:`audit_variant`) that the advice rules and the report read:
+
+* ``devices``: per device its role (host / accelerator), op count, estimated
+  FLOPs and share of FLOPs, and -- where a trace was analysed -- measured compute
+  time per step and share of compute time;
+* ``host_compute``: heavy ops (FLOPs > 0 or a matmul/convolution type) that
+  landed on the host while accelerators were available, grouped by top-level
+  name scope and the ``with tf.device(...)`` line that placed them (innermost
+  first);
+* ``moved``: ops TensorFlow's placer put somewhere other than where the graph
+  asked (soft placement, colocation), grouped by (type, requested, assigned);
+* ``links``: cross-device traffic per step by link, with measured time and
+  achieved bandwidth where the trace has device copies (GPU runs) and, always,
+  clearly labelled *modeled* times at the links of the projection's hardware
+  profile (:func:`link_models_from_profile`; the :data:`LINK_MODELS` bandwidths
+  for a run without a projection), listed once per summary (``summary.json`` ->
+  ``link_models``), not per audit;
+* ``variable_pulls``: bytes of variable reads that cross to accelerators;
+* ``strategy`` and ``collectives`` (TF2 strategies): the ``tf.distribute`` strategy with its
+  cross-device ops, and its all-reduce ops with the bytes each replica contributes.
+
+No TensorFlow, no I/O: plain dicts in, plain dicts out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from tfprof_towers.vocab.categories import COMPUTE_CATEGORIES
+from tfprof_towers.vocab.device_names import HOST_THREADS, device_role, device_sort_key, link_kind
+
+#: Partition-graph plumbing that is not the user's computation (as in capture.placement).
+PLUMBING_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp"})
+
+#: Op types that are heavy compute even where their FLOPs could not be estimated.
+HEAVY_TYPES = frozenset({
+    "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv2DBackpropInput",
+    "Conv2DBackpropFilter", "Conv3D", "DepthwiseConv2dNative", "Einsum",
+})
+
+#: Op types whose output is a variable's value: an edge they produce is a variable pull.
+VARIABLE_READ_TYPES = frozenset({"ReadVariableOp", "VariableV2", "VarHandleOp", "_ReadVariablesOp"})
+
+VARIABLE_HANDLE_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+
+NO_SCOPE_SOURCE = "no tf.device scope (placed by TensorFlow's placer: colocation or default)"
+MAX_MOVED_EXAMPLES = 3
+MAX_LINK_TENSORS = 5
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """A named link bandwidth used to *model* transfer times that cannot be measured."""
+
+    key: str
+    name: str
+    bytes_per_s: float
+    source: str
+    kinds: tuple[str, ...] = ()  # the link kinds (device_names.link_kind) it models; () for all
+
+
+_PCIE3_SOURCE = (
+    "PCIe 3.0 signals 8 GT/s per lane with 128b/130b encoding: 0.985 GB/s per lane and direction, "
+    "15.75 GB/s raw for x16 and 7.88 GB/s for x8 (PCI-SIG, PCI Express Base Specification 3.0). "
+    "After packet overhead a pinned-memory cudaMemcpy typically reaches about 12 GB/s on x16 and "
+    "6 GB/s on x8 (NVIDIA CUDA samples, bandwidthTest); these effective rates are used."
+)
+
+LINK_MODELS: tuple[LinkModel, ...] = (
+    LinkModel("pcie3_x16", "PCIe 3.0 x16", 12.0e9, _PCIE3_SOURCE),
+    LinkModel("pcie3_x8", "PCIe 3.0 x8", 6.0e9, _PCIE3_SOURCE),
+)
+
+
+def link_model(key: str) -> LinkModel:
+    """The link model named ``key`` (e.g. ``"pcie3_x16"``)."""
+    found = next((m for m in LINK_MODELS if m.key == key), None)
+    if found is None:
+        raise KeyError(f"unknown link model {key!r}; known: {', '.join(m.key for m in LINK_MODELS)}")
+    return found
+
+
+def link_models_json(models: Sequence[LinkModel] = LINK_MODELS) -> list[dict[str, Any]]:
+    """The link models every modeled time in a summary uses (``summary.json`` -> ``link_models``)."""
+    out = []
+    for m in models:
+        doc: dict[str, Any] = {"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source}
+        if m.kinds:
+            doc["kinds"] = list(m.kinds)
+        out.append(doc)
+    return out
+
+
+def link_models_from_profile(profile: Mapping[str, Any]) -> tuple[LinkModel, ...]:
+    """The links of a projection's hardware profile (``hardware.Hardware.summary()``): its
+    host<->accelerator link for host<->device copies and its peer link for device<->device ones.
+    Raises ``KeyError``/``TypeError``/``ValueError`` on a profile of the wrong shape."""
+    hw = str(profile["name"])
+    out = []
+    links = [("host_link", ("host_to_device", "device_to_host")), ("peer", ("device_to_device",))]
+    if profile.get("network"):  # a multi-host profile: each host's network card, for links between tasks
+        links.append(("network", ("network",)))
+    for key, kinds in links:
+        link = profile[key]
+        bw, eff = float(link["bandwidth_gbs"]), float(link["efficiency"])
+        source = (f"hardware profile {hw} (the projection's): {bw:g} GB/s nominal x {eff:g} efficiency. "
+                  f"{link.get('source') or ''}").strip()
+        out.append(LinkModel(key, f"{link['name']} ({hw})", bw * 1e9 * eff, source, kinds))
+    return tuple(out)
+
+
+def top_scope(op_name: str) -> str:
+    """The op's top-level name scope: ``"tower_0/block1/MatMul"`` -> ``"tower_0"``; ``"x"`` -> ``"x"``."""
+    return op_name.split("/", 1)[0]
+
+
+def source_label(source: Mapping[str, Any]) -> str:
+    """``{"file": "/a/b/train.py", "line": 57}`` -> ``"/a/b/train.py:57"``."""
+    return f"{source.get('file', '?')}:{source.get('line', '?')}"
+
+
+def short_source(label: str) -> str:
+    """``"/a/b/train.py:57"`` -> ``"train.py:57"`` (for tight table cells)."""
+    path, _, line = label.rpartition(":")
+    return f"{PurePath(path).name}:{line}" if path else label
+
+
+def _user_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [n for n in nodes if n.get("kernel") not in PLUMBING_OPS]
+
+
+def is_heavy(node: Mapping[str, Any]) -> bool:
+    types = {node.get("type"), node.get("kernel")}
+    return int(node.get("flops") or 0) > 0 or bool(types & HEAVY_TYPES)
+
+
+def op_label(node: Mapping[str, Any]) -> str:
+    """The op type, plus the executed kernel where Grappler fused or rewrote it.
+
+    ``Sigmoid`` executed as ``_FusedMatMul`` -> ``"Sigmoid [_FusedMatMul]"``.
+    """
+    kind, kernel = node.get("type") or "?", node.get("kernel") or ""
+    return kind if kernel in ("", kind, f"_Mkl{kind}") else f"{kind} [{kernel}]"
+
+
+def device_table(
+    placement: Mapping[str, Any],
+    topology: Mapping[str, Any] | None,
+    compute_s: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """Per device: role, ops, FLOPs per step and their share; measured compute time and share."""
+    devices = dict(placement.get("devices") or {})
+    compute_s = dict(compute_s or {})
+    names = sorted(set(devices) | set(compute_s), key=device_sort_key)
+    total_flops = sum(int(d.get("flops_per_step") or 0) for d in devices.values())
+    total_compute = sum(compute_s.values())
+    rows = []
+    for name in names:
+        d = devices.get(name, {})
+        flops = int(d.get("flops_per_step") or 0)
+        c = compute_s.get(name)
+        if name not in devices and not c:
+            continue  # a trace-only row (e.g. host threads) with no compute: nothing to audit
+        rows.append({
+            "device": name,
+            "role": device_role(name, topology),
+            "ops": int(d.get("ops") or 0),
+            "flops_per_step": flops,
+            "flops_share": flops / total_flops if total_flops else None,
+            "compute_s": c,
+            "compute_share": (c / total_compute) if (c is not None and total_compute > 0) else None,
+        })
+    return rows
+
+
+def host_compute_groups(
+    nodes: Sequence[Mapping[str, Any]], topology: Mapping[str, Any] | None, total_flops: int
+) -> list[dict[str, Any]]:
+    """Heavy ops on the host, grouped by (top-level scope, innermost ``tf.device`` line), largest first."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for n in _user_nodes(nodes):
+        if device_role(n.get("device", ""), topology) != "host" or not is_heavy(n):
+            continue
+        chain = [source_label(s) for s in n.get("sources") or ()]
+        key = (top_scope(n["name"]), chain[0] if chain else NO_SCOPE_SOURCE)
+        g = groups.setdefault(key, {
+            "scope": key[0], "device": n["device"], "ops": 0, "flops_per_step": 0,
+            "op_types": defaultdict(int), "sources": [], "source_devices": [], "examples": [],
+        })
+        g["ops"] += 1
+        g["flops_per_step"] += int(n.get("flops") or 0)
+        g["op_types"][op_label(n)] += 1
+        for label, s in zip(chain, n.get("sources") or ()):
+            if label not in g["sources"]:
+                g["sources"].append(label)
+                g["source_devices"].append(str(s.get("device", "")))
+        if len(g["examples"]) < MAX_MOVED_EXAMPLES:
+            g["examples"].append(n["name"])
+    out = []
+    for g in groups.values():
+        g["op_types"] = dict(sorted(g["op_types"].items()))
+        g["flops_share"] = g["flops_per_step"] / total_flops if total_flops else None
+        out.append(g)
+    return sorted(out, key=lambda g: (-g["flops_per_step"], -g["ops"], g["scope"]))
+
+
+def moved_ops(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Ops whose assigned device differs from the fully named device the graph requested."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for n in _user_nodes(nodes):
+        req, got = n.get("requested") or "", n.get("device") or ""
+        if not req.startswith("/device:") or req == got:
+            continue
+        key = (n.get("type") or "?", req, got)
+        g = groups.setdefault(key, {
+            "type": key[0], "requested": req, "assigned": got, "count": 0, "examples": [], "sources": [],
+        })
+        g["count"] += 1
+        if len(g["examples"]) < MAX_MOVED_EXAMPLES:
+            g["examples"].append(n["name"])
+        for s in (n.get("sources") or ())[:1]:
+            label = source_label(s)
+            if label not in g["sources"]:
+                g["sources"].append(label)
+    return sorted(groups.values(), key=lambda g: (-g["count"], g["type"], g["requested"]))
+
+
+def link_table(
+    placement: Mapping[str, Any],
+    topology: Mapping[str, Any] | None,
+    measured: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    models: Sequence[LinkModel] = LINK_MODELS,
+) -> list[dict[str, Any]]:
+    """Bytes and tensors per step by link; measured time where the trace has it; modeled times always.
+
+    ``measured`` maps (src, dst) to ``{"s": seconds per step, "bytes": bytes per step, "count": n}``
+    as measured from device copy events (GPU runs).
+    """
+    measured = dict(measured or {})
+    by_link: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for e in placement.get("edges") or ():
+        by_link[(e["src"], e["dst"])].append(e)
+    by_member: dict[str, list[Mapping[str, Any]]] = defaultdict(list)  # collective ops by device
+    for c in placement.get("collectives") or ():
+        by_member[c["device"]].append({"tensor": c.get("tensor") or c["name"], "bytes": c["bytes"],
+                                       "producer_type": c.get("kernel", "")})
+    rows = []
+    for t in placement.get("transfers") or ():
+        key = (t["src"], t["dst"])
+        via = t.get("kind") or "send_recv"  # "collective": all-reduce traffic (TF2 placements)
+        nbytes = int(t.get("bytes_per_step") or 0)
+        m = measured.get(key)
+        m_s = float(m["s"]) if m and m.get("s") else None
+        m_bytes = int(m.get("bytes") or 0) if m else None
+        kind = link_kind(*key, topology)
+        crosses_bus = kind != "other"
+        # a link between tasks is modeled only at a network card's rate, never at a bus's
+        applicable = [md for md in models if kind in md.kinds or (not md.kinds and kind != "network")]
+        members = by_member.get(key[0], ()) if via == "collective" else by_link.get(key, ())
+        biggest = sorted(members, key=lambda e: (-int(e.get("bytes") or 0), e.get("tensor", "")))
+        rows.append({
+            "src": key[0], "dst": key[1], "kind": kind, "via": via,
+            "bytes_per_step": nbytes, "tensors": int(t.get("tensors") or 0),
+            "measured_s": m_s,
+            "measured_bytes": m_bytes,
+            "achieved_bytes_per_s": (m_bytes or nbytes) / m_s if m_s else None,
+            "modeled_s": {md.key: nbytes / md.bytes_per_s for md in applicable} if crosses_bus else {},
+            "largest_tensors": [
+                {"tensor": e.get("tensor", ""), "bytes": int(e.get("bytes") or 0),
+                 "producer_type": e.get("producer_type", "")}
+                for e in biggest[:MAX_LINK_TENSORS]
+            ],
+        })
+    return rows
+
+
+def variable_pulls(placement: Mapping[str, Any], topology: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Variable reads that cross to accelerators each step: bytes, which accelerators pull them,
+    and the ``tf.device`` lines (innermost) that placed the pulled variables."""
+    by_dst: dict[str, int] = defaultdict(int)
+    srcs: set[str] = set()
+    tensors = 0
+    for e in placement.get("edges") or ():
+        if e.get("producer_type") not in VARIABLE_READ_TYPES:
+            continue
+        if device_role(e["dst"], topology) != "accelerator":
+            continue
+        by_dst[e["dst"]] += int(e.get("bytes") or 0)
+        srcs.add(e["src"])
+        tensors += 1
+    return {
+        "bytes_per_step": sum(by_dst.values()),
+        "tensors": tensors,
+        "by_accelerator": dict(sorted(by_dst.items())),
+        "from": sorted(srcs),
+        "sources": variable_source_lines(placement.get("nodes") or (), srcs),
+    }
+
+
+def variable_source_lines(nodes: Iterable[Mapping[str, Any]], devices: Iterable[str]) -> list[str]:
+    """Innermost ``tf.device`` lines of the variable handles on ``devices``, in graph order."""
+    devices = set(devices)
+    out: list[str] = []
+    for n in nodes:
+        if n.get("type") not in VARIABLE_HANDLE_TYPES or n.get("device") not in devices:
+            continue
+        if n.get("sources"):
+            label = source_label(n["sources"][0])
+            if label not in out:
+                out.append(label)
+    return out
+
+
+def audit_variant(
+    record: Mapping[str, Any],
+    topology: Mapping[str, Any] | None,
+    breakdown: Mapping[str, Any] | None = None,
+    models: Sequence[LinkModel] = LINK_MODELS,
+) -> dict[str, Any] | None:
+    """The placement audit of one variant (see the module docstring); None without placement data."""
+    placement = record.get("placement")
+    if not placement:
+        return None
+    topology = topology or record.get("topology") or {}
+    compute_s = compute_per_device(breakdown)
+    devices = device_table(placement, topology, compute_s)
+    total_flops = sum(d["flops_per_step"] for d in devices)
+    host = topology.get("host")
+    host_rows = [d for d in devices if d["role"] == "host"]
+    links_measured = measured_links(breakdown, topology)
+    groups = host_compute_groups(placement.get("nodes") or (), topology, total_flops)
+    n_accel = len(topology.get("accelerators") or ())
+    return {
+        "variant": record.get("name"),
+        "host": host,
+        "accelerators": list(topology.get("accelerators") or ()),
+        "kind": topology.get("kind"),
+        "total_flops_per_step": total_flops,
+        "host_flops_share": _role_share(host_rows, "flops_share") if total_flops else None,
+        "host_compute_share": _role_share(host_rows, "compute_share"),
+        "devices": devices,
+        "host_compute": groups if n_accel else [],
+        "moved": moved_ops(placement.get("nodes") or ()),
+        "links": link_table(placement, topology, links_measured, models),
+        "links_measured": bool(links_measured),
+        "variable_pulls": variable_pulls(placement, topology),
+        "strategy": placement.get("strategy"),  # TF2: the tf.distribute strategy and its cross-device ops
+        "collectives": [  # TF2: all-reduce ops, the bytes each replica contributes per step
+            {k: c.get(k) for k in ("name", "device", "kernel", "bytes", "group_size", "communication_hint")}
+            for c in placement.get("collectives") or ()
+        ],
+    }
+
+
+def _role_share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    """Sum of ``key`` over ``rows``; None when no row has it (e.g. no trace analysed)."""
+    values = [r[key] for r in rows if r[key] is not None]
+    if not values:
+        return None if key == "compute_share" else 0.0
+    return float(sum(values))
+
+
+def compute_per_device(breakdown: Mapping[str, Any] | None) -> dict[str, float]:
+    """Measured compute seconds per step per device, from a variant's trace breakdown.
+
+    ``breakdown`` is the per-step document of :meth:`tfprof_towers.trace.analysis.Analysis.to_doc`:
+    ``{"devices": {name: {"window_s", "total": {category: {"count", "seconds", "bytes"}}, "wall"}}}``.
+    """
+    if not breakdown:
+        return {}
+    out = {}
+    for name, dev in (breakdown.get("devices") or {}).items():
+        total = dev.get("total") or {}
+        seconds = [float((total.get(c) or {}).get("seconds") or 0.0) for c in COMPUTE_CATEGORIES]
+        if any(c in total for c in COMPUTE_CATEGORIES):
+            out[name] = sum(seconds)
+    return out
+
+
+def measured_links(
+    breakdown: Mapping[str, Any] | None, topology: Mapping[str, Any] | None = None
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(src, dst) -> measured ``{"s", "bytes", "count"}`` per step, from a trace breakdown.
+
+    Only links with a measured time (device copy events) count; the trace names the host
+    side of a copy ``/host:CPU``, which is the topology's host device here.
+    """
+    if not breakdown:
+        return {}
+    host = (topology or {}).get("host") or HOST_THREADS
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for link in breakdown.get("links") or ():
+        if not link.get("measured") or link.get("seconds") is None:
+            continue
+        key = tuple(host if d == HOST_THREADS else d for d in (link["src"], link["dst"]))
+        m = out.setdefault(key, {"s": 0.0, "bytes": 0, "count": 0})
+        m["s"] += float(link["seconds"])
+        m["bytes"] += int(link.get("bytes") or 0)
+        m["count"] += int(link.get("count") or 0)
+    return out

@@ -1,0 +1,216 @@
+"""The analysis steps of a run directory: each takes the typed summary and returns a new one.
+
+:mod:`tfprof_towers.session.report` chains them (ARCHITECTURE.md draws the chain) and adds the
+advice, the Chrome traces and the report.  A variant whose trace cannot be analysed keeps
+``breakdown = {"error": ...}``; a ``projection.json`` that cannot be read becomes
+``summary.projection = {"label": "projected", "error": ...}``; without one it is ``None``.
+No TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tfprof_towers.analysis import audit
+from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json
+from tfprof_towers.rundir.records import VariantRecord
+from tfprof_towers.rundir.summary import Summary, SummaryEntry
+from tfprof_towers.vocab.device_names import device_role
+from tfprof_towers.vocab.errors import TowersError
+
+
+@dataclass(frozen=True)
+class VariantTrace:
+    """What the trace analysis gave one variant: its per-step document, and the trace itself."""
+
+    breakdown: dict[str, Any]
+    trace: Any = None  # tfprof_towers.trace.load.Trace, or None when it could not be analysed
+
+
+def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
+    """The per-step breakdown of one variant's trace; ``{"error": ...}`` when that fails.
+
+    ``record`` (already loaded) gives the node -> device join, edge bytes and hosts' tasks;
+    ``kind`` is the run's topology kind.  Neither is read again from the run directory.
+    """
+    try:
+        from tfprof_towers.analysis.run_traces import RunContext, analyze_logdir
+        from tfprof_towers.xplane.memory import prefer_heap
+    except ImportError as exc:  # the trace package is optional for a report
+        return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
+    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    try:
+        analysis = analyze_logdir(run_dir.logdir(record.name), RunContext.of(record.to_json(), kind),
+                                  record.name)
+    except TowersError as exc:
+        return VariantTrace({"error": exc.message})
+    except Exception as exc:  # a trace we cannot read must not cost the user the whole report
+        return VariantTrace({"error": f"trace analysis failed: {type(exc).__name__}: {exc}"})
+    doc = analysis.to_doc(per_step=True)
+    doc.pop("source", None)
+    return VariantTrace(doc, analysis.trace)
+
+
+def analyse_traces(
+    run_dir: RunDir, summary: Summary, records: Mapping[str, VariantRecord]
+) -> dict[str, VariantTrace]:
+    """Each successful variant's trace analysis (those whose record names trace files)."""
+    kind = summary.topology.kind if summary.topology is not None else None
+    return {e.name: analyse_variant(run_dir, records[e.name], kind)
+            for e in summary.variants if e.ok and e.xplane_files and e.name in records}
+
+
+def topology_of(summary: Summary) -> dict[str, Any]:
+    return summary.topology.to_json() if summary.topology is not None else {}
+
+
+def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
+    """Each analysed variant's per-step breakdown, every device labelled host or accelerator."""
+    topology = topology_of(summary)
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        t = analyses.get(e.name)
+        if t is None:
+            return replace(e, breakdown=None)
+        devices = {dev: {**d, "role": device_role(dev, topology)}
+                   for dev, d in (t.breakdown.get("devices") or {}).items()}
+        bd = {**t.breakdown, "devices": devices} if "devices" in t.breakdown else dict(t.breakdown)
+        return replace(e, breakdown=bd)
+
+    return summary.map_entries(one)
+
+
+def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:
+    """The links modeled times are quoted at: the projection's hardware profile's, so that the
+    findings and the projection describe one machine; the named PCIe models without a projection."""
+    profile = (summary.projection or {}).get("profile")
+    if profile and not (summary.projection or {}).get("error"):
+        try:
+            return audit.link_models_from_profile(profile)
+        except (KeyError, TypeError, ValueError):
+            pass  # a profile without links (an older projection.json): the named models
+    return audit.LINK_MODELS
+
+
+def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
+    """Each successful variant's placement audit, and the link models its modeled times use."""
+    topology = topology_of(summary)
+    models = link_models(summary)
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        rec = records.get(e.name)
+        if not e.ok or rec is None:
+            return replace(e, audit=None)
+        return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown, models))
+
+    return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json(models)))
+
+
+def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
+    """Each cluster variant's view across its tasks (:mod:`tfprof_towers.analysis.cluster_view`)."""
+    from tfprof_towers.analysis.cluster_view import cluster_view
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        rec = records.get(e.name)
+        if rec is None or rec.cluster is None:
+            return e
+        breakdown = e.breakdown if e.breakdown and "error" not in e.breakdown else None
+        return replace(e, cluster=cluster_view(rec.cluster, rec.placement, breakdown))
+
+    return summary.map_entries(one)
+
+
+# ------------------------------------------------------------------------------------------
+# What-if projection (projection.json) -> summary["projection"]
+
+
+def with_projection(summary: Summary, projection: Mapping[str, Any] | None) -> Summary:
+    return replace(summary, projection=projection)
+
+
+def load_projection(run_dir: RunDir) -> dict[str, Any] | None:
+    """``RUN_DIR/projection.json`` in compact form; ``None`` without one, ``{"error": ...}`` if unreadable."""
+    path = run_dir.root / PROJECTION_JSON
+    if not (path.exists() or path.is_symlink()):
+        return None
+    try:
+        return compact_projection(read_json(path))
+    except TowersError as exc:
+        return {"label": "projected", "error": exc.message}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        why = f"{path}: not a projection document ({type(exc).__name__}: {exc})"
+        return {"label": "projected", "error": why}
+
+
+def compact_projection(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What the report shows of a projection document (see ``project.api.project``).
+
+    Raises ``KeyError``/``TypeError``/``ValueError`` on a document of the wrong shape.
+    """
+    if not isinstance(doc, Mapping) or doc.get("label") != "projected":
+        raise ValueError('no "label": "projected"')
+    if doc.get("error") is not None:  # profile could not project (see commands/profile.py)
+        return {"label": "projected", "hardware": _optional_text(doc.get("hardware")),
+                "preset": _preset(doc.get("preset")), "error": str(doc["error"])}
+    calibration = doc.get("calibration") or {}
+    return {
+        "label": "projected",
+        "hardware": str(doc["hardware"]),
+        "preset": _preset(doc.get("preset")),
+        "tensorflow": _optional_text(doc.get("tensorflow")),
+        "assumptions": [str(a) for a in doc["assumptions"]],
+        "profile": _plain(doc.get("profile") or {}),
+        "calibrated": [str(c) for c in (doc.get("rates") or {}).get("calibrated") or ()],
+        "calibration_notes": [str(n) for n in calibration.get("notes") or ()],
+        "variants": [_projected_variant(e) for e in doc["variants"]],
+        "ranking": [str(n) for n in doc.get("ranking") or ()],
+        "recommendation": {"variant": _optional_text(doc["recommendation"].get("variant")),
+                           "reason": str(doc["recommendation"].get("reason") or "")},
+    }
+
+
+def _projected_variant(entry: Mapping[str, Any]) -> dict[str, Any]:
+    name = str(entry["name"])
+    if "projected_step_s" not in entry:
+        return {"name": name, "error": str(entry.get("error") or "not projected")}
+    step = entry["projected_step_s"]
+    rank = entry.get("rank")
+    return {
+        "name": name,
+        "rank": None if rank is None else int(rank),
+        "projected_step_s": {"overlapped": _seconds(step["overlapped"]), "serial": _seconds(step["serial"])},
+        "bottleneck": str((entry.get("bottleneck") or {}).get("text") or ""),
+    }
+
+
+def _seconds(value: Any) -> float:
+    s = float(value)
+    if not math.isfinite(s) or s < 0:
+        raise ValueError(f"projected step time {value!r}")
+    return s
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _preset(raw: Any) -> dict[str, Any] | None:
+    if not isinstance(raw, Mapping):
+        return None
+    return {k: raw[k] for k in ("name", "batch", "dim", "blocks") if k in raw}
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """JSON scalars, lists and string-keyed dicts only (a profile is two levels deep)."""
+    if depth > 3:
+        raise ValueError("profile nested too deep")
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, depth + 1) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"unexpected {type(value).__name__} in the profile")

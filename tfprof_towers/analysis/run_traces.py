@@ -1,0 +1,124 @@
+"""Traces of a run directory: each variant's trace with what its run record adds.
+
+The adapter between the run directory's format (:mod:`tfprof_towers.rundir.paths`:
+``run.json``, ``variants/<name>/record.json``, ``tensorboard/<name>/``) and the trace
+package, which knows nothing of it.  A variant's record gives the node -> device join
+(its placement's nodes), the bytes of send/recv edges (its placement's edges) and which
+task each host's trace is (``host_tasks``: ``{"127.0.0.1_34567": "/job:worker/task:1"}``,
+host file name -> task, written by the capture of a cluster variant); ``run.json`` the
+topology kind.  A variant whose logdir holds one trace per task is analysed as one trace
+of all its hosts (:mod:`tfprof_towers.trace.hosts`), each host's devices named with its task.
+
+``analyze_run_dir(run_dir, variant)`` analyses one variant, reading its record and ``run.json``;
+``analyze_logdir(logdir, RunContext.of(record, kind))`` one whose record the caller holds already
+(the report's pipeline, which has read every record once); ``analyze_path(path, run)`` takes a run
+directory (``run`` = variant) or a trace file / logdir (``run`` = profile run), as
+``tfprof-towers analyze`` does.  Never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tfprof_towers.rundir.paths import RunDir, is_run_dir, read_json
+from tfprof_towers.trace.analysis import Analysis, analyze_trace, analyze_xplane
+from tfprof_towers.trace.hosts import load_hosts
+from tfprof_towers.vocab.errors import TraceError
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a variant's run record adds to its trace."""
+
+    node_devices: dict[str, str | list[str]]  # a node on several tasks: all its devices
+    edge_bytes: dict[str, int] | None
+    kind: str | None
+    host_tasks: dict[str, str] | None = None  # host file name -> task (cluster variants)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any] | None, kind: str | None) -> RunContext:
+        """From a variant's record document (its placement's nodes and edges, its ``host_tasks``) and
+        the run's topology kind; ``record`` None: a variant without one."""
+        nodes: dict[str, str | list[str]] = {}
+        edges: dict[str, int] | None = None
+        host_tasks: dict[str, str] | None = None
+        if record is not None:
+            placement = record.get("placement") or {}
+            for n in placement.get("nodes") or []:
+                if isinstance(n, dict) and n.get("name") and n.get("device"):
+                    name, dev = str(n["name"]), str(n["device"])
+                    seen = nodes.get(name)
+                    if seen is None or seen == dev:
+                        nodes[name] = dev
+                    else:  # the same node on several tasks of a cluster
+                        devices = seen if isinstance(seen, list) else [seen]
+                        nodes[name] = devices if dev in devices else [*devices, dev]
+            if placement.get("edges") is not None:
+                edges = {
+                    str(e["edge"]): int(e.get("bytes") or 0)
+                    for e in placement["edges"]
+                    if isinstance(e, dict) and e.get("edge")
+                }
+            tasks = record.get("host_tasks")
+            if isinstance(tasks, dict):
+                host_tasks = {str(k): str(v) for k, v in tasks.items() if v}
+        return cls(nodes, edges, kind, host_tasks)
+
+
+def run_context(run_dir: Path, variant: str) -> RunContext:
+    """Node -> device, edge bytes and topology kind from ``run.json`` and the variant's record."""
+    rd = RunDir(Path(run_dir))
+    kind = None
+    if rd.run_json.is_file():
+        topo = (read_json(rd.run_json) or {}).get("topology") or {}
+        kind = topo.get("kind") if isinstance(topo, dict) else None
+    record = (read_json(rd.record_json(variant)) or {}) if rd.record_json(variant).is_file() else None
+    return RunContext.of(record, kind)
+
+
+def analyze_logdir(logdir: Path, ctx: RunContext, label: str = "", notes: tuple[str, ...] = ()) -> Analysis:
+    """Analyse one variant's logdir (all its hosts together) with what its run record adds."""
+    trace = load_hosts(logdir, node_devices=ctx.node_devices, tasks=ctx.host_tasks)
+    trace = replace(trace, notes=notes + trace.notes)
+    return analyze_trace(trace, ctx.kind, ctx.edge_bytes, label=label)
+
+
+def analyze_run_dir(
+    run_dir: Path | str, variant: str | None = None, host_tasks: dict[str, str] | None = None
+) -> Analysis:
+    """Analyse one variant of a run directory (``variant=None``: the first with a trace), all its hosts
+    together; ``host_tasks`` (host file name -> task) overrides the record's."""
+    rd = RunDir(Path(run_dir))
+    with_trace = [v for v in rd.variant_names() if rd.xplane_files(v)]
+    if not with_trace:
+        raise TraceError(
+            f"{run_dir}: run directory holds no profile (no tensorboard/<variant>/plugins/profile)"
+        )
+    notes: tuple[str, ...] = ()
+    if variant is None:
+        variant = with_trace[0]
+        if len(with_trace) > 1:
+            notes = (
+                f"{len(with_trace)} variants with traces ({', '.join(with_trace)}); "
+                f"analysing {variant} (choose with --run)",
+            )
+    elif variant not in with_trace:
+        raise TraceError(
+            f"--run {variant}: no such variant with a trace in {run_dir}; "
+            f"choose one of: {', '.join(with_trace)}"
+        )
+    ctx = run_context(rd.root, variant)
+    if host_tasks is not None:
+        ctx = replace(ctx, host_tasks=host_tasks)
+    return analyze_logdir(rd.logdir(variant), ctx, variant, notes)
+
+
+def analyze_path(path: Path | str, run: str | None = None) -> Analysis:
+    """A run directory (``run`` = variant) or a trace file / logdir (``run`` = profile run)."""
+    path = Path(path)
+    if path.is_dir() and is_run_dir(path):
+        return analyze_run_dir(path, run)
+    return analyze_xplane(path, run=run)

@@ -1,0 +1,151 @@
+"""Same math: does every variant compute what the others compute?
+
+Every variant of a run starts from the same initial values and trains on the same
+batch (:mod:`tfprof_towers.capture.seed_values`) and records its first two
+losses and its step-1 global gradient norm (``summary.json`` ->
+``variants[].losses``, ``variants[].grad_norm``).  Placement alone must not
+change them beyond float rounding.  This module picks the **reference** they
+are compared with and compares one variant with it; the ``changed_math`` rule
+(:mod:`tfprof_towers.advice.rules`) turns a difference into a finding and owns the
+tolerances.
+
+* The reference is the family baseline (``single``: one device, no towers to
+  get wrong) when it exposed its losses; otherwise the element-wise median of
+  three or more variants; otherwise there is none and nothing is compared.
+* Both checks are needed: Adam's first steps hardly depend on the gradient's
+  size, so a variant that drops one tower's gradient moves its step-2 loss by
+  about 1e-8 (below float32 noise), while its gradient norm halves.
+
+Plain mappings in and out; no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfprof_towers.variants import registry
+
+SAME, DIFFERS, NOT_COMPARED, REFERENCE = "same", "differs", "not compared", "reference"
+#: Fewest variants whose median can stand in for a missing baseline.
+MIN_FOR_MEDIAN = 3
+NO_LOSS = "its graph exposes no loss (see the README: a variant file's math)"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the variants are compared with: a variant's numbers, or the median of several."""
+
+    variant: str | None  # None for a median
+    losses: tuple[float, ...]
+    grad_norm: float | None
+    label: str  # "single (the baseline)" / "the median of 4 variants"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One variant against the reference: relative differences and whether they exceed the tolerances."""
+
+    loss_rel_diff: tuple[float, ...]
+    grad_norm_rel_diff: float | None
+    loss_differs: bool
+    grad_norm_differs: bool
+
+    @property
+    def differs(self) -> bool:
+        return self.loss_differs or self.grad_norm_differs
+
+
+def entry_losses(entry: Mapping[str, Any]) -> tuple[float, ...]:
+    return tuple(float(x) for x in entry.get("losses") or ())
+
+
+def compared_entries(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Successful variants that recorded their losses."""
+    return [e for e in entries if e.get("status") == "ok" and entry_losses(e)]
+
+
+def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
+    """The family baseline's numbers; else the median of three or more variants; else None."""
+    with_math = compared_entries(entries)
+    baselines = [e for e in with_math if registry.is_baseline(e["name"], e.get("source"))]
+    baselines.sort(key=lambda e: registry.family_of(e) != registry.TF1_GRAPH)
+    if baselines:
+        b = baselines[0]
+        norm = b.get("grad_norm")
+        what = "one worker per task" if b.get("family") == registry.CLUSTER else "one device"
+        return Reference(b["name"], entry_losses(b), None if norm is None else float(norm),
+                         f"{b['name']} (the baseline: {what})")
+    if len(with_math) < MIN_FOR_MEDIAN:
+        return None
+    steps = min(len(entry_losses(e)) for e in with_math)
+    losses = tuple(statistics.median(entry_losses(e)[i] for e in with_math) for i in range(steps))
+    norms = [float(e["grad_norm"]) for e in with_math if e.get("grad_norm") is not None]
+    norm = statistics.median(norms) if len(norms) >= MIN_FOR_MEDIAN else None
+    return Reference(None, losses, norm, f"the median of {len(with_math)} variants (no baseline ran)")
+
+
+def relative_difference(a: float, b: float) -> float:
+    """``|a - b| / |b|`` (``inf`` when only ``b`` is zero; NaN stays NaN, and differs)."""
+    if a == b:
+        return 0.0
+    return abs(a - b) / abs(b) if b != 0 else math.inf
+
+
+def _exceeds(diff: float, rtol: float) -> bool:
+    return not diff <= rtol  # NaN exceeds
+
+
+def compare(entry: Mapping[str, Any], ref: Reference, loss_rtol: float, grad_norm_rtol: float) -> Comparison:
+    """``entry``'s losses (step by step) and gradient norm against ``ref``'s."""
+    losses = entry_losses(entry)
+    diffs = tuple(relative_difference(a, b) for a, b in zip(losses, ref.losses))
+    norm = entry.get("grad_norm")
+    norm_diff = None
+    if norm is not None and ref.grad_norm is not None:
+        norm_diff = relative_difference(float(norm), ref.grad_norm)
+    return Comparison(
+        loss_rel_diff=diffs,
+        grad_norm_rel_diff=norm_diff,
+        loss_differs=any(_exceeds(d, loss_rtol) for d in diffs),
+        grad_norm_differs=norm_diff is not None and _exceeds(norm_diff, grad_norm_rtol),
+    )
+
+
+def not_compared_why(entry: Mapping[str, Any], ref: Reference | None) -> str | None:
+    """Why ``entry`` cannot be compared (None: it can)."""
+    if not entry_losses(entry):
+        return NO_LOSS
+    if ref is None:
+        return (f"no reference: the baseline did not record its losses and fewer than {MIN_FOR_MEDIAN} "
+                "variants did")
+    return None
+
+
+def table(entries: Sequence[Mapping[str, Any]], loss_rtol: float, grad_norm_rtol: float) -> dict[str, Any]:
+    """``summary.json`` -> ``math``: the reference, the tolerances and one row per successful variant."""
+    ref = reference(entries)
+    rows = []
+    for e in entries:
+        if e.get("status") != "ok":
+            continue
+        row: dict[str, Any] = {"variant": e["name"], "losses": list(entry_losses(e)),
+                               "grad_norm": e.get("grad_norm")}
+        why = not_compared_why(e, ref)
+        if why is not None:
+            rows.append({**row, "status": NOT_COMPARED, "why": why})
+            continue
+        assert ref is not None
+        c = compare(e, ref, loss_rtol, grad_norm_rtol)
+        status = REFERENCE if e["name"] == ref.variant else (DIFFERS if c.differs else SAME)
+        rows.append({**row, "status": status, "loss_rel_diff": list(c.loss_rel_diff),
+                     "grad_norm_rel_diff": c.grad_norm_rel_diff})
+    return {
+        "reference": None if ref is None else {"variant": ref.variant, "label": ref.label,
+                                               "losses": list(ref.losses), "grad_norm": ref.grad_norm},
+        "tolerance": {"losses": loss_rtol, "grad_norm": grad_norm_rtol},
+        "variants": rows,
+    }

@@ -1,0 +1,182 @@
+"""Documents of one cluster attempt: what every task is asked to do, and what each task reports.
+
+An attempt directory (``variants/<name>/attempt-<k>/``; on a real cluster a folder every
+machine can read and write) holds::
+
+    cluster.json                 the cluster spec (clusterspec.Cluster)
+    spec.json                    TaskSpec: family, workload, step counts, timeouts
+    coord/<job>-<i>.<event>      progress markers (coord.py)
+    tasks/<job>-<i>/record.json  TaskRecord, written by the task itself
+    tasks/<job>-<i>/stderr.txt   the task's output (head and tail, when the driver started it)
+    capture/stderr.txt           the profiler client's output
+    tensorboard/plugins/profile/<ts>/<host>_<port>.xplane.pb   one trace per task
+    attempt.json                 how the attempt ended (the driver's)
+
+Pure Python; never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfprof_towers.capture.cluster.spec import TaskId
+from tfprof_towers.rundir.fields import Fields
+from tfprof_towers.rundir.records import MathCheck, preset_from_fields
+from tfprof_towers.variants.config import Preset
+
+MULTI_WORKER, PARAMETER_SERVER = "multi_worker", "parameter_server"
+CLUSTER_FAMILIES = (MULTI_WORKER, PARAMETER_SERVER)
+SPEC_JSON, CLUSTER_JSON = "spec.json", "cluster.json"
+ATTEMPT_JSON, ATTACH_JSON = "attempt.json", "attach.json"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Every bounded wait of an attempt, in seconds (see coord.py for the events)."""
+
+    startup_s: float = 120.0  # until every step-running task is ready (TensorFlow imports, the strategy)
+    capture_start_s: float = 60.0  # from ready until the profiler's session is active in every task
+    peer_s: float = 60.0  # for every peer's 'done' after this task's own
+    release_s: float = 120.0  # for the driver's 'release' after the capture
+    serve_s: float = 300.0  # ps and parameter-server workers: serving until 'release'
+    collective_s: float = 60.0  # one collective op (a peer that hangs mid-step fails the others)
+    task_s: float = 300.0  # the whole task (its own deadline: it ends itself)
+
+    @classmethod
+    def within(cls, budget_s: float) -> Timeouts:
+        """Timeouts for an attempt that must end within ``budget_s`` seconds."""
+        b = max(20.0, budget_s)
+        return cls(startup_s=min(120.0, 0.6 * b), capture_start_s=min(60.0, 0.4 * b),
+                   peer_s=min(60.0, 0.4 * b), release_s=min(120.0, 0.5 * b), serve_s=b,
+                   collective_s=min(60.0, max(8.0, 0.25 * b)), task_s=b)
+
+    @classmethod
+    def from_fields(cls, f: Fields | None) -> Timeouts:
+        if f is None:
+            return cls()
+        base = cls()
+        return cls(**{k: f.number(k, default=getattr(base, k)) for k in asdict(base)})
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """``spec.json``: what every task of the attempt runs."""
+
+    family: str  # MULTI_WORKER | PARAMETER_SERVER
+    variant: str
+    preset: Preset
+    warmup: int
+    steps: int
+    profile_steps: int
+    capture_tasks: tuple[str, ...]  # traced by the profiler client
+    ready_tasks: tuple[str, ...]  # whose 'ready' starts the capture (they run the steps)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    capture_duration_ms: int | None = None  # None: from the tasks' measured step times
+    capture_min_ms: int = 1000
+    file: str | None = None  # a user's build_step file (multi_worker)
+    keras_model: str | None = None  # a user's Keras model file (multi_worker)
+    accelerators: int | None = None  # GPUs per task (None: all it sees)
+    faults: Mapping[str, str] = field(default_factory=dict)  # tests: {"worker:1": "segv@profiled_step_1"}
+    straggle_s: Mapping[str, float] = field(default_factory=dict)  # tests and demos: a delay per step
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["capture_tasks"], doc["ready_tasks"] = list(self.capture_tasks), list(self.ready_tasks)
+        doc["faults"], doc["straggle_s"] = dict(self.faults), dict(self.straggle_s)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = SPEC_JSON) -> TaskSpec:
+        f = Fields.of(doc, where)
+        faults = f.text_map("faults")
+        return cls(
+            family=f.choice("family", CLUSTER_FAMILIES, required=True),
+            variant=f.text("variant", required=True),
+            preset=preset_from_fields(f.obj("preset", required=True)),
+            warmup=f.integer("warmup", required=True), steps=f.integer("steps", required=True),
+            profile_steps=f.integer("profile_steps", required=True),
+            capture_tasks=f.texts("capture_tasks"), ready_tasks=f.texts("ready_tasks"),
+            timeouts=Timeouts.from_fields(f.obj("timeouts")),
+            capture_duration_ms=f.integer("capture_duration_ms"),
+            capture_min_ms=f.integer("capture_min_ms", default=1000),
+            file=f.text("file"), keras_model=f.text("keras_model"), accelerators=f.integer("accelerators"),
+            faults={k: v for k, v in faults.items() if v},
+            straggle_s=f.number_map("straggle_s") or {},
+        )
+
+    def fault(self, task: TaskId) -> tuple[str, str]:
+        """``(kind, where)`` of the test fault injected into ``task``, ``("", "")`` for none."""
+        kind, _, where = self.faults.get(str(task), "").partition("@")
+        return kind, where
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """``tasks/<job>-<i>/record.json``: what one task did (written by the task, read by the driver)."""
+
+    task: str
+    address: str
+    status: str  # "ok" | "failed"
+    pid: int | None = None
+    error: str | None = None
+    stage: str | None = None
+    phases_s: Mapping[str, float] = field(default_factory=dict)
+    step_times_s: tuple[float, ...] = ()  # timed, no profiler
+    profiled_step_times_s: tuple[float, ...] = ()
+    profiled_spans_unix: tuple[tuple[float, float], ...] = ()
+    math: MathCheck | None = None
+    loss: float | None = None  # after the profiled steps
+    placement: Mapping[str, Any] | None = None
+    strategy: Mapping[str, Any] | None = None
+    versions: Mapping[str, str | None] = field(default_factory=dict)
+    waited_for: Mapping[str, Any] | None = None
+    clock_unix: Mapping[str, float] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "task record.json") -> TaskRecord:
+        f = Fields.of(doc, where)
+        math = f.obj("math")
+        spans = tuple((float(a), float(b)) for a, b in (s for s in f.items("profiled_spans_unix")
+                                                        if isinstance(s, list) and len(s) == 2))
+        return cls(
+            task=f.text("task", required=True), address=f.text("address", default=""),
+            status=f.choice("status", ("ok", "failed"), required=True), pid=f.integer("pid"),
+            error=f.text("error"), stage=f.text("stage"), phases_s=f.number_map("phases_s") or {},
+            step_times_s=f.numbers("step_times_s") or (),
+            profiled_step_times_s=f.numbers("profiled_step_times_s") or (),
+            profiled_spans_unix=spans,
+            math=None if math is None else MathCheck.from_fields(math), loss=f.number("loss"),
+            placement=f.mapping("placement"), strategy=f.mapping("strategy"),
+            versions=f.text_map("versions"), waited_for=f.mapping("waited_for"),
+            clock_unix=f.number_map("clock_unix"),
+        )
+
+
+def read_spec(attempt_dir: Path) -> TaskSpec:
+    """An attempt's ``spec.json``."""
+    from tfprof_towers.rundir.paths import read_json
+
+    return TaskSpec.from_json(read_json(attempt_dir / SPEC_JSON), str(attempt_dir / SPEC_JSON))
+
+
+def task_dir(attempt_dir: Path, task: TaskId) -> Path:
+    return Path(attempt_dir) / "tasks" / task.slug
+
+
+def roles(family: str, tasks: list[TaskId]) -> tuple[list[TaskId], list[TaskId]]:
+    """(tasks the profiler captures, tasks whose steps are timed and whose 'ready' starts the capture).
+
+    ``multi_worker``: the workers (a chief, if any, trains as a worker too).  ``parameter_server``:
+    every task is captured; the chief (the coordinator) runs the steps.
+    """
+    if family == MULTI_WORKER:
+        stepping = [t for t in tasks if t.job in ("chief", "worker")]
+        return stepping, stepping
+    return list(tasks), [t for t in tasks if t.job == "chief"]

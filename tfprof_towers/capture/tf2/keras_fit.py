@@ -1,0 +1,171 @@
+"""A user's Keras model (``--keras-model FILE``) trained with ``model.fit`` under a strategy variant.
+
+The file's API is in :mod:`.tf2_files`.  Two ``fit`` calls, each phase timed:
+
+1. ``fit(epochs=2, steps_per_epoch=1)`` with graph collection on: the train
+   function's first instantiation gives the partition graphs after Grappler
+   (placement), and -- metrics reset every epoch -- each epoch's ``logs["loss"]``
+   is exactly that step's loss: losses 1 and 2.  (Two epochs of one step, not one
+   epoch of two: under ``CentralStorageStrategy`` Keras' running mean within an
+   epoch weighs the first step twice.)
+2. One ``fit(steps_per_epoch=warm-up + timed + profiled)`` with the :class:`Phases`
+   callback: every batch is timed (batch begin to batch end; overriding
+   ``on_train_batch_end`` makes Keras call the callbacks synchronously), the
+   profiler starts before the first profiled batch and stops after the last, and
+   each profiled batch runs inside a ``train`` step marker (Keras 3 emits none).
+   One call, because the first batch of every ``fit`` pays for iterator set-up.
+
+Placement: ``model.train_function`` is a closure over ``multi_step_on_iterator``
+(a ``tf.function``) that calls ``one_step_on_data``; :func:`train_concrete_function`
+picks the outer one, and :class:`.placement_tf2.InlinedGraph` names the inner ops as
+the inlined partition graphs do.  The input batches do not appear there: a
+distributed dataset prefetches them to the devices in its own functions.
+
+Imported only inside a capture child: it imports TensorFlow and Keras.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tfprof_towers.capture.families import PROFILER_OPTIONS, Draft
+from tfprof_towers.capture.stats import step_stats
+from tfprof_towers.rundir.records import OK, ChildSpec, MathCheck
+from tfprof_towers.vocab.errors import VariantError
+
+
+class LossPerEpoch(keras.callbacks.Callback):
+    """``logs["loss"]`` at the end of every epoch (of one step each: that step's loss)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.losses: list[float] = []
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self.losses.append(float((logs or {})["loss"]))
+
+
+class Phases(keras.callbacks.Callback):
+    """Warm-up batches ``[0, w)``, timed ``[w, w+t)``, profiled ``[w+t, w+t+p)`` of one ``fit`` call."""
+
+    def __init__(self, warmup: int, timed: int, profiled: int, logdir: str, options: Any) -> None:
+        super().__init__()
+        self.warmup, self.timed, self.profiled = warmup, timed, profiled
+        self.logdir, self.options = logdir, options
+        self.times: list[float] = []
+        self.profiler_s = {"profiler_start": 0.0, "collect": 0.0}
+        self._marker: Any = None
+        self._on = False
+        self._t0 = 0.0
+
+    def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        first_profiled = self.warmup + self.timed
+        if batch == first_profiled:
+            t = time.perf_counter()
+            tf.profiler.experimental.start(self.logdir, options=self.options)
+            self.profiler_s["profiler_start"] = time.perf_counter() - t
+            self._on = True
+        if self._on:
+            self._marker = tf.profiler.experimental.Trace("train", step_num=batch - first_profiled, _r=1)
+            self._marker.__enter__()
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self.times.append(time.perf_counter() - self._t0)
+        if self._marker is not None:
+            self._marker.__exit__(None, None, None)
+            self._marker = None
+        if self._on and batch == self.warmup + self.timed + self.profiled - 1:
+            self.stop()
+
+    def stop(self) -> None:
+        if self._on:
+            t = time.perf_counter()
+            tf.profiler.experimental.stop()
+            self.profiler_s["collect"] = time.perf_counter() - t
+            self._on = False
+
+    def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.stop()
+
+    def split(self) -> tuple[list[float], list[float], list[float]]:
+        w, t = self.warmup, self.timed
+        return self.times[:w], self.times[w:w + t], self.times[w + t:]
+
+
+def train_concrete_function(model: Any) -> Any:
+    """The concrete function ``fit`` ran: ``multi_step_on_iterator``, traced exactly once."""
+    for cell in getattr(model.train_function, "__closure__", None) or ():
+        fn = cell.cell_contents
+        name = str(getattr(fn, "__name__", ""))
+        if "multi_step_on_iterator" in name and hasattr(fn, "get_concrete_function"):
+            concrete = fn._list_all_concrete_functions()
+            if len(concrete) != 1:
+                raise VariantError(f"the Keras train function was traced {len(concrete)} times; "
+                                   "its placement would be ambiguous")
+            return concrete[0]
+    raise VariantError("the Keras train function is not a tf.function (compiled with run_eagerly=True?): "
+                       "no graph to read the placement from")
+
+
+def build_and_compile(path: str, strategy: Any) -> tuple[Any, Any]:
+    """The file's model built and compiled in ``strategy.scope()``, and its dataset."""
+    from tfprof_towers.capture.tf2.files import load_keras_file
+
+    f = load_keras_file(path)
+    with strategy.scope():  # the model's and the optimizer's variables belong to the strategy
+        model = f.build_model()
+        if not isinstance(model, keras.Model):
+            raise VariantError(f"keras model file {path}: build_model() must return a keras.Model, "
+                               f"got {type(model).__name__}")
+        kwargs = f.compile_arguments()
+        if kwargs.setdefault("steps_per_execution", 1) != 1:
+            raise VariantError(f"keras model file {path}: compile_kwargs() sets steps_per_execution="
+                               f"{kwargs['steps_per_execution']}; profiling needs 1 (a marker per step)")
+        model.compile(**kwargs)
+    dataset = f.make_dataset(f.global_batch_size)
+    if not isinstance(dataset, tf.data.Dataset):
+        raise VariantError(f"keras model file {path}: make_dataset() must return a tf.data.Dataset, "
+                           f"got {type(dataset).__name__}")
+    return model, dataset
+
+
+def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mapping[str, Any]) -> None:
+    """Profile the ``--keras-model`` file under ``strategy``, filling ``draft`` phase by phase."""
+    from tfprof_towers.capture.tf2.placement import collect_partition_graphs, strategy_placement
+
+    phases = draft.phases
+    path = str(spec.keras_model)
+    model, dataset = phases.run("build", build_and_compile, path, strategy)
+
+    draft.stage = "placement"
+    losses = LossPerEpoch()
+    meta, _ = phases.run("first_call_placement", collect_partition_graphs, model.fit, dataset,
+                         epochs=2, steps_per_epoch=1, callbacks=[losses], verbose=0)
+    concrete = train_concrete_function(model)
+    placement = phases.run("placement_extract", strategy_placement, concrete, meta, [path])
+    draft.placement = {**placement, "strategy": dict(strategy_doc), "keras_model": path}
+    draft.math = MathCheck(tuple(losses.losses), None)
+
+    draft.stage = "timed"
+    options = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
+    warmup = max(spec.warmup - 2, 1)  # every fit call's first batch pays for its iterator's set-up
+    cb = Phases(warmup, spec.steps, spec.profile_steps, spec.logdir, options)
+    total = warmup + spec.steps + spec.profile_steps
+    phases.run("fit_phases", model.fit, dataset, epochs=1, steps_per_epoch=total, callbacks=[cb], verbose=0)
+    for key, seconds in cb.profiler_s.items():
+        phases.seconds[key] = seconds
+    _, times, ptimes = cb.split()
+    draft.timings = replace(draft.timings, step_times_s=tuple(times), step_time_s=step_stats(times),
+                            profiled_step_times_s=tuple(ptimes), profiled_step_time_s=step_stats(ptimes))
+    draft.profiler_options = dict(PROFILER_OPTIONS)
+    if train_concrete_function(model) is not concrete:
+        raise VariantError("the Keras train function was traced again after the placement step")
+    draft.stage = "done"
+    draft.status = OK

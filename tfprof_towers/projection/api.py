@@ -1,0 +1,275 @@
+"""What-if projection: rank placements on hardware the user does not have at hand.
+
+``project(...)`` builds each variant's graph at the preset's full size in a child
+process *without running it* (:mod:`.graphcost`), projects it on a hardware
+profile (:mod:`.model`), optionally calibrated by a run directory
+(:mod:`.calibrate`), and returns one JSON-able document.  ``project_run`` is the
+entry point for ``profile --project-on NAME``: it projects a finished run's
+variants and writes ``RUN_DIR/projection.json``.
+
+Importing this module never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tfprof_towers.advice import recommend as recommender
+from tfprof_towers.projection.calibrate import Calibration, calibrate, placement_check
+from tfprof_towers.projection.hardware import Hardware, load_hardware
+from tfprof_towers.projection.model import GraphWork, Rates, project_work
+from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json, write_json
+from tfprof_towers.rundir.records import RunDoc, load_record, load_run
+from tfprof_towers.variants import registry
+from tfprof_towers.variants.config import Preset, VariantSpec
+from tfprof_towers.vocab import textcap
+from tfprof_towers.vocab.errors import TowersError
+
+SCHEMA = 1
+#: Per-variant limit on building a graph when neither a run nor a preset gives one.
+BUILD_TIMEOUT_S = 900.0
+
+ASSUMPTIONS = (
+    "projected, not measured: the graph is built at full size and never run",
+    "placement: each op's tf.device request, overridden by its colocation group or the device of its "
+    "resource input; soft placement of ops without an accelerator kernel and Grappler rewrites are "
+    "not modelled",
+    "op time = per-op overhead + max(FLOPs / compute rate, bytes / memory bandwidth); rates are the "
+    "profile's nominal numbers times its efficiencies",
+    "copy time = link latency + bytes / (bandwidth x efficiency); one copy at a time per link "
+    "direction; staged peer copies hold both GPUs' host links",
+    "NCCL all-reduce: ring, 2(n-1)/n x bytes per device each way",
+    "overlapped: copies run while devices compute; serial: a copy also holds both its devices",
+    "input feeding from Python and the optimizer's bookkeeping outside the graph are not modelled",
+)
+
+
+def builder_layout(hw: Hardware) -> dict[str, Any]:
+    n = hw.accelerator.count
+    return {"host": "/cpu:0", "accelerators": [f"/gpu:{i}" for i in range(n)], "kind": "gpu"}
+
+
+def build_graphs(
+    variants: Sequence[VariantSpec], preset: Preset, layout: dict[str, Any],
+    check_layout: dict[str, Any] | None = None, timeout_s: float | None = BUILD_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Build each variant's graph in a child of its own: ``{"variants": {name: work | {"error"}},
+    "checks": {...}, "tensorflow": version}``.
+
+    Each child (``python -P -m tfprof_towers.projection.graphcost``, or ``.strategy_graphs`` for a
+    tf2-strategy variant) is supervised
+    (:mod:`tfprof_towers.procs.supervise`) with ``timeout_s`` (None: no limit),
+    up to :func:`_parallel` at a time: a variant that blocks, crashes or times out
+    gets ``{"error": why}`` -- its real error, not TensorFlow's log lines -- and the
+    others are still built.
+    """
+    from tfprof_towers.procs import supervise
+
+    out: dict[str, Any] = {"tensorflow": None, "variants": {}, "checks": {}}
+    with tempfile.TemporaryDirectory(prefix="tfprof-project-") as tmp:
+        jobs: dict[str, tuple[Path, Path, Path]] = {}
+        families = {v.name: v.family for v in variants}
+        for i, v in enumerate(variants):
+            spec_path, out_path = Path(tmp) / f"spec-{i}.json", Path(tmp) / f"work-{i}.json"
+            write_json(spec_path, {
+                "preset": asdict(preset), "layout": layout, "check_layout": check_layout,
+                "variants": [{"name": v.name, "file": v.file, "family": v.family}], "out": str(out_path),
+            })
+            jobs[v.name] = (spec_path, out_path, Path(tmp) / f"stderr-{i}.txt")
+        env = supervise.tf_child_env()
+        todo = list(jobs)
+        running: dict[str, supervise.Supervised] = {}
+        try:
+            while todo or running:
+                while todo and len(running) < _parallel():
+                    name = todo.pop(0)
+                    argv = supervise.python_argv(builder_module(families[name]), str(jobs[name][0]))
+                    running[name] = supervise.start(supervise.Command(
+                        tuple(argv), jobs[name][2], deadline_s=timeout_s, env=env, label=name))
+                sup = next(supervise.as_ended(running.values()))
+                name = next(n for n, s in running.items() if s is sup)
+                del running[name]
+                _merge(out, name, sup, jobs[name][1], timeout_s)
+        finally:
+            supervise.stop_all(running.values())
+    return out
+
+
+GRAPHCOST_MODULE = "tfprof_towers.projection.graphcost"
+STRATEGY_GRAPHS_MODULE = "tfprof_towers.projection.strategy_graphs"
+
+
+def builder_module(family: str) -> str:
+    """The child module that builds a variant of ``family``'s graph (tf2-strategy: traced eagerly)."""
+    return STRATEGY_GRAPHS_MODULE if family == registry.TF2_STRATEGY else GRAPHCOST_MODULE
+
+
+def _parallel() -> int:
+    """Graph builds at once: one per core, at most 4 (each is a TensorFlow process)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _merge(out: dict[str, Any], name: str, sup: Any, out_path: Path, timeout_s: float | None) -> None:
+    """One build child's result into ``out``; a failed build becomes ``{"error": why}``."""
+    ended = sup.ended
+    doc = None
+    if ended.ok and out_path.is_file():
+        with contextlib.suppress(TowersError):
+            doc = read_json(out_path)
+    if isinstance(doc, dict):
+        out["tensorflow"] = out["tensorflow"] or doc.get("tensorflow")
+        for key in ("variants", "checks"):
+            out[key].update(doc.get(key) or {})
+        return
+    if ended.timed_out:
+        why = f"building the graph timed out after {timeout_s:g} s"
+    elif ended.lost:
+        why = ended.lost
+    else:
+        cause = textcap.last_cause(textcap.read_tail(sup.command.stderr_path), 300)
+        why = f"building the graph failed: {cause or f'exit code {ended.returncode}'}"
+    out["variants"][name] = {"error": textcap.one_line(why)}
+
+
+def build_timeout(run: RunDoc | None, preset: Preset) -> float | None:
+    """The run's own variant timeout (None: no limit), else the preset's."""
+    if run is not None and run.config is not None:
+        return run.config.variant_timeout_s
+    return preset.variant_timeout_s
+
+
+def rank(entries: Sequence[dict[str, Any]]) -> list[str]:
+    ok = [e for e in entries if "projected_step_s" in e]
+    ok.sort(key=lambda e: (e["projected_step_s"]["overlapped"], e["projected_step_s"]["serial"], e["name"]))
+    return [e["name"] for e in ok]
+
+
+def recommend(
+    entries: Sequence[dict[str, Any]], ranking: Sequence[str], hw_name: str,
+    sources: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``{"variant", "reason"}`` from :func:`.advice.recommend.projected` (the one recommender)."""
+    return recommender.projected(entries, ranking, hw_name, sources).brief()
+
+
+def project(
+    hardware: str | Hardware,
+    preset: Preset,
+    variants: Sequence[VariantSpec],
+    run_dir: RunDir | None = None,
+    host_build: str | None = None,
+    graphs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Project every variant on ``hardware``; calibrated by ``run_dir`` when given."""
+    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    if host_build:
+        hw = hw.with_host_build(host_build)
+    calibration, check_layout, run = _calibration(run_dir, preset)
+    if graphs is None:
+        graphs = build_graphs(variants, preset, builder_layout(hw), check_layout, build_timeout(run, preset))
+    rates = Rates.of(hw)
+    if calibration is not None:
+        rates = calibration.apply(rates, hw.host.peak_flops())
+    entries: list[dict[str, Any]] = []
+    for v in variants:
+        doc = graphs["variants"].get(v.name) or {"error": "not built"}
+        if "error" in doc:
+            entries.append({"name": v.name, "error": doc["error"]})
+            continue
+        entries.append(project_work(GraphWork.from_json(doc), hw, rates))
+    ranking = rank(entries)
+    for e in entries:
+        e["rank"] = ranking.index(e["name"]) + 1 if e["name"] in ranking else None
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "label": "projected",
+        "hardware": hw.name,
+        "profile": hw.summary(),
+        "preset": asdict(preset),
+        "assumptions": list(ASSUMPTIONS),
+        "rates": {**{k: v for k, v in asdict(rates).items() if k != "calibrated"},
+                  "calibrated": list(rates.calibrated)},
+        "variants": entries,
+        "ranking": ranking,
+        "recommendation": recommend(entries, ranking, hw.name, {v.name: v.source for v in variants}),
+        "calibration": None,
+        "tensorflow": graphs.get("tensorflow"),
+    }
+    if run_dir is not None and calibration is not None:
+        result["calibration"] = _calibration_doc(run_dir, run, calibration, graphs, variants)
+    return result
+
+
+def _calibration(run_dir: RunDir | None, preset: Preset):
+    if run_dir is None:
+        return None, None, None
+    run = load_run(run_dir)
+    topology = run.topology
+    run_preset_name = run.preset.name if run.preset is not None else None
+    cal = calibrate(run_dir, same_preset=run_preset_name == preset.name)
+    check = None
+    if run_preset_name == preset.name and topology is not None and topology.host and topology.accelerators:
+        check = {"host": topology.host, "accelerators": list(topology.accelerators),
+                 "kind": topology.kind or "gpu"}
+    return cal, check, run
+
+
+def _calibration_doc(run_dir: RunDir, run: RunDoc, cal: Calibration, graphs: dict[str, Any],
+                     variants: Sequence[VariantSpec]) -> dict[str, Any]:
+    doc = {"run_dir": str(run_dir.root), **cal.to_json(), "placement_checks": {}}
+    checks = graphs.get("checks") or {}
+    for v in variants:
+        static = checks.get(v.name)
+        if not static or "error" in static:
+            continue
+        record = load_record(run_dir, v.name)
+        if not record.placement:  # failed or skipped (NCCL without GPUs): nothing measured to check
+            continue
+        doc["placement_checks"][v.name] = placement_check(GraphWork.from_json(static), record.to_json())
+    if not checks:
+        doc["notes"].append("placement not checked: the run's preset differs from the projected one")
+    return doc
+
+
+def run_variants(run: RunDoc) -> tuple[VariantSpec, ...]:
+    """The variants a run directory's run.json asked for (built-ins and variant files)."""
+    if not run.variants:
+        raise TowersError("the run directory names no variants in run.json")
+    return run.variants
+
+
+def run_preset(run: RunDoc) -> Preset:
+    if run.preset is None:
+        raise TowersError("the run directory's run.json names no preset")
+    return run.preset
+
+
+def project_run(run_dir: RunDir, hardware: str, preset: Preset | None = None,
+                variants: Sequence[VariantSpec] | None = None) -> dict[str, Any]:
+    """Project a finished run's variants (default: all it asked for) on ``hardware`` at ``preset``
+    (default: the run's); write projection.json.
+
+    For ``tfprof-towers profile``: call after the run's records are written.  Raises
+    :class:`TowersError` (one line) on an unknown profile.
+    """
+    hw = load_hardware(hardware)
+    run = load_run(run_dir)
+    if run.config is not None and run.config.keras_model:
+        raise TowersError(f"the run trained a Keras model ({run.config.keras_model}); the projection builds "
+                          "the seed workload and variant files, not Keras models")
+    chosen = run_variants(run) if variants is None else tuple(variants)
+    doc = project(hw, preset or run_preset(run), chosen, run_dir=run_dir)
+    write_json(run_dir.root / PROJECTION_JSON, doc)
+    return doc
+
+
+def failed_projection(hardware: str, preset: Preset, error: str) -> dict[str, Any]:
+    """The projection.json of a projection that could not be made: which, at what size, and why."""
+    return {"schema": SCHEMA, "label": "projected", "hardware": hardware, "preset": asdict(preset),
+            "error": error}

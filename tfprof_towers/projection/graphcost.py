@@ -1,0 +1,332 @@
+"""A variant's graph at full size, built but never run: per-op work and cross-device copies.
+
+Imports TensorFlow: run it in a child (``python -m tfprof_towers.projection.graphcost
+SPEC.json``) so the commands that only read run directories stay TensorFlow-free.
+
+Placement of a graph that is not run is worked out the way TensorFlow's placer
+would for the requested devices: an op's ``tf.device`` request, overridden by its
+colocation group's device (resource variable reads, optimizer slots), and the
+first accelerator for an op that requests nothing.  Not modelled: soft placement
+of ops that have no kernel on the requested device (a CPU-only TensorFlow build
+cannot tell which GPU kernels exist) and Grappler's rewrites (fusion, constant
+folding) of the real run.  With a run directory the placement is checked against
+that run's partition graphs (see :mod:`.calibrate`).
+
+The FLOP count of MatMul/Conv2D comes from :func:`capture.placement.op_flops`;
+other ops count one FLOP per output element.  Bytes per op are the bytes it reads
+and writes; views (Reshape, Identity, variable reads, axis-0 Split) move nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+#: Ops that alias their input (or move nothing) in TensorFlow's runtime.
+VIEW_OPS = frozenset({
+    "Reshape", "Identity", "ReadVariableOp", "Const", "VarHandleOp", "Placeholder", "NoOp",
+    "Shape", "ExpandDims", "Squeeze", "StopGradient", "PlaceholderWithDefault", "IdentityN",
+    "VariableV2", "VarIsInitializedOp",
+})
+MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D",
+                        "Conv2DBackpropInput", "Conv2DBackpropFilter"})
+#: All-reduce ops, modeled as a ring over their members (NCCL; TF2's collective ops).
+COLLECTIVE_OPS = frozenset({"NcclAllReduce", "CollectiveReduceV2", "CollectiveReduceV3"})
+
+
+def tensor_nbytes(t: Any) -> int:
+    """Static size of a tensor in bytes; 0 for resources, strings, unknown shapes."""
+    import tensorflow as tf
+
+    if t.dtype in (tf.resource, tf.variant, tf.string):
+        return 0
+    if t.shape.rank is None:
+        return 0
+    dims = t.shape.as_list()
+    if any(d is None for d in dims):
+        return 0
+    return t.dtype.size * math.prod(dims)
+
+
+def executed_ops(fetches: Any) -> list[Any]:
+    """Every op a ``Session.run(fetches)`` executes, in a topological order (the same every time)."""
+    import tensorflow as tf
+
+    roots = [f if isinstance(f, tf.Operation) else f.op for f in tf.nest.flatten(fetches)]
+    seen: dict[str, Any] = {}
+    order: list[Any] = []
+    stack: list[tuple[Any, bool]] = [(op, False) for op in reversed(roots)]
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            order.append(op)
+            continue
+        if op.name in seen:
+            continue
+        seen[op.name] = op
+        stack.append((op, True))
+        # control inputs by name: a tf.function's come in no fixed order (automatic control
+        # dependencies), and the order of ops decides the model's ties
+        for dep in sorted(op.control_inputs, key=lambda o: o.name) + [t.op for t in op.inputs]:
+            if dep.name not in seen:
+                stack.append((dep, False))
+    return order
+
+
+def resolve_device(op: Any, graph: Any, default: str, placed: dict[str, str]) -> str:
+    """The device TensorFlow's placer would pick for ``op``.
+
+    In order: the device of the op its colocation group names; the device of the op
+    producing its first resource input (a resource is used where it lives); its own
+    ``tf.device`` request; ``default``.  ``placed`` holds the ops already resolved
+    (callers go in topological order).
+    """
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    for group in op.colocation_groups():
+        name = group.decode()[len("loc:@"):] if group.startswith(b"loc:@") else ""
+        if name and name != op.name:
+            if name in placed:
+                return placed[name]
+            try:
+                root = graph.get_operation_by_name(name)
+            except KeyError:
+                continue
+            if root.device:
+                return canonical_device(root.device)
+    for t in op.inputs:
+        if t.dtype.name == "resource" and t.op.name in placed:
+            return placed[t.op.name]
+    return canonical_device(op.device) if op.device else default
+
+
+def op_work(op: Any) -> tuple[float, float]:
+    """(FLOPs, bytes read + written) of one op, from static shapes."""
+    from tfprof_towers.capture.placement import op_flops
+
+    if op.type in VIEW_OPS or (op.type == "Split" and _split_axis(op) == 0):
+        return 0.0, 0.0
+    out_bytes = sum(tensor_nbytes(t) for t in op.outputs)
+    in_bytes = sum(tensor_nbytes(t) for t in op.inputs)
+    if op.type.startswith("ResourceApply"):
+        # var and slots are read and written through their resource handles
+        resources = sum(1 for t in op.inputs if t.dtype.name == "resource")
+        largest = max((tensor_nbytes(t) for t in op.inputs), default=0)
+        in_bytes += 2 * resources * largest
+    flops = op_flops(op) if op.type in MATMUL_OPS else None
+    if flops is None:
+        elements = sum(_elements(t) for t in op.outputs)
+        if op.type.startswith("ResourceApply"):
+            elements = max((_elements(t) for t in op.inputs), default=0)
+        flops = elements
+    return float(flops), float(in_bytes + out_bytes)
+
+
+def _elements(t: Any) -> int:
+    if t.shape.rank is None or any(d is None for d in t.shape.as_list()):
+        return 0
+    return math.prod(t.shape.as_list())
+
+
+def _split_axis(op: Any) -> int | None:
+    return _static_int(op.inputs[0]) if len(op.inputs) else None
+
+
+def collective_key(op: Any, device: str, seen: dict[tuple[str, str], int]) -> tuple[str, int]:
+    """Which all-reduce ``op`` belongs to, and the bytes each member contributes.
+
+    NCCL ops by their shared name.  TF2's ``CollectiveReduceV2`` feeds its instance key
+    at call time, so the k-th collective of a group key on one device goes with the
+    k-th on every other (a group's collectives run in the same order on every member).
+    """
+    if op.type == "NcclAllReduce":
+        return op.get_attr("shared_name").decode(), sum(tensor_nbytes(t) for t in op.inputs)
+    group = _static_int(op.inputs[2]) if len(op.inputs) > 2 else None
+    k = seen.get((str(group), device), 0)
+    seen[(str(group), device)] = k + 1
+    return f"collective:{group}#{k}", tensor_nbytes(op.inputs[0])
+
+
+def _static_int(t: Any) -> int | None:
+    """A graph tensor's value as an int where it is known when the graph is built, else None."""
+    import tensorflow as tf
+
+    try:
+        value = tf.get_static_value(t)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None if value is None else int(value)
+
+
+def extract_work(
+    graph: Any, fetches: Any, host: str, accelerators: Iterable[str], default_to_accelerator: bool = True,
+    preplaced: dict[str, str] | None = None, group_control_edges: bool = False,
+) -> dict[str, Any]:
+    """Per-op work, dependencies and cross-device copies of one step (JSON-able; see model.GraphWork).
+
+    An op that requests no device goes to the first accelerator when
+    ``default_to_accelerator`` (TensorFlow prefers GPUs), else to the host (with
+    logical CPU devices TensorFlow's default is ``/cpu:0``).  ``preplaced`` fixes the
+    device of some ops (a function's placeholders live where the values they capture do).
+    With ``group_control_edges`` (how a ``tf.function``'s graph is partitioned), an op's
+    control inputs from another device cross as one zero-byte edge per source device,
+    after the last of them; otherwise each crosses on its own (a Session's graph).
+    """
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    host = canonical_device(host)
+    accels = [canonical_device(a) for a in accelerators]
+    default = accels[0] if (accels and default_to_accelerator) else host
+    order = executed_ops(fetches)
+    index = {op.name: i for i, op in enumerate(order)}
+    placed: dict[str, str] = {}
+    for op in order:
+        fixed = (preplaced or {}).get(op.name)
+        placed[op.name] = fixed if fixed is not None else resolve_device(op, graph, default, placed)
+    devices = [placed[op.name] for op in order]
+    copies: list[dict[str, Any]] = []
+    copy_of: dict[tuple[str, str], int] = {}
+    collectives: dict[str, dict[str, Any]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    ops: list[dict[str, Any]] = []
+    for i, op in enumerate(order):
+        dev = devices[i]
+        deps: set[int] = set()
+        waits: set[int] = set()
+        for t in op.inputs:
+            j = index[t.op.name]
+            if devices[j] == dev:
+                deps.add(j)
+            else:
+                base = _base_tensor(t, placed)
+                waits.add(_copy(copies, copy_of, base.name, index[base.op.name], devices[j], dev,
+                                tensor_nbytes(t)))
+        remote: dict[str, int] = {}
+        for c in op.control_inputs:
+            j = index[c.name]
+            if devices[j] == dev:
+                deps.add(j)
+            elif group_control_edges:
+                remote[devices[j]] = max(remote.get(devices[j], -1), j)
+            else:  # a control edge crosses devices as a zero-byte send/recv
+                waits.add(_copy(copies, copy_of, "^" + c.name, j, devices[j], dev, 0))
+        for src_dev, j in remote.items():
+            waits.add(_copy(copies, copy_of, f"^{src_dev}->{op.name}", j, src_dev, dev, 0))
+        flops, nbytes = op_work(op)
+        entry: dict[str, Any] = {
+            "name": op.name, "type": op.type, "device": dev, "flops": flops, "bytes": nbytes,
+            "matmul": op.type in MATMUL_OPS, "deps": sorted(deps), "copies": sorted(waits),
+        }
+        if op.type in COLLECTIVE_OPS:
+            key, payload = collective_key(op, dev, seen)
+            group = collectives.setdefault(key, {"name": key, "ops": [], "bytes": 0})
+            group["ops"].append(i)
+            group["bytes"] = max(group["bytes"], payload)
+            entry["collective"] = key
+            entry["flops"], entry["bytes"] = 0.0, 0.0
+        ops.append(entry)
+    groups = list(collectives.values())
+    position = {g["name"]: k for k, g in enumerate(groups)}
+    for entry in ops:
+        if "collective" in entry:
+            entry["collective"] = position[entry["collective"]]
+    return {"host": host, "accelerators": accels, "ops": ops, "copies": copies, "collectives": groups}
+
+
+#: Ops whose output is a view of their first input: TensorFlow sends the underlying
+#: buffer once and the receiver sees every view of it (Grappler removes chained reshapes).
+_VIEWS_OF_INPUT = frozenset({"Reshape", "Identity", "Squeeze", "ExpandDims"})
+
+
+def _base_tensor(t: Any, placed: dict[str, str]) -> Any:
+    """The tensor whose buffer ``t`` views, following view ops on the same device."""
+    while t.op.type in _VIEWS_OF_INPUT and t.op.inputs:
+        if placed.get(t.op.inputs[0].op.name) != placed[t.op.name]:
+            break
+        t = t.op.inputs[0]
+    return t
+
+
+def _copy(copies: list, copy_of: dict, tensor: str, src_op: int, src: str, dst: str, nbytes: int) -> int:
+    """TensorFlow sends a tensor once per destination device, however many ops there read it."""
+    key = (tensor, dst)
+    if key not in copy_of:
+        copy_of[key] = len(copies)
+        copies.append({"tensor": tensor, "src_op": src_op, "src": src, "dst": dst, "bytes": int(nbytes)})
+    return copy_of[key]
+
+
+def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
+    """Build one variant's graph; returns (graph, fetches)."""
+    import tensorflow as tf
+
+    from tfprof_towers.capture.devices import Devices
+    from tfprof_towers.capture.families.tf1_graph import builder as tf1_builder
+    from tfprof_towers.capture.seed_values import stand_in_values
+    from tfprof_towers.capture.tf1 import builders as variants
+
+    # never run: zero-cost stand-ins of the shared values (the seed batch alone is 256 MB)
+    values = stand_in_values(preset.batch, preset.dim, preset.blocks)
+    devices = Devices(host, accelerators, kind, preset, values)
+    builder, origin = tf1_builder(spec["name"], spec.get("file"))
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches, _feed = variants.check_built(builder(devices), origin)
+    return graph, fetches
+
+
+def work_for(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
+    graph, fetches = build_variant(spec, preset, host, accelerators, kind)
+    work = extract_work(graph, fetches, host, accelerators, default_to_accelerator=(kind == "gpu"))
+    work["variant"] = spec["name"]
+    work["preset"] = preset.name
+    return work
+
+
+def main(argv: list[str]) -> int:
+    """Child entry: SPEC.json names the preset, accelerators, variants and the output path.
+
+    tf1-graph variants only: a tf2-strategy variant is built eagerly by :mod:`.strategy_graphs`.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    spec = json.loads(Path(argv[0]).read_text())
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    from tfprof_towers.variants.config import Preset
+
+    preset = Preset(**spec["preset"])
+    return write_works(spec, tf.__version__, lambda v, layout: work_for(
+        v, preset, layout["host"], tuple(layout["accelerators"]), layout["kind"]))
+
+
+def write_works(spec: dict[str, Any], tf_version: str,
+                work_of: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]) -> int:
+    """Each variant's work under the spec's layout (``variants``) and its check layout (``checks``),
+    a build error in one line in its place, written to ``spec["out"]``: a graph child's output."""
+    from tfprof_towers.rundir.paths import write_json
+    from tfprof_towers.vocab.errors import TowersError
+
+    out: dict[str, Any] = {"tensorflow": tf_version, "variants": {}, "checks": {}}
+    for key, layout in (("variants", spec.get("layout")), ("checks", spec.get("check_layout"))):
+        if layout is None:
+            continue
+        for v in spec["variants"]:
+            try:
+                out[key][v["name"]] = work_of(v, layout)
+            except TowersError as exc:
+                out[key][v["name"]] = {"error": exc.message}
+            except Exception as exc:  # a variant's own bug: say which, in one line
+                first = " ".join(str(exc).split())[:300]
+                out[key][v["name"]] = {"error": f"{type(exc).__name__} while building: {first}"}
+    write_json(Path(spec["out"]), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,319 @@
+"""Hardware profiles for what-if projection: frozen dataclasses loaded from TOML.
+
+A profile names a host CPU (and the TensorFlow build assumed on it), one kind of
+accelerator (``count`` of them), the host<->accelerator link (one per accelerator,
+each direction its own channel) and how accelerators reach each other: a
+``direct`` peer link (NVLink point-to-point ``mesh`` or an NVSwitch ``switch``) or
+``staged`` through host memory (no peer access).  An optional ``[network]`` section
+describes each host's network card (per direction: bandwidth, efficiency, latency),
+which makes the profile one host of a cluster: ``project --workers N`` projects the
+cluster variants on N such hosts (:mod:`.cluster`).  Built-in profiles live in
+``tfprof_towers/projection/profiles/*.toml`` with a public source next to every number.
+
+Pure Python: importing this module never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from tfprof_towers.vocab.errors import TowersError
+from tfprof_towers.vocab.links import Link
+
+#: How many fp32 FLOPs one core retires per cycle is a property of the CPU and of
+#: the instructions TensorFlow was compiled to use: ``vectorised`` means a build
+#: that uses the CPU's widest FMA units (e.g. AVX2+FMA), ``unvectorised`` the old
+#: generic pip build (SSE only: "Your CPU supports instructions that this
+#: TensorFlow binary was not compiled to use: AVX2 FMA").
+BUILDS = ("vectorised", "unvectorised")
+PEER_KINDS = ("direct", "staged")
+PEER_TOPOLOGIES = ("mesh", "switch")
+
+
+class HardwareError(TowersError):
+    """A hardware profile that cannot be used (unknown name, malformed TOML, bad value)."""
+
+
+@dataclass(frozen=True)
+class Host:
+    model: str
+    cores: int
+    clock_ghz: float
+    flops_per_cycle_vectorised: float
+    flops_per_cycle_unvectorised: float
+    tensorflow_build: str
+    efficiency: float
+    memory_bandwidth_gbs: float
+    memory_efficiency: float
+    op_overhead_us: float
+    source: str
+
+    def peak_flops(self, build: str | None = None) -> float:
+        """Nominal fp32 FLOP/s of all cores for ``build`` (default: the profile's)."""
+        b = build or self.tensorflow_build
+        if b == "vectorised":
+            per_cycle = self.flops_per_cycle_vectorised
+        else:
+            per_cycle = self.flops_per_cycle_unvectorised
+        return self.cores * self.clock_ghz * 1e9 * per_cycle
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    model: str
+    count: int
+    fp32_tflops: float
+    matmul_tflops: float
+    memory_bandwidth_gbs: float
+    efficiency: float
+    memory_efficiency: float
+    op_overhead_us: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Accelerator<->accelerator: ``direct`` over ``link``, or ``staged`` through the host."""
+
+    kind: str
+    topology: str
+    link: Link
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    description: str
+    host: Host
+    accelerator: Accelerator
+    host_link: Link
+    peer: Peer
+    origin: str
+    network: Link | None = None  # each host's network card, one direction (a cluster of such hosts)
+
+    def with_host_build(self, build: str) -> Hardware:
+        """The same profile assuming another TensorFlow build on the host."""
+        from dataclasses import replace
+
+        if build not in BUILDS:
+            raise HardwareError(f"unknown TensorFlow build {build!r}; choose one of: {', '.join(BUILDS)}")
+        return replace(self, host=replace(self.host, tensorflow_build=build))
+
+    def summary(self) -> dict[str, Any]:
+        """The assumptions a projection states next to every projected number."""
+        h, a = self.host, self.accelerator
+        return {
+            "name": self.name,
+            "description": self.description,
+            "host": {
+                "model": h.model,
+                "tensorflow_build": h.tensorflow_build,
+                "peak_gflops": h.peak_flops() / 1e9,
+                "efficiency": h.efficiency,
+                "memory_bandwidth_gbs": h.memory_bandwidth_gbs,
+                "op_overhead_us": h.op_overhead_us,
+                "source": h.source,
+            },
+            "accelerator": {
+                "model": a.model,
+                "count": a.count,
+                "fp32_tflops": a.fp32_tflops,
+                "matmul_tflops": a.matmul_tflops,
+                "efficiency": a.efficiency,
+                "memory_bandwidth_gbs": a.memory_bandwidth_gbs,
+                "op_overhead_us": a.op_overhead_us,
+                "source": a.source,
+            },
+            "host_link": _link_json(self.host_link),
+            "peer": {"kind": self.peer.kind, "topology": self.peer.topology, **_link_json(self.peer.link)},
+            "origin": self.origin,
+            **({"network": _link_json(self.network)} if self.network is not None else {}),
+        }
+
+
+def _link_json(link: Link) -> dict[str, Any]:
+    return {
+        "name": link.name,
+        "bandwidth_gbs": link.bandwidth_gbs,
+        "efficiency": link.efficiency,
+        "latency_us": link.latency_us,
+        "source": link.source,
+    }
+
+
+# --------------------------------------------------------------------------- loading
+
+_HOST_KEYS = {
+    "model": str, "cores": int, "clock_ghz": float, "flops_per_cycle_vectorised": float,
+    "flops_per_cycle_unvectorised": float, "tensorflow_build": str, "efficiency": float,
+    "memory_bandwidth_gbs": float, "memory_efficiency": float, "op_overhead_us": float, "source": str,
+}
+_ACCEL_KEYS = {
+    "model": str, "count": int, "fp32_tflops": float, "matmul_tflops": float,
+    "memory_bandwidth_gbs": float, "efficiency": float, "memory_efficiency": float,
+    "op_overhead_us": float, "source": str,
+}
+_LINK_KEYS = {"name": str, "bandwidth_gbs": float, "efficiency": float, "latency_us": float, "source": str}
+_PEER_KEYS = {**_LINK_KEYS, "kind": str, "topology": str}
+_FRACTIONS = ("efficiency", "memory_efficiency")
+_MAY_BE_ZERO = ("op_overhead_us", "latency_us")
+#: Upper ends of the physical range of each number (well above any machine built so far), so that a
+#: typo or a hostile file (``count = 99999999999999999``, ``1e308``) is refused, not modelled.
+_AT_MOST: dict[str, tuple[float, str]] = {
+    "cores": (4096, "cores in one host"),
+    "clock_ghz": (10.0, "GHz"),
+    "flops_per_cycle_vectorised": (1024.0, "FLOPs per cycle per core"),
+    "flops_per_cycle_unvectorised": (1024.0, "FLOPs per cycle per core"),
+    "memory_bandwidth_gbs": (100_000.0, "GB/s"),
+    "op_overhead_us": (1_000_000.0, "µs, one second"),
+    "count": (128, "accelerators in one machine"),
+    "fp32_tflops": (100_000.0, "TFLOPS per accelerator"),
+    "matmul_tflops": (100_000.0, "TFLOPS per accelerator"),
+    "bandwidth_gbs": (100_000.0, "GB/s"),
+    "latency_us": (1_000_000.0, "µs, one second"),
+}
+#: Longest text a profile may hold; names are one line.
+_NAME_MAX = 100
+_TEXT_MAX = 2000
+
+
+def builtin_dir() -> Path:
+    return Path(str(resources.files("tfprof_towers.projection") / "profiles"))
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.toml"))
+
+
+def load_hardware(name_or_path: str) -> Hardware:
+    """A built-in profile by name, or a TOML file by path; one-line errors."""
+    text = str(name_or_path)
+    if text.endswith(".toml") or "/" in text or Path(text).is_file():
+        path = Path(text)
+        if not path.is_file():
+            raise HardwareError(f"hardware file {path}: not found")
+        return load_file(path)
+    path = builtin_dir() / f"{text}.toml"
+    if not path.is_file():
+        raise HardwareError(
+            f"unknown hardware {text!r}; built-in profiles are: {', '.join(builtin_names())} "
+            "(or pass a .toml file)"
+        )
+    return load_file(path, origin=f"builtin:{text}")
+
+
+def load_file(path: Path, origin: str | None = None) -> Hardware:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise HardwareError(f"hardware file {path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise HardwareError(f"hardware file {path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise HardwareError(f"hardware file {path}: malformed TOML ({exc})") from None
+    return parse_hardware(doc, where=str(path), origin=origin or f"file:{path}", default_name=path.stem)
+
+
+def parse_hardware(doc: dict[str, Any], where: str, origin: str, default_name: str) -> Hardware:
+    """Validate a parsed TOML document into a :class:`Hardware` (every error names file and key).
+
+    Every number must be finite and within its physical range (:data:`_AT_MOST`);
+    texts are bounded in length and names are one line.
+    """
+    sections = {"name", "description", "host", "accelerator", "host_link", "peer", "network"}
+    _no_unknown(doc, sections, where, "")
+    name = doc.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise HardwareError(f"{where}: 'name' must be a non-empty string")
+    name = _text(name, f"{where}: 'name'", _NAME_MAX)
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise HardwareError(f"{where}: 'description' must be a string")
+    description = _text(description, f"{where}: 'description'", _TEXT_MAX)
+    host = Host(**_table(doc, "host", _HOST_KEYS, where))
+    if host.tensorflow_build not in BUILDS:
+        raise HardwareError(
+            f"{where}: [host] tensorflow_build must be one of {', '.join(BUILDS)}, "
+            f"got {host.tensorflow_build!r}"
+        )
+    accel = Accelerator(**_table(doc, "accelerator", _ACCEL_KEYS, where))
+    host_link = Link(**_table(doc, "host_link", _LINK_KEYS, where))
+    peer_fields = _table(doc, "peer", _PEER_KEYS, where)
+    kind, topology = peer_fields.pop("kind"), peer_fields.pop("topology")
+    if kind not in PEER_KINDS:
+        raise HardwareError(f"{where}: [peer] kind must be one of {', '.join(PEER_KINDS)}, got {kind!r}")
+    if topology not in PEER_TOPOLOGIES:
+        raise HardwareError(
+            f"{where}: [peer] topology must be one of {', '.join(PEER_TOPOLOGIES)}, got {topology!r}"
+        )
+    peer = Peer(kind, topology, Link(**peer_fields))
+    network = Link(**_table(doc, "network", _LINK_KEYS, where)) if "network" in doc else None
+    return Hardware(name, description, host, accel, host_link, peer, origin, network)
+
+
+def _no_unknown(table: dict[str, Any], allowed: set[str], where: str, section: str) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        label = f"[{section}] " if section else ""
+        raise HardwareError(
+            f"{where}: {label}unknown key {extra[0]!r}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _table(doc: dict[str, Any], section: str, keys: dict[str, type], where: str) -> dict[str, Any]:
+    table = doc.get(section)
+    if not isinstance(table, dict):
+        raise HardwareError(f"{where}: missing table [{section}]")
+    _no_unknown(table, set(keys), where, section)
+    out: dict[str, Any] = {}
+    for key, kind in keys.items():
+        if key not in table:
+            raise HardwareError(f"{where}: [{section}] missing key {key!r}")
+        out[key] = _value(table[key], kind, where, section, key)
+    return out
+
+
+def _value(value: Any, kind: type, where: str, section: str, key: str) -> Any:
+    label = f"{where}: [{section}] {key}"
+    if kind is str:
+        if not isinstance(value, str):
+            raise HardwareError(f"{label} must be a string, got {_short(value)}")
+        return _text(value, label, _NAME_MAX if key == "name" else _TEXT_MAX)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise HardwareError(f"{label} must be a number, got {_short(value)}")
+    if kind is int and not isinstance(value, int):
+        raise HardwareError(f"{label} must be a whole number, got {_short(value)}")
+    if not math.isfinite(value):
+        raise HardwareError(f"{label} must be a finite number, got {value!r}")
+    top, unit = _AT_MOST.get(key, (math.inf, ""))
+    if value > top:
+        raise HardwareError(f"{label} must be at most {top:g} ({unit}), got {_short(value)}")
+    if key in _MAY_BE_ZERO:
+        if value < 0:
+            raise HardwareError(f"{label} must not be negative, got {value!r}")
+    elif not value > 0:
+        raise HardwareError(f"{label} must be positive, got {value!r}")
+    if key in _FRACTIONS and value > 1:
+        raise HardwareError(f"{label} is a fraction of peak and must be at most 1, got {value!r}")
+    return kind(value)
+
+
+def _text(value: str, label: str, most: int) -> str:
+    if len(value) > most:
+        raise HardwareError(f"{label} is {len(value)} characters long; at most {most} are allowed")
+    if most == _NAME_MAX and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise HardwareError(f"{label} must be one line of text without control characters")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"

@@ -1,0 +1,254 @@
+"""The run directory: the saved middle between capture and analysis.
+
+Layout (everything analysis needs, so a report can be re-rendered anywhere)::
+
+    RUN_DIR/
+      run.json                         config, topology, versions, start/end times
+      summary.json                     ranked variants, breakdowns, recommendation
+      report.html                      the self-contained report
+      variants/<name>/record.json      status, timings, placement, transfers, sources
+      variants/<name>/stderr.txt       the child's stderr
+      tensorboard/<name>/plugins/profile/<ts>/<host>.xplane.pb
+
+Every file is written to a temporary name and renamed into place, so a crash
+never leaves a half-written JSON behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import errno
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfprof_towers.vocab.errors import TowersError
+
+RUN_JSON = "run.json"
+SUMMARY_JSON = "summary.json"
+REPORT_HTML = "report.html"
+RECORD_JSON = "record.json"
+PROJECTION_JSON = "projection.json"
+#: OSError numbers that mean "this place cannot take our files" (not a bug): a full disk, a quota,
+#: a read-only filesystem, no permission.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def is_disk_error(exc: BaseException) -> bool:
+    """An OSError whose cause is the place written to, not the program (see :data:`DISK_ERRNOS`)."""
+    return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would make reports unshareable
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write or fsync: name the file
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, doc: Any) -> None:
+    atomic_write_text(path, json_text(doc) + "\n")
+
+
+def json_text(doc: Any, indent: int | None = 2) -> str:
+    """Strict JSON (RFC 8259): NaN and infinities become null, never ``NaN``/``Infinity``.
+
+    Every JSON the tool writes -- run-directory documents and ``--json`` output --
+    goes through here.  Inputs reject non-finite numbers where they are read; this
+    is the last line, for a value computed from nothing (a mean of no steps).
+    """
+    try:
+        return json.dumps(doc, indent=indent, allow_nan=False, default=_json_default)
+    except ValueError:  # a NaN or an infinity somewhere: replace, then encode strictly
+        return json.dumps(finite(doc), indent=indent, allow_nan=False, default=_json_default)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, +-inf) replaced by None, containers rebuilt."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+        return finite(value.item())
+    if hasattr(value, "tolist"):
+        return finite(value.tolist())
+    return value
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item"):  # numpy scalars
+        return finite(obj.item())
+    if hasattr(obj, "tolist"):
+        return finite(obj.tolist())
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file, turning every way it can be broken into a one-line TowersError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TowersError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TowersError(f"{path}: cannot read ({exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TowersError(f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of 5000 digits; nesting 100000 deep
+        raise TowersError(f"{path}: corrupt JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_dir(reports: Path, now: _dt.datetime | None = None) -> Path:
+    """Create ``reports/<YYYYmmdd-HHMMSS>/`` (suffixed if taken); never reuses a directory."""
+    now = now or _dt.datetime.now()
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    reports = Path(reports)
+    reports.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        candidate = reports / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise TowersError(f"{reports}: could not create a new run directory")
+
+
+def claim_out_dir(out: Path) -> Path:
+    """Use an explicit ``--out DIR``: it must not exist yet or be empty."""
+    out = Path(out)
+    if out.exists():
+        if not out.is_dir():
+            raise TowersError(f"--out {out}: exists and is not a directory")
+        if any(out.iterdir()):
+            raise TowersError(
+                f"--out {out}: directory is not empty; a run never overwrites an earlier one"
+            )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TowersError(f"--out {out}: cannot create directory ({exc.strerror})") from None
+    check_writable(out)
+    return out
+
+
+def check_writable(folder: Path) -> None:
+    """Fail early, in one line, when ``folder`` cannot take files."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".write-test.", dir=folder)
+        os.write(fd, b"x" * 4096)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise TowersError(f"{folder}: not writable ({exc.strerror or exc})") from None
+
+
+def point_latest(reports: Path, run_dir: Path) -> None:
+    """Make ``reports/latest`` a symlink to ``run_dir`` (replaced atomically)."""
+    reports = Path(reports)
+    link = reports / "latest"
+    tmp = reports / f".latest.{os.getpid()}"
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(Path(run_dir).name, tmp)
+        os.replace(tmp, link)
+    except OSError:
+        pass  # a filesystem without symlinks still gets its run directory
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths inside one run directory."""
+
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / RUN_JSON
+
+    @property
+    def summary_json(self) -> Path:
+        return self.root / SUMMARY_JSON
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tensorboard"
+
+    def variant_dir(self, name: str) -> Path:
+        return self.root / "variants" / name
+
+    def record_json(self, name: str) -> Path:
+        return self.variant_dir(name) / RECORD_JSON
+
+    def stderr_txt(self, name: str) -> Path:
+        return self.variant_dir(name) / "stderr.txt"
+
+    def logdir(self, name: str) -> Path:
+        return self.tensorboard / name
+
+    def variant_names(self) -> list[str]:
+        folder = self.root / "variants"
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if p.is_dir())
+
+    def xplane_files(self, name: str) -> list[Path]:
+        return logdir_xplanes(self.logdir(name))
+
+
+def logdir_xplanes(logdir: Path) -> list[Path]:
+    """The trace files of a TensorBoard log directory (``plugins/profile/<run>/<host>.xplane.pb``), sorted."""
+    return sorted(Path(logdir).glob("plugins/profile/*/*.xplane.pb"))
+
+
+def is_run_dir(path: Path) -> bool:
+    """True for a folder holding ``run.json`` or ``variants/``; False also where it cannot be looked into."""
+    path = Path(path)
+    try:
+        return (path / RUN_JSON).is_file() or (path / "variants").is_dir()
+    except OSError:  # no permission to look inside: the caller says so
+        return False

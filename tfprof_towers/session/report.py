@@ -1,0 +1,125 @@
+"""A run directory in, ``summary.json``, the Chrome traces and ``report.html`` out.
+
+``finish_run`` is shared by ``profile`` (after capture), ``report`` (on a saved run) and
+``project RUN_DIR``, so all three write the same files from the same code.  A Chrome trace
+that cannot be written leaves ``chrome_trace_error`` on its entry, and the rest renders.
+No TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from tfprof_towers.advice import rules as advise
+from tfprof_towers.analysis.pipeline import (
+    VariantTrace,
+    analyse_traces,
+    load_projection,
+    topology_of,
+    with_audits,
+    with_breakdowns,
+    with_cluster,
+    with_projection,
+)
+from tfprof_towers.rundir.paths import RunDir, is_disk_error, write_json
+from tfprof_towers.rundir.records import load_records, load_run_or_skip
+from tfprof_towers.rundir.summary import Summary, SummaryEntry, build_summary
+from tfprof_towers.vocab.errors import TowersError
+
+CHROME_TRACE = "trace.json"
+
+
+def with_advice(summary: Summary) -> Summary:
+    """Findings, the rules' status (with their parameters), the losses side by side and the
+    recommendation."""
+    advice = advise.advise(summary.to_json())
+    return replace(summary, findings=tuple(f.to_json() for f in advice.findings), rules=advice.rules,
+                   recommendation=advice.recommendation, math=advice.math)
+
+
+def export_chrome_traces(
+    run_dir: RunDir, summary: Summary, analyses: Mapping[str, VariantTrace]
+) -> Summary:
+    """Write ``variants/<name>/trace.json`` for each analysed trace; entries name it (or why not)."""
+    from tfprof_towers.render.chrome_trace import write_chrome_trace
+
+    topology = topology_of(summary)
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        t = analyses.get(e.name)
+        if t is None or t.trace is None:
+            return replace(e, chrome_trace=None, chrome_trace_error=None)
+        path = run_dir.variant_dir(e.name) / CHROME_TRACE
+        try:
+            write_chrome_trace(t.trace, path, topology, e.name)
+        except OSError as exc:
+            why = f"cannot write {path}: {exc.strerror or exc}"
+            return replace(e, chrome_trace=None, chrome_trace_error=why)
+        return replace(e, chrome_trace=path.relative_to(run_dir.root).as_posix(), chrome_trace_error=None)
+
+    return summary.map_entries(one)
+
+
+def timelines(summary: Summary, analyses: Mapping[str, VariantTrace]) -> list[dict[str, Any]]:
+    from tfprof_towers.render.timeline import step_timeline
+
+    topology = topology_of(summary)
+    out = []
+    for e in summary.variants:
+        t = analyses.get(e.name)
+        if t is None or t.trace is None:
+            continue
+        tl = step_timeline(t.trace, e.name, topology)
+        if tl is not None:
+            out.append(tl)
+    return out
+
+
+def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
+    """The whole summary of ``run_dir`` and its trace analyses (nothing written)."""
+    run, problems = load_run_or_skip(run_dir)
+    records = load_records(run_dir, run)
+    summary = build_summary(run_dir, run, records, problems)
+    summary = with_projection(summary, load_projection(run_dir))
+    analyses = analyse_traces(run_dir, summary, records)
+    summary = with_breakdowns(summary, analyses)
+    summary = with_audits(summary, records)
+    summary = with_cluster(summary, records)
+    summary = with_advice(summary)
+    return summary, analyses
+
+
+class ReportNotWritten(TowersError):
+    """summary.json or report.html could not be written (a full disk); ``doc`` is the summary anyway."""
+
+    def __init__(self, problems: list[str], doc: dict[str, Any]) -> None:
+        super().__init__("; ".join(problems))
+        self.doc = doc
+
+
+def finish_run(run_dir: RunDir) -> dict[str, Any]:
+    """Write summary.json, the Chrome-trace exports and report.html; return summary.json's document.
+
+    Each file is attempted even when another could not be written; a full disk
+    raises :class:`ReportNotWritten` (with the summary) once both were tried.
+    """
+    from tfprof_towers.render.html import render_report
+
+    summary, analyses = analyse_run(run_dir)
+    summary = export_chrome_traces(run_dir, summary, analyses)
+    doc = summary.to_json()
+    problems: list[str] = []
+    writes = ((run_dir.summary_json, lambda: write_json(run_dir.summary_json, doc)),
+              (run_dir.report_html, lambda: render_report(doc, run_dir, timelines(summary, analyses))))
+    for path, write in writes:
+        try:
+            write()
+        except OSError as exc:
+            if not is_disk_error(exc):
+                raise
+            problems.append(f"{path}: cannot write ({exc.strerror or exc})")
+    if problems:
+        raise ReportNotWritten(problems, doc)
+    return doc
