@@ -30,11 +30,12 @@ $(STAMP): pyproject.toml
 profile: install ## run the default profile (all built-in variants) and print where the report is
 	$(BIN)/tfprof-towers profile $(ARGS)
 
-test: install browser ## run the whole test suite (slow end-to-end tests included)
-	$(BIN)/python -m pytest -q
+test: install browser ## run the whole test suite: the fast tier, then the end-to-end tier
+	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/e2e --durations=15
 
-test-fast: install ## run the tests not marked slow
-	$(BIN)/python -m pytest -q -m "not slow"
+test-fast: install ## run the fast tier (tests/unit: no TensorFlow child, no subprocess of the tool)
+	$(BIN)/python -m pytest -q tests/unit
 
 lint: install ## ruff
 	$(BIN)/ruff check .

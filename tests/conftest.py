@@ -1,4 +1,8 @@
-"""Shared fixtures.
+"""Shared fixtures, and the two tiers.
+
+``tests/unit/``: no TensorFlow child and no subprocess of the tool (``make test-fast``).
+``tests/e2e/``: real TensorFlow runs, clusters and the installed command; every test
+there is marked ``slow`` here, so ``-m "not slow"`` still selects the fast tier.
 
 ``tiny_run``: one real `profile` run of the five tf1-graph built-in variants on
 the ``tiny`` preset (about 15 s), made once per test session and shared by every
@@ -56,3 +60,12 @@ def fixture_8gpu() -> Path:
     if not FIXTURE_8GPU.is_file():
         pytest.skip(f"the shared 8-GPU fixture is absent ({FIXTURE_8GPU}); it ships beside the repo in CI")
     return FIXTURE_8GPU
+
+
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.slow)

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from trace_kit import two_gpu_trace
 
@@ -113,12 +113,6 @@ def test_distinct_strings(strings) -> None:
 
 
 VALID = two_gpu_trace().to_bytes()
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.binary(max_size=2000))
-def test_fuzz_random_bytes(data) -> None:
-    _only_trace_errors(data)
 
 
 @settings(max_examples=150, deadline=None)

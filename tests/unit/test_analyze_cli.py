@@ -13,7 +13,7 @@ from trace_kit import logical_cpu_trace, two_gpu_trace
 from tfprof_towers.cli import main
 from tfprof_towers.rundir.paths import write_json
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ BUILTIN_NAMES = names(TF1_GRAPH)  # the variants of tiny_run
 
 HOST = "/device:CPU:0"
 ACC = ("/device:CPU:1", "/device:CPU:2")
-VARIANTS_PY = Path(__file__).resolve().parents[1] / "tfprof_towers" / "capture" / "variants.py"
+VARIANTS_PY = Path(__file__).resolve().parents[2] / "tfprof_towers" / "capture" / "tf1" / "builders.py"
 
 
 def record(run: Path, name: str) -> dict:

@@ -20,7 +20,7 @@ from tfprof_towers.variants.config import PRESETS
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FORGOT = REPO / "tests" / "variants" / "forgot_tower_gradient.py"
 FIXED = REPO / "examples" / "towers_fixed.py"
 

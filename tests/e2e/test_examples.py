@@ -16,7 +16,7 @@ from tfprof_towers.cli import main
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "seed_towers.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seed_towers.py"
 # tiny preset, 2 towers: 12 forward matmuls of 2*32*16*16 FLOPs on the host, of 34 in all
 HOST_SHARE = 196608 / 557056
 

@@ -26,8 +26,8 @@ ACC = ("/device:CPU:1", "/device:CPU:2")
 TF2 = registry.names(registry.TF2_STRATEGY)
 VARS = 6 * (16 * 16 + 16) * 4
 SHARD = 2 * 16 * 16 * 4
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SEED_STEP = Path(__file__).resolve().parents[1] / "tfprof_towers" / "capture" / "seed_step.py"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SEED_STEP = Path(__file__).resolve().parents[2] / "tfprof_towers" / "capture" / "seed_step.py"
 REFERENCE = reference_steps(seed_values(4, 16, 6))
 
 

@@ -23,7 +23,7 @@ from tfprof_towers.trace.analysis import analyze_trace, analyze_xplane
 from tfprof_towers.trace.load import trace_from_bytes
 from tfprof_towers.vocab.categories import WALL_ORDER
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REGEN = os.environ.get("TFPROF_REGEN_GOLDEN") == "1"
 
 

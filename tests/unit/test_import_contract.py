@@ -1,0 +1,63 @@
+"""The import contract (tests/import_contract.py, drawn in ARCHITECTURE.md): nothing imports up the
+stack, TensorFlow only where graphs are built and run, and no import circle."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from import_contract import LAYERS, ROOT, cycles, module_graph, violations
+
+
+def test_the_package_keeps_the_contract() -> None:
+    assert violations() == []
+
+
+def test_the_package_has_no_import_circle() -> None:
+    assert cycles(module_graph()) == []
+
+
+def test_every_folder_of_the_package_is_a_layer() -> None:
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders - set(LAYERS) == {"testing"}
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "tfprof_towers"
+    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns("__pycache__", "*.toml", "templates", "static"))
+    return dst
+
+
+def test_a_planted_upward_import_is_caught(copy: Path) -> None:
+    target = copy / "trace" / "steps.py"
+    target.write_text(target.read_text() + "\nfrom tfprof_towers.advice import findings  # planted\n")
+    found = violations(copy)
+    assert len(found) == 1
+    assert found[0].startswith("tfprof_towers/trace/steps.py:") and "trace imports advice" in found[0]
+
+
+def test_a_planted_relative_upward_import_is_caught(copy: Path) -> None:
+    target = copy / "xplane" / "wire.py"
+    target.write_text(target.read_text() + "\nfrom ..trace import load  # planted\n")
+    assert [v for v in violations(copy) if "xplane imports trace" in v]
+
+
+def test_tensorflow_outside_capture_is_caught(copy: Path) -> None:
+    target = copy / "render" / "html.py"
+    target.write_text(target.read_text() + "\n\ndef f():\n    import tensorflow  # planted, even lazily\n")
+    assert [v for v in violations(copy) if v.startswith("tfprof_towers/render/html.py:")
+            and "imports TensorFlow" in v]
+
+
+def test_the_tool_importing_testing_is_caught(copy: Path) -> None:
+    target = copy / "trace" / "load.py"
+    target.write_text(target.read_text() + "\nfrom tfprof_towers.testing import synth  # planted\n")
+    assert [v for v in violations(copy) if "the tool imports testing" in v]
+
+
+def test_a_planted_circle_is_found(copy: Path) -> None:
+    target = copy / "trace" / "codes.py"
+    target.write_text(target.read_text() + "\nfrom tfprof_towers.trace import steps  # planted\n")
+    assert ["trace.codes", "trace.steps"] in cycles(module_graph(copy))
