@@ -15,7 +15,7 @@ README_MAX_LINES = 250
 SCREENSHOT = REPO / "docs" / "report.png"
 SCREENSHOT_MAX_BYTES = 300 * 1024
 
-#: Guides written on other branches; the lead removes this list at merge.
+#: written on other branches; the lead removes this list at merge
 NOT_YET_WRITTEN = frozenset({"docs/diagnose.md", "docs/notebook.md", "docs/scaling.md"})
 
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -107,3 +107,12 @@ def test_the_checker_finds_a_missing_file_and_a_missing_heading(tmp_path: Path) 
     )
     assert broken_links(readme, tmp_path, frozenset({"docs/later.md"})) == [
         "docs/gone.md (no such file)", "docs/a.md#nowhere (no heading with that anchor)"]
+
+
+def test_architecture_shows_the_layers_of_the_import_contract_in_its_order() -> None:
+    from import_contract import LAYERS
+
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    table = text[text.index("| layer | what it holds | may not |"):].split("\n\n")[0]
+    rows = [line.split("|")[1].strip().strip("`") for line in table.splitlines()[2:]]
+    assert tuple(rows) == LAYERS
