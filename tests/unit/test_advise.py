@@ -544,7 +544,7 @@ def test_a_variant_that_exposes_no_loss_is_not_compared_never_flagged() -> None:
     evaluation = advise.evaluate(summary)
     assert evaluation.findings == ()
     assert evaluation.skipped["changed_math"] == {
-        "mine": "its graph exposes no loss (see the README: a variant file's math)"}
+        "mine": "its graph exposes no loss (see docs/variants.md: same math)"}
 
 
 # -- never recommend a variant with a disqualifying high-severity finding

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,8 +10,6 @@ from trace_kit import logical_cpu_trace, two_gpu_trace
 
 from tfprof_towers.cli import main
 from tfprof_towers.rundir.paths import write_json
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -131,17 +127,6 @@ def test_html_needs_the_renderer_or_writes(trace_file: Path, tmp_path: Path, cap
         assert code == 2 and "HTML renderer is not available" in err
     else:
         assert code == 0 and out.is_file()
-
-
-def test_installed_script(trace_file: Path) -> None:
-    script = shutil.which("tfprof-towers", path=str(REPO / ".venv" / "bin"))
-    if script is None:
-        pytest.skip("the tfprof-towers script is not installed in .venv (make install)")
-    done = subprocess.run(
-        [script, "analyze", str(trace_file), "--json"], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["steps"] == 2
 
 
 def _touch(path: Path, data: bytes) -> Path:

@@ -2,11 +2,14 @@
 
 Skipped, with the reason, where ``/usr/bin/chromium`` or playwright is missing;
 ``make test`` installs chromium through the Makefile's ``browser`` target.
-Screenshots go to ``tests/output/`` (git-ignored).
+Screenshots go to ``tests/output/`` (git-ignored); with ``TFPROF_TOWERS_WRITE_SCREENSHOT=1`` the
+README's screenshot is written to ``docs/report.png`` too (commit it).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +24,10 @@ pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
 OUTPUT = Path(__file__).resolve().parents[1] / "output"
+#: The README's screenshot, rewritten only when this variable is 1 (the PNG is committed).
+WRITE_SCREENSHOT = "TFPROF_TOWERS_WRITE_SCREENSHOT"
+README_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "report.png"
+MAX_README_SCREENSHOT = 300 * 1024
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 
@@ -57,14 +64,14 @@ class Page:
     def count(self, selector: str) -> int:
         return int(self.page.evaluate(f"document.querySelectorAll({selector!r}).length"))
 
-    def screenshot(self, name: str, selector: str | None = None) -> Path:
-        """The whole page, or only the element ``selector`` matches."""
+    def screenshot(self, name: str, selector: str | None = None, full_page: bool = True) -> Path:
+        """The whole page (or what the viewport shows), or only the element ``selector`` matches."""
         OUTPUT.mkdir(exist_ok=True)
         path = OUTPUT / name
         if selector:
             self.page.locator(selector).screenshot(path=str(path))
         else:
-            self.page.screenshot(path=str(path), full_page=True)
+            self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
     def close(self) -> None:
@@ -139,3 +146,16 @@ def test_analysis_page_renders(browser, tmp_path: Path, fixture_8gpu: Path) -> N
     with opened(browser, out) as page:
         assert page.count("#breakdown-chart rect.seg") > 0
         page.screenshot("analysis-8gpu.png")
+
+
+def test_readme_screenshot(browser, tmp_path: Path) -> None:
+    """The top of a report, as a newcomer first sees it: the README's picture."""
+    run = make_run_dir(tmp_path / "run")
+    finish_run(RunDir(run))
+    with opened(browser, run / "report.html") as page:
+        page.page.set_viewport_size({"width": 1200, "height": 1150})
+        assert page.page.inner_text("#recommended-variant") == "single"
+        shot = page.screenshot("readme-report.png", full_page=False)
+    assert 10_000 < shot.stat().st_size < MAX_README_SCREENSHOT
+    if os.environ.get(WRITE_SCREENSHOT) == "1":
+        shutil.copyfile(shot, README_SCREENSHOT)

@@ -29,7 +29,7 @@ from tfprof_towers.capture.cluster.spec import (
     loopback_cluster,
     port_in_use,
 )
-from tfprof_towers.capture.cluster.watch import Attempt, late_tasks, missing_traces, root_cause
+from tfprof_towers.capture.cluster.watch import Attempt, late_tasks, missing_traces, root_cause, task_rows
 from tfprof_towers.procs import supervise
 from tfprof_towers.variants.config import PRESETS
 
@@ -256,6 +256,8 @@ def test_a_hand_started_task_whose_worker_marked_its_crash_is_named_and_retried(
     assert out.failed_task == "worker:1"
     assert out.error.startswith("worker:1 killed by SIGABRT after its profiled steps (TensorFlow 2.21's")
     assert out.retry == "a task crashed while the profiler collected its trace"
+    # the driver has no process of a hand-started task: the row says how its worker saw it end
+    assert task_rows(a, {}, out)[1]["exit"] == "remote: killed by SIGABRT"
 
 
 def test_a_hand_started_task_joins_each_attempt_once_and_never_a_final_one(tmp_path: Path) -> None:

@@ -211,7 +211,7 @@ def test_disk_filling_up_mid_run_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Faked: the first write after the preflight checks fails with ENOSPC."""
-    from tfprof_towers.commands import profile
+    from tfprof_towers.session import profile
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device", str(tmp_path / "run" / "variants"))
@@ -243,7 +243,7 @@ def test_filesystem_fills_up_during_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A real tmpfs that passes the preflight, then fills up before the first variant's files."""
-    from tfprof_towers.commands import profile
+    from tfprof_towers.session import profile
 
     real_run_all = profile.run_all
 

@@ -152,7 +152,7 @@ def compact_projection(doc: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(doc, Mapping) or doc.get("label") != "projected":
         raise ValueError('no "label": "projected"')
-    if doc.get("error") is not None:  # profile could not project (see commands/profile.py)
+    if doc.get("error") is not None:  # profile could not project (see session/profile.py)
         return {"label": "projected", "hardware": _optional_text(doc.get("hardware")),
                 "preset": _preset(doc.get("preset")), "error": str(doc["error"])}
     calibration = doc.get("calibration") or {}

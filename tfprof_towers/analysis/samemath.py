@@ -32,7 +32,7 @@ from tfprof_towers.variants import registry
 SAME, DIFFERS, NOT_COMPARED, REFERENCE = "same", "differs", "not compared", "reference"
 #: Fewest variants whose median can stand in for a missing baseline.
 MIN_FOR_MEDIAN = 3
-NO_LOSS = "its graph exposes no loss (see the README: a variant file's math)"
+NO_LOSS = "its graph exposes no loss (see docs/variants.md: same math)"
 
 
 @dataclass(frozen=True)

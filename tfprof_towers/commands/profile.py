@@ -1,40 +1,20 @@
-"""`tfprof-towers profile`: run the training step under each placement and report."""
+"""`tfprof-towers profile`: the arguments, checked into ``ProfileOptions`` before anything runs.
+
+The run itself (run directory, capture, projection, report) is ``session/profile.py``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import datetime as _dt
 import math
-import platform
-import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
-from tfprof_towers.capture.runner import (
-    Interrupted,
-    check_free_space,
-    disk_errors,
-    gpu_topology_text,
-    run_all,
-)
 from tfprof_towers.cli import add_command
 from tfprof_towers.commands import console
-from tfprof_towers.rundir.paths import (
-    RunDir,
-    check_writable,
-    claim_out_dir,
-    is_disk_error,
-    new_run_dir,
-    point_latest,
-    utc_now,
-    write_json,
-)
-from tfprof_towers.rundir.records import RunConfig, RunDoc, Topology, load_record
+from tfprof_towers.session.profile import ProfileTargets, ProfileView, run_profile
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import (
-    CPU_ONLY_CLUSTER_HARDWARE,
     CPU_ONLY_HARDWARE,
     MAX_LOOPBACK_TASKS,
     PRESETS,
@@ -46,8 +26,8 @@ from tfprof_towers.variants.config import (
     get_preset,
     parse_variant_names,
 )
-from tfprof_towers.variants.variant_files import check_keras_file, resolve_variants, variant_notices
-from tfprof_towers.vocab.errors import EXIT_OK, EXIT_SIGINT, TowersError, VariantError
+from tfprof_towers.variants.variant_files import check_keras_file, resolve_variants
+from tfprof_towers.vocab.errors import VariantError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -269,173 +249,11 @@ def run(args: argparse.Namespace) -> int:
     """
     t0 = time.perf_counter()
     options = options_from_args(args)
-    if args.project_on and options.keras_model:
-        raise TowersError("--project-on projects the seed workload and variant files; it cannot project a "
-                          "--keras-model run")
-    for notice in variant_notices(options.variants):
-        console.err(notice)
-    if args.project_on:
-        from tfprof_towers.projection.hardware import load_hardware
-
-        load_hardware(args.project_on)  # a bad name fails here, before anything runs
-    if options.cluster is not None and options.cluster.attached and args.out is None:
-        raise TowersError("--cluster needs --out DIR: the run directory every task is started with "
-                          "(tfprof-towers worker ... --run-dir DIR), on a filesystem every machine shares")
-    if args.out is not None:
-        run_path = claim_out_dir(args.out)
-    else:
-        try:
-            run_path = new_run_dir(args.reports)
-        except OSError as exc:
-            raise TowersError(f"{args.reports}: cannot create a run directory ({exc.strerror})") from None
-        check_writable(run_path)
-    check_free_space(run_path, len(options.variants))
-    with disk_errors(run_path):
-        return _capture_and_report(args, options, RunDir(run_path), t0)
+    targets = ProfileTargets(out=args.out, reports=args.reports, project_on=args.project_on,
+                             project_preset=args.project_preset)
+    return run_profile(options, targets, TERMINAL, t0)
 
 
-def _capture_and_report(
-    args: argparse.Namespace, options: ProfileOptions, run_dir: RunDir, t0: float
-) -> int:
-    """Run the variants, then write the summary and the report whatever happened to them.
-
-    Exit code: 0 when at least one variant succeeded; 130/143 when interrupted
-    (a partial report is written); 4 when none succeeded (summary and report say
-    why each failed).  ``reports/latest`` moves to this run only when it
-    finished with a report and at least one successful variant.
-    """
-    from tfprof_towers.session.report import ReportNotWritten, finish_run
-
-    run_doc = start_run_doc(options)
-    # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
-    timing = {"setup": time.perf_counter() - t0}
-    t1 = time.perf_counter()
-    exit_code = EXIT_OK
-    try:
-        write_json(run_dir.run_json, run_doc.to_json())
-        with console.ProgressView(options, run_dir) as ui:
-            run_all(options, run_dir, ui.update)
-    except Interrupted as exc:
-        run_doc = replace(run_doc, interrupted=True, interrupted_by=exc.args[0])
-        exit_code = exc.exit_code
-    except KeyboardInterrupt:  # Ctrl-C outside a variant (while the run was starting)
-        run_doc = replace(run_doc, interrupted=True, interrupted_by="SIGINT")
-        exit_code = EXIT_SIGINT
-    timing["variants"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    run_doc = finished_run_doc(run_doc, run_dir, options, timing)
-    with contextlib.suppress(OSError):  # a full disk: finish_run below says so, in one line
-        write_json(run_dir.run_json, run_doc.to_json())
-    # a Keras model is not projected (the projection builds the seed workload and variant files)
-    hardware = None if options.keras_model else projection_hardware(
-        args.project_on, run_doc.topology, cluster=options.cluster is not None)
-    if hardware:
-        preset = get_preset(args.project_preset or PROJECT_PRESET)
-        if exit_code:  # interrupted: leave at once, and say why there is no projection
-            _save_failed_projection(run_dir, hardware, preset, "not projected: the run was interrupted")
-        else:
-            timing["projection"] = _project(run_dir, options, hardware, preset)
-    not_written: ReportNotWritten | None = None
-    try:
-        summary = finish_run(run_dir)
-    except ReportNotWritten as exc:  # a full disk: the table still goes to the terminal
-        summary, not_written = exc.doc, exc
-    console.print_summary(summary, run_dir)
-    done = sum(v["status"] == "ok" for v in summary["variants"])
-    if exit_code:
-        console.err(f"interrupted: wrote a partial report from {done} finished variant(s)")
-    timing["finish"] = time.perf_counter() - t2
-    with contextlib.suppress(OSError):
-        write_json(run_dir.run_json, replace(run_doc, harness_s=dict(timing)).to_json())
-    if not_written is not None:
-        raise not_written
-    if args.out is None and not exit_code and done:
-        point_latest(args.reports, run_dir.root)
-    if not exit_code and not done:
-        return console.nothing_succeeded()
-    return exit_code
-
-
-def projection_hardware(asked: str | None, topology: Topology | None, cluster: bool = False) -> str | None:
-    """The profile to project on: the one asked for; where the timings are CPU stand-ins (logical
-    CPU devices; a cluster's tasks without GPUs), the default one; on real GPUs none."""
-    if asked:
-        return asked
-    kind = None if topology is None else topology.kind
-    if cluster:
-        return CPU_ONLY_CLUSTER_HARDWARE if kind == "cpu" else None
-    return CPU_ONLY_HARDWARE if kind == "logical-cpu" else None
-
-
-def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> float:
-    """Write projection.json; a projection that fails is reported and saved as failed, never
-    fatal to the run (the recommendation then says it has nothing to go on).  Seconds taken."""
-    from tfprof_towers.projection.api import project_run
-
-    t0 = time.perf_counter()
-    # only the variants that ran: one that failed here is never recommended, and a file that
-    # crashes while building must not take the projection of the others down with it
-    ran = [v for v in options.variants if load_record(run_dir, v.name).ok]
-    if not ran:  # nothing to recommend either way: the summary says no variant finished
-        return 0.0
-    console.err(f"projecting {len(ran)} variant(s) on {hardware} at the {preset.name} preset ...")
-    try:
-        if options.cluster is not None:
-            _project_cluster(run_dir, options, hardware, preset)
-        else:
-            project_run(run_dir, hardware, preset, ran)
-    except OSError as exc:
-        if not is_disk_error(exc):
-            raise
-        console.err(f"projection on {hardware} failed: cannot write ({exc.strerror or exc})")
-    except Exception as exc:  # a projection that fails must not cost the run its report
-        why = exc.message if isinstance(exc, TowersError) else f"{type(exc).__name__}: {exc}"
-        console.err(f"projection on {hardware} failed: {why}")
-        _save_failed_projection(run_dir, hardware, preset, why)
-    return time.perf_counter() - t0
-
-
-def _project_cluster(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset) -> None:
-    """A cluster run projected on as many hosts of ``hardware`` as it had workers (and its ps, else 1)."""
-    from tfprof_towers.projection.cluster import project_cluster_run
-
-    assert options.cluster is not None
-    project_cluster_run(run_dir, hardware, preset, options.cluster)
-
-
-def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why: str) -> None:
-    """``projection.json`` saying why there is no projection (where the disk takes it)."""
-    from tfprof_towers.projection.api import PROJECTION_JSON, failed_projection
-
-    with contextlib.suppress(OSError):
-        write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))
-
-
-def start_run_doc(options: ProfileOptions) -> RunDoc:
-    return RunDoc(
-        started=utc_now(),
-        started_local=_dt.datetime.now().isoformat(timespec="seconds"),
-        command=tuple(sys.argv),
-        config=RunConfig.from_options(options),
-        versions={"python": platform.python_version(), "tensorflow": None},
-        host={"node": platform.node(), "machine": platform.machine(), "system": platform.system()},
-        nvidia_smi_topo=gpu_topology_text(),
-    )
-
-
-def finished_run_doc(run_doc: RunDoc, run_dir: RunDir, options: ProfileOptions,
-                     timing: dict[str, float]) -> RunDoc:
-    """``run_doc`` once the variants are done: end time, the devices the children saw, versions."""
-    topology = topology_from_records(run_dir, options) or run_doc.topology
-    tensorflow = topology.tensorflow if topology is not None else None
-    return replace(run_doc, finished=utc_now(), topology=topology,
-                   versions={**run_doc.versions, "tensorflow": tensorflow}, harness_s=dict(timing))
-
-
-def topology_from_records(run_dir: RunDir, options: ProfileOptions) -> Topology | None:
-    """The devices the children saw (all children see the same machine), with their TensorFlow."""
-    for v in options.variants:
-        rec = load_record(run_dir, v.name)
-        if rec.topology is not None:
-            return replace(rec.topology, tensorflow=rec.versions.get("tensorflow"))
-    return None
+#: The profile's output on this terminal: progress and notices on stderr, the tables on stdout.
+TERMINAL = ProfileView(notice=console.err, progress=console.ProgressView, summary=console.print_summary,
+                       nothing_succeeded=console.nothing_succeeded)

@@ -197,7 +197,7 @@ def mwms(ctx: Ctx) -> Any:
     tf = ctx.tf
     from tensorflow.python.distribute import collective_all_reduce_strategy as cars
 
-    # the constructor's barrier all-reduce waits forever by default (private API; see the README)
+    # the constructor's barrier all-reduce waits forever by default (private API; see docs/cluster.md)
     cars.CollectiveAllReduceExtended._check_health_initial_timeout = int(ctx.spec.timeouts.startup_s)
     impl = tf.distribute.experimental.CommunicationImplementation
     gpus = tf.config.list_physical_devices("GPU")

@@ -58,7 +58,7 @@ ABORT_GRACE_S = 0.5
 EXIT_GRACE_S = 15.0
 POLL_S = 0.05
 #: stderr signatures of TensorFlow 2.21's profiler crash while collecting a trace
-#: (``SplitEventTracker::FindStartAndMerge``; the README's "Known problems").
+#: (``SplitEventTracker::FindStartAndMerge``; docs/cluster.md, "When things go wrong").
 PROFILER_CRASH = ("munmap_chunk(): invalid pointer", "double free or corruption", "free(): invalid pointer",
                   "malloc(): ", "corrupted size vs. prev_size")
 #: The retry reason of a port taken before TensorFlow bound it (loopback: fresh ports help).

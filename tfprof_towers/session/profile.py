@@ -1,0 +1,253 @@
+"""A profile from checked options to a finished run directory: claim the directory, run every
+variant, project where the timings are stand-ins, then ``finish_run``.
+
+The command line (``commands/profile.py``) parses and checks the arguments into
+``ProfileOptions`` and a ``ProfileTargets``; everything printed goes through the
+``ProfileView`` it passes in (this layer sits below the terminal code).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import platform
+import sys
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from tfprof_towers.capture.runner import (
+    Interrupted,
+    check_free_space,
+    disk_errors,
+    gpu_topology_text,
+    run_all,
+)
+from tfprof_towers.rundir.paths import (
+    RunDir,
+    check_writable,
+    claim_out_dir,
+    is_disk_error,
+    new_run_dir,
+    point_latest,
+    utc_now,
+    write_json,
+)
+from tfprof_towers.rundir.records import RunConfig, RunDoc, Topology, load_record
+from tfprof_towers.variants.config import (
+    CPU_ONLY_CLUSTER_HARDWARE,
+    CPU_ONLY_HARDWARE,
+    PROJECT_PRESET,
+    Preset,
+    ProfileOptions,
+    get_preset,
+)
+from tfprof_towers.variants.variant_files import variant_notices
+from tfprof_towers.vocab.errors import EXIT_OK, EXIT_SIGINT, TowersError
+
+
+@dataclass(frozen=True)
+class ProfileTargets:
+    """Where a profile goes and what it is projected on, beyond ``ProfileOptions``."""
+
+    out: Path | None  # --out: this exact directory (claimed); None: a new one under ``reports``
+    reports: Path  # where new run directories go; ``reports/latest`` points at the last good one
+    project_on: str | None = None  # --project-on NAME|FILE
+    project_preset: str | None = None  # --project-preset
+
+
+class Progress(Protocol):
+    def update(self, name: str, event: str) -> None:
+        """``event``: ``start``, or how the variant ended (``ok``, ``skipped``, ``failed``)."""
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    """How a profile speaks: the command line passes the terminal's functions."""
+
+    notice: Callable[[str], None]  # one line on stderr
+    progress: Callable[[ProfileOptions, RunDir], AbstractContextManager[Progress]]
+    summary: Callable[[dict[str, Any], RunDir], None]  # the ranked table and the paths
+    nothing_succeeded: Callable[[], int]  # says so; the exit code
+
+
+def run_profile(options: ProfileOptions, targets: ProfileTargets, view: ProfileView,
+                t0: float | None = None) -> int:
+    """Run one training step under every variant of ``options``, each in its own process.
+
+    Writes a run directory (run.json, variants/<name>/record.json, tensorboard/,
+    summary.json, report.html) and shows a ranked table and the report's path through
+    ``view``.  ``t0``: when the command started (``perf_counter``), for the harness timings.
+    Nothing is created when the options cannot run (a bad profile, no ``--out`` for a
+    ``--cluster`` run, a directory that cannot be used).
+    """
+    t0 = time.perf_counter() if t0 is None else t0
+    if targets.project_on and options.keras_model:
+        raise TowersError("--project-on projects the seed workload and variant files; it cannot project a "
+                          "--keras-model run")
+    for notice in variant_notices(options.variants):
+        view.notice(notice)
+    if targets.project_on:
+        from tfprof_towers.projection.hardware import load_hardware
+
+        load_hardware(targets.project_on)  # a bad name fails here, before anything runs
+    if options.cluster is not None and options.cluster.attached and targets.out is None:
+        raise TowersError("--cluster needs --out DIR: the run directory every task is started with "
+                          "(tfprof-towers worker ... --run-dir DIR), on a filesystem every machine shares")
+    if targets.out is not None:
+        run_path = claim_out_dir(targets.out)
+    else:
+        try:
+            run_path = new_run_dir(targets.reports)
+        except OSError as exc:
+            raise TowersError(f"{targets.reports}: cannot create a run directory ({exc.strerror})") from None
+        check_writable(run_path)
+    check_free_space(run_path, len(options.variants))
+    with disk_errors(run_path):
+        return _capture_and_report(options, targets, RunDir(run_path), view, t0)
+
+
+def _capture_and_report(
+    options: ProfileOptions, targets: ProfileTargets, run_dir: RunDir, view: ProfileView, t0: float
+) -> int:
+    """Run the variants, then write the summary and the report whatever happened to them.
+
+    Exit code: 0 when at least one variant succeeded; 130/143 when interrupted
+    (a partial report is written); 4 when none succeeded (summary and report say
+    why each failed).  ``reports/latest`` moves to this run only when it
+    finished with a report and at least one successful variant.
+    """
+    from tfprof_towers.session.report import ReportNotWritten, finish_run
+
+    run_doc = start_run_doc(options)
+    # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
+    timing = {"setup": time.perf_counter() - t0}
+    t1 = time.perf_counter()
+    exit_code = EXIT_OK
+    try:
+        write_json(run_dir.run_json, run_doc.to_json())
+        with view.progress(options, run_dir) as ui:
+            run_all(options, run_dir, ui.update)
+    except Interrupted as exc:
+        run_doc = replace(run_doc, interrupted=True, interrupted_by=exc.args[0])
+        exit_code = exc.exit_code
+    except KeyboardInterrupt:  # Ctrl-C outside a variant (while the run was starting)
+        run_doc = replace(run_doc, interrupted=True, interrupted_by="SIGINT")
+        exit_code = EXIT_SIGINT
+    timing["variants"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    run_doc = finished_run_doc(run_doc, run_dir, options, timing)
+    with contextlib.suppress(OSError):  # a full disk: finish_run below says so, in one line
+        write_json(run_dir.run_json, run_doc.to_json())
+    # a Keras model is not projected (the projection builds the seed workload and variant files)
+    hardware = None if options.keras_model else projection_hardware(
+        targets.project_on, run_doc.topology, cluster=options.cluster is not None)
+    if hardware:
+        preset = get_preset(targets.project_preset or PROJECT_PRESET)
+        if exit_code:  # interrupted: leave at once, and say why there is no projection
+            _save_failed_projection(run_dir, hardware, preset, "not projected: the run was interrupted")
+        else:
+            timing["projection"] = _project(run_dir, options, hardware, preset, view)
+    not_written: ReportNotWritten | None = None
+    try:
+        summary = finish_run(run_dir)
+    except ReportNotWritten as exc:  # a full disk: the table still goes to the terminal
+        summary, not_written = exc.doc, exc
+    view.summary(summary, run_dir)
+    done = sum(v["status"] == "ok" for v in summary["variants"])
+    if exit_code:
+        view.notice(f"interrupted: wrote a partial report from {done} finished variant(s)")
+    timing["finish"] = time.perf_counter() - t2
+    with contextlib.suppress(OSError):
+        write_json(run_dir.run_json, replace(run_doc, harness_s=dict(timing)).to_json())
+    if not_written is not None:
+        raise not_written
+    if targets.out is None and not exit_code and done:
+        point_latest(targets.reports, run_dir.root)
+    if not exit_code and not done:
+        return view.nothing_succeeded()
+    return exit_code
+
+
+def projection_hardware(asked: str | None, topology: Topology | None, cluster: bool = False) -> str | None:
+    """The profile to project on: the one asked for; where the timings are CPU stand-ins (logical
+    CPU devices; a cluster's tasks without GPUs), the default one; on real GPUs none."""
+    if asked:
+        return asked
+    kind = None if topology is None else topology.kind
+    if cluster:
+        return CPU_ONLY_CLUSTER_HARDWARE if kind == "cpu" else None
+    return CPU_ONLY_HARDWARE if kind == "logical-cpu" else None
+
+
+def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Preset,
+             view: ProfileView) -> float:
+    """Write projection.json; a projection that fails is reported and saved as failed, never
+    fatal to the run (the recommendation then says it has nothing to go on).  Seconds taken."""
+    from tfprof_towers.projection.api import project_run
+
+    t0 = time.perf_counter()
+    # only the variants that ran: one that failed here is never recommended, and a file that
+    # crashes while building must not take the projection of the others down with it
+    ran = [v for v in options.variants if load_record(run_dir, v.name).ok]
+    if not ran:  # nothing to recommend either way: the summary says no variant finished
+        return 0.0
+    view.notice(f"projecting {len(ran)} variant(s) on {hardware} at the {preset.name} preset ...")
+    try:
+        if options.cluster is not None:
+            from tfprof_towers.projection.cluster import project_cluster_run
+
+            # as many hosts of ``hardware`` as the run had workers (and its ps, else 1)
+            project_cluster_run(run_dir, hardware, preset, options.cluster)
+        else:
+            project_run(run_dir, hardware, preset, ran)
+    except OSError as exc:
+        if not is_disk_error(exc):
+            raise
+        view.notice(f"projection on {hardware} failed: cannot write ({exc.strerror or exc})")
+    except Exception as exc:  # a projection that fails must not cost the run its report
+        why = exc.message if isinstance(exc, TowersError) else f"{type(exc).__name__}: {exc}"
+        view.notice(f"projection on {hardware} failed: {why}")
+        _save_failed_projection(run_dir, hardware, preset, why)
+    return time.perf_counter() - t0
+
+
+def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why: str) -> None:
+    """``projection.json`` saying why there is no projection (where the disk takes it)."""
+    from tfprof_towers.projection.api import PROJECTION_JSON, failed_projection
+
+    with contextlib.suppress(OSError):
+        write_json(run_dir.root / PROJECTION_JSON, failed_projection(hardware, preset, why))
+
+
+def start_run_doc(options: ProfileOptions) -> RunDoc:
+    return RunDoc(
+        started=utc_now(),
+        started_local=_dt.datetime.now().isoformat(timespec="seconds"),
+        command=tuple(sys.argv),
+        config=RunConfig.from_options(options),
+        versions={"python": platform.python_version(), "tensorflow": None},
+        host={"node": platform.node(), "machine": platform.machine(), "system": platform.system()},
+        nvidia_smi_topo=gpu_topology_text(),
+    )
+
+
+def finished_run_doc(run_doc: RunDoc, run_dir: RunDir, options: ProfileOptions,
+                     timing: dict[str, float]) -> RunDoc:
+    """``run_doc`` once the variants are done: end time, the devices the children saw, versions."""
+    topology = topology_from_records(run_dir, options) or run_doc.topology
+    tensorflow = topology.tensorflow if topology is not None else None
+    return replace(run_doc, finished=utc_now(), topology=topology,
+                   versions={**run_doc.versions, "tensorflow": tensorflow}, harness_s=dict(timing))
+
+
+def topology_from_records(run_dir: RunDir, options: ProfileOptions) -> Topology | None:
+    """The devices the children saw (all children see the same machine), with their TensorFlow."""
+    for v in options.variants:
+        rec = load_record(run_dir, v.name)
+        if rec.topology is not None:
+            return replace(rec.topology, tensorflow=rec.versions.get("tensorflow"))
+    return None
