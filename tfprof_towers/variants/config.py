@@ -156,9 +156,6 @@ class ClusterOptions:
     def attached(self) -> bool:
         return self.file is not None
 
-    def to_json(self) -> dict[str, object]:
-        return {"workers": self.workers, "ps": self.ps, "file": self.file, "attempts": self.attempts}
-
 
 def _split_names(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
