@@ -9,8 +9,6 @@ describes each host's network card (per direction: bandwidth, efficiency, latenc
 which makes the profile one host of a cluster: ``project --workers N`` projects the
 cluster variants on N such hosts (:mod:`.cluster`).  Built-in profiles live in
 ``tfprof_towers/projection/profiles/*.toml`` with a public source next to every number.
-
-Pure Python: importing this module never imports TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""``summary.json``: the run's measurements put together, as typed documents (no TensorFlow).
+"""``summary.json`` (:class:`Summary`, one :class:`SummaryEntry` per variant) and its first step.
 
-:class:`SummaryEntry` is one variant's line (``summary.json`` -> ``variants[]``);
-:class:`Summary` the whole document.  Both are frozen, with ``to_json()`` and
-``from_json()`` and a schema version; the JSON keeps the field names the README
-documents and the report reads.
-
-``build_summary(run_dir, run, records)`` is the first step of the analysis
-(:mod:`tfprof_towers.analysis.pipeline`): the records' timings and placement totals,
-speedups over each family's baseline, and the ranking by median un-profiled
-step time.  Later steps return new summaries with the projection, breakdowns,
-audits and advice added (``dataclasses.replace``; nothing is edited in place).
-
-Scaling efficiency has one denominator everywhere: the accelerators the variant
-used (accelerator devices its placement put ops on, ``accelerators_used``).
+The JSON keeps the field names the README documents and the report reads.  Scaling efficiency
+has one denominator everywhere: the accelerators the variant used (accelerator devices its
+placement put ops on, ``accelerators_used``).
 """
 
 from __future__ import annotations

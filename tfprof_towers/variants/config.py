@@ -1,8 +1,4 @@
-"""Presets, the variants one run asks for, and the options of one profile run.
-
-Pure data: importing this module never imports TensorFlow.  What each built-in
-variant is lives in :mod:`tfprof_towers.variants.registry`.
-"""
+"""Presets, the variants one run asks for, and the options of one profile run (pure data)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ machine can read and write) holds::
     tensorboard/plugins/profile/<ts>/<host>_<port>.xplane.pb   one trace per task
     attempt.json                 how the attempt ended (the driver's)
 
-Pure Python; never imports TensorFlow.
+Pure Python: the driver, which never imports TensorFlow, reads and writes them.
 """
 
 from __future__ import annotations
