@@ -277,3 +277,12 @@ def test_meta_hooks() -> None:
         _Doc.from_json({})
     with pytest.raises(RecordError, match=r"^doc\.json: parts must have an even number of keys$"):
         _Doc.from_json({"title": "t", "parts": {"a": 1}})
+
+
+def test_a_type_the_codec_cannot_read_is_a_bug_named_at_once() -> None:
+    @dataclass(frozen=True)
+    class Odd(Record):
+        ids: tuple[int, ...] = ()
+
+    with pytest.raises(TypeError, match=r"cannot read ids: a tuple of <class 'int'>; give it meta\(read="):
+        Odd.from_json({"ids": [1]})

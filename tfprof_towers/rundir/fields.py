@@ -282,7 +282,9 @@ def _read(f: Fields, s: _Spec) -> Any:
         return f.text(key, s.required, s.default())
     if tp is bool:
         return f.flag(key, s.default())
-    reader = {int: f.integer, float: f.number}[tp]
+    reader = {int: f.integer, float: f.number}.get(tp)
+    if reader is None:
+        raise TypeError(f"the codec cannot read {s.name}: {tp}; give it meta(read=...)")
     return reader(key, s.required, s.default())
 
 
@@ -302,6 +304,8 @@ def _read_tuple(f: Fields, key: str, item: Any, m: Mapping[str, Any]) -> tuple[A
         return f.numbers(key)
     if dataclasses.is_dataclass(item):
         return tuple(_decode_any(item, _own(x) if m.get("own_where") else x) for x in f.objects(key))
+    if typing.get_origin(item) is not Mapping:
+        raise TypeError(f"the codec cannot read {key}: a tuple of {item}; give it meta(read=...)")
     items = f.objects(key)
     for x in items:
         m.get("check", _no_check)(x)
@@ -313,7 +317,7 @@ def _no_check(f: Fields) -> None:
 
 
 def _read_mapping(f: Fields, key: str, value: Any, m: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    if value is str:
+    if value is str:  # values that may not be None: empty ones are left out
         return {k: v for k, v in f.text_map(key).items() if v}
     if value == str | None:
         return f.text_map(key)
