@@ -178,6 +178,22 @@ class Fields:
         return {} if sub is None else {k: sub.text(k) for k in sub.data}
 
 
+def check_fields(f: Fields, **kinds: str) -> None:
+    """Type-check fields of an open mapping: ``kind`` is ``text``, ``integer``, ``number`` or ``flag``;
+    ``text!`` (and so on) a required one."""
+    for key, kind in kinds.items():
+        if kind == "flag":
+            f.flag(key)
+        else:
+            getattr(f, kind.rstrip("!"))(key, required=kind.endswith("!"))
+
+
+def check_items(f: Fields, key: str, **kinds: str) -> None:
+    """:func:`check_fields` on every object of the list at ``key``."""
+    for item in f.objects(key):
+        check_fields(item, **kinds)
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 

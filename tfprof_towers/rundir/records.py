@@ -11,7 +11,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfprof_towers.rundir.fields import Fields, Record, RecordError, describe, if_empty, if_none, meta
+from tfprof_towers.rundir.fields import (
+    Fields,
+    Record,
+    RecordError,
+    check_fields,
+    check_items,
+    describe,
+    if_empty,
+    if_none,
+    meta,
+)
 from tfprof_towers.rundir.paths import RunDir, read_json
 from tfprof_towers.variants.config import ClusterOptions, Preset, ProfileOptions, VariantSpec
 from tfprof_towers.vocab import textcap
@@ -73,27 +83,15 @@ class Timings(Record):
 def check_devices(devices: Fields) -> None:
     """``devices``: per device its op count and FLOPs per step (a placement's, or a summary entry's)."""
     for dev in devices.data:
-        d = devices.obj(dev, required=True)
-        d.integer("ops", required=True)
-        d.number("flops_per_step", required=True)
+        check_fields(devices.obj(dev, required=True), ops="integer!", flops_per_step="number!")
 
 
 def check_placement(f: Fields) -> None:
     """The fields of a record's ``placement`` that the analysis reads, type-checked."""
     f.obj_as("devices", check_devices)
-    for t in f.objects("transfers"):
-        t.text("src", required=True)
-        t.text("dst", required=True)
-        t.number("bytes_per_step", required=True)
-        t.integer("tensors")
-    for n in f.objects("nodes"):
-        n.text("name", required=True)
-        n.text("device", required=True)
-        n.number("flops")
-    for e in f.objects("edges"):
-        e.text("src", required=True)
-        e.text("dst", required=True)
-        e.number("bytes")
+    check_items(f, "transfers", src="text!", dst="text!", bytes_per_step="number!", tensors="integer")
+    check_items(f, "nodes", name="text!", device="text!", flops="number")
+    check_items(f, "edges", src="text!", dst="text!", bytes="number")
 
 
 @dataclass(frozen=True)
@@ -112,20 +110,10 @@ class MathCheck(Record):
 
 def check_cluster(f: Fields) -> None:
     """The fields of a cluster variant's ``cluster`` document that the analysis reads, type-checked."""
-    f.text("family", required=True)
-    f.flag("loopback")
-    f.text("failed_task")
-    for t in f.objects("tasks"):
-        t.text("task", required=True)
-        t.text("address")
-        t.text("status", required=True)
-        t.text("error")
-        t.text("stage")
-        t.integer("pid")
-    for a in f.objects("attempts"):
-        a.integer("attempt", required=True)
-        a.text("status", required=True)
-        a.text("error")
+    check_fields(f, family="text!", loopback="flag", failed_task="text")
+    check_items(f, "tasks", task="text!", address="text", status="text!", error="text", stage="text",
+                pid="integer")
+    check_items(f, "attempts", attempt="integer!", status="text!", error="text")
 
 
 @dataclass(frozen=True)

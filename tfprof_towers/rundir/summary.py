@@ -9,9 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
-from tfprof_towers.rundir.fields import Fields, Record, RecordError, decode, if_empty, if_none, meta
+from tfprof_towers.rundir.fields import (
+    Fields,
+    Record,
+    RecordError,
+    check_fields,
+    decode,
+    if_empty,
+    if_none,
+    meta,
+)
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.records import (
     OK,
@@ -139,14 +149,9 @@ class SummaryEntry(Record):
         return registry.is_baseline(self.name, self.source)
 
 
-def _check_finding(item: Fields) -> None:
-    for key in ("rule", "severity", "variant", "message", "suggestion"):
-        item.text(key, required=True)
-
-
-def _check_rule(item: Fields) -> None:
-    item.text("rule", required=True)
-    item.flag("evaluated")
+_check_finding = partial(check_fields, rule="text!", severity="text!", variant="text!", message="text!",
+                         suggestion="text!")
+_check_rule = partial(check_fields, rule="text!", evaluated="flag")
 
 
 @dataclass(frozen=True)
