@@ -210,7 +210,6 @@ def _is_finite(v: Any) -> bool:
         return False
 
 
-
 # ------------------------------------------------------------------------------------------
 # The codec: to_json/from_json made from a dataclass's fields and their type hints
 
