@@ -11,7 +11,7 @@ is killed before the guard reports, as one JSON line on its stdout::
     {"event": "started", "pid": 123, "cgroup": "/sys/fs/cgroup/.../tfprof-towers-122"}
     {"event": "ended", "returncode": -9, "timed_out": true, "killed": 2, ...}
 
-Stdlib only; never imports TensorFlow.
+Stdlib only.
 """
 
 from __future__ import annotations

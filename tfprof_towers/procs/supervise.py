@@ -44,7 +44,7 @@ N processes (a cluster's tasks), stopping the rest when one fails::
     finally:
         stop_all(tasks)
 
-Linux only (``prctl``, ``/proc``, ``pidfd``); never imports TensorFlow.
+Linux only (``prctl``, ``/proc``, ``pidfd``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@ profile (:mod:`.model`), optionally calibrated by a run directory
 (:mod:`.calibrate`), and returns one JSON-able document.  ``project_run`` is the
 entry point for ``profile --project-on NAME``: it projects a finished run's
 variants and writes ``RUN_DIR/projection.json``.
-
-Importing this module never imports TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Calibrating a projection with a run directory's measurements (no TensorFlow).
+"""Calibrating a projection with a run directory's measurements.
 
 What a run measured on *this* machine, and what it may change in a projection:
 

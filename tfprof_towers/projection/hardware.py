@@ -9,13 +9,13 @@ describes each host's network card (per direction: bandwidth, efficiency, latenc
 which makes the profile one host of a cluster: ``project --workers N`` projects the
 cluster variants on N such hosts (:mod:`.cluster`).  Built-in profiles live in
 ``tfprof_towers/projection/profiles/*.toml`` with a public source next to every number.
-
-Pure Python: importing this module never imports TensorFlow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -138,28 +138,12 @@ class Hardware:
 
 
 def _link_json(link: Link) -> dict[str, Any]:
-    return {
-        "name": link.name,
-        "bandwidth_gbs": link.bandwidth_gbs,
-        "efficiency": link.efficiency,
-        "latency_us": link.latency_us,
-        "source": link.source,
-    }
+    return dataclasses.asdict(link)
 
 
 # --------------------------------------------------------------------------- loading
 
-_HOST_KEYS = {
-    "model": str, "cores": int, "clock_ghz": float, "flops_per_cycle_vectorised": float,
-    "flops_per_cycle_unvectorised": float, "tensorflow_build": str, "efficiency": float,
-    "memory_bandwidth_gbs": float, "memory_efficiency": float, "op_overhead_us": float, "source": str,
-}
-_ACCEL_KEYS = {
-    "model": str, "count": int, "fp32_tflops": float, "matmul_tflops": float,
-    "memory_bandwidth_gbs": float, "efficiency": float, "memory_efficiency": float,
-    "op_overhead_us": float, "source": str,
-}
-_LINK_KEYS = {"name": str, "bandwidth_gbs": float, "efficiency": float, "latency_us": float, "source": str}
+_HOST_KEYS, _ACCEL_KEYS, _LINK_KEYS = (typing.get_type_hints(c) for c in (Host, Accelerator, Link))
 _PEER_KEYS = {**_LINK_KEYS, "kind": str, "topology": str}
 _FRACTIONS = ("efficiency", "memory_efficiency")
 _MAY_BE_ZERO = ("op_overhead_us", "latency_us")

@@ -1,6 +1,6 @@
 """Projection arithmetic: a placed graph's work on a hardware profile, two step-time bounds.
 
-Pure Python (no TensorFlow), unit-tested by hand.  The graph comes from
+Unit-tested by hand.  The graph comes from
 :mod:`.graphcost` as per-op work (FLOPs, bytes, device, dependencies) and
 cross-device copies; the profile from :mod:`.hardware`.
 

@@ -1,27 +1,27 @@
-"""``summary.json``: the run's measurements put together, as typed documents (no TensorFlow).
+"""``summary.json`` (:class:`Summary`, one :class:`SummaryEntry` per variant) and its first step.
 
-:class:`SummaryEntry` is one variant's line (``summary.json`` -> ``variants[]``);
-:class:`Summary` the whole document.  Both are frozen, with ``to_json()`` and
-``from_json()`` and a schema version; the JSON keeps the field names the README
-documents and the report reads.
-
-``build_summary(run_dir, run, records)`` is the first step of the analysis
-(:mod:`tfprof_towers.analysis.pipeline`): the records' timings and placement totals,
-speedups over each family's baseline, and the ranking by median un-profiled
-step time.  Later steps return new summaries with the projection, breakdowns,
-audits and advice added (``dataclasses.replace``; nothing is edited in place).
-
-Scaling efficiency has one denominator everywhere: the accelerators the variant
-used (accelerator devices its placement put ops on, ``accelerators_used``).
+The JSON keeps the field names the README documents and the report reads.  Scaling efficiency
+has one denominator everywhere: the accelerators the variant used (accelerator devices its
+placement put ops on, ``accelerators_used``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
-from tfprof_towers.rundir.fields import Fields, RecordError
+from tfprof_towers.rundir.fields import (
+    Fields,
+    Record,
+    RecordError,
+    check_fields,
+    decode,
+    if_empty,
+    if_none,
+    meta,
+)
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.records import (
     OK,
@@ -41,18 +41,28 @@ SUMMARY_SCHEMA = 3  # 3: recommendation.basis is "measured" or "projected"; loss
 # 2: typed documents; rules carry named parameters; no link_models per audit
 
 
-
 #: Where a recommendation's numbers come from (``summary.json`` -> ``recommendation.basis``).
 MEASURED, PROJECTED = "measured", "projected"
 BASES = (MEASURED, PROJECTED)
 
+def _basis(f: Fields, key: str) -> str:
+    basis = f.text(key, default=MEASURED) or MEASURED
+    if basis not in BASES:  # schema 2 held free text here
+        basis = PROJECTED if basis.startswith("projected") else MEASURED
+    return basis
+
+
+#: Written only for a projected recommendation.
+_PROJECTED_ONLY = ("hardware", "preset", "label", "projected_step_s", "measured_pick")
+
+
 @dataclass(frozen=True)
-class Recommendation:
+class Recommendation(Record):
     """The variant to use and why, with the numbers behind it."""
 
     variant: str | None
-    reason: str
-    basis: str = MEASURED  # BASES
+    reason: str = meta(missing="")
+    basis: str = meta(MEASURED, read=_basis)  # BASES
     fastest: str | None = None  # the fastest variant on this basis, eligible or not
     runner_up: str | None = None
     speedup_vs_single: float | None = None
@@ -61,9 +71,13 @@ class Recommendation:
     hardware: str | None = None  # projected: the hardware profile
     preset: str | None = None  # projected: the preset the graphs were built at
     projected_step_s: Mapping[str, float] | None = None  # projected: {"overlapped", "serial"} of the pick
-    excluded: Mapping[str, str] = field(default_factory=dict)  # variant -> why it is not recommended
-    error: str | None = None  # projected: why there is no projection to recommend from
+    # variant -> why it is not recommended
+    excluded: Mapping[str, str] = meta(factory=dict, omit=if_empty, read=Fields.text_map)
+    error: str | None = meta(None, omit=if_none)  # projected: why there is no projection to recommend from
     measured_pick: str | None = None  # projected: what the measured (CPU stand-in) ranking would pick
+    WHERE = "recommendation"
+    JSON_ORDER = ("variant", "fastest", "runner_up", "speedup_vs_single", "median_step_s", "within_noise",
+                  "basis", "reason", *_PROJECTED_ONLY)
 
     @property
     def is_projected(self) -> bool:
@@ -75,60 +89,37 @@ class Recommendation:
         return f"projected on {self.hardware}" if self.is_projected else "measured here"
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "variant": self.variant, "fastest": self.fastest, "runner_up": self.runner_up,
-            "speedup_vs_single": self.speedup_vs_single, "median_step_s": self.median_step_s,
-            "within_noise": list(self.within_noise), "basis": self.basis, "reason": self.reason,
-        }
-        if self.is_projected:
-            step = None if self.projected_step_s is None else dict(self.projected_step_s)
-            doc.update(hardware=self.hardware, preset=self.preset, label=self.label, projected_step_s=step,
-                       measured_pick=self.measured_pick)
-        if self.excluded:
-            doc["excluded"] = dict(self.excluded)
-        if self.error is not None:
-            doc["error"] = self.error
-        return doc
+        doc = super().to_json()
+        return doc if self.is_projected else {k: v for k, v in doc.items() if k not in _PROJECTED_ONLY}
 
     def brief(self) -> dict[str, Any]:
         """``{"variant", "reason"}``: what projection.json keeps."""
         return {"variant": self.variant, "reason": self.reason}
 
-    @classmethod
-    def from_json(cls, doc: Any, where: str = "recommendation") -> Recommendation:
-        f = Fields.of(doc, where)
-        basis = f.text("basis", default=MEASURED) or MEASURED
-        if basis not in BASES:  # schema 2 held free text here
-            basis = PROJECTED if basis.startswith("projected") else MEASURED
-        step = f.obj("projected_step_s")
-        return cls(
-            variant=f.text("variant"), reason=f.text("reason", default=""), basis=basis,
-            fastest=f.text("fastest"), runner_up=f.text("runner_up"),
-            speedup_vs_single=f.number("speedup_vs_single"), median_step_s=f.number("median_step_s"),
-            within_noise=f.texts("within_noise"), hardware=f.text("hardware"), preset=f.text("preset"),
-            projected_step_s=None if step is None else {k: step.number(k, required=True) for k in step.data},
-            excluded=f.text_map("excluded"), error=f.text("error"), measured_pick=f.text("measured_pick"),
-        )
-
-
 
 #: Before the advice step has run.
 NOT_ADVISED = Recommendation(None, "not advised yet")
 
+def _profiled_median(f: Fields, key: str) -> float | None:
+    return f.obj_as(key, lambda profiled: profiled.number("median"))
+
+
 @dataclass(frozen=True)
-class SummaryEntry:
+class SummaryEntry(Record):
     """One variant in ``summary.json``: timings, placement totals, and what the later steps add."""
 
     name: str
-    status: str
+    status: str = meta(choices=STATUSES)
     source: str = "builtin"
     family: str = registry.TF1_GRAPH
     error: str | None = None
     stderr_tail: str = ""
     step_time_s: StepStats = field(default_factory=StepStats)
-    profiled_median_s: float | None = None
+    profiled_median_s: float | None = meta(None, key="profiled_step_time_s", read=_profiled_median,
+                                          write=lambda median: {"median": median})
     examples_per_s: float | None = None
-    devices: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # device -> {ops, flops_per_step}
+    # device -> {ops, flops_per_step}
+    devices: Mapping[str, Mapping[str, Any]] = meta(factory=dict, check=check_devices)
     transfers: tuple[Mapping[str, Any], ...] = ()  # {src, dst, bytes_per_step, tensors}
     xplane_files: tuple[str, ...] = ()
     speedup_vs_single: float | None = None  # over the family's baseline (the name is the JSON's)
@@ -141,7 +132,9 @@ class SummaryEntry:
     audit: Mapping[str, Any] | None = None  # audit.audit_variant
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
-    cluster: Mapping[str, Any] | None = None  # a cluster variant: tasks, network, stragglers (cluster_view)
+    cluster: Mapping[str, Any] | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
+    WHERE = "summary.json: variants[]"
+    JSON_ORDER = ("name", "source", "family")
 
     @property
     def ok(self) -> bool:
@@ -155,54 +148,20 @@ class SummaryEntry:
     def baseline(self) -> bool:
         return registry.is_baseline(self.name, self.source)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "source": self.source, "family": self.family, "status": self.status,
-            "error": self.error, "stderr_tail": self.stderr_tail, "step_time_s": self.step_time_s.to_json(),
-            "profiled_step_time_s": {"median": self.profiled_median_s}, "examples_per_s": self.examples_per_s,
-            "devices": {d: dict(v) for d, v in self.devices.items()},
-            "transfers": [dict(t) for t in self.transfers], "xplane_files": list(self.xplane_files),
-            "speedup_vs_single": self.speedup_vs_single, "scaling_efficiency": self.scaling_efficiency,
-            "accelerators_used": self.accelerators_used,
-            "losses": None if self.losses is None else list(self.losses), "grad_norm": self.grad_norm,
-            "rank": self.rank, "breakdown": self.breakdown, "audit": self.audit,
-            "chrome_trace": self.chrome_trace, "chrome_trace_error": self.chrome_trace_error,
-            **({"cluster": dict(self.cluster)} if self.cluster is not None else {}),
-        }
 
-    @classmethod
-    def from_json(cls, doc: Any, where: str = "summary.json: variants[]") -> SummaryEntry:
-        f = Fields.of(doc, where)
-        step = f.obj("step_time_s")
-        profiled = f.obj("profiled_step_time_s")
-        check_devices(f)
-        return cls(
-            name=f.text("name", required=True), status=f.choice("status", STATUSES, required=True),
-            source=f.text("source", default="builtin"), family=f.text("family", default=registry.TF1_GRAPH),
-            error=f.text("error"), stderr_tail=f.text("stderr_tail", default=""),
-            step_time_s=StepStats() if step is None else StepStats.from_fields(step),
-            profiled_median_s=None if profiled is None else profiled.number("median"),
-            examples_per_s=f.number("examples_per_s"),
-            devices=f.mapping("devices") or {},
-            transfers=tuple(t.data for t in f.objects("transfers")), xplane_files=f.texts("xplane_files"),
-            speedup_vs_single=f.number("speedup_vs_single"),
-            scaling_efficiency=f.number("scaling_efficiency"),
-            accelerators_used=f.integer("accelerators_used"),
-            losses=f.numbers("losses"), grad_norm=f.number("grad_norm"),
-            rank=f.integer("rank"), breakdown=f.mapping("breakdown"), audit=f.mapping("audit"),
-            chrome_trace=f.text("chrome_trace"), chrome_trace_error=f.text("chrome_trace_error"),
-            cluster=f.mapping("cluster"),
-        )
+_check_finding = partial(check_fields, rule="text!", severity="text!", variant="text!", message="text!",
+                         suggestion="text!")
+_check_rule = partial(check_fields, rule="text!", evaluated="flag")
 
 
 @dataclass(frozen=True)
-class Summary:
+class Summary(Record):
     """``summary.json``."""
 
-    run_dir: str
-    variants: tuple[SummaryEntry, ...]
+    run_dir: str = meta(missing="")
+    variants: tuple[SummaryEntry, ...] = meta(own_where=True)
     ranking: tuple[str, ...] = ()
-    recommendation: Recommendation = NOT_ADVISED
+    recommendation: Recommendation = meta(NOT_ADVISED, own_where=True)
     topology: Topology | None = None
     config: RunConfig | None = None
     versions: Mapping[str, str | None] = field(default_factory=dict)
@@ -210,13 +169,16 @@ class Summary:
     finished: str | None = None
     partial: bool = False
     interrupted_by: str | None = None
-    findings: tuple[Mapping[str, Any], ...] = ()  # advise.Finding.to_json()
-    rules: tuple[Mapping[str, Any], ...] = ()  # advise.rules_status()
+    findings: tuple[Mapping[str, Any], ...] = meta((), check=_check_finding)  # advise.Finding.to_json()
+    rules: tuple[Mapping[str, Any], ...] = meta((), check=_check_rule)  # advise.rules_status()
     link_models: tuple[Mapping[str, Any], ...] = ()  # the link bandwidths modeled times use
     projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
     math: Mapping[str, Any] | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
     schema: int = SUMMARY_SCHEMA
+    WHERE = "summary.json"
+    JSON_ORDER = ("schema", "run_dir", "partial", "interrupted_by", "topology", "config", "versions",
+                  "started", "finished", "ranking")
 
     def entry(self, name: str) -> SummaryEntry | None:
         return next((e for e in self.variants if e.name == name), None)
@@ -225,51 +187,13 @@ class Summary:
         """A new summary with ``fn`` applied to every entry."""
         return replace(self, variants=tuple(fn(e) for e in self.variants))
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema, "run_dir": self.run_dir, "partial": self.partial,
-            "interrupted_by": self.interrupted_by,
-            "topology": None if self.topology is None else self.topology.to_json(),
-            "config": None if self.config is None else self.config.to_json(),
-            "versions": dict(self.versions), "started": self.started, "finished": self.finished,
-            "ranking": list(self.ranking), "variants": [e.to_json() for e in self.variants],
-            "recommendation": self.recommendation.to_json(),
-            "findings": [dict(f) for f in self.findings], "rules": [dict(r) for r in self.rules],
-            "link_models": [dict(m) for m in self.link_models], "projection": self.projection,
-            "math": None if self.math is None else dict(self.math), "problems": list(self.problems),
-        }
-
     @classmethod
-    def from_json(cls, doc: Any, where: str = "summary.json") -> Summary:
-        f = Fields.of(doc, where)
-        config, topology, rec = f.obj("config"), f.obj("topology"), f.obj("recommendation")
-        variants = tuple(SummaryEntry.from_json(v.data, f"{where}: {v.prefix}")
-                         for v in f.objects("variants"))
-        ranking = f.texts("ranking")
-        names = {v.name for v in variants}
-        unknown = [n for n in ranking if n not in names]
+    def from_fields(cls, f: Fields) -> Summary:
+        summary = decode(cls, f)
+        unknown = [n for n in summary.ranking if summary.entry(n) is None]
         if unknown:
-            raise RecordError(where, "ranking", f"names variants the summary lacks: {', '.join(unknown)}")
-        for item in f.objects("findings"):
-            for key in ("rule", "severity", "variant", "message", "suggestion"):
-                item.text(key, required=True)
-        for item in f.objects("rules"):
-            item.text("rule", required=True)
-            item.flag("evaluated")
-        return cls(
-            run_dir=f.text("run_dir", default=""), variants=variants, ranking=ranking,
-            recommendation=NOT_ADVISED if rec is None else Recommendation.from_json(rec.data, f"{where}: "
-                                                                                               "recommendation"),
-            topology=None if topology is None else Topology.from_fields(topology),
-            config=None if config is None else RunConfig.from_fields(config),
-            versions=f.text_map("versions"), started=f.text("started"), finished=f.text("finished"),
-            partial=f.flag("partial"), interrupted_by=f.text("interrupted_by"),
-            findings=tuple(x.data for x in f.objects("findings")),
-            rules=tuple(x.data for x in f.objects("rules")),
-            link_models=tuple(x.data for x in f.objects("link_models")), projection=f.mapping("projection"),
-            math=f.mapping("math"), problems=f.texts("problems"),
-            schema=f.integer("schema", default=SUMMARY_SCHEMA),
-        )
+            raise RecordError(f.where, "ranking", f"names variants the summary lacks: {', '.join(unknown)}")
+        return summary
 
 
 # ------------------------------------------------------------------------------------------

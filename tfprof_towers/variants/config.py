@@ -1,8 +1,4 @@
-"""Presets, the variants one run asks for, and the options of one profile run.
-
-Pure data: importing this module never imports TensorFlow.  What each built-in
-variant is lives in :mod:`tfprof_towers.variants.registry`.
-"""
+"""Presets, the variants one run asks for, and the options of one profile run (pure data)."""
 
 from __future__ import annotations
 
@@ -155,9 +151,6 @@ class ClusterOptions:
     @property
     def attached(self) -> bool:
         return self.file is not None
-
-    def to_json(self) -> dict[str, object]:
-        return {"workers": self.workers, "ps": self.ps, "file": self.file, "attempts": self.attempts}
 
 
 def _split_names(text: str) -> tuple[str, ...]:

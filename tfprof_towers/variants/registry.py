@@ -1,4 +1,4 @@
-"""The one registry of variant families and built-in variants (pure data; never imports TensorFlow).
+"""The one registry of variant families and built-in variants (pure data).
 
 A **family** is a dialect in which a training step is written and run:
 ``tf1-graph`` (``build_variant(devices)`` -> ``(fetches, feed_dict)`` in a
@@ -14,10 +14,8 @@ A **built-in variant** belongs to one family and says what it is (description,
 known-as), how simple it is (the recommender prefers the simpler of two
 variants within noise: :mod:`tfprof_towers.advice.recommend`), whether it is its
 family's baseline (speedups are "vs" it), what it needs to run, and where its
-builder is (``"module:function"``, imported only in the child).
-
-Adding a family: a ``Family`` here, its variants in ``BUILTINS``, and a runner
-module under ``capture/families/``.  Nothing else branches on variant names.
+builder is (``"module:function"``, imported only in the child).  Nothing else branches on
+variant names.
 """
 
 from __future__ import annotations

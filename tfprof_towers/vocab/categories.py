@@ -9,7 +9,7 @@ CPU devices whose ops run on them) or ``any``.
 
 :data:`TABLE` is in event order: the trace loader stores an event's category as
 its index in :data:`EVENT_CATEGORIES`.  The report stacks bars in
-:data:`DISPLAY_ORDER`.  Pure data: no pandas, no TensorFlow.
+:data:`DISPLAY_ORDER`.  Pure data: no pandas.
 """
 
 from __future__ import annotations

@@ -13,8 +13,6 @@ tool stores or shows uses the canonical form of :func:`canonical_device`:
   threads ``/job:worker/task:1/host:CPU`` (:func:`task_host_threads`; a multi-host
   analysis names each host's threads so) and anything that is not a device name are
   returned unchanged.
-
-Pure Python, no TensorFlow.
 """
 
 from __future__ import annotations

@@ -7,91 +7,89 @@ report uses them as filters (:mod:`tfprof_towers.render.filters`).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 MISSING = "–"
+F = TypeVar("F", bound=Callable[..., str])
 
 
 def _missing(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
-def fmt_seconds(value: float | None, digits: int = 3) -> str:
+def _or_dash(fn: F) -> F:
+    """``fn`` of ``float(value)``; None, NaN and the infinities are shown as :data:`MISSING`."""
+    @functools.wraps(fn)
+    def shown(value: float | None, *args: Any, **kwargs: Any) -> str:
+        return MISSING if _missing(value) else fn(float(value), *args, **kwargs)  # type: ignore[arg-type]
+
+    return cast(F, shown)
+
+
+@_or_dash
+def fmt_seconds(v: float, digits: int = 3) -> str:
     """Seconds in the largest unit that keeps the number ≥ 1: ``0.00123`` -> ``"1.23 ms"``."""
-    if _missing(value):
-        return MISSING
-    v = float(value)
     if v == 0:
         return "0 s"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-        if abs(v) >= scale:
-            return f"{_sig(v / scale, digits)} {unit}"
-    return f"{_sig(v / 1e-12, digits)} ps"
+    units = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+    return _in_units(v, units, digits) or f"{_sig(v / 1e-12, digits)} ps"
 
 
-def fmt_step(value: float | None) -> str:
+@_or_dash
+def fmt_step(v: float) -> str:
     """A (projected) step time, fixed decimals: ``0.01234`` -> ``"12.34 ms"``, ``1.5`` -> ``"1.500 s"``."""
-    if _missing(value):
-        return MISSING
-    v = float(value)
     return f"{v * 1e3:.2f} ms" if v < 1 else f"{v:.3f} s"
 
 
-def fmt_bytes(value: float | None) -> str:
+@_or_dash
+def fmt_bytes(v: float) -> str:
     """Bytes in decimal units (kB = 1000 B, as link bandwidths are quoted): ``1536`` -> ``"1.54 kB"``."""
-    if _missing(value):
-        return MISSING
-    v = float(value)
-    for scale, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if abs(v) >= scale:
-            return f"{_sig(v / scale, 3)} {unit}"
-    return f"{round(v)} B"
+    return _in_units(v, ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))) or f"{round(v)} B"
 
 
-def fmt_rate(value: float | None) -> str:
+@_or_dash
+def fmt_rate(v: float) -> str:
     """Bytes per second: ``12e9`` -> ``"12.0 GB/s"``."""
-    if _missing(value):
-        return MISSING
-    return fmt_bytes(value) + "/s"
+    return fmt_bytes(v) + "/s"
 
 
-def fmt_percent(value: float | None, digits: int = 1) -> str:
+@_or_dash
+def fmt_percent(v: float, digits: int = 1) -> str:
     """A fraction as a percentage: ``0.4123`` -> ``"41.2%"``."""
-    if _missing(value):
-        return MISSING
-    return f"{float(value) * 100:.{digits}f}%"
+    return f"{v * 100:.{digits}f}%"
 
 
-def fmt_count(value: float | None) -> str:
+@_or_dash
+def fmt_count(v: float) -> str:
     """An integer with thousands separators: ``557056`` -> ``"557,056"``."""
-    if _missing(value):
-        return MISSING
-    return f"{round(float(value)):,}"
+    return f"{round(v):,}"
 
 
-def fmt_flops(value: float | None) -> str:
+@_or_dash
+def fmt_flops(v: float) -> str:
     """FLOPs in SI units: ``2.3e12`` -> ``"2.30 TFLOP"``."""
-    if _missing(value):
-        return MISSING
-    v = float(value)
-    for scale, unit in ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
-        if abs(v) >= scale:
-            return f"{_sig(v / scale, 3)} {unit}"
-    return f"{round(v)} FLOP"
+    units = ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"))
+    return _in_units(v, units) or f"{round(v)} FLOP"
 
 
-def fmt_ratio(value: float | None, digits: int = 2) -> str:
+@_or_dash
+def fmt_ratio(v: float, digits: int = 2) -> str:
     """A speedup: ``1.5`` -> ``"1.50×"``."""
-    if _missing(value):
-        return MISSING
-    return f"{float(value):.{digits}f}×"
+    return f"{v:.{digits}f}×"
 
 
-def fmt_float(value: float | None, digits: int = 8) -> str:
+@_or_dash
+def fmt_float(v: float, digits: int = 8) -> str:
     """A value to compare digit by digit (a loss): ``0.4749059081`` -> ``"0.47490591"``."""
-    if _missing(value):
-        return MISSING
-    return f"{float(value):.{digits}g}"
+    return f"{v:.{digits}g}"
+
+
+def _in_units(v: float, units: tuple[tuple[float, str], ...], digits: int = 3) -> str | None:
+    """``v`` in the first (largest) unit it reaches, ``digits`` significant; None below them all."""
+    return next((f"{_sig(v / scale, digits)} {unit}" for scale, unit in units if abs(v) >= scale), None)
 
 
 def fmt_rel(value: float | None) -> str:

@@ -6,9 +6,7 @@ lines, at most :data:`TAIL_MAX_BYTES` bytes in all and :data:`LINE_MAX_BYTES`
 per line.  Bytes, not characters or lines: one 100 MB line is as bounded as a
 million short ones.  TensorFlow's own info and warning log lines (``I0000 ...
 oneDNN custom operations are on``) are never a reason and are left out of
-reasons; the supervisor's notes (``[tfprof-towers] ...``) likewise.
-
-No TensorFlow, no third-party imports.
+reasons; the supervisor's notes (``[tfprof-towers] ...``) likewise.  No third-party imports.
 """
 
 from __future__ import annotations

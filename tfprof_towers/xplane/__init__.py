@@ -2,7 +2,7 @@
 
 The reader knows the format, not the framework: it never asks what an event means.
 TensorFlow's meaning lives in :mod:`tfprof_towers.trace`; a JAX or PyTorch trace
-source reuses this reader and brings its own classifier.  Never imports TensorFlow.
+source reuses this reader and brings its own classifier.
 
 ::
 
@@ -15,22 +15,6 @@ source reuses this reader and brings its own classifier.  Never imports TensorFl
     raw.stats["step"].num / .code / .present  # the same per event (made on demand)
     raw.stats["details"].parsed               # what ``parse`` made of each batch's bytes
     raw.strings.items, raw.hostnames
-
-The modules, bottom up::
-
-    schema.py    the XSpace protobuf schema, built in code in a private descriptor pool
-    wire.py      a padded byte buffer (a mapped file, or read); varints and fields with numpy
-    layout.py    where planes, lines and events are: a vectorised walk of the wire format
-                 (protobuf parses only each plane's metadata)
-    events.py    every event's header and the stats a filter keeps, block by block
-    strings.py   equal strings grouped by hash; the table of codes; codes -> Categoricals
-    ragged.py    byte strings as one array and their lengths (gathered a word at a time)
-    tables.py    the records: plane and line tables, sparse stat columns, RawSpace
-    columns.py   the planes' metadata as lookup tables; each block's names and stats as columns
-    decode.py    the whole space, a batch of lines and a block of events at a time
-    parallel.py  batches decoded ahead on worker threads, taken in file order
-    memory.py    freed heap pages handed back between the phases of a big decode
-    reader.py    read_xspace(path | bytes, stats, as_bytes) -> RawSpace; one TraceError per broken input
 
 Speed comes from never making an event a Python object: the file is mapped; every line's
 events are found by a speculative chunked walk; every event's fields and stats are read in

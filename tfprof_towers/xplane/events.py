@@ -384,14 +384,6 @@ class StatValues:
     str_start: np.ndarray  # int64: string/bytes payload offset (-1 when none)
     str_len: np.ndarray  # int64
 
-    @property
-    def as_int64(self) -> np.ndarray:
-        """Integer value (int64, uint64 reinterpreted, or a double truncated)."""
-        out = self.num.view(np.int64).copy()
-        dbl = self.kind == KIND_DOUBLE
-        out[dbl] = self.num[dbl].view(np.float64).astype(np.int64)
-        return out
-
 
 _EXPECTED_WIRE = np.array([-1, -1, 1, 0, 0, 2, 2, 0], dtype=np.int64)  # per XStat field number
 

@@ -49,12 +49,6 @@ def _libc():
     return libc
 
 
-def free_heap_bytes() -> int | None:
-    """Bytes the C heap holds free (None where that cannot be asked)."""
-    libc = _libc()
-    return None if libc is None else int(libc.mallinfo2().fordblks)
-
-
 def release_free_memory() -> bool:
     """Hand the heap's free pages back to the system when it holds more than :data:`WORTH_IT` free
     bytes; True when it did."""

@@ -12,19 +12,19 @@ machine can read and write) holds::
     tensorboard/plugins/profile/<ts>/<host>_<port>.xplane.pb   one trace per task
     attempt.json                 how the attempt ended (the driver's)
 
-Pure Python; never imports TensorFlow.
+Pure Python: the driver, which never imports TensorFlow, reads and writes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfprof_towers.capture.cluster.spec import TaskId
-from tfprof_towers.rundir.fields import Fields
-from tfprof_towers.rundir.records import MathCheck, preset_from_fields
+from tfprof_towers.rundir.fields import Fields, Record, meta
+from tfprof_towers.rundir.records import MathCheck
 from tfprof_towers.variants.config import Preset
 
 MULTI_WORKER, PARAMETER_SERVER = "multi_worker", "parameter_server"
@@ -34,7 +34,7 @@ ATTEMPT_JSON, ATTACH_JSON = "attempt.json", "attach.json"
 
 
 @dataclass(frozen=True)
-class Timeouts:
+class Timeouts(Record):
     """Every bounded wait of an attempt, in seconds (see coord.py for the events)."""
 
     startup_s: float = 120.0  # until every step-running task is ready (TensorFlow imports, the strategy)
@@ -53,19 +53,12 @@ class Timeouts:
                    peer_s=min(60.0, 0.4 * b), release_s=min(120.0, 0.5 * b), serve_s=b,
                    collective_s=min(60.0, max(8.0, 0.25 * b)), task_s=b)
 
-    @classmethod
-    def from_fields(cls, f: Fields | None) -> Timeouts:
-        if f is None:
-            return cls()
-        base = cls()
-        return cls(**{k: f.number(k, default=getattr(base, k)) for k in asdict(base)})
-
 
 @dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(Record):
     """``spec.json``: what every task of the attempt runs."""
 
-    family: str  # MULTI_WORKER | PARAMETER_SERVER
+    family: str = meta(choices=CLUSTER_FAMILIES)
     variant: str
     preset: Preset
     warmup: int
@@ -82,30 +75,7 @@ class TaskSpec:
     faults: Mapping[str, str] = field(default_factory=dict)  # tests: {"worker:1": "segv@profiled_step_1"}
     straggle_s: Mapping[str, float] = field(default_factory=dict)  # tests and demos: a delay per step
 
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["capture_tasks"], doc["ready_tasks"] = list(self.capture_tasks), list(self.ready_tasks)
-        doc["faults"], doc["straggle_s"] = dict(self.faults), dict(self.straggle_s)
-        return doc
-
-    @classmethod
-    def from_json(cls, doc: Any, where: str = SPEC_JSON) -> TaskSpec:
-        f = Fields.of(doc, where)
-        faults = f.text_map("faults")
-        return cls(
-            family=f.choice("family", CLUSTER_FAMILIES, required=True),
-            variant=f.text("variant", required=True),
-            preset=preset_from_fields(f.obj("preset", required=True)),
-            warmup=f.integer("warmup", required=True), steps=f.integer("steps", required=True),
-            profile_steps=f.integer("profile_steps", required=True),
-            capture_tasks=f.texts("capture_tasks"), ready_tasks=f.texts("ready_tasks"),
-            timeouts=Timeouts.from_fields(f.obj("timeouts")),
-            capture_duration_ms=f.integer("capture_duration_ms"),
-            capture_min_ms=f.integer("capture_min_ms", default=1000),
-            file=f.text("file"), keras_model=f.text("keras_model"), accelerators=f.integer("accelerators"),
-            faults={k: v for k, v in faults.items() if v},
-            straggle_s=f.number_map("straggle_s") or {},
-        )
+    WHERE = SPEC_JSON
 
     def fault(self, task: TaskId) -> tuple[str, str]:
         """``(kind, where)`` of the test fault injected into ``task``, ``("", "")`` for none."""
@@ -113,20 +83,25 @@ class TaskSpec:
         return kind, where
 
 
+def _spans(f: Fields, key: str) -> tuple[tuple[float, float], ...]:
+    pairs = (s for s in f.items(key) if isinstance(s, list) and len(s) == 2)
+    return tuple((float(a), float(b)) for a, b in pairs)
+
+
 @dataclass(frozen=True)
-class TaskRecord:
+class TaskRecord(Record):
     """``tasks/<job>-<i>/record.json``: what one task did (written by the task, read by the driver)."""
 
     task: str
-    address: str
-    status: str  # "ok" | "failed"
+    address: str = meta(missing="")
+    status: str = meta(choices=("ok", "failed"))
     pid: int | None = None
     error: str | None = None
     stage: str | None = None
     phases_s: Mapping[str, float] = field(default_factory=dict)
     step_times_s: tuple[float, ...] = ()  # timed, no profiler
     profiled_step_times_s: tuple[float, ...] = ()
-    profiled_spans_unix: tuple[tuple[float, float], ...] = ()
+    profiled_spans_unix: tuple[tuple[float, float], ...] = meta((), read=_spans)
     math: MathCheck | None = None
     loss: float | None = None  # after the profiled steps
     placement: Mapping[str, Any] | None = None
@@ -134,29 +109,11 @@ class TaskRecord:
     versions: Mapping[str, str | None] = field(default_factory=dict)
     waited_for: Mapping[str, Any] | None = None
     clock_unix: Mapping[str, float] | None = None
+    WHERE = "task record.json"
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    @classmethod
-    def from_json(cls, doc: Any, where: str = "task record.json") -> TaskRecord:
-        f = Fields.of(doc, where)
-        math = f.obj("math")
-        spans = tuple((float(a), float(b)) for a, b in (s for s in f.items("profiled_spans_unix")
-                                                        if isinstance(s, list) and len(s) == 2))
-        return cls(
-            task=f.text("task", required=True), address=f.text("address", default=""),
-            status=f.choice("status", ("ok", "failed"), required=True), pid=f.integer("pid"),
-            error=f.text("error"), stage=f.text("stage"), phases_s=f.number_map("phases_s") or {},
-            step_times_s=f.numbers("step_times_s") or (),
-            profiled_step_times_s=f.numbers("profiled_step_times_s") or (),
-            profiled_spans_unix=spans,
-            math=None if math is None else MathCheck.from_fields(math), loss=f.number("loss"),
-            placement=f.mapping("placement"), strategy=f.mapping("strategy"),
-            versions=f.text_map("versions"), waited_for=f.mapping("waited_for"),
-            clock_unix=f.number_map("clock_unix"),
-        )
 
 
 def read_spec(attempt_dir: Path) -> TaskSpec:
