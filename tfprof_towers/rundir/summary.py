@@ -1,6 +1,6 @@
 """``summary.json`` (:class:`Summary`, one :class:`SummaryEntry` per variant) and its first step.
 
-The JSON keeps the field names the README documents and the report reads.  Scaling efficiency
+The JSON keeps the field names docs/output.md documents and the report reads.  Scaling efficiency
 has one denominator everywhere: the accelerators the variant used (accelerator devices its
 placement put ops on, ``accelerators_used``).
 """

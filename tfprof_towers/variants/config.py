@@ -181,7 +181,7 @@ class ProfileOptions:
 
 #: The profile a run on logical CPU devices is projected on when ``--project-on`` names none:
 #: two mid-range GPUs on PCIe 3.0 x8 each without peer access, the machine of the classic
-#: "two GPUs are slower than one" report (see the README, "How the recommendation is made").
+#: "two GPUs are slower than one" report (docs/recommendation.md).
 CPU_ONLY_HARDWARE = "2x-gtx1060-pcie3"
 #: The multi-host profile a cluster run without GPUs is projected on unless ``--project-on``
 #: says otherwise: hosts of 8 A100s on 100 Gb/s Ethernet (the built-in multi-host profile).

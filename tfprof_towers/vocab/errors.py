@@ -7,7 +7,7 @@ exits with its ``exit_code``.  Anything else is a bug.
 
 from __future__ import annotations
 
-#: Exit codes of ``tfprof-towers`` (README, "What happens when things go wrong").
+#: Exit codes of ``tfprof-towers`` (docs/failures.md).
 EXIT_OK = 0
 EXIT_BUG = 1  # an unexpected error: a bug (Python prints the traceback)
 EXIT_INPUT = 2  # bad input, or a place that cannot be used (unwritable, full): one line on stderr
