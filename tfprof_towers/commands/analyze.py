@@ -39,8 +39,11 @@ def run(args: argparse.Namespace) -> int:
     from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    from tfprof_towers.advice.trace_rules import evaluate_trace
+
     analysis = analyze_path(args.path, run=args.run)
     doc = analysis.to_doc(per_step=False)
+    doc.update(evaluate_trace(analysis).to_json())  # "findings" (most severe first) and "rules"
     if args.html is not None:
         try:
             from tfprof_towers.render.analysis_html import render_analysis_html
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json_text(doc) + "\n")
     else:
         print_tables(doc, sys.stdout)
+        print_findings(doc, sys.stdout)
         if args.html is not None:
             print(f"\nwrote {args.html}")
     return 0
@@ -188,3 +192,20 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
             ]
         )
     _table(rows, out)
+
+
+def print_findings(doc: dict[str, Any], out: TextIO) -> None:
+    """The trace rules' findings, most severe first, then the rules that could not be evaluated."""
+    findings = doc.get("findings") or []
+    rules = doc.get("rules") or []
+    out.write("\nfindings from the trace (most severe first):\n")
+    if not findings:
+        out.write("none: no rule that could be evaluated crossed its threshold\n")
+    for f in findings:
+        devices = f" ({', '.join(f['devices'])})" if f.get("devices") else ""
+        out.write(f"[{f['severity']}] {f['rule']}{devices}\n    {f['message']}\n    {f['suggestion']}\n")
+    skipped = [r for r in rules if not r.get("evaluated")]
+    if skipped:
+        out.write("\n")
+    for r in skipped:
+        out.write(f"{r['rule']} could not be evaluated, because {r['why_not']}\n")
