@@ -413,3 +413,30 @@ def test_known_accelerators_and_facts_of_the_builder() -> None:
     a = t.analysis()
     assert known_accelerators(a) == ("/device:GPU:0", "/device:GPU:3")
     assert TraceFacts(a).working == ("/device:GPU:0",)
+
+
+# ------------------------------------------------------------------ profile's report
+
+
+def test_report_runs_the_trace_rules_on_every_variant(tmp_path: Path) -> None:
+    """A saved run whose ``single`` variant's trace is GPU-shaped (host bound): its summary entry gets the
+    trace rules' findings, the others' none (logical CPU devices: not evaluated), and the report shows
+    them below the run's own findings."""
+    from report_kit import make_run_dir
+
+    from tfprof_towers.rundir.paths import RunDir
+    from tfprof_towers.session.report import finish_run
+
+    run = make_run_dir(tmp_path / "run")
+    (xplane,) = (run / "tensorboard" / "single").rglob("*.xplane.pb")
+    xplane.write_bytes(host_bound_trace("input").b.to_bytes())
+    doc = finish_run(RunDir(run))
+    found = {v["name"]: [f["rule"] for f in v["trace_findings"]] for v in doc["variants"]}
+    assert found["single"] == ["host_bound", "precision"]
+    assert all(not rules for name, rules in found.items() if name != "single")
+    host_bound = next(v for v in doc["variants"] if v["name"] == "single")["trace_findings"][0]
+    assert host_bound["devices"] == ["/device:GPU:0"] and host_bound["variant"] == "single"
+    assert [f["rule"] for f in doc["findings"]] == ["host_compute", "variables_remote"]  # the run's own
+    page = (run / "report.html").read_text()
+    assert page.index('id="findings"') < page.index('id="trace-findings"')
+    assert "prefetch(tf.data.AUTOTUNE)" in page

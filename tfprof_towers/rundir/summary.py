@@ -142,6 +142,7 @@ class SummaryEntry:
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
     cluster: Mapping[str, Any] | None = None  # a cluster variant: tasks, network, stragglers (cluster_view)
+    trace_findings: tuple[Mapping[str, Any], ...] = ()  # the trace rules' findings on its trace (trace_rules)
 
     @property
     def ok(self) -> bool:
@@ -167,6 +168,7 @@ class SummaryEntry:
             "losses": None if self.losses is None else list(self.losses), "grad_norm": self.grad_norm,
             "rank": self.rank, "breakdown": self.breakdown, "audit": self.audit,
             "chrome_trace": self.chrome_trace, "chrome_trace_error": self.chrome_trace_error,
+            "trace_findings": [dict(t) for t in self.trace_findings],
             **({"cluster": dict(self.cluster)} if self.cluster is not None else {}),
         }
 
@@ -191,7 +193,7 @@ class SummaryEntry:
             losses=f.numbers("losses"), grad_norm=f.number("grad_norm"),
             rank=f.integer("rank"), breakdown=f.mapping("breakdown"), audit=f.mapping("audit"),
             chrome_trace=f.text("chrome_trace"), chrome_trace_error=f.text("chrome_trace_error"),
-            cluster=f.mapping("cluster"),
+            cluster=f.mapping("cluster"), trace_findings=tuple(t.data for t in f.objects("trace_findings")),
         )
 
 
