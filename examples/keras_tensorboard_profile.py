@@ -4,9 +4,9 @@
     tfprof-towers analyze LOGDIR
 
 The callback's ``profile_batch=(3, 5)`` traces batches 3 to 5 and writes
-``LOGDIR/plugins/profile/<run>/<host>.xplane.pb``; nothing here knows of tfprof-towers.
+``LOGDIR/train/plugins/profile/<run>/<host>.xplane.pb``; nothing here knows of tfprof-towers.
 A tiny model on the CPU (under a minute): a ``tf.data`` pipeline that maps a little
-Python-free preprocessing over random images, and a small convolutional classifier.
+preprocessing over random images, and a small convolutional classifier.
 See docs/diagnose.md.
 """
 
@@ -45,7 +45,7 @@ def main(logdir: str) -> int:
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     board = tf.keras.callbacks.TensorBoard(log_dir=logdir, profile_batch=(3, 5))
     model.fit(data, epochs=1, callbacks=[board], verbose=0)
-    print(f"profile written under {Path(logdir) / 'plugins' / 'profile'}")
+    print(f"profile written under {Path(logdir) / 'train' / 'plugins' / 'profile'}")
     return 0
 
 

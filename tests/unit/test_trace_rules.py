@@ -202,6 +202,14 @@ def test_launch_bound_fires_on_many_short_kernels() -> None:
     assert "50 kernels per step with a median of 10.0 µs" in f.message and "jit_compile=True" in f.suggestion
 
 
+def test_launch_bound_silent_when_kernels_queue_after_their_launch() -> None:
+    t = GpuTrace(step_us=900)
+    for i in range(50):  # launched 150 us ahead: a median launch delay of 148 us, over HTA's 100 us
+        t.kernel(0, "small_kernel", 14 * i + 100, 10, launch_us=14 * i - 50)
+    ev = evaluate_trace(t.analysis())
+    assert "launch_bound" not in by_rule(ev) and status(ev, "launch_bound")["evaluated"]
+
+
 def test_launch_bound_silent_on_long_kernels() -> None:
     t = GpuTrace(step_us=6000)
     for i in range(50):
@@ -440,3 +448,13 @@ def test_report_runs_the_trace_rules_on_every_variant(tmp_path: Path) -> None:
     page = (run / "report.html").read_text()
     assert page.index('id="findings"') < page.index('id="trace-findings"')
     assert "prefetch(tf.data.AUTOTUNE)" in page
+
+
+def test_host_bound_when_no_traced_host_thread_is_busy() -> None:
+    """Only the two 2 us launches in 700 us of host-wait gaps: the wait is outside the traced threads."""
+    t = GpuTrace().kernel(0, "volta_sgemm", 100, 100, launch_us=90).kernel(0, "volta_sgemm", 800, 100,
+                                                                          launch_us=750)
+    f = by_rule(evaluate_trace(t.analysis()))["host_bound"]
+    assert f.evidence["main_activity"] == "untraced" and us(f.evidence["host_busy_in_gaps_s"]) == 4
+    assert "no traced host thread was busy for 696 µs" in f.message
+    assert "python_tracer_level=1" in f.suggestion

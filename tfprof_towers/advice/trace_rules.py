@@ -345,19 +345,22 @@ def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
     dev, idle_share, wait_share, idle, wait, step = rows[0]
     activity = f.host_in_gaps(dev)
     cats = activity["by_category_s"]
+    untraced = max(0.0, activity["gap_s"] - activity["any_s"])
+    # the host's busiest category in the gaps, unless no traced thread was busy for most of them
     main = max(cats, key=cats.get) if any(cats.values()) else None
+    if untraced >= rule.param("untraced_share") * activity["gap_s"]:
+        main = "untraced"
     doing = ", ".join(f"{HOST_ACTIVITY[k]} {fmt_seconds(v)}" for k, v in
                       sorted(cats.items(), key=lambda kv: -kv[1]) if v > 0) or "nothing traced"
-    nothing = max(0.0, activity["gap_s"] - activity["any_s"])
     msg = (f"{dev} is idle {fmt_percent(idle_share)} of its {fmt_seconds(step)} step, "
            f"{fmt_percent(wait_share)} of that ({fmt_seconds(wait)} per step) waiting on the host (the "
            f"next kernel was launched only "
            f"after the device ran out of work); in those gaps the host threads were in {doing}"
-           + (f", and no traced host thread was busy for {fmt_seconds(nothing)}" if nothing > 0 else ""))
+           + (f", and no traced host thread was busy for {fmt_seconds(untraced)}" if untraced > 0 else ""))
     if len(rows) > 1:
         msg += "; also " + ", ".join(f"{r[0]} idle {fmt_percent(r[1])}" for r in rows[1:])
     ops = activity["heaviest_ops"]
-    suggestion = _host_bound_suggestion(main, ops, cats, activity["gap_s"])
+    suggestion = _host_bound_suggestion(main, ops)
     if main == "host_compute" and ops:
         msg += "; heaviest host ops: " + ", ".join(f"{o['op']} ({o['op_type']}) {fmt_seconds(o['seconds'])}"
                                                   for o in ops)
@@ -370,8 +373,14 @@ def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
                    tuple(r[0] for r in rows))
 
 
-def _host_bound_suggestion(main: str | None, ops: Sequence[dict[str, Any]], cats: dict[str, float],
-                           gap_s: float) -> str:
+def _host_bound_suggestion(main: str | None, ops: Sequence[dict[str, Any]]) -> str:
+    if main == "untraced":
+        return ("Suggestion: for most of those gaps no traced host thread was busy, so the time goes to work "
+                "this trace does not show: Python between steps (logging, a `.numpy()` that waits for each "
+                "step, a loop outside `tf.function`), another process on the host, or waiting for other "
+                "workers -- or the step window spans more than this device's step (separate processes merged "
+                "into one file).  Trace Python too: `tf.profiler.experimental.ProfilerOptions("
+                "python_tracer_level=1)`.")
     if main == "input":
         return ("Suggestion: the input pipeline is what the accelerator waits for: end it with "
                 "`.prefetch(tf.data.AUTOTUNE)`, give `.map(...)` and `.interleave(...)` "
@@ -407,6 +416,8 @@ def check_launch_bound(rule: Rule, f: TraceFacts) -> Finding | None:
             continue
         known = g.launch_end_ps >= 0
         delay = (g.start_ps - g.launch_end_ps)[known].to_numpy()
+        if delay.size and np.median(delay) > delay_ps:
+            continue  # kernels queue after their launch: the device has a backlog, launches are not the pace
         launch_dur = (g.launch_end_ps - g.launch_start_ps)[known].to_numpy()
         rows.append({
             "device": dev, "kernels_per_step": per_step, "median_kernel_s": median / _PS,
@@ -625,12 +636,16 @@ TRACE_RULES: tuple[Rule, ...] = (
          params={"min_idle_accelerators": 1}, primary="min_idle_accelerators", needs=(ACCELERATOR_PLANES,)),
     Rule("host_bound", "an accelerator idles, waiting on the host",
          severity=MEDIUM, high_at=0.7, check=check_host_bound,
-         params={"min_idle_share": 0.40, "min_host_wait_share": 0.50}, primary="min_idle_share",
+         params={"min_idle_share": 0.40, "min_host_wait_share": 0.50, "untraced_share": 0.50},
+         primary="min_idle_share",
          needs=(ACCELERATOR_PLANES, KERNELS, LAUNCHES)),
     # Holistic Trace Analysis's cut-offs (hta/trace_analysis.py, TraceAnalysis.get_cuda_kernel_launch_stats:
     # runtime_cutoff=50 us for CUDA runtime (launch) calls, launch_delay_cutoff=100 us for the delay from
     # a launch call's end to its kernel's start).  A kernel shorter than 50 us is shorter than a slow
-    # launch call: "short" here; launch delays beyond 100 us are HTA's outliers (counted in evidence).
+    # launch call: "short" here.  Launch bound means each kernel runs as soon as it is launched and the
+    # device waits for the next launch: where the median launch delay exceeds 100 us the kernels queue
+    # instead (a backlog on the device), and the rule does not fire; the share of HTA's outliers
+    # (delay over 100 us) is in the evidence.
     Rule("launch_bound", "many short kernels with gaps between them: launch overhead sets the pace",
          severity=MEDIUM, high_at=0.5, check=check_launch_bound,
          params={"short_kernel_s": 50e-6, "launch_delay_cutoff_s": 100e-6, "min_kernels_per_step": 20,

@@ -199,13 +199,18 @@ def print_findings(doc: dict[str, Any], out: TextIO) -> None:
     findings = doc.get("findings") or []
     rules = doc.get("rules") or []
     out.write("\nfindings from the trace (most severe first):\n")
-    if not findings:
+    if not findings and any(r.get("evaluated") for r in rules):
         out.write("none: no rule that could be evaluated crossed its threshold\n")
+    elif not findings:
+        out.write("none: no rule could be evaluated on this trace (why below)\n")
     for f in findings:
         devices = f" ({', '.join(f['devices'])})" if f.get("devices") else ""
         out.write(f"[{f['severity']}] {f['rule']}{devices}\n    {f['message']}\n    {f['suggestion']}\n")
-    skipped = [r for r in rules if not r.get("evaluated")]
-    if skipped:
+    why_not: dict[str, list[str]] = {}  # one line per reason, naming its rules in order
+    for r in rules:
+        if not r.get("evaluated"):
+            why_not.setdefault(str(r.get("why_not")), []).append(str(r["rule"]))
+    if why_not:
         out.write("\n")
-    for r in skipped:
-        out.write(f"{r['rule']} could not be evaluated, because {r['why_not']}\n")
+    for why, names in why_not.items():
+        out.write(f"{', '.join(names)} could not be evaluated, because {why}\n")
