@@ -55,7 +55,7 @@ from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS, stepping_tasks
 from tfprof_towers.trace.attribute import RANK, sweep
 from tfprof_towers.trace.codes import CAT
 from tfprof_towers.trace.idle import Launches
-from tfprof_towers.trace.steps import clip_to_windows
+from tfprof_towers.trace.steps import StepTable, clip_to_windows
 from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_count, fmt_percent, fmt_rate, fmt_seconds
@@ -90,10 +90,20 @@ def known_accelerators(analysis: Analysis) -> tuple[str, ...]:
     planes count too.  (The trace package's ``Analysis.idle_accelerators``, where it exists, is
     the same list less the accelerators that ran kernels; this function stands in until then.)
     """
+    planes = getattr(analysis.trace, "planes", ())  # every plane's name, where the trace keeps them
+    if planes:
+        return tuple(sorted({p for p in planes if is_accelerator_plane(p)}, key=device_sort_key))
     c = analysis.trace.columns
     on_lines = {c.text(int(p)) for p in np.unique(c.line_plane[c.line_kind == DEVICE]).tolist()}
     named = {s for s in c.strings.items if "/device:" in s and is_accelerator_plane(s)}
     return tuple(sorted(on_lines | named, key=device_sort_key))
+
+
+def windows_of(analysis: Analysis, device: str) -> StepTable:
+    """The step windows ``device`` is broken down in: its own where the trace gives it some (a
+    ``Steps`` line of its plane), else the trace's."""
+    steps_of = getattr(analysis.trace, "steps_of", None)
+    return steps_of(device) if steps_of is not None else analysis.trace.step_table
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,14 +193,12 @@ class TraceFacts:
         out = dict.fromkeys(self.working, 0.0)
         if k.empty:
             return out
-        names = sorted(k.device.unique().tolist(), key=device_sort_key)
-        group = k.device.map({n: i for i, n in enumerate(names)}).to_numpy(np.int64)
-        steps = self.analysis.trace.step_table
-        s = k.start_ps.to_numpy(np.int64)
-        e = s + k.dur_ps.to_numpy(np.int64)
-        _, cs, ce, idx = clip_to_windows(s, e, steps.start_ps, steps.end_ps)
-        union = sweep(group[idx], np.zeros(idx.size, np.int64), cs, ce, len(names), 1)
-        out.update({n: int(union[i]) / _PS / self.per_step(n) for i, n in enumerate(names)})
+        for dev, g in k.groupby("device", sort=False):  # one pass per accelerator, in its own windows
+            steps = windows_of(self.analysis, str(dev))
+            s = g.start_ps.to_numpy(np.int64)
+            _, cs, ce, _ = clip_to_windows(s, s + g.dur_ps.to_numpy(np.int64), steps.start_ps, steps.end_ps)
+            z = np.zeros(cs.size, np.int64)
+            out[str(dev)] = int(sweep(z, z, cs, ce, 1, 1)[0]) / _PS / self.per_step(str(dev))
         return out
 
     def host_in_gaps(self, device: str, host_wait_only: bool = True) -> dict[str, Any]:
@@ -235,7 +243,7 @@ def device_gaps(analysis: Analysis, device: str) -> tuple[np.ndarray, np.ndarray
     c = analysis.trace.columns
     code = c.code_of(device)
     rows = np.flatnonzero((c.device == code) & (RANK[c.category] >= 0) & (c.dur_ps > 0)) if code >= 0 else []
-    steps = analysis.trace.step_table
+    steps = windows_of(analysis, device)
     if not len(rows) or not len(steps):
         z = np.zeros(0, np.int64)
         return z, z, z.astype(bool)
@@ -262,7 +270,7 @@ def host_activity(analysis: Analysis, device: str, host_wait_only: bool = True) 
     code = c.code_of(device)
     on_device = np.flatnonzero(c.device == code)
     host_no = int(c.line_host[c.line[on_device[0]]]) if on_device.size else 0
-    steps = max(1, len(analysis.trace.step_table))
+    steps = max(1, len(windows_of(analysis, device)))
     gap_s = float((b - a).sum()) / _PS / steps
     out: dict[str, Any] = {"gap_s": gap_s, "by_category_s": dict.fromkeys(HOST_ACTIVITY, 0.0),
                            "any_s": 0.0, "heaviest_ops": []}
