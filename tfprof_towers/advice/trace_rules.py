@@ -59,7 +59,7 @@ from tfprof_towers.trace.steps import StepTable, clip_to_windows
 from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_count, fmt_percent, fmt_rate, fmt_seconds
-from tfprof_towers.xplane import DEVICE, HOST
+from tfprof_towers.xplane import DEVICE, HOST, categorical
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,19 +122,19 @@ class TraceFacts:
 
     @cached_property
     def kernels(self) -> pd.DataFrame:
-        """Kernels (compute and collective events of accelerator planes) in the step windows: device,
-        name, category, start_ps, dur_ps, launch_start_ps, launch_end_ps (-1: launch not known)."""
+        """Kernels (compute and collective events of accelerator planes) in the step windows: device (a
+        categorical), name (its code in the trace's strings: kernel names are long, and only the few
+        distinct ones are ever made text), collective (bool), start_ps, dur_ps, launch_start_ps,
+        launch_end_ps (-1: launch not known)."""
         import pandas as pd
 
         c = self.analysis.trace.columns
         is_kernel = np.isin(c.category, [CAT["compute"], CAT["collective"]])
         rows = np.flatnonzero(is_kernel & (c.line_kind[c.line] == DEVICE) & (c.step >= 0))
         launch_start, launch_end = launch_times(self.analysis, rows)
-        items = np.array(c.strings.items, dtype=object)
         return pd.DataFrame({
-            "device": items[c.device[rows]].astype(str),
-            "name": items[c.name[rows]].astype(str),
-            "category": np.where(c.category[rows] == CAT["collective"], "collective", "compute"),
+            "device": categorical(c.device[rows], c.strings), "name": c.name[rows],
+            "collective": c.category[rows] == CAT["collective"],
             "start_ps": c.start_ps[rows], "dur_ps": c.dur_ps[rows],
             "launch_start_ps": launch_start, "launch_end_ps": launch_end,
         })
@@ -142,7 +142,7 @@ class TraceFacts:
     @cached_property
     def working(self) -> tuple[str, ...]:
         """The accelerators that ran a kernel in the analysed windows."""
-        ran = set(self.kernels.device.unique().tolist())
+        ran = {str(d) for d in self.kernels.device.unique().tolist()}
         return tuple(d for d in self.accelerators if d in ran)
 
     @cached_property
@@ -189,11 +189,11 @@ class TraceFacts:
     @cached_property
     def collective_union_s(self) -> dict[str, float]:
         """Per accelerator: the wall time any collective of its ran, per step (overlap included)."""
-        k = self.kernels[self.kernels.category == "collective"]
+        k = self.kernels[self.kernels.collective]
         out = dict.fromkeys(self.working, 0.0)
         if k.empty:
             return out
-        for dev, g in k.groupby("device", sort=False):  # one pass per accelerator, in its own windows
+        for dev, g in k.groupby("device", sort=False, observed=True):  # each accelerator in its own windows
             steps = windows_of(self.analysis, str(dev))
             s = g.start_ps.to_numpy(np.int64)
             _, cs, ce, _ = clip_to_windows(s, s + g.dur_ps.to_numpy(np.int64), steps.start_ps, steps.end_ps)
@@ -306,11 +306,9 @@ def heaviest_ops(analysis: Analysis, rows: np.ndarray, dur_ps: np.ndarray, steps
     hc = c.category[rows] == CAT["host_compute"]
     if not hc.any():
         return []
-    items = np.array(c.strings.items, dtype=object)
-    frame = pd.DataFrame({"op": items[c.tf_op[rows[hc]]], "op_type": items[c.op_type[rows[hc]]],
-                          "dur_ps": dur_ps[hc]})
+    frame = pd.DataFrame({"op": c.tf_op[rows[hc]], "op_type": c.op_type[rows[hc]], "dur_ps": dur_ps[hc]})
     g = frame.groupby(["op", "op_type"], sort=False).dur_ps.sum().sort_values(ascending=False, kind="stable")
-    return [{"op": str(op), "op_type": str(t), "seconds": int(v) / _PS / steps}
+    return [{"op": c.text(int(op)), "op_type": c.text(int(t)), "seconds": int(v) / _PS / steps}
             for (op, t), v in g.head(top).items()]
 
 
@@ -410,7 +408,8 @@ def check_launch_bound(rule: Rule, f: TraceFacts) -> Finding | None:
     short_ps = rule.param("short_kernel_s") * _PS
     delay_ps = rule.param("launch_delay_cutoff_s") * _PS
     rows = []
-    for dev, g in k.groupby("device", sort=False):
+    for dev, g in k.groupby("device", sort=False, observed=True):
+        dev = str(dev)
         if dev not in f.devices.index:
             continue
         steps = f.per_step(dev)
@@ -596,12 +595,13 @@ class Precision:
 
 
 def precision_of(f: TraceFacts) -> Precision:
-    k = f.kernels[f.kernels.category == "compute"]
+    k = f.kernels[~f.kernels.collective]
     per_name = k.groupby("name", sort=False).dur_ps.sum().sort_values(ascending=False, kind="stable")
-    bits = per_name.index.map(kernel_precision)
+    text = f.analysis.trace.columns.text
+    bits = np.array([kernel_precision(text(int(code))) for code in per_name.index.tolist()], dtype=object)
     seconds = per_name.groupby(bits).sum() / _PS
     by_bits = {b: float(seconds.get(b, 0.0)) for b in ("16", "32", "")}
-    examples = {b: [str(n) for n in per_name.index[bits == b][:3]] for b in ("16", "32")}
+    examples = {b: [text(int(n)) for n in per_name.index[bits == b][:3]] for b in ("16", "32")}
     return Precision(float(per_name.sum()) / _PS, by_bits, examples)
 
 
