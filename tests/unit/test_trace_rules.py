@@ -292,7 +292,7 @@ def test_collective_bound_silent_on_a_short_all_reduce() -> None:
     ("ampere_bf16_s16816gemm_bf16_128x64", "16"), ("ampere_tf32_s1688gemm_tf32_128x128", "32"),
     ("void Eigen::internal::EigenMetaKernel<Eigen::TensorMap<Eigen::Tensor<float, 1, 1, long>>>", "32"),
     ("void Eigen::internal::EigenMetaKernel<Eigen::TensorMap<Eigen::Tensor<Eigen::half, 1, 1, long>>>", "16"),
-    ("fusion_12", ""), ("redzone_checker", ""),
+    ("void cast_kernel<float16, float>", "16"), ("fusion_12", ""), ("redzone_checker", ""),
 ])
 def test_kernel_precision_from_names(name: str, bits: str) -> None:
     assert kernel_precision(name) == bits
@@ -458,3 +458,13 @@ def test_host_bound_when_no_traced_host_thread_is_busy() -> None:
     assert f.evidence["main_activity"] == "untraced" and us(f.evidence["host_busy_in_gaps_s"]) == 4
     assert "no traced host thread was busy for 696 µs" in f.message
     assert "python_tracer_level=1" in f.suggestion
+
+
+def test_summary_entry_keeps_trace_findings() -> None:
+    from tfprof_towers.rundir.summary import SummaryEntry
+
+    found = {"rule": "host_bound", "severity": "high", "devices": ["/device:GPU:0"], "evidence": {"x": 1}}
+    entry = SummaryEntry(name="single", status="ok", trace_findings=(found,))
+    again = SummaryEntry.from_json(entry.to_json())
+    assert again.trace_findings == (found,) and SummaryEntry.from_json(
+        {k: v for k, v in entry.to_json().items() if k != "trace_findings"}).trace_findings == ()

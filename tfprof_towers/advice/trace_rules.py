@@ -567,7 +567,7 @@ def check_collective_bound(rule: Rule, f: TraceFacts) -> Finding | None:
 # float32 accumulation (``volta_fp16_s884gemm_fp16_...``), ``h884``/``h1688`` the same accumulating
 # in 16 bits: both count as 16-bit compute.
 _TF32 = re.compile(r"tf32", re.IGNORECASE)
-_16 = re.compile(r"hgemm|hcudnn|h884|h1688|h16816|s884|s1688|s16816|fp16|bf16|bfloat16|f16|half|hmma",
+_16 = re.compile(r"hgemm|hcudnn|h884|h1688|h16816|s884|s1688|s16816|fp16|bf16|float16|f16|half|hmma",
                  re.IGNORECASE)
 _32 = re.compile(r"sgemm|scudnn|fp32|f32|float", re.IGNORECASE)
 
