@@ -319,6 +319,9 @@ def test_precision_silent_on_16_bit_and_not_evaluated_on_fusions() -> None:
                                                                      launch_us=290)
     s = status(evaluate_trace(t.analysis()), "precision")
     assert not s["evaluated"]
+    only_nccl = GpuTrace().kernel(0, "ncclKernel_AllReduce_RING_LL_Sum_float", 0, 100, launch_us=0)
+    assert status(evaluate_trace(only_nccl.analysis()), "precision")["why_not"] == (
+        "no compute kernel ran on an accelerator (collectives only)")
     assert s["why_not"].startswith(
         "the kernel names tell the precision of only 14.3% of 350 µs of compute time")
 

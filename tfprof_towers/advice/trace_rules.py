@@ -701,6 +701,8 @@ def unmet(rule: Rule, f: TraceFacts) -> str | None:
                 "cannot be told from other idle time")
     if PRECISION_NAMES in rule.needs:
         p = precision_of(f)
+        if p.compute_s <= 0:
+            return "no compute kernel ran on an accelerator (collectives only)"
         if p.known_share < rule.param("min_known_share"):
             return (f"the kernel names tell the precision of only {fmt_percent(p.known_share)} of "
                     f"{fmt_seconds(p.compute_s)} of compute time (fused or generic kernels do not), under "
