@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     plugins/profile/<run>/<host>.xplane.pb, or a tfprof-towers run directory
     (then --run names the variant).  Prints, per device, seconds per step and
     % of the step for each category of the exclusive (wall) breakdown, and the
-    bytes, time and achieved bandwidth of each link.  Never imports TensorFlow.
+    bytes, time and achieved bandwidth of each link; then the findings of the trace rules
+    (tfprof_towers.advice.trace_rules), most severe first, and why any rule could not be
+    evaluated (--json: "findings" and "rules"; --html: above the tables).  Never imports TensorFlow.
     """
     from tfprof_towers.analysis.run_traces import analyze_path
     from tfprof_towers.xplane.memory import prefer_heap
