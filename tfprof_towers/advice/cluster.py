@@ -17,7 +17,7 @@ No TensorFlow; plain mappings in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfprof_towers.advice.findings import HIGH, LOW, MEDIUM, Facts, Finding, Rule
@@ -44,7 +44,16 @@ def unmet_tasks(f: Facts) -> str | None:
 
 
 def check_straggler(rule: Rule, f: Facts) -> Finding | None:
-    table = step_table(task_steps(f))
+    loopback = bool((f.entry.get("cluster") or {}).get("loopback"))
+    return straggler_finding(rule, task_steps(f), f.name, loopback)
+
+
+def straggler_finding(rule: Rule, tasks: Sequence[Mapping[str, Any]], variant: str,
+                      loopback: bool) -> Finding | None:
+    """The straggler finding over ``tasks`` (each ``{"task", "host", "steps": [...]}``, as
+    :func:`tfprof_towers.trace.tasks.task_steps` gives them): a run's cluster variant, or a multi-host
+    logdir analysed by the trace rules (:mod:`.trace_rules`)."""
+    table = step_table(tasks)
     found = stragglers(table, rule.param("min_late_s"), rule.param("min_late_share"),
                        rule.param("min_steps_share"))
     if not found:
@@ -54,7 +63,6 @@ def check_straggler(rule: Rule, f: Facts) -> Finding | None:
     who = short_task(s["task"])
     others = ", ".join(short_task(t) for t in s["others"]) or "the others"
     steps = ", ".join(str(x) for x in s["late_steps"])
-    loopback = bool((f.entry.get("cluster") or {}).get("loopback"))
     severity = rule.tier(share)
     if loopback:  # every task shares this machine's cores: weaker evidence, one tier lower
         severity = {HIGH: MEDIUM, MEDIUM: LOW}.get(severity, LOW)
@@ -74,4 +82,4 @@ def check_straggler(rule: Rule, f: Facts) -> Finding | None:
                 "step_s_median": s["step_s_median"], "late_share": share,
                 "others_wait_s_median": s["others_wait_s_median"], "loopback": loopback,
                 "others_late": [o["task"] for o in found[1:]]}
-    return Finding(rule.name, severity, f.name, msg, suggestion, evidence, ())
+    return Finding(rule.name, severity, variant, msg, suggestion, evidence, (), (s["task"],))

@@ -22,6 +22,9 @@ SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
 #: What a rule may need before it can be evaluated on a variant (see :func:`.rules.unmet`).
 PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"
 PEER_PATH, TASKS = "peer_path", "tasks"
+#: What a trace rule (:mod:`.trace_rules`) may need of the one trace it reads.
+ACCELERATOR_PLANES, KERNELS, LAUNCHES = "accelerator_planes", "kernels", "launches"
+TWO_ACCELERATORS, PRECISION_NAMES = "two_accelerators", "precision_names"
 NEEDS: dict[str, str] = {
     TASKS: "per-task step windows from the traces of two or more step-running tasks (a cluster variant)",
     PLACEMENT: "the variant's placement (partition graphs)",
@@ -30,6 +33,12 @@ NEEDS: dict[str, str] = {
     MATH: "the variant's first losses, and a reference's (the baseline, or the median of three variants)",
     PEER_PATH: "for a variant that reduces across devices: a hardware profile saying how its accelerators "
                "are linked (profile --project-on NAME)",
+    ACCELERATOR_PLANES: "a device plane of an accelerator in the trace (a GPU trace)",
+    KERNELS: "an accelerator that ran kernels in the analysed steps",
+    LAUNCHES: "kernels joined to their host launches (correlation_id on both)",
+    TWO_ACCELERATORS: "two or more accelerators that ran kernels",
+    PRECISION_NAMES: "kernel names that tell their precision (hgemm, h884, s1688, fp16, bf16, sgemm, "
+                     "fp32...) for enough of the compute time",
 }
 
 
@@ -86,16 +95,20 @@ class Finding:
     suggestion: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()  # the devices it is about (trace rules name them)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rule": self.rule, "severity": self.severity, "variant": self.variant,
             "message": self.message, "suggestion": self.suggestion,
             "evidence": dict(self.evidence), "sources": list(self.sources),
+            **({"devices": list(self.devices)} if self.devices else {}),
         }
 
 
-Check = Callable[["Rule", Facts], "Finding | None"]
+#: A rule's check: run rules take a variant's :class:`Facts`, trace rules a trace's
+#: :class:`~.trace_rules.TraceFacts`.
+Check = Callable[["Rule", Any], "Finding | None"]
 Param = float | int | str
 
 

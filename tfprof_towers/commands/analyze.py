@@ -33,14 +33,19 @@ def run(args: argparse.Namespace) -> int:
     plugins/profile/<run>/<host>.xplane.pb, or a tfprof-towers run directory
     (then --run names the variant).  Prints, per device, seconds per step and
     % of the step for each category of the exclusive (wall) breakdown, and the
-    bytes, time and achieved bandwidth of each link.  Never imports TensorFlow.
+    bytes, time and achieved bandwidth of each link; then the findings of the trace rules
+    (tfprof_towers.advice.trace_rules), most severe first, and why any rule could not be
+    evaluated (--json: "findings" and "rules"; --html: above the tables).  Never imports TensorFlow.
     """
     from tfprof_towers.analysis.run_traces import analyze_path
     from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    from tfprof_towers.advice.trace_rules import evaluate_trace
+
     analysis = analyze_path(args.path, run=args.run)
     doc = analysis.to_doc(per_step=False)
+    doc.update(evaluate_trace(analysis).to_json())  # "findings" (most severe first) and "rules"
     if args.html is not None:
         try:
             from tfprof_towers.render.analysis_html import render_analysis_html
@@ -51,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json_text(doc) + "\n")
     else:
         print_tables(doc, sys.stdout)
+        print_findings(doc, sys.stdout)
         if args.html is not None:
             print(f"\nwrote {args.html}")
     return 0
@@ -188,3 +194,25 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
             ]
         )
     _table(rows, out)
+
+
+def print_findings(doc: dict[str, Any], out: TextIO) -> None:
+    """The trace rules' findings, most severe first, then the rules that could not be evaluated."""
+    findings = doc.get("findings") or []
+    rules = doc.get("rules") or []
+    out.write("\nfindings from the trace (most severe first):\n")
+    if not findings and any(r.get("evaluated") for r in rules):
+        out.write("none: no rule that could be evaluated crossed its threshold\n")
+    elif not findings:
+        out.write("none: no rule could be evaluated on this trace (why below)\n")
+    for f in findings:
+        devices = f" ({', '.join(f['devices'])})" if f.get("devices") else ""
+        out.write(f"[{f['severity']}] {f['rule']}{devices}\n    {f['message']}\n    {f['suggestion']}\n")
+    why_not: dict[str, list[str]] = {}  # one line per reason, naming its rules in order
+    for r in rules:
+        if not r.get("evaluated"):
+            why_not.setdefault(str(r.get("why_not")), []).append(str(r["rule"]))
+    if why_not:
+        out.write("\n")
+    for why, names in why_not.items():
+        out.write(f"{', '.join(names)} could not be evaluated, because {why}\n")

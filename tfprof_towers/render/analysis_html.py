@@ -69,6 +69,8 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         for step in t.get("steps") or ()
     ] if len(doc.get("tasks") or ()) > 1 or any(t.get("task") for t in doc.get("tasks") or ()) else []
     return {
+        "findings": list(doc.get("findings") or ()),  # the trace rules' (advice/trace_rules.py)
+        "rules": list(doc.get("rules") or ()),
         "idle_rows": idle_rows,
         "task_rows": task_rows,
         "kernel_wait": f"{KERNEL_WAIT_PS / 1e6:g} µs",

@@ -200,6 +200,9 @@ def view_model(
         "failed": [v for v in ranked if v["status"] not in ("ok", "skipped")],
         "per_variant": per_variant,
         "findings": findings,
+        # the trace rules' findings, per variant (below the run's own rules)
+        "trace_findings": [(v["name"], v.get("trace_findings") or []) for v in ranked
+                           if v.get("trace_findings")],
         "recommendation": recommendation,
         "rules": summary.get("rules") or [],
         "link_models": summary.get("link_models") or [],

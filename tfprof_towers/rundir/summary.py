@@ -132,6 +132,7 @@ class SummaryEntry(Record):
     audit: Mapping[str, Any] | None = None  # audit.audit_variant
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
+    trace_findings: tuple[Mapping[str, Any], ...] = ()  # the trace rules' findings on its trace (trace_rules)
     cluster: Mapping[str, Any] | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
     WHERE = "summary.json: variants[]"
     JSON_ORDER = ("name", "source", "family")

@@ -39,6 +39,20 @@ def with_advice(summary: Summary) -> Summary:
                    recommendation=advice.recommendation, math=advice.math)
 
 
+def with_trace_findings(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
+    """Each analysed variant's findings of the trace rules (:mod:`tfprof_towers.advice.trace_rules`): the
+    same diagnosis ``analyze`` gives a trace captured anywhere, below the run's own rules."""
+    from tfprof_towers.advice.trace_rules import evaluate_trace
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        t = analyses.get(e.name)
+        if t is None or t.analysis is None:
+            return replace(e, trace_findings=())
+        return replace(e, trace_findings=tuple(evaluate_trace(t.analysis).to_json()["findings"]))
+
+    return summary.map_entries(one)
+
+
 def export_chrome_traces(
     run_dir: RunDir, summary: Summary, analyses: Mapping[str, VariantTrace]
 ) -> Summary:
@@ -88,6 +102,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     summary = with_audits(summary, records)
     summary = with_cluster(summary, records)
     summary = with_advice(summary)
+    summary = with_trace_findings(summary, analyses)
     return summary, analyses
 
 
