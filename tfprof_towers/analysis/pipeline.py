@@ -28,6 +28,7 @@ class VariantTrace:
 
     breakdown: dict[str, Any]
     trace: Any = None  # tfprof_towers.trace.load.Trace, or None when it could not be analysed
+    analysis: Any = None  # tfprof_towers.trace.analysis.Analysis (the per-step arrays: frames/ reads them)
 
 
 def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
@@ -51,7 +52,7 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
         return VariantTrace({"error": f"trace analysis failed: {type(exc).__name__}: {exc}"})
     doc = analysis.to_doc(per_step=True)
     doc.pop("source", None)
-    return VariantTrace(doc, analysis.trace)
+    return VariantTrace(doc, analysis.trace, analysis)
 
 
 def analyse_traces(
