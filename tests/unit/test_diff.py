@@ -100,8 +100,10 @@ def test_run_against_run(runs) -> None:
 def test_placement_moves_with_their_source_lines(runs) -> None:
     base, new = runs
     moves = diff(load(base), load(new))["pairs"][0]["placement_moves"]
-    assert moves == [{"node": "block0/MatMul", "op_type": "MatMul", "base_device": ACC0, "new_device": HOST,
-                      "flops": 1000, "base_sources": "/src/s.py:3 (/cpu:1)",
+    assert moves == [{"node": "block0/MatMul", "op_type": "MatMul", "kernel": "MatMul", "fused": [],
+                      "base_device": ACC0, "new_device": HOST, "flops": 1000,
+                      "placed_by": f"{HOSTILE}.py:12".rsplit("/", 1)[-1],  # the file's name
+                      "base_sources": "/src/s.py:3 (/cpu:1)",
                       "new_sources": f"/src/{HOSTILE}.py:12 (/cpu:0)"}]
 
 
@@ -147,7 +149,7 @@ def test_gate_exit_codes_json_and_html(runs, tmp_path: Path, capsys) -> None:
     assert main(["diff", str(base), str(new), "--fail-if-slower", "10"]) == EXIT_SLOWER == 5
     out = capsys.readouterr().out
     assert "FAIL: slower by more than 10% beyond noise: single" in out
-    assert "placement moves (1 nodes" in out and f"/src/{HOSTILE}.py:12" in out
+    assert "placement moves (1 nodes" in out and f"{HOSTILE}.py:12".rsplit("/", 1)[-1] in out
     assert main(["diff", str(base), str(new), "--fail-if-slower", "60"]) == 0
     assert "pass: no variant slower by more than 60%" in capsys.readouterr().out
     assert main(["diff", str(base), str(base), "--fail-if-slower", "0"]) == 0

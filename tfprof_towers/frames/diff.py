@@ -171,14 +171,24 @@ def placement_moves(b: Side, n: Side) -> list[dict[str, Any]]:
     pb, pn = b.frame("placement"), n.frame("placement")
     if not len(pb) or not len(pn):
         return []
-    cols = ["node", "op_type", "device", "flops", "sources"]
+    cols = ["node", "op_type", "kernel", "fused", "device", "flops", "sources", "source_file", "source_line"]
     m = pb[cols].astype({"device": str}).merge(pn[cols].astype({"device": str}), on="node",
                                                 suffixes=("_base", "_new"))
     m = m[(m["device_base"] != m["device_new"]) & ~m["op_type_new"].isin(PLUMBING)]
     m = m.sort_values(["flops_new", "node"], ascending=[False, True])
-    return [{"node": r["node"], "op_type": r["op_type_new"], "base_device": r["device_base"],
-             "new_device": r["device_new"], "flops": int(r["flops_new"]), "base_sources": r["sources_base"],
-             "new_sources": r["sources_new"]} for r in m.to_dict("records")]
+    return [{"node": r["node"], "op_type": r["op_type_new"], "kernel": r["kernel_new"],
+             "fused": [x for x in str(r["fused_new"] or "").split("; ") if x],
+             "base_device": r["device_base"], "new_device": r["device_new"], "flops": int(r["flops_new"]),
+             "placed_by": _where(r["source_file_new"], r["source_line_new"]),
+             "base_sources": r["sources_base"], "new_sources": r["sources_new"]}
+            for r in m.to_dict("records")]
+
+
+def _where(file: Any, line: Any) -> str | None:
+    """``builders.py:46``: the innermost ``with tf.device`` of a node, or None."""
+    if file is None or pd.isna(file):
+        return None
+    return f"{str(file).replace(chr(92), '/').rsplit('/', 1)[-1]}:{'' if pd.isna(line) else int(line)}"
 
 
 def _links(s: Side) -> pd.DataFrame:

@@ -67,6 +67,13 @@ def _ops_rows(rows: Sequence[Mapping[str, Any]], key: str) -> list[list[str]]:
     return out
 
 
+def _kernel(m: Mapping[str, Any]) -> str:
+    """``_MklNativeFusedMatMul (MatMul, add)``: the kernel and the graph ops fused into the node."""
+    fused = [f.rsplit("/", 1)[-1] for f in m.get("fused") or ()]
+    kernel = str(m.get("kernel") or "")
+    return f"{kernel} ({', '.join(fused)})" if fused else kernel
+
+
 def write_text(doc: Mapping[str, Any], out: TextIO) -> None:
     out.write(f"BASE: {doc['base']}\nNEW:  {doc['new']}\n")
     for note in doc.get("notes") or ():
@@ -94,9 +101,9 @@ def write_text(doc: Mapping[str, Any], out: TextIO) -> None:
         moves = p["placement_moves"]
         if moves:
             out.write(f"\nplacement moves ({len(moves)} nodes on another device; the heaviest first):\n")
-            rows = [["node", "op type", "before", "after", "placed by (after)"]]
-            rows += [[m["node"], m["op_type"], m["base_device"], m["new_device"], m["new_sources"] or "-"]
-                     for m in moves[:2 * MAX_TEXT_ROWS]]
+            rows = [["node", "op type", "kernel (fused ops)", "before", "after", "placed by (after)"]]
+            rows += [[m["node"], m["op_type"], _kernel(m), m["base_device"], m["new_device"],
+                      m["placed_by"] or "-"] for m in moves[:2 * MAX_TEXT_ROWS]]
             _table(rows, out)
             if len(moves) > 2 * MAX_TEXT_ROWS:
                 out.write(f"  ... and {len(moves) - 2 * MAX_TEXT_ROWS} more (--json lists them all)\n")
@@ -169,9 +176,9 @@ def _pair_html(p: Mapping[str, Any]) -> str:
             parts.append(_html_table(rows[0], rows[1:]))
     if p["placement_moves"]:
         parts.append("<h3>Placement moves</h3>")
-        parts.append(_html_table(["node", "op type", "before", "after", "placed by (before)",
-                                  "placed by (after)"],
-                                 [[m["node"], m["op_type"], m["base_device"], m["new_device"],
+        parts.append(_html_table(["node", "op type", "kernel (fused ops)", "before", "after",
+                                  "placed by (before)", "placed by (after)"],
+                                 [[m["node"], m["op_type"], _kernel(m), m["base_device"], m["new_device"],
                                    m["base_sources"] or "-", m["new_sources"] or "-"]
                                   for m in p["placement_moves"]]))
     if p["links"]:

@@ -178,7 +178,8 @@ class Profile:
 
     @cached_property
     def placement(self) -> pd.DataFrame:
-        """variant, node, op_type, device, requested, flops, source_file, source_line, sources."""
+        """variant, node, op_type, kernel, fused, device, requested, flops, source_file, source_line,
+        sources."""
         return self._concat("placement", lambda p: tables.placement(p.record))
 
     def frames(self) -> dict[str, pd.DataFrame]:

@@ -59,8 +59,8 @@ COLUMNS: dict[str, dict[str, Any]] = {
                  "rank": "Int64", "recommended": "bool", "grad_norm": "float64", "trace_error": TEXT},
     "step_times": {"variant": "category", "phase": TEXT, "index": "int64", "seconds": "float64"},
     "losses": {"variant": "category", "step": "int64", "loss": "float64"},
-    "placement": {"variant": "category", "node": TEXT, "op_type": TEXT, "device": "category",
-                  "requested": TEXT, "flops": "int64", "source_file": TEXT,
+    "placement": {"variant": "category", "node": TEXT, "op_type": TEXT, "kernel": TEXT, "fused": TEXT,
+                  "device": "category", "requested": TEXT, "flops": "int64", "source_file": TEXT,
                   "source_line": "Int64", "sources": TEXT},
 }
 #: The frames, in the order ``to_parquet`` writes them.

@@ -151,13 +151,17 @@ def _sources(sources: Sequence[Mapping[str, Any]]) -> str:
 
 
 def placement(record: VariantRecord | None) -> pd.DataFrame:
-    """Each node of the partition graphs: op type, device, FLOPs and the ``with tf.device`` lines that
-    put it there (``source_file``/``source_line``: the innermost; ``sources``: all, innermost first)."""
+    """Each node of the partition graphs: op type, kernel, the graph ops fused into it (``fused``,
+    "; "-separated: a MatMul fused into its Sigmoid's node), device, FLOPs and the ``with tf.device``
+    lines that put it there (``source_file``/``source_line``: the innermost; ``sources``: all,
+    innermost first)."""
     nodes = ((record.placement or {}).get("nodes") or []) if record is not None else []
     rows = []
     for n in nodes:
         src = [s for s in n.get("sources") or () if isinstance(s, Mapping)]
-        rows.append({"node": n.get("name"), "op_type": n.get("type"), "device": n.get("device"),
+        rows.append({"node": n.get("name"), "op_type": n.get("type"),
+                     "kernel": n.get("kernel") or n.get("type"),
+                     "fused": "; ".join(str(x) for x in n.get("fused") or ()), "device": n.get("device"),
                      "requested": n.get("requested") or "", "flops": int(n.get("flops") or 0),
                      "source_file": src[0].get("file") if src else None,
                      "source_line": src[0].get("line") if src else None, "sources": _sources(src)})
