@@ -7,7 +7,7 @@ save them.  :mod:`.diff` compares two profiles (``tfprof-towers diff``).  No Ten
 
 from __future__ import annotations
 
+from tfprof_towers.frames.names import FRAMES
 from tfprof_towers.frames.profile import Profile, load, per_step
-from tfprof_towers.frames.schema import FRAMES
 
 __all__ = ["FRAMES", "Profile", "load", "per_step"]

@@ -18,27 +18,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from tfprof_towers.frames import tables
-from tfprof_towers.frames.schema import (
-    COLUMNS,
-    DEVICE_COLUMNS,
-    FRAMES,
-    as_dtype,
-    device_dtype,
-    empty,
-    is_open,
-    ordered,
-    repeat,
-)
+from tfprof_towers.frames.names import FRAMES
 from tfprof_towers.rundir.paths import RunDir, is_run_dir
-from tfprof_towers.rundir.records import VariantRecord, load_records, load_run_or_skip
-from tfprof_towers.trace.analysis import Analysis
 from tfprof_towers.vocab.errors import TowersError
+
+if TYPE_CHECKING:  # pandas is imported when a frame is first asked for: load() itself never needs it
+    import pandas as pd
+
+    from tfprof_towers.rundir.records import VariantRecord
+    from tfprof_towers.trace.analysis import Analysis
 
 #: What a profile was loaded from.
 TRACE, RUN, VARIANT = "trace", "run", "variant"
@@ -77,11 +69,15 @@ class Profile:
 
     @cached_property
     def variant_dtype(self) -> pd.CategoricalDtype:
+        import pandas as pd
+
         return pd.CategoricalDtype(list(self.variant_names), ordered=True)
 
     @cached_property
     def device_dtype(self) -> pd.CategoricalDtype:
         """Every device any frame names, host threads first."""
+        from tfprof_towers.frames.schema import device_dtype
+
         names: set[str] = set()
         for p in self.parts:
             if p.analysis is not None:
@@ -97,6 +93,18 @@ class Profile:
 
     def _concat(self, frame: str, per_part: Callable[[Part], pd.DataFrame | None]) -> pd.DataFrame:
         """The variants' frames one after the other, with the profile's dtypes."""
+        import pandas as pd
+
+        from tfprof_towers.frames.schema import (
+            COLUMNS,
+            DEVICE_COLUMNS,
+            as_dtype,
+            empty,
+            is_open,
+            ordered,
+            repeat,
+        )
+
         pieces = []
         for i, p in enumerate(self.parts):
             df = per_part(p)
@@ -116,43 +124,49 @@ class Profile:
                 out[col] = as_dtype(out[col], ordered(_categories(pieces, col)))
         return out[list(COLUMNS[frame])]
 
-    def _trace_frame(self, frame: str, build: Callable[[Analysis], pd.DataFrame]) -> pd.DataFrame:
-        return self._concat(frame, lambda p: None if p.analysis is None else build(p.analysis))
+    def _trace_frame(self, frame: str, build: str) -> pd.DataFrame:
+        from tfprof_towers.frames import tables
+
+        fn = getattr(tables, build)
+        return self._concat(frame, lambda p: None if p.analysis is None else fn(p.analysis))
 
     @cached_property
     def events(self) -> pd.DataFrame:
         """variant, task, device, line, category, name, op_type, node, step, start_s, dur_s, bytes, src,
         dst: one row per event."""
-        return self._trace_frame("events", tables.events)
+        return self._trace_frame("events", "events")
 
     @cached_property
     def steps(self) -> pd.DataFrame:
         """variant, device, step, start_s, end_s: the windows each device's time is attributed in."""
-        return self._trace_frame("steps", tables.steps)
+        return self._trace_frame("steps", "steps")
 
     @cached_property
     def wall(self) -> pd.DataFrame:
         """variant, device, step, category, seconds: the exclusive breakdown (sums to the step)."""
-        return self._trace_frame("wall", tables.wall)
+        return self._trace_frame("wall", "wall")
 
     @cached_property
     def total(self) -> pd.DataFrame:
         """variant, device, step, category, count, seconds, bytes: events counted in full."""
-        return self._trace_frame("total", tables.total)
+        return self._trace_frame("total", "total")
 
     @cached_property
     def idle(self) -> pd.DataFrame:
         """variant, device, step, kind (host_wait, kernel_wait, other), seconds: accelerators only."""
-        return self._trace_frame("idle", tables.idle)
+        return self._trace_frame("idle", "idle")
 
     @cached_property
     def links(self) -> pd.DataFrame:
         """variant, src, dst, kind, steps, count, bytes, seconds, gbps, measured: over all ``steps``."""
-        return self._trace_frame("links", tables.links)
+        return self._trace_frame("links", "links")
 
     @cached_property
     def findings(self) -> pd.DataFrame:
         """variant, rule, severity, message, suggestion (run directories: the report's findings)."""
+        from tfprof_towers.frames import tables
+        from tfprof_towers.frames.schema import empty
+
         if self.summary is None:
             # A trace alone has no findings document here; trace findings (advice/trace_rules.py,
             # another branch) would be added at this point once merged.
@@ -162,6 +176,8 @@ class Profile:
     @cached_property
     def variants(self) -> pd.DataFrame:
         """Run directories: status, step time (median, p10, p90, min, max, timed steps), speedup, rank."""
+        from tfprof_towers.frames import tables
+
         rec = ((self.summary or {}).get("recommendation") or {}).get("variant")
         return self._concat("variants",
                             lambda p: None if p.entry is None else tables.variant_row(p.entry, rec))
@@ -169,17 +185,23 @@ class Profile:
     @cached_property
     def step_times(self) -> pd.DataFrame:
         """variant, phase (timed | profiled), index, seconds: every measured step's duration."""
+        from tfprof_towers.frames import tables
+
         return self._concat("step_times", lambda p: tables.step_times(p.record))
 
     @cached_property
     def losses(self) -> pd.DataFrame:
         """variant, step, loss: the first training steps' losses."""
+        from tfprof_towers.frames import tables
+
         return self._concat("losses", lambda p: None if p.entry is None else tables.losses(p.entry))
 
     @cached_property
     def placement(self) -> pd.DataFrame:
         """variant, node, op_type, kernel, fused, device, requested, flops, source_file, source_line,
         sources."""
+        from tfprof_towers.frames import tables
+
         return self._concat("placement", lambda p: tables.placement(p.record))
 
     def frames(self) -> dict[str, pd.DataFrame]:
@@ -203,6 +225,8 @@ class Profile:
 
 def _categories(frames: Sequence[pd.DataFrame], col: str) -> list[str]:
     """The categories (or values) of column ``col`` across ``frames``, first-seen order."""
+    import pandas as pd
+
     out: dict[str, None] = {}
     for df in frames:
         s = df[col]
@@ -253,6 +277,7 @@ def load_trace(path: Path) -> Profile:
 
 def load_run(root: Path, only: str | None = None) -> Profile:
     """The run as ``report`` computes it; ``only``: one variant of it."""
+    from tfprof_towers.rundir.records import load_records, load_run_or_skip
     from tfprof_towers.session.report import analyse_run
 
     rd = RunDir(root)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfprof_towers.frames.names import FRAMES
 from tfprof_towers.trace.idle import IDLE_KINDS
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, IDLE
 from tfprof_towers.vocab.device_names import device_sort_key
@@ -63,8 +64,7 @@ COLUMNS: dict[str, dict[str, Any]] = {
                   "device": "category", "requested": TEXT, "flops": "int64", "source_file": TEXT,
                   "source_line": "Int64", "sources": TEXT},
 }
-#: The frames, in the order ``to_parquet`` writes them.
-FRAMES: tuple[str, ...] = tuple(COLUMNS)
+assert tuple(COLUMNS) == FRAMES, "frames/names.py lists the frames of COLUMNS, in its order"
 #: Columns holding device names (one ordered dtype per profile).
 DEVICE_COLUMNS = ("device", "src", "dst")
 
