@@ -18,4 +18,8 @@ def __getattr__(name: str):
         from tfprof_towers.frames import load
 
         return load
+    if name == "frames":
+        import tfprof_towers.frames as frames
+
+        return frames
     raise AttributeError(f"module 'tfprof_towers' has no attribute {name!r}")

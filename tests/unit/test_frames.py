@@ -201,3 +201,10 @@ def test_a_run_without_traces_still_has_its_variants(tmp_path: Path) -> None:
     p = tt.load(root)
     assert len(p.wall) == 0 and list(p.wall.columns) == list(COLUMNS["wall"])
     assert p.variants.variant.tolist() == ["single", "towers_bug", "broken"]
+
+
+def test_the_package_exposes_frames_lazily() -> None:
+    code = ("import sys, tfprof_towers as tt; f = tt.frames; "
+            "print(callable(f.read_frames), callable(f.per_step), 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.split() == ["True", "True", "False"]

@@ -7,7 +7,8 @@ save them.  :mod:`.diff` compares two profiles (``tfprof-towers diff``).  No Ten
 
 from __future__ import annotations
 
+from tfprof_towers.frames.export import read_frames, read_parquet
 from tfprof_towers.frames.names import FRAMES
 from tfprof_towers.frames.profile import Profile, load, per_step
 
-__all__ = ["FRAMES", "Profile", "load", "per_step"]
+__all__ = ["FRAMES", "Profile", "load", "per_step", "read_frames", "read_parquet"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from tfprof_towers.vocab.errors import TowersError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS = ("parquet", "csv")
 META_KEY = b"tfprof_towers.categories"
@@ -50,6 +52,8 @@ def write_frames(frames: Mapping[str, pd.DataFrame], folder: Path, fmt: str) -> 
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    import pandas as pd
+
     pa, pq = _pyarrow()
     table = pa.Table.from_pandas(df, preserve_index=False)
     cats = {c: [str(x) for x in df[c].cat.categories] for c in df.columns
@@ -61,6 +65,8 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
 
 def read_parquet(path: Path | str) -> pd.DataFrame:
     """One frame written by :func:`write_parquet`, with its categories (and their order) back."""
+    import pandas as pd
+
     _, pq = _pyarrow()
     table = pq.read_table(path)
     df = table.to_pandas()
