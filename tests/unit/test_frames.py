@@ -132,13 +132,28 @@ def test_a_variant_directory_is_that_variant_of_its_run(run_dir: Path, run_profi
         load_run(run_dir, only="nope")
 
 
-@pytest.mark.parametrize("make", [two_gpu_trace, logical_cpu_trace])
+def _two_hosts(root: Path) -> Path:
+    for host in ("worker0_6001", "worker1_6002"):
+        two_gpu_trace().write_logdir(root, run="2024_01_01_00_00_00", host=host)
+    return root
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: two_gpu_trace().write(d / "host.xplane.pb"),
+    lambda d: logical_cpu_trace().write(d / "host.xplane.pb"),
+    lambda d: _two_hosts(d / "host"),
+])
 def test_trace_agrees_with_analyze_json(tmp_path: Path, capsys, make) -> None:
-    path = make().write(tmp_path / "host.xplane.pb")
+    path = make(tmp_path)
     assert main(["analyze", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     p = tt.load(path)
     assert p.kind == "trace" and p.variant_names == ("host",)
+    tasks = sorted(t["task"] for t in doc["tasks"])
+    assert sorted(p.events.task.cat.categories) == tasks  # "" for one host; a task per host file
+    if len(tasks) > 1:
+        by_task = p.events.groupby("task", observed=True).device.agg(lambda d: {str(x) for x in d})
+        assert all(all(dev.startswith(task) for dev in devs) for task, devs in by_task.items())
     assert len(p.variants) == 0 and len(p.findings) == 0
     assert list(p.findings.columns) == list(COLUMNS["findings"])
     for dev, d in doc["devices"].items():
