@@ -150,10 +150,15 @@ def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _html_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    h = "".join(f"<th>{_e(c)}</th>" for c in head)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="data"><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>'
+def _html_table(head: Sequence[str], rows: Sequence[Sequence[Any]], text: int = 1) -> str:
+    """A table in the report's style: the first ``text`` columns are names, the others numbers."""
+    def cls(i: int) -> str:
+        return "" if i < text else ' class="num"'
+
+    h = "".join(f"<th{cls(i)}>{_e(c)}</th>" for i, c in enumerate(head))
+    body = "".join("<tr>" + "".join(f"<td{cls(i)}>{_e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _pair_html(p: Mapping[str, Any]) -> str:
@@ -168,7 +173,7 @@ def _pair_html(p: Mapping[str, Any]) -> str:
         parts.append("<h3>Wall time per step, by device and category</h3>")
         parts.append(_html_table(["device", "category", "before", "after", "change"],
                                  [[r["device"], category_label(r["category"]), fmt_seconds(r["base_seconds"]),
-                                   fmt_seconds(r["new_seconds"]), _signed_s(r["change"])] for r in dev]))
+                                   fmt_seconds(r["new_seconds"]), _signed_s(r["change"])] for r in dev], 2))
     for key, title in (("op_type", "Op types"), ("op", "Ops")):
         if p["ops"][key]:
             parts.append(f"<h3>{title} whose device time per step changed most</h3>")
@@ -180,17 +185,19 @@ def _pair_html(p: Mapping[str, Any]) -> str:
                                   "placed by (before)", "placed by (after)"],
                                  [[m["node"], m["op_type"], _kernel(m), m["base_device"], m["new_device"],
                                    m["base_sources"] or "-", m["new_sources"] or "-"]
-                                  for m in p["placement_moves"]]))
+                                  for m in p["placement_moves"]], 7))
     if p["links"]:
         parts.append("<h3>Links whose bytes per step changed</h3>")
         parts.append(_html_table(["src", "dst", "kind", "before", "after", "change"],
                                  [[r["src"], r["dst"], r["kind"], fmt_bytes(r["base_bytes"]),
-                                   fmt_bytes(r["new_bytes"]), _signed_b(r["change"])] for r in p["links"]]))
+                                   fmt_bytes(r["new_bytes"]), _signed_b(r["change"])]
+                                  for r in p["links"]], 3))
     f = p["findings"]
-    items = [f"<li>{_e(w)}: [{_e(x['severity'])}] {_e(x['rule'])}: {_e(x['message'])}</li>"
-             for w in ("appeared", "gone") for x in f[w]]
+    items = [f'<div class="finding {_e(x["severity"])}"><strong>{_e(w)}</strong>: '
+             f'<span class="sev sev-{_e(x["severity"])}">{_e(x["severity"])}</span> {_e(x["rule"])}: '
+             f"{_e(x['message'])}</div>" for w in ("appeared", "gone") for x in f[w]]
     if items:
-        parts.append("<h3>Findings</h3><ul>" + "".join(items) + "</ul>")
+        parts.append("<h3>Findings</h3>" + "".join(items))
     parts.append(f"<p><strong>Math:</strong> {_e(math_text(p['math']))}</p></section>")
     return "".join(parts)
 
@@ -207,7 +214,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<h1>tfprof-towers diff</h1><p>BASE: <code>{_e(doc['base'])}</code><br>"
         f"NEW: <code>{_e(doc['new'])}</code></p>"
         + (f"<ul>{notes}</ul>" if notes else "")
-        + (f"<p><strong>{_e(gate_text(gate))}</strong></p>" if gate is not None else "")
+        + (f'<div class="banner"><strong>{_e(gate_text(gate))}</strong></div>' if gate else "")
         + "".join(_pair_html(p) for p in doc["pairs"])
         + "</main></body></html>\n"
     )
