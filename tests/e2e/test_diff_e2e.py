@@ -68,3 +68,31 @@ def test_the_gate_fails_on_50_ms_of_sleep_and_passes_on_itself(run: Path, capsys
     code, doc = _diff(capsys, str(v / "towers_fixed"), str(v / "towers_fixed"), "--fail-if-slower", "5")
     assert code == 0 and doc["gate"]["slower"] == []
     assert doc["pairs"][0]["step_time"]["change_pct"] == 0
+
+
+def test_load_agrees_with_summary_json_on_a_real_run(run: Path) -> None:
+    """Wall time and links (send/recv between logical devices) of every variant, to the picosecond."""
+    import numpy as np
+
+    import tfprof_towers as tt
+
+    summary = json.loads((run / "summary.json").read_text())
+    p = tt.load(run)
+    links_seen = 0
+    for e in summary["variants"]:
+        bd, name = e["breakdown"], e["name"]
+        n = bd["steps"]
+        wall = p.wall[p.wall.variant == name]
+        for dev, d in bd["devices"].items():
+            for cat, seconds in d["wall"].items():
+                s = wall[(wall.device == dev) & (wall.category == cat)].seconds.to_numpy()
+                assert int(np.rint(s * 1e12).astype(np.int64).sum()) / 1e12 * (1.0 / n) == seconds
+        links = p.links[p.links.variant == name].astype({"src": str, "dst": str, "kind": str})
+        for link in bd["links"]:
+            key = (link["src"], link["dst"], link["kind"])
+            row = links[(links.src == key[0]) & (links.dst == key[1]) & (links.kind == key[2])]
+            assert int(row["bytes"].iloc[0]) * (1.0 / n) == link["bytes"]
+            links_seen += 1
+        timed = p.step_times[(p.step_times.variant == name) & (p.step_times.phase == "timed")]
+        assert len(timed) == 8 and timed.seconds.median() == e["step_time_s"]["median"]
+    assert links_seen

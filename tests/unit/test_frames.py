@@ -94,6 +94,14 @@ def test_run_directory_agrees_with_summary_json(run_dir: Path, run_profile) -> N
             steps = p.steps[(p.steps.variant == name) & (p.steps.device == dev)]
             assert ps(steps.end_s - steps.start_s) / PS * (1.0 / n) == pytest.approx(d["window_s"], rel=1e-12)
             checked += 1
+        links = p.links[p.links.variant == name].astype({"src": str, "dst": str, "kind": str})
+        assert len(links) == len(bd["links"])
+        for link in bd["links"]:
+            key = (link["src"], link["dst"], link["kind"])
+            row = links[(links.src == key[0]) & (links.dst == key[1]) & (links.kind == key[2])]
+            assert int(row["count"].iloc[0]) * (1.0 / n) == link["count"] and int(row["steps"].iloc[0]) == n
+            if link["bytes"] is not None:
+                assert int(row["bytes"].iloc[0]) * (1.0 / n) == link["bytes"]
         got = p.findings[p.findings.variant == name][["rule", "message"]].to_dict("records")
         want = [{"rule": f["rule"], "message": f["message"]} for f in summary["findings"]
                 if f["variant"] == name]

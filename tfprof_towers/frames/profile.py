@@ -253,8 +253,9 @@ def load(path: Path | str) -> Profile:
         raise TowersError(f"{p}: no such file or directory")
     if p.is_dir() and is_run_dir(p):
         return load_run(p)
-    if p.is_dir() and p.parent.name == "variants" and is_run_dir(p.parent.parent):
-        return load_run(p.parent.parent, only=p.name)
+    q = p.resolve()  # "." inside a variant's directory is that variant
+    if q.is_dir() and q.parent.name == "variants" and is_run_dir(q.parent.parent):
+        return load_run(q.parent.parent, only=q.name)
     return load_trace(p)
 
 
