@@ -55,6 +55,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_load import load_figures, report_load
+
 TARGET_XPROF_SPEEDUP = 10.0  # in-process decode vs xprof (the earlier issue's figure)
 TARGET_PROTOBUF_RATIO = 2.0  # in-process decode vs the bare protobuf parse
 TARGET_WHOLE_XPROF_SPEEDUP = 15.0  # whole `analyze --json` process vs xprof, copy-heavy 1M
@@ -452,6 +454,7 @@ def run_benchmark(
             _copy_heavy(big, big_events)
         heavy_build_s = time.perf_counter() - t0
         whole = whole_figures(small, big if big_events else None, whole_repeats, code)
+        load = load_figures(small, whole_repeats)
         ch_xp_s, ch_xp_rows, _ = time_xprof(small, 1) if xprof else (None, None, "skipped")
         whole["xprof_s"], whole["xprof_rows"] = ch_xp_s, ch_xp_rows
         whole["speedup_vs_xprof"] = ch_xp_s / whole["small"]["best_s"] if ch_xp_s else None
@@ -498,6 +501,7 @@ def run_benchmark(
         "protobuf_peak_rss_mib": pb_peak,
         "protobuf_rss_before_mib": pb_base,
         "whole": whole,
+        "load": load,
         "multihost": hosts,
         "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "targets": {
@@ -559,6 +563,7 @@ def report(r: dict[str, Any]) -> str:
             f"{r['protobuf_rss_before_mib']:.0f} MiB before)"
         )
     lines += _report_whole(r.get("whole"))
+    lines += report_load(r.get("load"))
     lines += _report_hosts(r.get("multihost"))
     if r.get("load_avg"):
         lines.append("load average at the end: " + " ".join(f"{x:.1f}" for x in r["load_avg"])
@@ -625,7 +630,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-multihost", action="store_true")
     p.add_argument("--code", type=Path, help="run the whole-process figures with this checkout's package")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--only-load", action="store_true",
+                   help="only tfprof_towers.load against `analyze --json` (benchmarks/bench_load.py)")
     args = p.parse_args(argv)
+    if args.only_load:
+        with tempfile.TemporaryDirectory() as tmp:
+            small = Path(tmp) / "copy_heavy_1m.xplane.pb"
+            _copy_heavy(small, args.events)
+            load = load_figures(small, args.whole_repeats)
+        print(json.dumps(load, indent=2) if args.json else "\n".join(report_load(load)))
+        return 0
     figures = run_benchmark(
         args.events, args.repeats, xprof=not args.no_xprof, big_events=args.big_events,
         whole_repeats=args.whole_repeats, multihost=not args.no_multihost, code=args.code,

@@ -29,6 +29,7 @@ LAYERS: tuple[str, ...] = (
     "projection",  # what-if on hardware profiles
     "render",      # report.html, the analyze page, charts
     "session",     # a profile from start to report
+    "frames",      # load(): traces and runs as tidy frames (report's analysis), diff of two
     "commands",    # the command line
 )
 #: Modules at the package root, and where they stand.

@@ -7,3 +7,19 @@ report.  Only ``capture`` imports TensorFlow, and only inside child processes.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "load"]
+
+
+def __getattr__(name: str):
+    """``tfprof_towers.load`` (:func:`tfprof_towers.frames.load`), imported on first use: importing the
+    package stays cheap (no pandas, never TensorFlow)."""
+    if name == "load":
+        from tfprof_towers.frames import load
+
+        return load
+    if name == "frames":
+        import tfprof_towers.frames as frames
+
+        return frames
+    raise AttributeError(f"module 'tfprof_towers' has no attribute {name!r}")

@@ -23,7 +23,8 @@ from tfprof_towers import __version__
 from tfprof_towers.vocab.errors import EXIT_BROKEN_PIPE, EXIT_INPUT, EXIT_SIGINT, TowersError
 
 #: Subcommands, in the order `--help` lists them; each is ``commands/<name>.py``.
-COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware", "worker")
+COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware",
+                             "export", "diff", "worker")
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -28,7 +28,7 @@ class VariantTrace:
 
     breakdown: dict[str, Any]
     trace: Any = None  # tfprof_towers.trace.load.Trace, or None when it could not be analysed
-    analysis: Any = None  # tfprof_towers.trace.analysis.Analysis (the trace rules read it), or None
+    analysis: Any = None  # trace.analysis.Analysis (the trace rules and frames/ read it), or None
 
 
 def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:

@@ -13,6 +13,7 @@ EXIT_BUG = 1  # an unexpected error: a bug (Python prints the traceback)
 EXIT_INPUT = 2  # bad input, or a place that cannot be used (unwritable, full): one line on stderr
 EXIT_NOTHING_PROJECTED = 3  # `project`: no variant could be projected
 EXIT_NOTHING_SUCCEEDED = 4  # `profile`/`report`: no variant succeeded (summary.json and report.html say why)
+EXIT_SLOWER = 5  # `diff --fail-if-slower PCT`: a variant got slower by more than PCT %, beyond noise
 EXIT_SIGINT = 130  # Ctrl-C (128 + SIGINT); a partial report is written
 EXIT_SIGTERM = 143  # SIGTERM (128 + SIGTERM); a partial report is written
 EXIT_BROKEN_PIPE = 141  # standard output closed by its reader (128 + SIGPIPE), as `cmd | head` does

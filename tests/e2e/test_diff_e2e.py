@@ -1,0 +1,98 @@
+"""`tfprof-towers diff` on one real tiny run: the towers bug's placement moves with their source
+lines, and the CI gate on a copy of a variant that sleeps 50 ms per step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tfprof_towers.cli import main
+from tfprof_towers.vocab.errors import EXIT_SLOWER
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+FIXED = REPO / "examples" / "towers_fixed.py"
+SLEEPY = REPO / "tests" / "variants" / "sleepy_towers.py"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("diff") / "run"
+    argv = ["profile", "--preset", "tiny", "--steps", "8", "--variants", "towers_host_vars,towers_bug",
+            "--variant-file", str(FIXED), "--variant-file", str(SLEEPY), "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def _stray_scope_line() -> int:
+    src = (REPO / "tfprof_towers" / "capture" / "tf1" / "builders.py").read_text().splitlines()
+    return next(i for i, text in enumerate(src, 1) if "the stray host scope" in text)
+
+
+def _diff(capsys, *argv: str) -> tuple[int, dict]:
+    code = main(["diff", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_forward_matmuls_moved_to_the_host_with_their_source_lines(run: Path, capsys) -> None:
+    v = run / "variants"
+    code, doc = _diff(capsys, str(v / "towers_host_vars"), str(v / "towers_bug"))
+    assert code == 0
+    (pair,) = doc["pairs"]
+    host = json.loads((run / "run.json").read_text())["topology"]["host"]
+    # a MatMul node, or (oneDNN on CPU) a node its MatMul was fused into: tower_i/blockB/Sigmoid
+    moved = [m for m in pair["placement_moves"]
+             if m["op_type"] == "MatMul" or any(f.endswith("/MatMul") for f in m["fused"])]
+    forward = {m["node"]: m for m in moved if "gradients" not in m["node"]}
+    blocks = json.loads((run / "run.json").read_text())["config"]["preset"]["blocks"]
+    assert len(forward) == 2 * blocks, pair["placement_moves"]  # every block of both towers
+    line = _stray_scope_line()
+    for m in forward.values():
+        assert m["new_device"] == host and m["base_device"] != host
+        assert m["placed_by"] == f"builders.py:{line}"  # the stray `with tf.device(devices.host)`
+        assert f"builders.py:{line} (" in m["new_sources"]
+    assert pair["math"]["same"] is True
+    assert any(f["rule"] == "host_compute" for f in pair["findings"]["appeared"])
+
+
+def test_the_gate_fails_on_50_ms_of_sleep_and_passes_on_itself(run: Path, capsys) -> None:
+    v = run / "variants"
+    code, doc = _diff(capsys, str(v / "towers_fixed"), str(v / "sleepy_towers"), "--fail-if-slower", "5")
+    st = doc["pairs"][0]["step_time"]
+    assert code == EXIT_SLOWER, st
+    assert st["beyond_noise"] is True and st["new_median_s"] - st["base_median_s"] > 0.045
+    assert len(st["base_steps_s"]) == len(st["new_steps_s"]) == 8
+    code, doc = _diff(capsys, str(v / "towers_fixed"), str(v / "towers_fixed"), "--fail-if-slower", "5")
+    assert code == 0 and doc["gate"]["slower"] == []
+    assert doc["pairs"][0]["step_time"]["change_pct"] == 0
+
+
+def test_load_agrees_with_summary_json_on_a_real_run(run: Path) -> None:
+    """Wall time and links (send/recv between logical devices) of every variant, to the picosecond."""
+    import numpy as np
+
+    import tfprof_towers as tt
+
+    summary = json.loads((run / "summary.json").read_text())
+    p = tt.load(run)
+    links_seen = 0
+    for e in summary["variants"]:
+        bd, name = e["breakdown"], e["name"]
+        n = bd["steps"]
+        wall = p.wall[p.wall.variant == name]
+        for dev, d in bd["devices"].items():
+            for cat, seconds in d["wall"].items():
+                s = wall[(wall.device == dev) & (wall.category == cat)].seconds.to_numpy()
+                assert int(np.rint(s * 1e12).astype(np.int64).sum()) / 1e12 * (1.0 / n) == seconds
+        links = p.links[p.links.variant == name].astype({"src": str, "dst": str, "kind": str})
+        for link in bd["links"]:
+            key = (link["src"], link["dst"], link["kind"])
+            row = links[(links.src == key[0]) & (links.dst == key[1]) & (links.kind == key[2])]
+            assert int(row["bytes"].iloc[0]) * (1.0 / n) == link["bytes"]
+            links_seen += 1
+        timed = p.step_times[(p.step_times.variant == name) & (p.step_times.phase == "timed")]
+        assert len(timed) == 8 and timed.seconds.median() == e["step_time_s"]["median"]
+    assert links_seen

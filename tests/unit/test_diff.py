@@ -1,0 +1,183 @@
+"""`tfprof-towers diff`: the noise test, each part of the comparison on run directories built in code,
+the gate's exit code, --json/--html and one-line bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from report_kit import ACC0, HOST, HOSTILE, make_run_dir
+from trace_kit import two_gpu_trace
+
+from tfprof_towers.cli import main
+from tfprof_towers.frames import load
+from tfprof_towers.frames.diff import diff
+from tfprof_towers.frames.noise import mann_whitney, u_counts
+from tfprof_towers.vocab.errors import EXIT_SLOWER
+
+SINGLE = [0.010, 0.011, 0.009, 0.0105, 0.012, 0.0095]
+BUG = [0.050, 0.051, 0.049, 0.0505, 0.052, 0.0495]
+
+
+def _edit(root: Path, name: str, fn) -> None:
+    path = root / "variants" / name / "record.json"
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _times(xs):
+    def fn(doc):
+        doc["timings"]["step_times_s"] = list(xs)
+    return fn
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, Path]:
+    """BASE as report_kit builds it (with step samples and losses); NEW: ``single`` 50% slower, its
+    MatMul moved to the host by a new scope, its losses changed; ``towers_bug`` the same."""
+    top = tmp_path_factory.mktemp("diff")
+    base = make_run_dir(top / "base")
+    _edit(base, "single", _times(SINGLE))
+    _edit(base, "towers_bug", _times(BUG))
+    for name in ("single", "towers_bug"):
+        _edit(base, name, lambda d: d.update(math={"losses": [0.5, 0.25], "grad_norm": 1.0}))
+    new = top / "new"
+    shutil.copytree(base, new)
+
+    def move(doc):
+        doc["timings"]["step_times_s"] = [x * 1.5 for x in SINGLE]
+        node = doc["placement"]["nodes"][0]
+        node["device"] = HOST
+        node["sources"] = [{"device": "/cpu:0", "file": f"/src/{HOSTILE}.py", "line": 12}]
+        doc["placement"]["edges"] = []
+        doc["math"] = {"losses": [0.5, 0.3], "grad_norm": 1.0}
+
+    _edit(new, "single", move)
+    return base, new
+
+
+def test_u_distribution_and_p_values() -> None:
+    # the counts are the coefficients of the Gaussian binomial [m+n choose m]_q
+    assert u_counts(2, 2).tolist() == [1, 1, 2, 1, 1]
+    assert u_counts(3, 2).tolist() == [1, 1, 2, 2, 2, 1, 1]
+    for m, n in ((3, 4), (5, 5)):
+        assert u_counts(m, n).sum() == len(list(itertools.combinations(range(m + n), m)))
+    t = mann_whitney([1, 5, 3, 7, 2], [4, 6, 8, 9, 10, 11])
+    assert t.u == 3 and t.p == pytest.approx(2 * 7 / 462) and "exact" in t.method  # scipy: 0.030303
+    assert mann_whitney([1, 2, 3], [4, 5, 6]).p == pytest.approx(0.1)  # the smallest 3-vs-3 can give
+    assert mann_whitney([1, 2, 3], [4, 5, 6]).min_p == pytest.approx(0.1)
+    tied = mann_whitney([1, 1, 2, 2, 3], [2, 3, 3, 4, 4])
+    # by hand: ranks of BASE 1.5 1.5 4 4 7, U = 18 - 15 = 3; ties (2, 3, 3, 2): sum t^3 - t = 60;
+    # var = 25/12 * (11 - 60/90); z = (|3 - 12.5| - 0.5) / sd
+    sd = math.sqrt(25 / 12 * (11 - 60 / 90))
+    assert tied.u == 3 and tied.p == pytest.approx(math.erfc(9 / sd / math.sqrt(2)))
+    assert "normal approximation" in tied.method
+    assert mann_whitney([1], [2, 3]).p is None
+    assert mann_whitney([2, 2, 2], [2, 2, 2]).p == 1.0
+
+
+def test_run_against_run(runs) -> None:
+    base, new = runs
+    doc = diff(load(base), load(new), fail_if_slower=10)
+    pairs = {p["new"]: p for p in doc["pairs"]}
+    assert list(pairs) == ["single", "towers_bug", "broken"]
+    single = pairs["single"]["step_time"]
+    assert single["base_median_s"] == pytest.approx(0.01025)
+    assert single["new_median_s"] == pytest.approx(0.015375)
+    assert single["change_pct"] == pytest.approx(50.0)
+    assert single["beyond_noise"] is True and single["test"]["p"] == pytest.approx(2 / 924)  # 6 vs 6, exact
+    assert single["samples"] == "timed steps (record.json)" and single["base_steps_s"] == SINGLE
+    bug = pairs["towers_bug"]["step_time"]
+    assert bug["change_pct"] == 0 and bug["beyond_noise"] is False and bug["test"]["p"] == 1.0
+    assert doc["gate"]["slower"] == ["single"] and doc["gate"]["untested"] == ["broken"]
+
+
+def test_placement_moves_with_their_source_lines(runs) -> None:
+    base, new = runs
+    moves = diff(load(base), load(new))["pairs"][0]["placement_moves"]
+    assert moves == [{"node": "block0/MatMul", "op_type": "MatMul", "kernel": "MatMul", "fused": [],
+                      "base_device": ACC0, "new_device": HOST, "flops": 1000,
+                      "placed_by": f"{HOSTILE}.py:12".rsplit("/", 1)[-1],  # the file's name
+                      "base_sources": "/src/s.py:3 (/cpu:1)",
+                      "new_sources": f"/src/{HOSTILE}.py:12 (/cpu:0)"}]
+
+
+def test_devices_ops_links_findings_and_math(runs) -> None:
+    base, new = runs
+    p = diff(load(base), load(new))["pairs"][0]
+    # the MatMul (200 ns per step) now runs on the host device: its time moved from ACC0 to HOST
+    rows = {(r["device"], r["category"]): r for r in p["devices"]}
+    assert rows[(ACC0, "host_compute")]["base_seconds"] == pytest.approx(200e-9)
+    assert rows[(ACC0, "host_compute")]["new_seconds"] == 0
+    assert rows[(HOST, "host_compute")]["change"] == pytest.approx(200e-9)
+    assert abs(p["devices"][0]["change"]) >= abs(p["devices"][-1]["change"])  # biggest first
+    assert p["ops"]["op"] == []  # the same op, the same time: nothing changed on ops
+    assert p["links"] == []  # logical-CPU copies are send/recv links: none in this trace
+    assert p["findings"]["appeared"] == [] and p["findings"]["gone"] == []
+    assert p["math"]["same"] is False and p["math"]["loss_rel_diff"][1] == pytest.approx(0.2)
+    same = diff(load(base), load(base))["pairs"][1]["math"]
+    assert same["same"] is True
+
+
+def test_two_variants_of_one_run(runs) -> None:
+    base, _ = runs
+    doc = diff(load(base / "variants" / "single"), load(base / "variants" / "towers_bug"))
+    (p,) = doc["pairs"]
+    assert (p["base"], p["new"]) == ("single", "towers_bug")
+    assert [f["rule"] for f in p["findings"]["appeared"]] == ["host_compute", "variables_remote"]
+    ops = {r["op_type"]: r for r in p["ops"]["op_type"]}
+    assert ops["MatMul"]["base_count"] == 1 and ops["MatMul"]["new_count"] == 3
+    assert ops["MatMul"]["change"] == pytest.approx(400e-9)
+
+
+def test_traces(tmp_path: Path) -> None:
+    a = two_gpu_trace().write(tmp_path / "a" / "host.xplane.pb")
+    doc = diff(load(a), load(a))
+    (p,) = doc["pairs"]
+    assert p["step_time"]["samples"] == "the trace's step windows" and p["step_time"]["change_pct"] == 0
+    assert p["step_time"]["test"]["n_base"] == 2 and p["placement_moves"] == [] and p["links"] == []
+    assert all(r["change"] == 0 for r in p["devices"])
+
+
+def test_gate_exit_codes_json_and_html(runs, tmp_path: Path, capsys) -> None:
+    base, new = runs
+    assert main(["diff", str(base), str(new), "--fail-if-slower", "10"]) == EXIT_SLOWER == 5
+    out = capsys.readouterr().out
+    assert "FAIL: slower by more than 10% beyond noise: single" in out
+    assert "placement moves (1 nodes" in out and f"{HOSTILE}.py:12".rsplit("/", 1)[-1] in out
+    assert main(["diff", str(base), str(new), "--fail-if-slower", "60"]) == 0
+    assert "pass: no variant slower by more than 60%" in capsys.readouterr().out
+    assert main(["diff", str(base), str(base), "--fail-if-slower", "0"]) == 0
+    capsys.readouterr()
+    html = tmp_path / "d.html"
+    assert main(["diff", str(base), str(new), "--json", "--html", str(html)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pairs"][0]["placement_moves"][0]["node"] == "block0/MatMul"
+    page = html.read_text()
+    assert HOSTILE not in page and "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "<script" not in page and "http" not in page.split("<style>")[0] and "<style>" in page
+
+
+@pytest.mark.parametrize("case", ["kinds", "missing-variant", "unreadable", "no-such-variant-dir", "nothing"])
+def test_bad_input_is_one_line_and_exit_2(runs, tmp_path: Path, capsys, case: str) -> None:
+    base, new = runs
+    trace = two_gpu_trace().write(tmp_path / "t" / "host.xplane.pb")
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\xff garbage")
+    empty = tmp_path / "empty"
+    (empty / "variants").mkdir(parents=True)
+    argv = {
+        "kinds": [str(base), str(trace)],
+        "missing-variant": [str(base), str(new), "--variant", "replicated"],
+        "unreadable": [str(trace), str(bad)],
+        "no-such-variant-dir": [str(base / "variants" / "nope"), str(base / "variants" / "single")],
+        "nothing": [str(base), str(empty)],
+    }[case]
+    assert main(["diff", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tfprof-towers: error:"), err

@@ -1,0 +1,41 @@
+"""`tfprof-towers export`: a trace, logdir or run directory's frames as Parquet or CSV files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tfprof_towers.vocab.errors import TowersError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tfprof_towers.cli import add_command
+
+    p = add_command(sub, "export", run)
+    p.add_argument("path", metavar="PATH",
+                   help="an *.xplane.pb file, a logdir, a run directory or RUN_DIR/variants/NAME")
+    fmt = p.add_mutually_exclusive_group(required=True)
+    fmt.add_argument("--parquet", metavar="DIR", type=Path, help="write DIR/<frame>.parquet (pyarrow)")
+    fmt.add_argument("--csv", metavar="DIR", type=Path, help="write DIR/<frame>.csv")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the frames of `tfprof_towers.load(PATH)` as files: one per frame.
+
+    The frames (docs/notebook.md): events, steps, wall, total, idle, links, findings,
+    variants, step_times, losses, placement.  Times are seconds; variant, task, device and
+    category are ordered categoricals (kept by --parquet; --csv writes plain text).
+    For a run directory the numbers are the ones `report` computes.  Never imports TensorFlow.
+    """
+    from tfprof_towers.frames import load
+
+    profile = load(args.path)
+    if args.parquet is not None:
+        written = profile.to_parquet(args.parquet)
+    elif args.csv is not None:
+        written = profile.to_csv(args.csv)
+    else:  # argparse requires one
+        raise TowersError("export: give --parquet DIR or --csv DIR")
+    for path in written:
+        print(path)
+    return 0

@@ -1,0 +1,220 @@
+"""A diff document (:mod:`.diff`) as text for the terminal, and as a self-contained HTML page.
+
+The page inlines the report's own stylesheet (``render/static/report.css``), loads nothing from the
+network and escapes every name (op, node, device, file, finding) with :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any, TextIO
+
+from tfprof_towers.vocab.categories import label as category_label
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_seconds
+
+MAX_TEXT_ROWS = 10
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+def _signed_s(x: float) -> str:
+    return ("+" if x > 0 else "-" if x < 0 else "") + fmt_seconds(abs(x)) if x else "0 s"
+
+
+def _signed_b(x: float) -> str:
+    return ("+" if x > 0 else "-") + fmt_bytes(abs(x)) if x else "0 B"
+
+
+def verdict(st: Mapping[str, Any]) -> str:
+    """"beyond noise (p = 0.002)" / "within noise (p = 0.4)" / "not tested (...)"."""
+    t = st["test"]
+    if t["p"] is None:
+        return "not tested: fewer than 2 steps on a side"
+    text = f"{'beyond' if st['beyond_noise'] else 'within'} noise (p = {t['p']:.3g}, alpha {st['alpha']:g})"
+    if t.get("min_p") is not None and t["min_p"] >= st["alpha"]:
+        text += (f"; {t['n_base']} and {t['n_new']} steps can never reach p < {st['alpha']:g}: "
+                 "profile with more --steps")
+    return text
+
+
+def pair_title(p: Mapping[str, Any]) -> str:
+    return p["new"] if p["base"] == p["new"] else f"{p['base']} -> {p['new']}"
+
+
+# ------------------------------------------------------------------------------------------
+# Text
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for k, r in enumerate(rows):
+        out.write("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths))).rstrip() + "\n")
+        if k == 0:
+            out.write("  " + "  ".join("-" * w for w in widths) + "\n")
+
+
+def _ops_rows(rows: Sequence[Mapping[str, Any]], key: str) -> list[list[str]]:
+    out = [[key.replace("_", " "), "count before", "after", "time before", "after", "change"]]
+    for r in rows[:MAX_TEXT_ROWS]:
+        out.append([str(r[key]), f"{r['base_count']:g}", f"{r['new_count']:g}",
+                    fmt_seconds(r["base_seconds"]),
+                    fmt_seconds(r["new_seconds"]), _signed_s(r["change"])])
+    return out
+
+
+def _kernel(m: Mapping[str, Any]) -> str:
+    """``_MklNativeFusedMatMul (MatMul, add)``: the kernel and the graph ops fused into the node."""
+    fused = [f.rsplit("/", 1)[-1] for f in m.get("fused") or ()]
+    kernel = str(m.get("kernel") or "")
+    return f"{kernel} ({', '.join(fused)})" if fused else kernel
+
+
+def write_text(doc: Mapping[str, Any], out: TextIO) -> None:
+    out.write(f"BASE: {doc['base']}\nNEW:  {doc['new']}\n")
+    for note in doc.get("notes") or ():
+        out.write(f"note: {note}\n")
+    for p in doc["pairs"]:
+        st = p["step_time"]
+        out.write(f"\n== {pair_title(p)}\n")
+        if p["base_status"] != p["new_status"] or p["new_status"] not in (None, "ok"):
+            out.write(f"status: {p['base_status']} -> {p['new_status']}\n")
+        out.write(f"step time (median of {st['samples']}): {fmt_seconds(st['base_median_s'])} -> "
+                  f"{fmt_seconds(st['new_median_s'])} ({_pct(st['change_pct'])}), {verdict(st)}; "
+                  f"{st['test']['method']}\n")
+        dev = [r for r in p["devices"] if r["change"]][:MAX_TEXT_ROWS]
+        if dev:
+            out.write("\nwall time per step, by device and category (biggest change first):\n")
+            rows = [["device", "category", "before", "after", "change"]]
+            rows += [[r["device"], category_label(r["category"]), fmt_seconds(r["base_seconds"]),
+                      fmt_seconds(r["new_seconds"]), _signed_s(r["change"])] for r in dev]
+            _table(rows, out)
+        for key, title in (("op_type", "op types"), ("op", "ops")):
+            rows = p["ops"][key]
+            if rows:
+                out.write(f"\n{title} whose device time per step changed most (counts per step):\n")
+                _table(_ops_rows(rows, key), out)
+        moves = p["placement_moves"]
+        if moves:
+            out.write(f"\nplacement moves ({len(moves)} nodes on another device; the heaviest first):\n")
+            rows = [["node", "op type", "kernel (fused ops)", "before", "after", "placed by (after)"]]
+            rows += [[m["node"], m["op_type"], _kernel(m), m["base_device"], m["new_device"],
+                      m["placed_by"] or "-"] for m in moves[:2 * MAX_TEXT_ROWS]]
+            _table(rows, out)
+            if len(moves) > 2 * MAX_TEXT_ROWS:
+                out.write(f"  ... and {len(moves) - 2 * MAX_TEXT_ROWS} more (--json lists them all)\n")
+        if p["links"]:
+            out.write("\nlinks whose bytes per step changed:\n")
+            rows = [["src", "dst", "kind", "before", "after", "change"]]
+            rows += [[r["src"], r["dst"], r["kind"], fmt_bytes(r["base_bytes"]), fmt_bytes(r["new_bytes"]),
+                      _signed_b(r["change"])] for r in p["links"][:MAX_TEXT_ROWS]]
+            _table(rows, out)
+        f = p["findings"]
+        for what in ("appeared", "gone"):
+            for x in f[what]:
+                out.write(f"finding {what}: [{x['severity']}] {x['rule']}: {x['message']}\n")
+        out.write(f"math: {math_text(p['math'])}\n")
+    gate = doc.get("gate")
+    if gate is not None:
+        out.write("\n" + gate_text(gate) + "\n")
+
+
+def math_text(m: Mapping[str, Any]) -> str:
+    if m["same"] is None:
+        return f"not compared ({m.get('why', 'no losses')})"
+    if m["same"]:
+        return f"the same (losses {', '.join(f'{x:.6g}' for x in m['new_losses'])})"
+    return (f"CHANGED: losses {', '.join(f'{x:.6g}' for x in m['base_losses'])} -> "
+            f"{', '.join(f'{x:.6g}' for x in m['new_losses'])}")
+
+
+def gate_text(gate: Mapping[str, Any]) -> str:
+    pct = gate["fail_if_slower_pct"]
+    if gate["slower"]:
+        return f"FAIL: slower by more than {pct:g}% beyond noise: {', '.join(gate['slower'])}"
+    text = f"pass: no variant slower by more than {pct:g}% beyond noise"
+    if gate.get("untested"):
+        text += f" (not tested, too few steps: {', '.join(gate['untested'])})"
+    return text
+
+
+# ------------------------------------------------------------------------------------------
+# HTML
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _html_table(head: Sequence[str], rows: Sequence[Sequence[Any]], text: int = 1) -> str:
+    """A table in the report's style: the first ``text`` columns are names, the others numbers."""
+    def cls(i: int) -> str:
+        return "" if i < text else ' class="num"'
+
+    h = "".join(f"<th{cls(i)}>{_e(c)}</th>" for i, c in enumerate(head))
+    body = "".join("<tr>" + "".join(f"<td{cls(i)}>{_e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _pair_html(p: Mapping[str, Any]) -> str:
+    st = p["step_time"]
+    parts = [f"<section><h2>{_e(pair_title(p))}</h2>",
+             f"<p><strong>Step time</strong> (median of {_e(st['samples'])}): "
+             f"{_e(fmt_seconds(st['base_median_s']))}"
+             f" → {_e(fmt_seconds(st['new_median_s']))} ({_e(_pct(st['change_pct']))}), {_e(verdict(st))}. "
+             f"<small>{_e(st['test']['method'])}</small></p>"]
+    dev = [r for r in p["devices"] if r["change"]]
+    if dev:
+        parts.append("<h3>Wall time per step, by device and category</h3>")
+        parts.append(_html_table(["device", "category", "before", "after", "change"],
+                                 [[r["device"], category_label(r["category"]), fmt_seconds(r["base_seconds"]),
+                                   fmt_seconds(r["new_seconds"]), _signed_s(r["change"])] for r in dev], 2))
+    for key, title in (("op_type", "Op types"), ("op", "Ops")):
+        if p["ops"][key]:
+            parts.append(f"<h3>{title} whose device time per step changed most</h3>")
+            rows = _ops_rows(p["ops"][key], key)
+            parts.append(_html_table(rows[0], rows[1:]))
+    if p["placement_moves"]:
+        parts.append("<h3>Placement moves</h3>")
+        parts.append(_html_table(["node", "op type", "kernel (fused ops)", "before", "after",
+                                  "placed by (before)", "placed by (after)"],
+                                 [[m["node"], m["op_type"], _kernel(m), m["base_device"], m["new_device"],
+                                   m["base_sources"] or "-", m["new_sources"] or "-"]
+                                  for m in p["placement_moves"]], 7))
+    if p["links"]:
+        parts.append("<h3>Links whose bytes per step changed</h3>")
+        parts.append(_html_table(["src", "dst", "kind", "before", "after", "change"],
+                                 [[r["src"], r["dst"], r["kind"], fmt_bytes(r["base_bytes"]),
+                                   fmt_bytes(r["new_bytes"]), _signed_b(r["change"])]
+                                  for r in p["links"]], 3))
+    f = p["findings"]
+    items = [f'<div class="finding {_e(x["severity"])}"><strong>{_e(w)}</strong>: '
+             f'<span class="sev sev-{_e(x["severity"])}">{_e(x["severity"])}</span> {_e(x["rule"])}: '
+             f"{_e(x['message'])}</div>" for w in ("appeared", "gone") for x in f[w]]
+    if items:
+        parts.append("<h3>Findings</h3>" + "".join(items))
+    parts.append(f"<p><strong>Math:</strong> {_e(math_text(p['math']))}</p></section>")
+    return "".join(parts)
+
+
+def render_html(doc: Mapping[str, Any]) -> str:
+    css = (resources.files("tfprof_towers.render") / "static" / "report.css").read_text(encoding="utf-8")
+    css = css.replace("</", "<\\/")
+    gate = doc.get("gate")
+    notes = "".join(f"<li>{_e(n)}</li>" for n in doc.get("notes") or ())
+    return (
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>tfprof-towers diff</title><style>{css}</style></head><body><main>"
+        f"<h1>tfprof-towers diff</h1><p>BASE: <code>{_e(doc['base'])}</code><br>"
+        f"NEW: <code>{_e(doc['new'])}</code></p>"
+        + (f"<ul>{notes}</ul>" if notes else "")
+        + (f'<div class="banner"><strong>{_e(gate_text(gate))}</strong></div>' if gate else "")
+        + "".join(_pair_html(p) for p in doc["pairs"])
+        + "</main></body></html>\n"
+    )
