@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from trace_kit import US, TraceBuilder, memcpy_details, two_gpu_trace
+from trace_kit import US, TraceBuilder, apart_trace, memcpy_details, two_gpu_trace
 
 from tfprof_towers.testing.synth import copy_heavy_trace, group_steps
 from tfprof_towers.trace.analysis import Analysis, analyze_trace, analyze_xplane
@@ -225,26 +225,6 @@ def test_copies_named_as_xprof_names_them(xprof, tmp_path_factory) -> None:
 
 
 # ------------------------------------------------------------------ the "done when" case
-
-
-def apart_trace() -> TraceBuilder:
-    """Two GPUs that did not step together (two processes' traces merged): GPU 0 runs steps 0 and 1
-    in [0, 400) and [400, 800) us, GPU 1 in [5000, 5450) and [5450, 5900) us; each has its own
-    ``Steps`` line, and no host markers.  Per step and GPU: a 100 us and a 50 us kernel (GPU 1's
-    second 150 us), launched from the host."""
-    b = TraceBuilder()
-    launches = b.plane("/host:CPU").line("tf_gpu_private_0")
-    corr = 1
-    windows = {"/device:GPU:0": [(0, 0, 400 * US), (1, 400 * US, 800 * US)],
-               "/device:GPU:1": [(0, 5000 * US, 5450 * US), (1, 5450 * US, 5900 * US)]}
-    for g, (name, wins) in enumerate(windows.items()):
-        comp = b.plane(name).line(f"Stream #{g + 1}(Compute)")
-        for _, t, _ in wins:
-            for off, dur in ((20, 100), (200, 50 if g == 0 else 150)):  # us
-                launches.event("cudaLaunchKernel", t + (off - 5) * US, 2 * US, {"correlation_id": corr})
-                comp.event("volta_sgemm", t + off * US, dur * US, {"correlation_id": corr})
-                corr += 1
-    return group_steps(b, [], per_plane=windows)
 
 
 def test_gpus_apart_each_in_their_own_window_and_xprofs_step_time(xprof, tmp_path_factory) -> None:

@@ -138,7 +138,9 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")
     times = doc.get("step_time_s") or []
     if times:
-        spread = f" (shortest {_fmt_s(min(times))}, longest {_fmt_s(max(times))})" if len(times) > 1 else ""
+        spread = ""
+        if min(times) < max(times):
+            spread = f" (shortest {_fmt_s(min(times))}, longest {_fmt_s(max(times))})"
         out.write(
             f"step time: {_fmt_s(doc.get('step_time_avg_s'))} on average{spread}; a step lasts as long as "
             "the longest of its devices' own windows\n"
