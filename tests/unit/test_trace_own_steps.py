@@ -84,6 +84,37 @@ def test_one_shared_window_stays_as_it_was() -> None:
     assert cpu["idle_accelerators"] == []
 
 
+def test_hosts_each_in_their_own_markers(tmp_path) -> None:
+    """Two hosts (one file each) whose markers are 500 us apart: each host's devices in its own
+    windows, the step as long as the longest host's, and a note naming the two tasks."""
+    t0 = 1_700_000_000_000_000_000
+    for task, delay in ((0, 0), (1, 500)):
+        b = TraceBuilder(hostname=f"h{task}")
+        ts = t0 + delay * 1000
+        py = b.plane("/host:CPU").line("python", timestamp_ns=ts)
+        for step in range(2):
+            marker = {"step_num": step, "_r": 1}
+            py.event("train", ts * 1000 + step * 100 * US, (100 + 10 * task) * US, marker)
+        b.plane("/device:GPU:0").line("Stream #1(Compute)", timestamp_ns=ts).event(
+            "volta_sgemm", ts * 1000 + 10 * US, 30 * US
+        )
+        b.write_logdir(tmp_path, run="r", host=f"h{task}")
+    from tfprof_towers.trace.analysis import analyze_xplane
+
+    doc = analyze_xplane(tmp_path, tasks={"h0": "/job:worker/task:0", "h1": "/job:worker/task:1"}).to_doc()
+    # host 1's markers last 110 us; its step 0 is trimmed where its step 1 starts (100 us)
+    assert doc["step_time_s"] == pytest.approx([100e-6, 110e-6], abs=1e-15)
+    windows_s = {d: v["window_s"] for d, v in doc["devices"].items()}
+    assert windows_s == pytest.approx(
+        {"/job:worker/task:0/device:GPU:0": 200e-6, "/job:worker/task:1/device:GPU:0": 210e-6}, abs=1e-15
+    )
+    assert doc["devices"]["/job:worker/task:1/device:GPU:0"]["wall"]["compute"] == pytest.approx(30e-6)
+    assert [n[:79] for n in doc["notes"] if "did not step together" in n] == [
+        "/job:worker/task:0 and /job:worker/task:1 ran 2 steps (0, 1) 0.4 ms apart (from"
+    ]
+    assert any("hosts whose clocks disagree" in n for n in doc["notes"])
+
+
 def idle_gpus_trace() -> TraceBuilder:
     """GPU 0 runs a kernel; GPU 1 only a copy; GPU 2 is a plane without lines; GPU 3's kernel lies
     outside the step window."""

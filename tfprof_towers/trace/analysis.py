@@ -98,11 +98,12 @@ class Analysis:
                     if min(gaps) != max(gaps)
                     else f"ran {len(rows)} steps ({shown}) {gaps[0]:.1f} ms apart"
                 )
+            devices = "/device:" in first and "/device:" in second
+            why = "separate processes merged into one file" if devices else "hosts whose clocks disagree"
             notes.append(
                 f"{first} and {second} {when} (from the end of one's step window to the start of the "
-                "other's): they did not step together (for example separate processes merged into one "
-                "file); each is broken down within its own windows, and a step lasts as long as the "
-                "longest of them"
+                f"other's): they did not step together (for example {why}); each is broken down "
+                "within its own windows, and a step lasts as long as the longest of them"
             )
         return notes
 
