@@ -12,6 +12,7 @@ from tfprof_towers.testing.synth import (
     PlaneBuilder,
     Ref,
     TraceBuilder,
+    group_steps,
     memcpy_details,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "PlaneBuilder",
     "Ref",
     "TraceBuilder",
+    "apart_trace",
     "logical_cpu_trace",
     "memcpy_details",
     "two_gpu_trace",
@@ -107,3 +109,23 @@ def logical_cpu_trace() -> TraceBuilder:
             {"name": Ref("x/_1"), "kernel_type": Ref("_Recv")},
         )
     return b
+
+
+def apart_trace() -> TraceBuilder:
+    """Two GPUs that did not step together (two processes' traces merged): GPU 0 runs steps 0 and 1
+    in [0, 400) and [400, 800) us, GPU 1 in [5000, 5450) and [5450, 5900) us; each has its own
+    ``Steps`` line, and no host markers.  Per step and GPU: a 100 us and a 50 us kernel (GPU 1's
+    second 150 us), launched from the host."""
+    b = TraceBuilder()
+    launches = b.plane("/host:CPU").line("tf_gpu_private_0")
+    corr = 1
+    windows = {"/device:GPU:0": [(0, 0, 400 * US), (1, 400 * US, 800 * US)],
+               "/device:GPU:1": [(0, 5000 * US, 5450 * US), (1, 5450 * US, 5900 * US)]}
+    for g, (name, wins) in enumerate(windows.items()):
+        comp = b.plane(name).line(f"Stream #{g + 1}(Compute)")
+        for _, t, _ in wins:
+            for off, dur in ((20, 100), (200, 50 if g == 0 else 150)):  # us
+                launches.event("cudaLaunchKernel", t + (off - 5) * US, 2 * US, {"correlation_id": corr})
+                comp.event("volta_sgemm", t + off * US, dur * US, {"correlation_id": corr})
+                corr += 1
+    return group_steps(b, [], per_plane=windows)

@@ -3,7 +3,22 @@ copy-heavy synthetic trace (varied ``memcpy_details`` sizes) against golden file
 events of small traces against an independent slow decode (protobuf + plain Python).
 
 The golden files are the answers before the speed work; a change to them must be a change of
-meaning, reviewed as such.  Regenerate with ``TFPROF_REGEN_GOLDEN=1 pytest tests/test_trace_golden.py``.
+meaning, reviewed as such.  Regenerate with ``TFPROF_REGEN_GOLDEN=1 pytest tests/unit/test_trace_golden.py``.
+
+Changes of meaning so far:
+
+* Issue 19, per-device step windows.  The 8-GPU files used to pin a wrong answer: one 669 ms
+  step in which GPU 4 and GPU 6 were each 98% idle, because every device's window for step 0
+  was merged into one (earliest start, latest end) although the two GPUs, each with its own
+  ``Steps`` line, ran step 0 about 650 ms apart (627.7 ms from the end of GPU 4's window to
+  the start of GPU 6's).  Each GPU is now broken down within its own window (GPU 4: 19.865 ms,
+  74.6% compute; GPU 6: 21.310 ms, 69.8% compute), the step lasts as long as the longest of
+  them -- ``step_time_s`` [0.021310352], XProf's overview page says 21.3 ms on the same file,
+  with 14.9 ms of device compute -- and a note says the two did not step together.  GPU 1
+  and the host threads have no ``Steps`` line of their own and keep the trace's window; six
+  GPUs ran no kernel (``idle_accelerators``).  The copy-heavy files only gained the new keys
+  (``step_time_s``, ``step_time_avg_s``, ``idle_accelerators``): one host's markers, one
+  window shared by every device, every number as before.
 """
 
 from __future__ import annotations

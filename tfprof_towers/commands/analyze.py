@@ -142,8 +142,23 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     out.write(f"trace: {doc['source']}\n")
     window = {"markers": "step markers", "steps-line": "the Steps line", "whole-trace": "the whole trace"}
     out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")
+    times = doc.get("step_time_s") or []
+    if times:
+        spread = ""
+        if min(times) < max(times):
+            spread = f" (shortest {_fmt_s(min(times))}, longest {_fmt_s(max(times))})"
+        out.write(
+            f"step time: {_fmt_s(doc.get('step_time_avg_s'))} on average{spread}; a step lasts as long as "
+            "the longest of its devices' own windows\n"
+        )
     for note in doc.get("notes", []):
         out.write(f"note: {note}\n")
+    idle = doc.get("idle_accelerators") or []
+    if idle:
+        out.write(
+            f"note: {len(idle)} accelerator(s) ran no kernel in the analysed window: {', '.join(idle)} "
+            "(check CUDA_VISIBLE_DEVICES and the devices the strategy uses)\n"
+        )
     devices = doc["devices"]
     if not devices:
         out.write("\nno device time in the analysed window\n")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from tfprof_towers.testing.build import (
@@ -22,6 +24,7 @@ __all__ = [
     "Ref",
     "TraceBuilder",
     "copy_heavy_trace",
+    "group_steps",
     "memcpy_details",
 ]
 
@@ -34,8 +37,60 @@ def memcpy_details(
     return f"kind_src:{kind_src} kind_dst:{kind_dst} {tail}" if kind_src is not None else tail
 
 
+def group_steps(
+    b: TraceBuilder,
+    windows: Sequence[tuple[int, int, int]],
+    per_plane: Mapping[str, Sequence[tuple[int, int, int]]] | None = None,
+) -> TraceBuilder:
+    """Make a built trace readable by XProf's overview page, as the TensorFlow profiler's grouping
+    leaves a real one: on every device plane, each event of a stream line that starts in a step
+    window (``(step, start_ps, end_ps)``; ``per_plane`` gives a plane windows of its own) gets a
+    ``group_id`` (the step) and, when it has none, a ``correlation_id``; and the plane gets a
+    derived ``Steps`` line of its windows, each event with ``group_id`` and ``step_name`` (an
+    existing ``Steps`` line only gets the stats).  XProf builds GPU steps from exactly these: a
+    device event counts only with both ids, and a step's markers are the ``Steps`` lines'
+    events (``xprof/convert/xplane_to_step_events.cc``).  Lines written with ``bulk_line`` are
+    left as they are.
+    """
+    derived = set(DERIVED_LINE_IDS.values())
+    corr = 1 << 40  # far from any correlation id a builder gave
+    for pb in b._planes:
+        plane = pb.proto
+        if not plane.name.startswith("/device:"):
+            continue
+        wins = list((per_plane or {}).get(plane.name, windows))
+        steps_line = None
+        for line in plane.lines:
+            if line.id in derived:
+                if line.name == "Steps":
+                    steps_line = line
+                continue
+            for ev in line.events:
+                at = line.timestamp_ns * 1000 + ev.offset_ps
+                step = next((n for n, a, e in wins if a <= at < e), None)
+                if step is None:
+                    continue
+                names = {pb.stat_metadata_id("group_id"), pb.stat_metadata_id("correlation_id")}
+                have = {st.metadata_id for st in ev.stats if st.metadata_id in names}
+                ev.stats.add(metadata_id=pb.stat_metadata_id("group_id"), int64_value=step)
+                if pb.stat_metadata_id("correlation_id") not in have:
+                    corr += 1
+                    ev.stats.add(metadata_id=pb.stat_metadata_id("correlation_id"), int64_value=corr)
+        if steps_line is None:
+            made = pb.line("Steps")
+            for n, a, e in wins:
+                made.event(str(n), a, e - a)
+            steps_line = made.proto
+        md = plane.event_metadata
+        for ev in steps_line.events:
+            n = int(md[ev.metadata_id].name)
+            ev.stats.add(metadata_id=pb.stat_metadata_id("group_id"), int64_value=n)
+            ev.stats.add(metadata_id=pb.stat_metadata_id("step_name"), str_value=str(n))
+    return b
+
+
 def copy_heavy_trace(
-    n_events: int = 1_000_000, gpus: int = 4, steps: int = 20, seed: int = 0
+    n_events: int = 1_000_000, gpus: int = 4, steps: int = 20, seed: int = 0, groups: bool = False
 ) -> TraceBuilder:
     """A GPU-shaped trace of about ``n_events`` events, a quarter of them ``MemcpyH2D``/``MemcpyD2H``
     copies of varied sizes (so nearly every ``memcpy_details`` text is distinct), built with
@@ -46,7 +101,8 @@ def copy_heavy_trace(
     launches (``cudaLaunchKernel``, ``cudaMemcpyAsync`` with the same ``correlation_id``) on
     that GPU's host thread, one kernel in eleven launched late; plus ``train`` step markers,
     a few TF ops on an executor thread and a derived ``TensorFlow Ops`` line per GPU.
-    Deterministic for a seed.
+    Deterministic for a seed.  ``groups``: readable by XProf as well (:func:`group_steps`: the
+    GPUs' events carry a ``group_id``, and each GPU a ``Steps`` line of the markers' windows).
     """
     from tfprof_towers.testing.encode import BulkStat, decimal
     from tfprof_towers.xplane.ragged import Ragged, concat_rows
@@ -85,6 +141,9 @@ def copy_heavy_trace(
         tail = Ragged.repeat(f" dest:{g} async:1".encode(), units)
         details = concat_rows(head, Ragged.repeat(b"size:", units), decimal(size), tail)
         copy_stats = {"correlation_id": BulkStat("int", corr + 1), "memcpy_details": BulkStat("str", details)}
+        if groups:  # each event's step: the marker window holding its start (-1: none; no stat)
+            kernel_stats["group_id"] = _group_of(k_start, step_len, steps)
+            copy_stats["group_id"] = _group_of(c_start, step_len, steps)
         copies = ["MemcpyH2D", "MemcpyD2H"]
         dev.bulk_line("Stream #14(Memcpy)", 14, 0, copies, d2h, c_start, c_dur, copy_stats)
         order = np.argsort(np.concatenate([launch, c_start - 2 * us // 5]), kind="stable")
@@ -96,4 +155,20 @@ def copy_heavy_trace(
         d = j[::16]
         derived = DERIVED_LINE_IDS["TensorFlow Ops"]
         dev.bulk_line("TensorFlow Ops", derived, 0, ops, d % 60, k_start[d], k_dur[d])
+        if groups:
+            names = [str(x) for x in s.tolist()]
+            texts = Ragged.of([n.encode() for n in names])
+            ids = {"group_id": BulkStat("int", s), "step_name": BulkStat("str", texts)}
+            line_id = DERIVED_LINE_IDS["Steps"]
+            dev.bulk_line("Steps", line_id, 0, names, s, s * step_len, s * 0 + step_len - 1000, ids)
     return b
+
+
+def _group_of(start: np.ndarray, step_len: int, steps: int):
+    """A ``group_id`` stat: per event, the step whose marker window ``[k * step_len, (k + 1) *
+    step_len - 1000)`` holds its start (events in none have no stat)."""
+    from tfprof_towers.testing.encode import BulkStat
+
+    k = start // step_len
+    inside = (k < steps) & (start - k * step_len < step_len - 1000)
+    return BulkStat("int", np.where(inside, k, 0), present=inside)

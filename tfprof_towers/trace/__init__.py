@@ -15,7 +15,8 @@ one module per step::
       copies.py   device copies: bytes, direction, peer endpoints from ``memcpy_details``
                   (parsed with numpy over the bytes, a batch at a time, inside the reader)
       codes.py    categories as int8 codes
-    steps.py      step windows: markers, else the ``Steps`` line, else the whole trace
+    steps.py      step windows: markers, else the ``Steps`` lines, else the whole trace; whose
+                  they are (a host's, each plane's own), the step time, owners apart
     columns.py    EventColumns: the events as narrow numpy columns; the pandas frame on demand
     load.py       the glue: ``Trace(source, columns, step_table, window, hostnames, notes, hosts)``
     hosts.py      several hosts (one trace per task) as one trace: names per task, one clock,
@@ -61,6 +62,7 @@ The document (``tfprof-towers analyze --json``; ``summary.json``'s
     {"source": str, "steps": N, "step_numbers": [...],
      "window": "markers" | "steps-line" | "whole-trace",
      "per_step": bool, "kind": "gpu" | "logical-cpu" (when known), "notes": [str],
+     "step_time_s": [s per step], "step_time_avg_s": s, "idle_accelerators": [device],
      "devices": {"<device>": {"window_s": s,
                               "total": {"<category>": {"count": n, "seconds": s, "bytes": b}},
                               "wall": {"<category>": s, ..., "idle": s},
@@ -68,6 +70,16 @@ The document (``tfprof-towers analyze --json``; ``summary.json``'s
      "links": [{"src", "dst", "kind", "bytes", "count", "seconds", "gbps", "measured"}],
      "tasks": [{"task": "/job:worker/task:1" | "", "host": str,
                 "steps": [{"step", "start_s", "end_s", "collective_s"}]}]}
+
+Each device is broken down within its own step windows (:mod:`.steps`): a device with a
+``Steps`` line of its own within those, the devices of a host with markers within the host's
+(every device of a single-host trace with markers shares them, as do logical CPU devices),
+the rest within the trace's table; ``window_s`` is the sum of the device's own windows.
+``step_time_s``: per step (in ``step_numbers`` order), the longest of its owners' windows --
+XProf's overview rule for the steps of several devices; not divided by ``per_step``.  A note
+says where owners' windows for a step do not overlap (they did not step together).
+``idle_accelerators``: the accelerator planes (lines or not) that ran no kernel (``compute``
+or ``collective``) in their windows.
 
 ``total``/``wall``/``idle_split``/``links`` cover all step windows together; ``per_step=True``
 divides every count, second and byte figure by ``steps``.  GPU devices list ``compute

@@ -25,6 +25,7 @@ from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.idle import IDLE_KINDS
 from tfprof_towers.trace.links import Link, links, links_frame
 from tfprof_towers.trace.load import Trace
+from tfprof_towers.trace.steps import apart, step_times
 from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.categories import (
     COPY_CATEGORIES,
@@ -34,7 +35,7 @@ from tfprof_towers.vocab.categories import (
     TIME_CATEGORIES,
     WALL_CATEGORIES,
 )
-from tfprof_towers.vocab.device_names import is_accelerator_plane
+from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,19 +62,68 @@ class Analysis:
     def n_steps(self) -> int:
         return len(self.trace.step_table)
 
+    @cached_property
+    def step_time_ps(self) -> np.ndarray:
+        """Per step (the trace's windows): its duration, the longest of its owners' windows (a device's
+        own ``Steps`` line, a host's markers; :func:`~.steps.step_times`), int64 picoseconds."""
+        return step_times(self.trace.step_table, self.trace.step_sources)
+
+    @cached_property
+    def idle_accelerators(self) -> tuple[str, ...]:
+        """Accelerators the trace knows of (a device plane, even one without lines) that ran no kernel
+        (``compute`` or ``collective``) in their step windows, sorted."""
+        b = self.breakdown
+        t = b.totals
+        kernels = np.isin(t.category, [EVENT_CATEGORIES.index(c) for c in ("compute", "collective")])
+        busy = {b.devices[d] for d in np.unique(t.device[kernels & (t.count > 0)]).tolist()}
+        known = dict.fromkeys([*self.trace.planes, *b.devices])
+        return tuple(
+            sorted((d for d in known if is_accelerator_plane(d) and d not in busy), key=device_sort_key)
+        )
+
+    def step_notes(self) -> list[str]:
+        """Where owners of step windows did not step together: one note per pair, with the gap(s)."""
+        pairs: dict[tuple[str, str], list] = {}
+        for a in apart(self.trace.step_table, self.trace.step_sources):
+            pairs.setdefault((a.first, a.second), []).append(a)
+        notes = []
+        for (first, second), rows in pairs.items():
+            gaps = [r.gap_ps / 1e9 for r in rows]
+            if len(rows) == 1:
+                when = f"ran step {rows[0].step} {gaps[0]:.1f} ms apart"
+            else:
+                shown = ", ".join(str(r.step) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+                when = (
+                    f"ran {len(rows)} steps ({shown}) {min(gaps):.1f} to {max(gaps):.1f} ms apart"
+                    if min(gaps) != max(gaps)
+                    else f"ran {len(rows)} steps ({shown}) {gaps[0]:.1f} ms apart"
+                )
+            devices = "/device:" in first and "/device:" in second
+            why = "separate processes merged into one file" if devices else "hosts whose clocks disagree"
+            notes.append(
+                f"{first} and {second} {when} (from the end of one's step window to the start of the "
+                f"other's): they did not step together (for example {why}); each is broken down "
+                "within its own windows, and a step lasts as long as the longest of them"
+            )
+        return notes
+
     def to_doc(self, per_step: bool = False) -> dict[str, Any]:
         """The JSON document; ``per_step`` divides every count, time and byte figure by the steps."""
         scale = 1.0 / self.n_steps if per_step and self.n_steps else 1.0
+        step_s = self.step_time_ps / _PS
         doc: dict[str, Any] = {
             "source": self.trace.source,
             "steps": self.n_steps,
             "step_numbers": self.trace.step_table.step.tolist(),
             "window": self.trace.window,
             "per_step": bool(per_step),
+            "step_time_s": step_s.tolist(),
+            "step_time_avg_s": float(step_s.mean()) if step_s.size else 0.0,
+            "idle_accelerators": list(self.idle_accelerators),
             "devices": devices_doc(self.breakdown, scale),
             "links": links_doc(self.link_rows, scale),
             "tasks": task_steps(self.trace),
-            "notes": list(self.trace.notes),
+            "notes": [*self.trace.notes, *self.step_notes()],
         }
         if self.kind:
             doc["kind"] = self.kind
@@ -87,7 +137,7 @@ def categories_for(device: str) -> tuple[str, ...]:
 def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:
     """``{device: {"window_s", "total": {cat: {count, seconds, bytes}}, "wall": {cat: s, "idle": s},
     "idle_split": {kind: s}}}`` (``idle_split``: accelerators only)."""
-    window_s = float(b.steps.window_ps.sum()) / _PS
+    window_s = b.device_window_ps().sum(axis=1) / _PS  # each device's own windows
     n_dev, n_cat = len(b.devices), len(EVENT_CATEGORIES)
     t = b.totals
     key = t.device * n_cat + t.category
@@ -120,7 +170,7 @@ def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:
             for j, c in enumerate(WALL_CATEGORIES)
             if c in cats or c == "idle" or wall[d, j]
         }
-        out[dev] = {"window_s": window_s * scale, "total": tot, "wall": walls}
+        out[dev] = {"window_s": float(window_s[d]) * scale, "total": tot, "wall": walls}
         if b.accelerator[d]:
             out[dev]["idle_split"] = {k: float(idle[d, j]) / _PS * scale for j, k in enumerate(IDLE_KINDS)}
     return out

@@ -12,6 +12,11 @@
   per interval the length it adds past that maximum.  Integers throughout: exact.
 * ``idle``: how an accelerator's idle time splits into host wait, kernel wait and other
   (:mod:`.idle`).
+
+Each device is broken down within its own step windows (:meth:`~.load.Trace.steps_of`: its
+``Steps`` line, its host's markers, else the trace's table); the results are laid out by the
+trace's windows (one per step number), a device's window for a step it did not run being
+empty.  ``window_ps`` says how long each device's window of each step is.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import numpy as np
 
 from tfprof_towers.trace.idle import IDLE_KINDS, KERNEL_WAIT_PS, Launches, idle_split
 from tfprof_towers.trace.load import Trace
-from tfprof_towers.trace.steps import DeviceEvents, StepTable, clip_to_windows, window_of
+from tfprof_towers.trace.steps import DeviceEvents, StepTable, clip_to_windows, index_of, window_of
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 
@@ -62,6 +67,13 @@ class Breakdown:
     wall_ps: np.ndarray  # int64 [device, window, WALL_CATEGORIES]
     idle_ps: np.ndarray  # int64 [device, window, IDLE_KINDS]: accelerators only (zeros elsewhere)
     accelerator: np.ndarray  # bool per device: it has a plane of its own (an idle split)
+    window_ps: np.ndarray | None = None  # int64 [device, window]: its own window (None: the trace's)
+
+    def device_window_ps(self) -> np.ndarray:
+        """int64 ``[device, window]``: each device's own window of each step (0: it has none)."""
+        if self.window_ps is not None:
+            return self.window_ps
+        return np.broadcast_to(self.steps.window_ps, (len(self.devices), len(self.steps)))
 
     @cached_property
     def windows(self) -> pd.DataFrame:
@@ -129,16 +141,21 @@ def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     return tuple(names[i] for i in order), dev_of
 
 
-def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int):
-    """Yield (device index, its events)."""
+def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int, tables: list[StepTable] | None = None):
+    """Yield (device index, its events), each event's ``window`` an index into its device's table
+    (``tables[d]``, default the trace's)."""
     c = trace.columns
-    lut, lo = window_of(trace.step_table)
-    dense = lut.size <= 4 * len(trace.step_table) + 1024
-    numbers = trace.step_table.step
-    by_number = np.argsort(numbers, kind="stable")  # for sparse step numbers (searched, not tabled)
+    lookups: dict[int, tuple] = {}
     order = np.argsort(dev_of, kind="stable")  # every device's events, in order (one radix sort)
     bounds = np.searchsorted(dev_of[order], np.arange(n_dev + 1), side="left")
     for d in range(n_dev):
+        table = tables[d] if tables is not None else trace.step_table
+        if id(table) not in lookups:
+            lut, lo = window_of(table)
+            numbers = table.step
+            dense = lut.size <= 4 * len(table) + 1024
+            lookups[id(table)] = (lut, lo, dense, numbers, np.argsort(numbers, kind="stable"))
+        lut, lo, dense, numbers, by_number = lookups[id(table)]
         rows = order[bounds[d] : bounds[d + 1]]
         start = c.start_ps[rows]
         end = start + c.dur_ps[rows]
@@ -159,21 +176,34 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
     devices, dev_of = device_index(trace)
     n_dev, n_win = len(devices), len(steps)
     accelerator = np.array([is_accelerator_plane(d) for d in devices], dtype=bool)
+    tables = [trace.steps_of(d) for d in devices]
     wall = np.zeros((n_dev, n_win, len(WALL_CATEGORIES)), dtype=np.int64)
     idle = np.zeros((n_dev, n_win, len(IDLE_KINDS)), dtype=np.int64)
+    window = np.zeros((n_dev, n_win), dtype=np.int64)
     parts = []
     launches = Launches.of(trace) if accelerator.any() else None
-    for d, ev in per_device(trace, dev_of, n_dev):
-        parts.append(totals(ev, d, steps))
-        wall[d, :, :-1] = wall_times(ev, steps)
+    for d, ev in per_device(trace, dev_of, n_dev, tables):
+        table = tables[d]
+        if table is steps:  # the trace's windows: laid out as they are
+            at = ok = slice(None)
+        else:  # windows of its own: each where the trace's window of its step number is
+            pos = index_of(steps, table.step)
+            ok = np.flatnonzero(pos >= 0)
+            at = pos[ok]
+        part = totals(ev, d, table)
+        if table is not steps:
+            part = Totals(part.device, pos[part.window], part.category, part.count, part.dur_ps, part.bytes)
+        parts.append(part)
+        window[d, at] = table.window_ps[ok]
+        wall[d, at, :-1] = wall_times(ev, table)[ok]
         if accelerator[d]:
-            idle[d] = idle_split(trace, ev, steps, kernel_wait_ps, launches)
+            idle[d, at] = idle_split(trace, ev, table, kernel_wait_ps, launches)[ok]
         del ev
-    wall[:, :, -1] = steps.window_ps[None, :] - wall[:, :, :-1].sum(axis=2)
+    wall[:, :, -1] = window - wall[:, :, :-1].sum(axis=2)
     if not parts:
         parts = [totals(per_device_empty(), 0, steps)]
     joined = Totals(*(np.concatenate([getattr(p, f) for p in parts]) for f in Totals.__dataclass_fields__))
-    return Breakdown(steps, devices, joined, wall, idle, accelerator)
+    return Breakdown(steps, devices, joined, wall, idle, accelerator, window)
 
 
 def per_device_empty() -> DeviceEvents:

@@ -17,9 +17,10 @@ up to the cores available -- and joins them into one :class:`~.load.Trace`:
   busy (:func:`idle_cores`), each with its share of them as decoding threads; each hands
   its columns back as files mapped by the parent (``/dev/shm`` where there is one), not
   through a pipe.
-* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`);
-  the trace's windows are their union per step number (earliest start, latest end), and
-  every event belongs to the window holding its start.
+* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`),
+  and its devices are broken down within them (a device with a ``Steps`` line of its own
+  within that: :mod:`.steps`); every event belongs to the window of its device holding its
+  start.  The trace's table is their union per step number (earliest start, latest end).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.columns import EventColumns, merge
 from tfprof_towers.trace.load import Host, Trace, read_trace
 from tfprof_towers.trace.locate import host_name, locate_hosts
-from tfprof_towers.trace.steps import StepTable, assign_steps
+from tfprof_towers.trace.steps import StepSources, StepTable
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.xplane.parallel import available_cores, decode_threads
 
@@ -164,7 +165,7 @@ def _copied(c: EventColumns) -> EventColumns:
 def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence[str], source: str) -> Trace:
     """One trace of several hosts' traces (module docstring)."""
     origin = min(t.origin_ns for t in traces)
-    hosts, shifted = [], []
+    hosts, shifted, sources, device_steps = [], [], [], {}
     for t, prefix, name in zip(traces, prefixes, names):
         delta = (t.origin_ns - origin) * 1000
         cols = t.columns
@@ -172,12 +173,21 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
             cols = replace(cols, start_ps=cols.start_ps + delta)
         shifted.append(cols)
         hosts.append(Host(name, prefix, t.step_table.shifted(delta), t.window))
+        sources.append(t.step_sources.shifted(delta))
+        own = {d: table.shifted(delta) for d, table in t.device_steps.items()}
+        # every device of this host: its own windows, else the host's (each host's ``step`` column
+        # was assigned so, and moves with its times)
+        for code in np.flatnonzero(np.bincount(cols.device)).tolist():
+            dev = cols.strings.items[code]
+            device_steps[dev] = own.get(dev, hosts[-1].steps)
     columns = merge(shifted)
     del shifted
     kinds = {h.window for h in hosts}
     window = kinds.pop() if len(kinds) == 1 else "markers" if "markers" in kinds else "steps-line"
     steps = StepTable.join([h.steps for h in hosts])
-    columns = replace(columns, step=assign_steps(columns.start_ps, steps))
+    joined = StepSources(
+        tuple(n for s in sources for n in s.names), tuple(t for s in sources for t in s.tables), {}
+    )
     notes = [CLOCK_NOTE]
     if len({h.window for h in hosts}) > 1:
         how = ", ".join(f"{h.name}: {h.window}" for h in hosts)
@@ -185,7 +195,11 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
     for t in traces:
         notes += [n for n in t.notes if n not in notes]
     hostnames = tuple(dict.fromkeys(n for t in traces for n in t.hostnames))
-    return Trace(source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin)
+    planes = tuple(p for t in traces for p in t.planes)
+    return Trace(
+        source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin, joined, device_steps,
+        planes,
+    )
 
 
 def load_hosts(

@@ -57,7 +57,7 @@ from tfprof_towers.trace.classify import (
 )
 from tfprof_towers.trace.columns import EventColumns, empty_frame, events_frame
 from tfprof_towers.trace.locate import locate
-from tfprof_towers.trace.steps import StepTable, assign_steps, step_windows
+from tfprof_towers.trace.steps import StepSources, StepTable, assign_steps, step_windows
 from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import RawSpace, read_xspace
 from tfprof_towers.xplane.memory import release_free_memory
@@ -93,6 +93,21 @@ class Trace:
     notes: tuple[str, ...] = field(default_factory=tuple)
     hosts: tuple[Host, ...] = ()  # per host file (task); empty: one host, not named
     origin_ns: int = 0  # the clock's zero: the earliest line timestamp, epoch nanoseconds
+    #: who owns step windows (hosts' markers, planes' own ``Steps`` lines) and theirs; None: the trace's
+    sources: StepSources | None = None
+    #: devices broken down in windows of their own (their plane's ``Steps`` line, or in a multi-host
+    #: trace their host's windows), by name; every other device uses ``step_table``
+    device_steps: dict[str, StepTable] = field(default_factory=dict)
+    planes: tuple[str, ...] = ()  # every plane's name (with its task prefix), lines or not
+
+    def steps_of(self, device: str) -> StepTable:
+        """The step windows ``device`` is broken down in."""
+        return self.device_steps.get(device, self.step_table)
+
+    @property
+    def step_sources(self) -> StepSources:
+        host = self.hostnames[0] if self.hostnames else "host"
+        return self.sources or StepSources((host,), (self.step_table,), {})
 
     @cached_property
     def events(self) -> pd.DataFrame:
@@ -173,10 +188,17 @@ def _from_box(
     corr_index, corr_value = corr.index[:m], corr.nums[:m]
     step_num = stats[STEP_NUM]
     del stats, corr
-    steps, window = step_windows(raw, step_num, classes.category)
+    host_name = prefix.rstrip("/") or (raw.hostnames[0] if raw.hostnames else "host")
+    steps, window, sources = step_windows(raw, step_num, classes.category, host_name, prefix)
     del step_num
     strings = raw.strings
     plane_codes = strings.codes([prefix + p for p in raw.planes.names]).astype(np.int32)
+    step = assign_steps(raw.start_ps[:k], steps)
+    device_steps = {}
+    for p, table in sources.planes.items():  # each device with a Steps line of its own: its own windows
+        rows = np.flatnonzero(classes.device == plane_codes[p])
+        step[rows] = assign_steps(raw.start_ps[rows], table)
+        device_steps[prefix + raw.planes.names[p]] = table
     columns = EventColumns(
         strings=strings,
         line_name=strings.codes(list(raw.lines.names)).astype(np.int32),
@@ -195,12 +217,15 @@ def _from_box(
         edge=classes.edge,
         start_ps=raw.start_ps[:k],
         dur_ps=raw.dur_ps[:k],
-        step=assign_steps(raw.start_ps[:k], steps),
+        step=step,
         corr_index=corr_index,
         corr=corr_value,
     )
     notes = (WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()
-    trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns)
+    trace = Trace(
+        raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources, device_steps,
+        tuple(prefix + p for p in raw.planes.names),
+    )
     del raw, classes
     release_free_memory()
     return trace

@@ -10,10 +10,23 @@
 Windows are sorted by start, and each ends no later than the next one starts.  An
 event belongs to the window holding its start.  They are a :class:`StepTable` (numpy;
 ``.frame()`` makes the pandas frame).
+
+**Windows of their own.**  Devices need not step together: each GPU of a trace may carry
+its own ``Steps`` line, and two GPUs driven by separate processes merged into one file run
+step 0 hundreds of milliseconds apart.  So the windows are kept per owner
+(:class:`StepSources`): the host's markers (one table shared by every device of the
+host), else each plane's own ``Steps`` line.  A device with a ``Steps`` line of its own is
+broken down within its own windows; the others (the host threads, CPU devices, GPUs
+without a ``Steps`` line) within the trace's table, one window per step number from the
+earliest start to the latest end of every owner's window for it (:meth:`StepTable.join`).
+A step's duration is the longest of its owners' windows (:func:`step_times`): the rule
+XProf's overview page uses for the steps of several devices.  Owners whose windows for
+a step do not overlap did not step together (:func:`apart`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,8 +78,39 @@ class StepTable:
         return windows(*(np.concatenate([getattr(t, c) for t in tables]) for c in columns))
 
 
-def step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray) -> tuple[StepTable, str]:
-    """``(steps, window)``: the windows (``step``, ``start_ps``, ``end_ps``) and how they were found."""
+@dataclass(frozen=True, eq=False)
+class StepSources:
+    """Who owns step windows, and theirs: ``names[i]`` (a host, or a plane with its own ``Steps``
+    line) has ``tables[i]``.  ``planes``: the planes among them whose devices are broken down in
+    their own windows (plane index -> table); empty when every device shares the trace's table."""
+
+    names: tuple[str, ...]
+    tables: tuple[StepTable, ...]
+    planes: dict[int, StepTable]
+
+
+    def shifted(self, delta: int) -> StepSources:
+        return StepSources(
+            self.names,
+            tuple(t.shifted(delta) for t in self.tables),
+            {p: t.shifted(delta) for p, t in self.planes.items()},
+        )
+
+
+def step_windows(
+    raw: RawSpace, step_num: StatColumn, category: np.ndarray, host: str = "host", prefix: str = ""
+) -> tuple[StepTable, str, StepSources]:
+    """``(steps, window, sources)``: the trace's windows (``step``, ``start_ps``, ``end_ps``), how they
+    were found, and who owns them (``host`` names the host when its markers or the whole trace do;
+    ``prefix``, a task's name, goes before plane names)."""
+    steps, window, planes = _step_windows(raw, step_num, category)
+    names = tuple(prefix + raw.planes.names[p] for p in planes)
+    if len(planes) < 2:  # one owner: every device shares the trace's windows
+        return steps, window, StepSources(names or (host,), (steps,), {})
+    return steps, window, StepSources(names, tuple(planes.values()), dict(planes))
+
+
+def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
     k = raw.n_kept  # derived lines' events come after
     start_ps, dur_ps, strings = raw.start_ps, raw.dur_ps, raw.strings
     if step_num.any:
@@ -75,7 +119,7 @@ def step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray) -> t
         marker = step_num.index[on]
         if marker.size:
             end_ps = start_ps[marker] + dur_ps[marker]
-            return windows(step_num.nums[on], start_ps[marker], end_ps), "markers"
+            return windows(step_num.nums[on], start_ps[marker], end_ps), "markers", {}
     steps_line = np.array([n == STEPS_LINE for n in raw.lines.names], dtype=bool)
     on_steps = np.flatnonzero(steps_line[raw.event_line]) if steps_line.any() else np.zeros(0, np.int64)
     if on_steps.size:
@@ -89,14 +133,19 @@ def step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray) -> t
             step = lut[codes]
         else:  # step names that are not numbers: number them in order of name
             step = dense_unique(codes)[1].astype(np.int64)
-        return windows(step, start_ps[on_steps], start_ps[on_steps] + dur_ps[on_steps]), "steps-line"
+        start, end = start_ps[on_steps], start_ps[on_steps] + dur_ps[on_steps]
+        plane = raw.event_plane[on_steps]
+        planes = {
+            int(p): windows(step[plane == p], start[plane == p], end[plane == p]) for p in np.unique(plane)
+        }
+        return windows(step, start, end), "steps-line", planes
     is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
     is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
     counted = np.flatnonzero(is_time[category[:k]])
     if not counted.size:
-        return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), "whole-trace"
+        return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), "whole-trace", {}
     lo, hi = start_ps[counted].min(), (start_ps[counted] + dur_ps[counted]).max()
-    return windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace"
+    return windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace", {}
 
 
 def windows(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> StepTable:
@@ -173,3 +222,73 @@ def clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray
     ce = np.minimum(e[idx], we[win])
     ok = ce > cs
     return win[ok], cs[ok], ce[ok], idx[ok]
+
+
+# ------------------------------------------------------------------ owners' windows side by side
+
+
+def index_of(steps: StepTable, numbers: np.ndarray) -> np.ndarray:
+    """Per step number: the index of its window in ``steps``, -1 when it has none."""
+    numbers = np.asarray(numbers, dtype=np.int64)
+    if not len(steps):
+        return np.full(numbers.size, -1, dtype=np.int64)
+    order = np.argsort(steps.step, kind="stable")
+    pos = np.minimum(np.searchsorted(steps.step[order], numbers), order.size - 1)
+    return np.where(steps.step[order][pos] == numbers, order[pos], -1)
+
+
+def aligned(steps: StepTable, tables: Sequence[StepTable]) -> tuple[np.ndarray, np.ndarray]:
+    """``(start, end)``, int64 ``[table, window of steps]``: each table's window of that step number
+    (``start == end == 0`` where it has none)."""
+    start = np.zeros((len(tables), len(steps)), dtype=np.int64)
+    end = np.zeros_like(start)
+    for i, t in enumerate(tables):
+        at = index_of(steps, t.step)
+        ok = at >= 0
+        start[i, at[ok]] = t.start_ps[ok]
+        end[i, at[ok]] = t.end_ps[ok]
+    return start, end
+
+
+def step_times(steps: StepTable, sources: StepSources) -> np.ndarray:
+    """Per window of ``steps``: the step's duration, the longest of its owners' windows (int64 ps)."""
+    if not len(steps):
+        return np.zeros(0, dtype=np.int64)
+    start, end = aligned(steps, sources.tables)
+    return (end - start).max(axis=0)
+
+
+@dataclass(frozen=True)
+class Apart:
+    """Two owners' windows of one step that do not overlap: ``first`` ended ``gap_ps`` before
+    ``second`` began."""
+
+    step: int
+    first: str
+    second: str
+    gap_ps: int
+
+
+def apart(steps: StepTable, sources: StepSources) -> list[Apart]:
+    """Where owners did not step together: per step, each owner whose window starts at or after every
+    earlier-starting owner's window has ended, and the one that ended last before it."""
+    if len(sources.tables) < 2 or not len(steps):
+        return []
+    start, end = aligned(steps, sources.tables)
+    has = end > start
+    far = np.iinfo(np.int64).max
+    order = np.argsort(np.where(has, start, far), axis=0, kind="stable")  # per step, owners by start
+    s = np.take_along_axis(start, order, 0)
+    e = np.take_along_axis(np.where(has, end, -far), order, 0)
+    h = np.take_along_axis(has, order, 0)
+    out: list[Apart] = []
+    reach, who = e[0].copy(), order[0].copy()  # per step: the latest end so far, and whose
+    for k in range(1, order.shape[0]):
+        gap = h[k] & h[0] & (s[k] >= reach)
+        for w in np.flatnonzero(gap).tolist():
+            out.append(Apart(int(steps.step[w]), sources.names[who[w]], sources.names[order[k, w]],
+                             int(s[k, w] - reach[w])))
+        later = e[k] > reach
+        reach = np.where(later, e[k], reach)
+        who = np.where(later, order[k], who)
+    return sorted(out, key=lambda a: (a.first, a.second, a.step))
