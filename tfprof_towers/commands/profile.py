@@ -32,6 +32,14 @@ from tfprof_towers.rundir.paths import (
     write_json,
 )
 from tfprof_towers.rundir.records import RunConfig, RunDoc, Topology, load_record
+from tfprof_towers.session.scaling import (
+    ScalingRequest,
+    check_request,
+    parse_counts,
+    request_from_args,
+    run_scaling,
+    scaling_lines,
+)
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import (
     CPU_ONLY_CLUSTER_HARDWARE,
@@ -95,6 +103,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "\"ps\": [...], \"chief\": [...]}) are started by hand on their machines with "
                         "`tfprof-towers worker --cluster FILE --task JOB:I --run-dir DIR`; DIR is --out, "
                         "on a filesystem every machine shares")
+    p.add_argument("--scaling", type=parse_counts, default=None, metavar="COUNTS|auto",
+                   help="after the run, sweep the accelerator count: each variant at each count (e.g. 1,2,4; "
+                        "auto: 1, 2, 4, ... up to the GPUs here, or --accelerators without GPUs), each in "
+                        "its own child, and project the curves (see docs/scaling.md)")
+    p.add_argument("--scaling-mode", default=None, choices=("weak", "strong"),
+                   help="weak: the preset's batch is per replica, the global batch grows with N; strong: the "
+                        "global batch is fixed and split [default: weak]")
     p.add_argument("--reports", type=Path, default=Path("reports"), help=argparse.SUPPRESS)
 
 
@@ -269,6 +284,9 @@ def run(args: argparse.Namespace) -> int:
     """
     t0 = time.perf_counter()
     options = options_from_args(args)
+    scaling = request_from_args(getattr(args, "scaling", None), getattr(args, "scaling_mode", None))
+    if scaling is not None:
+        check_request(scaling, options)
     if args.project_on and options.keras_model:
         raise TowersError("--project-on projects the seed workload and variant files; it cannot project a "
                           "--keras-model run")
@@ -291,11 +309,12 @@ def run(args: argparse.Namespace) -> int:
         check_writable(run_path)
     check_free_space(run_path, len(options.variants))
     with disk_errors(run_path):
-        return _capture_and_report(args, options, RunDir(run_path), t0)
+        return _capture_and_report(args, options, RunDir(run_path), t0, scaling)
 
 
 def _capture_and_report(
-    args: argparse.Namespace, options: ProfileOptions, run_dir: RunDir, t0: float
+    args: argparse.Namespace, options: ProfileOptions, run_dir: RunDir, t0: float,
+    scaling: ScalingRequest | None = None,
 ) -> int:
     """Run the variants, then write the summary and the report whatever happened to them.
 
@@ -335,12 +354,18 @@ def _capture_and_report(
             _save_failed_projection(run_dir, hardware, preset, "not projected: the run was interrupted")
         else:
             timing["projection"] = _project(run_dir, options, hardware, preset)
+    if scaling is not None and not exit_code:  # --scaling: the sweep over accelerator counts
+        took, exit_code = run_scaling(scaling, options, run_dir, hardware,
+                                      get_preset(args.project_preset or PROJECT_PRESET), console.err)
+        timing.update(took)
     not_written: ReportNotWritten | None = None
     try:
         summary = finish_run(run_dir)
     except ReportNotWritten as exc:  # a full disk: the table still goes to the terminal
         summary, not_written = exc.doc, exc
     console.print_summary(summary, run_dir)
+    for line in scaling_lines(summary):
+        console.err(line)
     done = sum(v["status"] == "ok" for v in summary["variants"])
     if exit_code:
         console.err(f"interrupted: wrote a partial report from {done} finished variant(s)")

@@ -216,6 +216,7 @@ class Summary:
     projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
     math: Mapping[str, Any] | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
+    scaling: Mapping[str, Any] | None = None  # profile --scaling: analysis.scaling_run.scaling_section
     schema: int = SUMMARY_SCHEMA
 
     def entry(self, name: str) -> SummaryEntry | None:
@@ -237,6 +238,7 @@ class Summary:
             "findings": [dict(f) for f in self.findings], "rules": [dict(r) for r in self.rules],
             "link_models": [dict(m) for m in self.link_models], "projection": self.projection,
             "math": None if self.math is None else dict(self.math), "problems": list(self.problems),
+            **({"scaling": dict(self.scaling)} if self.scaling is not None else {}),
         }
 
     @classmethod
@@ -267,7 +269,7 @@ class Summary:
             findings=tuple(x.data for x in f.objects("findings")),
             rules=tuple(x.data for x in f.objects("rules")),
             link_models=tuple(x.data for x in f.objects("link_models")), projection=f.mapping("projection"),
-            math=f.mapping("math"), problems=f.texts("problems"),
+            math=f.mapping("math"), problems=f.texts("problems"), scaling=f.mapping("scaling"),
             schema=f.integer("schema", default=SUMMARY_SCHEMA),
         )
 
