@@ -96,7 +96,7 @@ def chart_svg(family: str, series: Sequence[Mapping[str, Any]]) -> Markup:
         dash = "6 4" if s["kind"] == "projected" else ""
         pts = " ".join(f"{_x(n, top):.1f},{_y(y, ymax):.1f}" for n, y in s["points"])
         name = escape(s["variant"])
-        if pts:
+        if len(s["points"]) > 1:  # a one-point series is its dot
             out.append(f'<polyline class="series {s["kind"]}" data-variant="{name}" points="{pts}" '
                        f'fill="none" stroke="{colour}" stroke-width="2"'
                        + (f' stroke-dasharray="{dash}"' if dash else "") + "/>")
