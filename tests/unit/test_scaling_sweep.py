@@ -168,3 +168,26 @@ def test_scaling_chart_renders_in_headless_chromium(tmp_path: Path) -> None:
             assert errors == [] and [u for u in requests if u != report.resolve().as_uri()] == []
         finally:
             browser.close()
+
+
+@pytest.mark.parametrize("argv", [["--scaling", "0"], ["--scaling", "1,two"], ["--scaling-mode", "both"]])
+def test_bad_scaling_arguments_are_usage_errors(argv: list[str], tmp_path: Path) -> None:
+    from tfprof_towers.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["profile", *argv, "--out", str(tmp_path / "r")])
+    assert exc.value.code == 2
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scaling-mode", "strong"], "--scaling-mode says how to sweep: give --scaling COUNTS (or auto) too"),
+    (["--scaling", "1,2", "--workers", "2"], "--scaling sweeps accelerators on one machine"),
+])
+def test_scaling_requests_it_cannot_do_fail_before_running(argv: list[str], message: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from tfprof_towers.cli import main
+
+    assert main(["profile", "--preset", "tiny", *argv, "--out", str(tmp_path / "r")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
