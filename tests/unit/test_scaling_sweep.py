@@ -191,3 +191,20 @@ def test_scaling_requests_it_cannot_do_fail_before_running(argv: list[str], mess
     assert main(["profile", "--preset", "tiny", *argv, "--out", str(tmp_path / "r")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_multi_host_profiles_project_multi_worker_across_hosts() -> None:
+    from tfprof_towers.projection.hardware import load_hardware
+    from tfprof_towers.projection.scaling import at_count, powers_of_two_to, project_hosts
+
+    hw = load_hardware("8x-a100-100gbe")
+    points = project_hosts(hw, get_preset("seed"), "weak")
+    assert [(p.variant, p.count, p.global_batch) for p in points] == [
+        ("multi_worker", 8, 512), ("multi_worker", 16, 1024), ("multi_worker", 32, 2048)]
+    assert all(p.ok and p.bottleneck for p in points)
+    assert points[0].bottleneck == "accelerator compute"
+    strong = project_hosts(hw, get_preset("seed"), "strong")
+    assert [p.global_batch for p in strong] == [64, 64, 64]
+    assert strong[1].bottleneck.startswith("ring all-reduce over 16 accelerators: 100 Gb/s Ethernet")
+    assert powers_of_two_to(8) == (1, 2, 4, 8) and powers_of_two_to(1) == (1,)
+    assert at_count(hw, 2).accelerator.count == 2 and hw.accelerator.count == 8

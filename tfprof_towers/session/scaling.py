@@ -28,6 +28,7 @@ from typing import Any
 
 from tfprof_towers.analysis.scaling import MODES, STRONG, WEAK, global_batch
 from tfprof_towers.capture.runner import Interrupted, check_free_space, nvidia_smi, run_all
+from tfprof_towers.projection.scaling import powers_of_two_to
 from tfprof_towers.rundir.paths import RunDir, write_json
 from tfprof_towers.rundir.records import SKIPPED, VariantRecord
 from tfprof_towers.rundir.scaling import PlannedPoint, PointRunDir, ScalingDoc, scaling_json
@@ -97,14 +98,6 @@ def gpus_here() -> int:
     """GPUs ``nvidia-smi -L`` lists (0 without the tool or GPUs)."""
     out = nvidia_smi("-L") or ""
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
-
-
-def powers_of_two_to(top: int) -> tuple[int, ...]:
-    out, n = [], 1
-    while n < top:
-        out.append(n)
-        n *= 2
-    return (*out, max(top, 1))
 
 
 def resolve_counts(request: ScalingRequest, accelerators: int | None, gpus: int) -> tuple[int, ...]:
@@ -226,7 +219,7 @@ def run_scaling(request: ScalingRequest, options: ProfileOptions, run_dir: RunDi
 
 def project(hardware: str, preset: Preset, options: ProfileOptions, mode: str, say: Say) -> Mapping[str, Any]:
     """The projected curves, or ``{"error": why}`` (a projection that fails never costs the run)."""
-    from tfprof_towers.projection.scaling import project_scaling
+    from tfprof_towers.projection.scaling import project_scaling  # builds graphs in children
 
     variants = sweep_variants(options.variants)[0]
     say(f"projecting the scaling curves of {len(variants)} variant(s) on {hardware} at the {preset.name} "
