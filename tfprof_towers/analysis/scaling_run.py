@@ -102,8 +102,39 @@ def scaling_section(run_dir: RunDir, topology: dict[str, Any]) -> dict[str, Any]
     return section
 
 
+def recommendation_for(summary: Summary, section: dict[str, Any]) -> dict[str, Any] | None:
+    """The count the run's recommendation is for, and whether the sweep picks differently at other
+    counts: ``{"variant", "count", "unit", "basis", "text"}`` (None without a recommendation)."""
+    rec = summary.recommendation
+    if rec.variant is None:
+        return None
+    if rec.is_projected:
+        profile = (summary.projection or {}).get("profile") or {}
+        count = ((profile.get("accelerator") or {}).get("count")) if isinstance(profile, dict) else None
+        unit, picks = "GPUs", (section.get("projected") or {}).get("best_by_count") or []
+        where = f" on {rec.hardware}"
+    else:
+        count = len(summary.topology.accelerators) if summary.topology is not None else None
+        unit, picks, where = "accelerators", section.get("best_by_count") or [], ""
+    if not count:
+        return None
+    differs = any(p.get("variant") != rec.variant for p in picks if p.get("count") != 1)
+    by_count = ((section.get("projected") or {}).get("recommendation") if rec.is_projected
+                else section.get("recommendation"))
+    text = f"the recommendation ({rec.variant}) is for {count} {unit if count > 1 else unit.rstrip('s')}"
+    text += where
+    if by_count:
+        text += (f"; by count, the sweep picks: {by_count}" if differs
+                 else f"; the sweep picks it at every count from 2 up ({by_count})")
+    return {"variant": rec.variant, "count": count, "unit": unit, "basis": rec.basis, "text": text}
+
+
 def with_scaling(summary: Summary, run_dir: RunDir) -> Summary:
     """The summary with its ``scaling`` section (unchanged for a run without a sweep)."""
     topology = summary.topology.to_json() if summary.topology is not None else {}
     section = scaling_section(run_dir, topology)
-    return summary if section is None else replace(summary, scaling=section)
+    if section is None:
+        return summary
+    if "error" not in section:
+        section["recommendation_for"] = recommendation_for(summary, section)
+    return replace(summary, scaling=section)

@@ -192,6 +192,7 @@ def scaling_view(summary: Mapping[str, Any]) -> dict[str, Any] | None:
         "mode": sc.get("mode"), "counts": sc.get("counts") or [], "batch": sc.get("batch"),
         "batch_is": sc.get("batch_is"), "label": sc.get("label"), "stand_in": bool(sc.get("stand_in")),
         "headline_basis": sc.get("headline"), "recommendation": sc.get("recommendation"),
+        "recommendation_for": sc.get("recommendation_for"),
         "projected": projected_doc, "charts": charts, "rows": rows, "bars": bars,
         "growth": [(str(v["variant"]), t) for v in measured for t in v.get("growth") or ()],
         "measured_headlines": [v["headline"] for v in measured if v.get("headline")],

@@ -238,6 +238,9 @@ def scaling_lines(summary: Mapping[str, Any]) -> list[str]:
     if not isinstance(sc, Mapping):
         return []
     lines = []
+    rec_for = sc.get("recommendation_for") or {}
+    if rec_for.get("text"):
+        lines.append(rec_for["text"][0].upper() + rec_for["text"][1:] + ".")
     projected = sc.get("projected") or {}
     if projected.get("recommendation"):
         lines.append(f"Scaling, projected on {projected.get('hardware')}: {projected['recommendation']}")
