@@ -213,3 +213,20 @@ def test_multi_host_profiles_project_multi_worker_across_hosts() -> None:
     assert strong[1].bottleneck.startswith("ring all-reduce over 16 accelerators: 100 Gb/s Ethernet")
     assert powers_of_two_to(8) == (1, 2, 4, 8) and powers_of_two_to(1) == (1,)
     assert at_count(hw, 2).accelerator.count == 2 and hw.accelerator.count == 8
+
+
+def test_a_full_disk_stops_the_sweep_not_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said: list[str] = []
+
+    def no_space(folder: Path, variants: int) -> None:
+        from tfprof_towers.vocab.errors import TowersError
+
+        raise TowersError(f"{folder}: only 1.0 MiB free on its filesystem")
+
+    monkeypatch.setattr(sweep, "check_free_space", no_space)
+    monkeypatch.setattr(sweep, "run_all", lambda *a, **k: pytest.fail("no point may run"))
+    took, code = sweep.run_scaling(sweep.ScalingRequest((1, 2)), _options(("single", "replicated")),
+                                   RunDir(tmp_path), None, get_preset("seed"), said.append)
+    assert (took, code) == ({}, 0)
+    assert said == [f"scaling sweep not run: {tmp_path}: only 1.0 MiB free on its filesystem"]
+    assert not scaling_json(RunDir(tmp_path)).exists()

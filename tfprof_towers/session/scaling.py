@@ -29,12 +29,12 @@ from typing import Any
 from tfprof_towers.analysis.scaling import MODES, STRONG, WEAK, global_batch
 from tfprof_towers.capture.runner import Interrupted, check_free_space, nvidia_smi, run_all
 from tfprof_towers.projection.scaling import powers_of_two_to
-from tfprof_towers.rundir.paths import RunDir, write_json
+from tfprof_towers.rundir.paths import RunDir, is_disk_error, write_json
 from tfprof_towers.rundir.records import SKIPPED, VariantRecord
 from tfprof_towers.rundir.scaling import PlannedPoint, PointRunDir, ScalingDoc, scaling_json
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import Preset, ProfileOptions, VariantSpec
-from tfprof_towers.vocab.errors import VariantError
+from tfprof_towers.vocab.errors import TowersError, VariantError
 
 AUTO = "auto"
 #: The most accelerators one count may ask for (as --accelerators).
@@ -189,7 +189,21 @@ def run_points(doc: ScalingDoc, options: ProfileOptions, run_dir: RunDir, say: S
 def run_scaling(request: ScalingRequest, options: ProfileOptions, run_dir: RunDir, hardware: str | None,
                 project_preset: Preset, say: Say) -> tuple[dict[str, float], int]:
     """The sweep, then its projection; ``scaling.json`` written as it goes.  Returns the seconds each
-    part took and the exit code (0, or 130/143 when interrupted: the points run so far are kept)."""
+    part took and the exit code (0, or 130/143 when interrupted: the points run so far are kept).
+    A disk too full for the sweep stops it, saying so, and the run's own report is still written."""
+    try:
+        return _run_scaling(request, options, run_dir, hardware, project_preset, say)
+    except TowersError as exc:  # too little free space, before any point ran
+        say(f"scaling sweep not run: {exc.message}")
+    except OSError as exc:
+        if not is_disk_error(exc):
+            raise
+        say(f"scaling sweep stopped: cannot write {exc.filename or run_dir.root} ({exc.strerror or exc})")
+    return {}, 0
+
+
+def _run_scaling(request: ScalingRequest, options: ProfileOptions, run_dir: RunDir, hardware: str | None,
+                 project_preset: Preset, say: Say) -> tuple[dict[str, float], int]:
     check_request(request, options)
     doc = plan(request, options, gpus_here())
     to_run = sum(not p.skipped for p in doc.points)
