@@ -31,7 +31,7 @@ from tfprof_towers.capture.runner import Interrupted, check_free_space, nvidia_s
 from tfprof_towers.projection.scaling import powers_of_two_to
 from tfprof_towers.rundir.paths import RunDir, is_disk_error, write_json
 from tfprof_towers.rundir.records import SKIPPED, VariantRecord
-from tfprof_towers.rundir.scaling import PlannedPoint, PointRunDir, ScalingDoc, scaling_json
+from tfprof_towers.rundir.scaling import PlannedPoint, PointRunDir, ScalingDoc, point_name, scaling_json
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import Preset, ProfileOptions, VariantSpec
 from tfprof_towers.vocab.errors import TowersError, VariantError
@@ -181,7 +181,7 @@ def run_points(doc: ScalingDoc, options: ProfileOptions, run_dir: RunDir, say: S
                 started[name] = time.perf_counter()
                 return
             took = time.perf_counter() - started.get(name, time.perf_counter())
-            say(f"  {name}@{n:<4} {event:7} ({took:.1f} s)")
+            say(f"  {point_name(name, n):<24} {event:7} ({took:.1f} s)")
 
         run_all(opts, PointRunDir(run_dir.root, count=n), progress)
 
