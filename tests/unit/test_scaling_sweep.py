@@ -124,8 +124,8 @@ def test_summary_scaling_section_from_a_sweep(tmp_path: Path) -> None:
     assert sc["recommendation"] == "at 1 accelerator single; from 2 accelerators up, towers_bug"
     assert sc["recommendation_for"] == {
         "variant": "single", "count": 2, "unit": "accelerators", "basis": "measured",
-        "text": "the recommendation (single) is for 2 accelerators; by count, the sweep picks: at 1 "
-                "accelerator single; from 2 accelerators up, towers_bug"}
+        "text": "the recommendation (single) is for 2 accelerators; the fastest at each count of the sweep: "
+                "at 1 accelerator single; from 2 accelerators up, towers_bug"}
     html = (run / "report.html").read_text()
     assert 'href="#scaling"' in html and html.count('class="scaling-chart"') == 1
     assert 'class="series projected"' in html and 'stroke-dasharray="6 4"' in html

@@ -124,8 +124,8 @@ def recommendation_for(summary: Summary, section: dict[str, Any]) -> dict[str, A
     text = f"the recommendation ({rec.variant}) is for {count} {unit if count > 1 else unit.rstrip('s')}"
     text += where
     if by_count:
-        text += (f"; by count, the sweep picks: {by_count}" if differs
-                 else f"; the sweep picks it at every count from 2 up ({by_count})")
+        text += (f"; the fastest at each count of the sweep: {by_count}" if differs
+                 else f"; it is the fastest at every count of the sweep from 2 up ({by_count})")
     return {"variant": rec.variant, "count": count, "unit": unit, "basis": rec.basis, "text": text}
 
 
