@@ -16,7 +16,7 @@ SCREENSHOT = REPO / "docs" / "report.png"
 SCREENSHOT_MAX_BYTES = 300 * 1024
 
 #: written on other branches; the lead removes this list at merge
-NOT_YET_WRITTEN = frozenset({"docs/scaling.md"})
+NOT_YET_WRITTEN: frozenset[str] = frozenset()
 
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 _CODE = re.compile(r"`[^`\n]*`")

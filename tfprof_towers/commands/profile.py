@@ -13,6 +13,7 @@ from pathlib import Path
 from tfprof_towers.cli import add_command
 from tfprof_towers.commands import console
 from tfprof_towers.session.profile import ProfileTargets, ProfileView, run_profile
+from tfprof_towers.session.scaling import check_request, parse_counts, request_from_args
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import (
     CPU_ONLY_HARDWARE,
@@ -75,6 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "\"ps\": [...], \"chief\": [...]}) are started by hand on their machines with "
                         "`tfprof-towers worker --cluster FILE --task JOB:I --run-dir DIR`; DIR is --out, "
                         "on a filesystem every machine shares")
+    p.add_argument("--scaling", type=parse_counts, default=None, metavar="COUNTS|auto",
+                   help="after the run, sweep the accelerator count: each variant at each count (e.g. 1,2,4; "
+                        "auto: 1, 2, 4, ... up to the GPUs here, or --accelerators without GPUs), each in "
+                        "its own child, and project the curves (see docs/scaling.md)")
+    p.add_argument("--scaling-mode", default=None, choices=("weak", "strong"),
+                   help="weak: the preset's batch is per replica, the global batch grows with N; strong: the "
+                        "global batch is fixed and split [default: weak]")
     p.add_argument("--reports", type=Path, default=Path("reports"), help=argparse.SUPPRESS)
 
 
@@ -249,8 +257,11 @@ def run(args: argparse.Namespace) -> int:
     """
     t0 = time.perf_counter()
     options = options_from_args(args)
+    scaling = request_from_args(getattr(args, "scaling", None), getattr(args, "scaling_mode", None))
+    if scaling is not None:
+        check_request(scaling, options)
     targets = ProfileTargets(out=args.out, reports=args.reports, project_on=args.project_on,
-                             project_preset=args.project_preset)
+                             project_preset=args.project_preset, scaling=scaling)
     return run_profile(options, targets, TERMINAL, t0)
 
 

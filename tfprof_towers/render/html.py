@@ -29,6 +29,7 @@ from tfprof_towers.advice import recommend
 from tfprof_towers.render.cluster import cluster_views
 from tfprof_towers.render.filters import FILTERS
 from tfprof_towers.render.projection import projection_view
+from tfprof_towers.render.scaling import scaling_view
 from tfprof_towers.rundir.paths import RunDir, atomic_write_text
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import categories
@@ -196,6 +197,7 @@ def view_model(
         "ranked": ranked,
         "ok": [v for v in ranked if v["status"] == "ok"],
         "projection": projection_view(summary, ranked),
+        "scaling": scaling_view(summary),
         "clusters": cluster_views(ranked),
         "failed": [v for v in ranked if v["status"] not in ("ok", "skipped")],
         "per_variant": per_variant,

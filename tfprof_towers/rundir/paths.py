@@ -234,7 +234,8 @@ class RunDir:
         folder = self.root / "variants"
         if not folder.is_dir():
             return []
-        return sorted(p.name for p in folder.iterdir() if p.is_dir())
+        # "<name>@<count>" folders are a scaling sweep's points (rundir/scaling.py), not variants of the run
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and "@" not in p.name)
 
     def xplane_files(self, name: str) -> list[Path]:
         return logdir_xplanes(self.logdir(name))

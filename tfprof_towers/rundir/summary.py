@@ -176,6 +176,7 @@ class Summary(Record):
     projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
     math: Mapping[str, Any] | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
+    scaling: Mapping[str, Any] | None = meta(None, omit=if_none)  # profile --scaling (analysis.scaling_run)
     schema: int = SUMMARY_SCHEMA
     WHERE = "summary.json"
     JSON_ORDER = ("schema", "run_dir", "partial", "interrupted_by", "topology", "config", "versions",

@@ -37,6 +37,7 @@ from tfprof_towers.rundir.paths import (
     write_json,
 )
 from tfprof_towers.rundir.records import RunConfig, RunDoc, Topology, load_record
+from tfprof_towers.session.scaling import ScalingRequest, run_scaling, scaling_lines
 from tfprof_towers.variants.config import (
     CPU_ONLY_CLUSTER_HARDWARE,
     CPU_ONLY_HARDWARE,
@@ -57,6 +58,7 @@ class ProfileTargets:
     reports: Path  # where new run directories go; ``reports/latest`` points at the last good one
     project_on: str | None = None  # --project-on NAME|FILE
     project_preset: str | None = None  # --project-preset
+    scaling: ScalingRequest | None = None  # --scaling, --scaling-mode: the sweep after the run
 
 
 class Progress(Protocol):
@@ -151,12 +153,18 @@ def _capture_and_report(
             _save_failed_projection(run_dir, hardware, preset, "not projected: the run was interrupted")
         else:
             timing["projection"] = _project(run_dir, options, hardware, preset, view)
+    if targets.scaling is not None and not exit_code:  # --scaling: the sweep over accelerator counts
+        took, exit_code = run_scaling(targets.scaling, options, run_dir, hardware,
+                                      get_preset(targets.project_preset or PROJECT_PRESET), view.notice)
+        timing.update(took)
     not_written: ReportNotWritten | None = None
     try:
         summary = finish_run(run_dir)
     except ReportNotWritten as exc:  # a full disk: the table still goes to the terminal
         summary, not_written = exc.doc, exc
     view.summary(summary, run_dir)
+    for line in scaling_lines(summary):
+        view.notice(line)
     done = sum(v["status"] == "ok" for v in summary["variants"])
     if exit_code:
         view.notice(f"interrupted: wrote a partial report from {done} finished variant(s)")

@@ -23,6 +23,7 @@ from tfprof_towers.analysis.pipeline import (
     with_cluster,
     with_projection,
 )
+from tfprof_towers.analysis.scaling_run import with_scaling
 from tfprof_towers.rundir.paths import RunDir, is_disk_error, write_json
 from tfprof_towers.rundir.records import load_records, load_run_or_skip
 from tfprof_towers.rundir.summary import Summary, SummaryEntry, build_summary
@@ -103,6 +104,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     summary = with_cluster(summary, records)
     summary = with_advice(summary)
     summary = with_trace_findings(summary, analyses)
+    summary = with_scaling(summary, run_dir)  # profile --scaling: summary.json -> scaling
     return summary, analyses
 
 
