@@ -107,7 +107,8 @@ class ScalingDoc:
         return cls(mode=f.choice("mode", ("weak", "strong"), required=True) or "weak", counts=counts,
                    batch=f.integer("batch", required=True) or 0,
                    points=tuple(PlannedPoint.from_fields(p) for p in f.objects("points")),
-                   projected=None if projected is None else dict(projected.data), notes=f.texts("notes"), finished=f.flag("finished"),
+                   projected=None if projected is None else dict(projected.data), notes=f.texts("notes"),
+                   finished=f.flag("finished"),
                    schema=f.integer("schema", default=SCALING_SCHEMA) or SCALING_SCHEMA)
 
 
