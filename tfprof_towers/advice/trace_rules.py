@@ -83,27 +83,15 @@ _HOST_CODES = np.array([CAT[c] for c in HOST_ACTIVITY], dtype=np.int8)
 
 
 def known_accelerators(analysis: Analysis) -> tuple[str, ...]:
-    """Every accelerator the trace knows of: a device plane, even one without lines.
-
-    The planes of lines are in the event columns; a plane without lines leaves only its name in
-    the trace's string table (every plane name is put there), so names there that are accelerator
-    planes count too.  (The trace package's ``Analysis.idle_accelerators``, where it exists, is
-    the same list less the accelerators that ran kernels; this function stands in until then.)
-    """
-    planes = getattr(analysis.trace, "planes", ())  # every plane's name, where the trace keeps them
-    if planes:
-        return tuple(sorted({p for p in planes if is_accelerator_plane(p)}, key=device_sort_key))
-    c = analysis.trace.columns
-    on_lines = {c.text(int(p)) for p in np.unique(c.line_plane[c.line_kind == DEVICE]).tolist()}
-    named = {s for s in c.strings.items if "/device:" in s and is_accelerator_plane(s)}
-    return tuple(sorted(on_lines | named, key=device_sort_key))
+    """Every accelerator the trace knows of: a device plane, even one without lines."""
+    known = dict.fromkeys([*analysis.trace.planes, *analysis.breakdown.devices])
+    return tuple(sorted((d for d in known if is_accelerator_plane(d)), key=device_sort_key))
 
 
 def windows_of(analysis: Analysis, device: str) -> StepTable:
     """The step windows ``device`` is broken down in: its own where the trace gives it some (a
     ``Steps`` line of its plane), else the trace's."""
-    steps_of = getattr(analysis.trace, "steps_of", None)
-    return steps_of(device) if steps_of is not None else analysis.trace.step_table
+    return analysis.trace.steps_of(device)
 
 
 @dataclass(frozen=True, eq=False)
@@ -317,7 +305,7 @@ def heaviest_ops(analysis: Analysis, rows: np.ndarray, dur_ps: np.ndarray, steps
 
 
 def check_idle_accelerators(rule: Rule, f: TraceFacts) -> Finding | None:
-    idle = [d for d in f.accelerators if d not in f.working]
+    idle = list(f.analysis.idle_accelerators)
     if len(idle) < rule.param("min_idle_accelerators"):
         return None
     share = len(idle) / len(f.accelerators)
