@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.fields import Fields, RecordError, describe, drop_none
 from tfprof_towers.rundir.paths import RunDir, read_json
 from tfprof_towers.variants.config import ClusterOptions, Preset, ProfileOptions, VariantSpec
@@ -158,11 +159,13 @@ class MathCheck:
     grad_norm: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"losses": list(self.losses), "grad_norm": self.grad_norm}
+        # A diverging model's NaN loss: null plus a "not_finite" flag (strict JSON; see rundir.nonfinite)
+        return nonfinite.strict({"losses": list(self.losses), "grad_norm": self.grad_norm},
+                                ("losses", "grad_norm"))
 
     @classmethod
     def from_fields(cls, f: Fields) -> MathCheck:
-        return cls(f.numbers("losses") or (), f.number("grad_norm"))
+        return cls(nonfinite.read_numbers(f, "losses") or (), nonfinite.read_number(f, "grad_norm"))
 
 
 # ------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.fields import Fields, RecordError
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.records import (
@@ -164,7 +165,8 @@ class SummaryEntry:
             "transfers": [dict(t) for t in self.transfers], "xplane_files": list(self.xplane_files),
             "speedup_vs_single": self.speedup_vs_single, "scaling_efficiency": self.scaling_efficiency,
             "accelerators_used": self.accelerators_used,
-            "losses": None if self.losses is None else list(self.losses), "grad_norm": self.grad_norm,
+            **nonfinite.strict({"losses": None if self.losses is None else list(self.losses),
+                                "grad_norm": self.grad_norm}, ("losses", "grad_norm")),
             "rank": self.rank, "breakdown": self.breakdown, "audit": self.audit,
             "chrome_trace": self.chrome_trace, "chrome_trace_error": self.chrome_trace_error,
             **({"cluster": dict(self.cluster)} if self.cluster is not None else {}),
@@ -188,7 +190,7 @@ class SummaryEntry:
             speedup_vs_single=f.number("speedup_vs_single"),
             scaling_efficiency=f.number("scaling_efficiency"),
             accelerators_used=f.integer("accelerators_used"),
-            losses=f.numbers("losses"), grad_norm=f.number("grad_norm"),
+            losses=nonfinite.read_numbers(f, "losses"), grad_norm=nonfinite.read_number(f, "grad_norm"),
             rank=f.integer("rank"), breakdown=f.mapping("breakdown"), audit=f.mapping("audit"),
             chrome_trace=f.text("chrome_trace"), chrome_trace_error=f.text("chrome_trace_error"),
             cluster=f.mapping("cluster"),

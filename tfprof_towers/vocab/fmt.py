@@ -88,7 +88,12 @@ def fmt_ratio(value: float | None, digits: int = 2) -> str:
 
 
 def fmt_float(value: float | None, digits: int = 8) -> str:
-    """A value to compare digit by digit (a loss): ``0.4749059081`` -> ``"0.47490591"``."""
+    """A value to compare digit by digit (a loss): ``0.4749059081`` -> ``"0.47490591"``; a diverged
+    model's NaN loss -> ``"NaN"``."""
+    if value is not None and math.isnan(float(value)):
+        return "NaN"
+    if value is not None and math.isinf(float(value)):
+        return "∞" if float(value) > 0 else "-∞"
     if _missing(value):
         return MISSING
     return f"{float(value):.{digits}g}"
