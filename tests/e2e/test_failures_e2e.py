@@ -74,3 +74,13 @@ def test_a_nan_loss_under_two_workers_keeps_every_document_strict(tmp_path: Path
     for path in tasks:
         doc = strict_loads(path.read_text())
         assert doc["status"] == "ok" and doc["math"]["not_finite"]["losses[0]"] == "NaN"
+
+
+def test_a_keras_dataset_that_yields_no_batch_is_named(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    model = VARIANTS / "empty_dataset_keras.py"
+    code, text = profile(out, "--variants", "one_device", "--keras-model", str(model))
+    assert code == 4, text
+    record = strict_loads((out / "variants" / "one_device" / "record.json").read_text())
+    assert record["status"] == "failed"
+    assert record["error"] == f"keras model file {model}: make_dataset(32) yielded no batch"

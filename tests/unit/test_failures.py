@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from child_kit import one_line_error
 from records_kit import record, run_doc, write_run
 
 from tfprof_towers.cli import main
@@ -130,3 +131,142 @@ def test_a_task_record_that_cannot_be_read_is_named_with_why(tmp_path: Path) -> 
     assert record_problem(A(), "worker:1") == (
         "worker:1's record.json is invalid: record.json: math.losses[0] must be a finite number, "
         "not the number nan")
+
+
+# --------------------------------------------------------------------------- refused up front
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("jobs", "message"), [
+    ({"chief": ["127.0.0.1:2222"], "ps": ["127.0.0.1:2223"]},
+     "no 'worker' job (it has chief, ps); a cluster run needs at least one worker task"),
+    ({"worker": ["127.0.0.1:2222", "no-such-host.invalid:2223"]},
+     "the host name 'no-such-host.invalid' of worker:1 does not resolve"),
+])
+def test_a_cluster_file_that_cannot_run_is_refused_before_the_run_directory(
+    jobs: dict, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write(tmp_path / "cluster.json", json.dumps(jobs))
+    out = tmp_path / "runs" / "run"
+    assert main(["profile", "--preset", "tiny", "--cluster", str(spec), "--out", str(out)]) == 2
+    err = one_line_error(capsys)
+    assert err.startswith(f"tfprof-towers: error: {spec}: {message}"), err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_worker_refuses_a_run_dir_that_is_a_file_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfprof_towers.capture.cluster import worker
+
+    monkeypatch.setattr(worker, "FIRST_ATTEMPT_WAIT_S", 0.3)  # before the fix: it waited for attach.json
+    spec = write(tmp_path / "cluster.json", json.dumps({"worker": ["127.0.0.1:2222"]}))
+    not_dir = write(tmp_path / "run", "not a directory")
+    assert main(["worker", "--cluster", str(spec), "--task", "worker:0", "--run-dir", str(not_dir)]) == 2
+    assert one_line_error(capsys) == (
+        f"tfprof-towers: error: --run-dir {not_dir}: not a directory (give the run directory of "
+        "`tfprof-towers profile --cluster FILE --out DIR`)")
+
+
+def test_worker_says_what_it_waits_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfprof_towers.capture.cluster import worker
+
+    monkeypatch.setattr(worker, "FIRST_ATTEMPT_WAIT_S", 0.3)
+    spec = write(tmp_path / "cluster.json", json.dumps({"worker": ["127.0.0.1:2222"]}))
+    run = tmp_path / "not-yet"
+    assert main(["worker", "--cluster", str(spec), "--task", "worker:0", "--run-dir", str(run)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0] == f"tfprof-towers worker worker:0: waiting for {run / 'attach.json'} (up to 0.3 s)"
+    assert len(lines) == 2 and lines[1].startswith(f"tfprof-towers: error: {run}: no spec.json")
+
+
+@pytest.mark.parametrize(("line", "shown"), [
+    ("GLOBAL_BATCH_SIZE = 0", "0"), ("GLOBAL_BATCH_SIZE = -4", "-4"), ('GLOBAL_BATCH_SIZE = "32"', "'32'"),
+    ("GLOBAL_BATCH_SIZE = 2.0", "2.0"), ("BATCH, DIM = 4, 16\nGLOBAL_BATCH_SIZE = BATCH - 4", "0"),
+])
+def test_a_keras_global_batch_size_that_is_not_a_positive_int_is_refused_before_any_child(
+    line: str, shown: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = write(tmp_path / "model.py", f"{line}\n\ndef build_model():\n    pass\n\n\n"
+                                         "def make_dataset(global_batch_size):\n    pass\n")
+    out = tmp_path / "run"
+    assert main(["profile", "--preset", "tiny", "--keras-model", str(model), "--variants", "one_device",
+                 "--out", str(out)]) == 2
+    assert one_line_error(capsys) == (f"tfprof-towers: error: keras model file {model}: GLOBAL_BATCH_SIZE "
+                                      f"must be a positive int, got {shown}")
+    assert not out.exists()
+
+
+def test_a_keras_global_batch_size_known_only_at_run_time_is_left_to_the_child(tmp_path: Path) -> None:
+    from tfprof_towers.variants.variant_files import check_keras_file
+
+    model = write(tmp_path / "model.py", "import os\nGLOBAL_BATCH_SIZE = int(os.environ.get('B', 8))\n"
+                                         "def build_model(): pass\ndef make_dataset(n): pass\n")
+    assert check_keras_file(model) == str(model.resolve())
+
+
+@pytest.mark.parametrize("bad", [-0.001, 0.0, 1e308])
+def test_a_step_time_that_is_not_a_positive_duration_is_a_wrongly_typed_record(
+    bad: float, tmp_path: Path
+) -> None:
+    names = ["single", "replicated"]
+    rd = write_run(tmp_path / "run", run_doc(names), [record("single", 0.02), record("replicated", 0.01)])
+    path = rd.record_json("replicated")
+    doc = json.loads(path.read_text())
+    doc["timings"]["step_time_s"]["median"] = bad
+    path.write_text(json.dumps(doc))
+    assert main(["report", str(rd.root)]) == 0
+    summary = strict_loads((rd.root / "summary.json").read_text())
+    entry = by_name(summary)["replicated"]
+    assert entry["status"] == "failed" and entry["error"] == (
+        "record.json is invalid: timings.step_time_s.median must be a positive number of seconds "
+        f"(at most 1e+07), not the number {bad!r}")
+    assert summary["recommendation"]["variant"] == "single"
+    assert by_name(summary)["single"]["speedup_vs_single"] == 1.0
+
+
+def test_a_negative_step_in_the_raw_list_is_named_too(tmp_path: Path) -> None:
+    rd = write_run(tmp_path / "run", run_doc(["single"]), [record("single", 0.02)])
+    path = rd.record_json("single")
+    doc = json.loads(path.read_text())
+    doc["timings"]["step_times_s"] = [0.02, -1.0]
+    path.write_text(json.dumps(doc))
+    assert load_record(rd, "single").error == (
+        "record.json is invalid: timings.step_times_s[1] must be a positive number of seconds (at most "
+        "1e+07), not the number -1.0")
+
+
+@pytest.mark.parametrize("bidi", ["\u202a", "\u202e", "\u2066", "\u2069"])
+def test_a_hardware_name_with_bidi_controls_is_refused(
+    bidi: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfprof_towers.projection.hardware import HardwareError, builtin_dir, load_file
+
+    text = (builtin_dir() / "2x-gtx1060-pcie3.toml").read_text()
+    text = text.replace('name = "2x-gtx1060-pcie3"', f'name = "evil{bidi}3e"', 1)
+    path = write(tmp_path / "box.toml", text)
+    message = (f"{path}: 'name' must not hold bidirectional control characters (it holds "
+               f"U+{ord(bidi):04X}, which reorders the text printed after it)")
+    with pytest.raises(HardwareError) as err:
+        load_file(path)
+    assert str(err.value) == message
+    assert main(["hardware", str(path), "--json"]) == 2
+    assert one_line_error(capsys) == f"tfprof-towers: error: {message}"
+
+
+def test_report_says_on_the_terminal_that_it_skipped_run_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rd = write_run(tmp_path / "run", run_doc(["single"]), [record("single", 0.02)])
+    doc = json.loads(rd.run_json.read_text())
+    doc["started"] = 12
+    rd.run_json.write_text(json.dumps(doc))
+    assert main(["report", str(rd.root)]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {rd.run_json}: started must be a string, not the number 12; run.json was skipped\n" in err

@@ -170,6 +170,8 @@ def print_summary(summary: dict[str, Any], run_dir: RunDir) -> None:
         how = (f"interrupted by {summary['interrupted_by']}" if summary.get("interrupted_by")
                else "the profile stopped (killed?)")
         _out.print(f"[yellow]partial run[/]: {_escape(how)} before every variant finished")
+    for problem in summary.get("problems") or ():  # e.g. a run.json that had to be skipped
+        err(f"note: {problem}")
     _out.print(f"run directory: {run_dir.root}", markup=False)
     if run_dir.report_html.is_file():
         _out.print(f"report: {run_dir.report_html}  ({run_dir.report_html.resolve().as_uri()})", markup=False)

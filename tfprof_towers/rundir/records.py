@@ -57,8 +57,31 @@ class StepStats:
 
     @classmethod
     def from_fields(cls, f: Fields) -> StepStats:
-        return cls(f.number("median"), f.number("p10"), f.number("p90"), f.number("min"), f.number("max"),
-                   f.integer("n", default=0))
+        return cls(step_seconds(f, "median"), step_seconds(f, "p10"), step_seconds(f, "p90"),
+                   step_seconds(f, "min"), step_seconds(f, "max"), f.integer("n", default=0))
+
+
+#: The longest step time a record may hold (a step of 116 days is a wrongly typed record, and 1e308
+#: made every other variant's speedup infinite).
+MAX_STEP_S = 1e7
+_NOT_A_STEP = f"must be a positive number of seconds (at most {MAX_STEP_S:g}), not the number {{!r}}"
+
+
+def step_seconds(f: Fields, key: str) -> float | None:
+    """A step time: a finite number of seconds, above 0 and at most :data:`MAX_STEP_S` (None: absent)."""
+    value = f.number(key)
+    if value is not None and not 0 < value <= MAX_STEP_S:
+        f.fail(key, _NOT_A_STEP.format(value))
+    return value
+
+
+def step_seconds_list(f: Fields, key: str) -> tuple[float, ...] | None:
+    """A list of step times, each as :func:`step_seconds` checks it."""
+    values = f.numbers(key)
+    for i, v in enumerate(values or ()):
+        if not 0 < v <= MAX_STEP_S:
+            raise RecordError(f.where, f.item(key, i), _NOT_A_STEP.format(v))
+    return values
 
 
 @dataclass(frozen=True)
@@ -113,7 +136,7 @@ class Timings:
             return cls()
         return cls(f.obj_as("step_time_s", StepStats.from_fields),
                    f.obj_as("profiled_step_time_s", StepStats.from_fields),
-                   f.numbers("step_times_s"), f.numbers("profiled_step_times_s"))
+                   step_seconds_list(f, "step_times_s"), step_seconds_list(f, "profiled_step_times_s"))
 
 
 # ------------------------------------------------------------------------------------------
