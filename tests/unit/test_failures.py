@@ -6,6 +6,7 @@ front, a disk that fills during the run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import replace
@@ -270,3 +271,102 @@ def test_report_says_on_the_terminal_that_it_skipped_run_json(
     assert main(["report", str(rd.root)]) == 0
     err = capsys.readouterr().err
     assert f"note: {rd.run_json}: started must be a string, not the number 12; run.json was skipped\n" in err
+
+
+# --------------------------------------------------------------------------- a disk that fills during the run
+
+STOPPED = "no space left on device while writing variants/single/spec.json"
+
+
+def test_a_disk_that_fills_during_the_run_says_so_in_run_json_and_report_names_it_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real tmpfs that fills up once the run has started (run.json written, no variant yet)."""
+    from child_kit import ok_child, tmpfs, use_python
+
+    from tfprof_towers.commands import profile
+
+    use_python(monkeypatch, ok_child(tmp_path))
+    real_run_all = profile.run_all
+
+    def fill_then_run(opts, run_dir, hook=None):
+        with open(run_dir.root / "filler", "wb", buffering=0) as fh, contextlib.suppress(OSError):
+            while True:
+                fh.write(b"\0" * 2**20)
+        return real_run_all(opts, run_dir, hook)
+
+    monkeypatch.setattr(profile, "run_all", fill_then_run)
+    with tmpfs(tmp_path / "mnt", "80m") as mnt:
+        out = mnt / "run"
+        argv = ["profile", "--preset", "tiny", "--variants", "single,towers_host_vars", "--out", str(out)]
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert "No space left on device" in captured.err.strip().splitlines()[-1]
+        assert "summary:" not in captured.out and not (out / "summary.json").exists()
+        assert "killed?" not in captured.out and "not run" not in captured.out
+        run = strict_loads((out / "run.json").read_text())
+        assert run.get("stopped") == STOPPED and run["finished"], (run, captured.out, captured.err)
+        (out / "filler").unlink()  # space comes back: report names the cause
+        assert main(["report", str(out)]) == 4
+        summary = strict_loads((out / "summary.json").read_text())
+    assert {v["name"]: v["error"] for v in summary["variants"]} == {
+        "single": f"stopped: {STOPPED}", "towers_host_vars": f"stopped: {STOPPED}"}
+
+
+def test_save_json_falls_back_to_the_old_file_s_own_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from tfprof_towers.rundir import paths
+
+    path = tmp_path / "run.json"
+    paths.write_json(path, {"started": "x", "config": {"variants": ["a" * 50]}})
+    size = path.stat().st_size
+
+    def full(p, doc):
+        raise OSError(errno.ENOSPC, "No space left on device", str(p))
+
+    monkeypatch.setattr(paths, "write_json", full)
+    doc = {"started": "x", "config": {"variants": ["a" * 50]}, "stopped": "full"}
+    assert paths.save_json(path, doc)
+    assert json.loads(path.read_text()) == doc
+    assert path.stat().st_size == size
+    too_big = {"started": "x" * 1000, "stopped": "full"}
+    assert paths.save_json(path, too_big, smallest={"stopped": "full"})
+    assert json.loads(path.read_text()) == {"stopped": "full"}
+    assert not paths.save_json(path, too_big)
+
+
+def test_out_on_a_nearly_full_disk_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=5 * 2**20))
+    out = tmp_path / "a" / "b" / "run"
+    assert main(["profile", "--preset", "tiny", "--variants", "single", "--out", str(out)]) == 2
+    assert "only 5.0 MiB free on its filesystem" in one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+    reports = tmp_path / "reports"  # the default place: reports/<stamp>/ goes too
+    assert main(["profile", "--preset", "tiny", "--variants", "single", "--reports", str(reports)]) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_before_run_json_leaves_no_empty_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfprof_towers.commands import profile
+
+    def ctrl_c(options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(profile, "start_run_doc", ctrl_c)
+    out = tmp_path / "runs" / "run"
+    assert main(["profile", "--preset", "tiny", "--variants", "single", "--out", str(out)]) == 130
+    assert list(tmp_path.iterdir()) == []
+    existing = tmp_path / "mine"  # an empty --out the user made stays
+    existing.mkdir()
+    assert main(["profile", "--preset", "tiny", "--variants", "single", "--out", str(existing)]) == 130
+    assert existing.is_dir() and list(existing.iterdir()) == []

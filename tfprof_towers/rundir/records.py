@@ -405,6 +405,7 @@ class RunDoc:
     started_local: str | None = None
     nvidia_smi_topo: str | None = None
     harness_s: Mapping[str, float] | None = None
+    stopped: str | None = None  # "no space left on device while writing X": why files are missing
     tool: str = "tfprof-towers"
     schema: int = RUN_SCHEMA
 
@@ -418,8 +419,9 @@ class RunDoc:
             "topology": None if self.topology is None else self.topology.to_json(),
             "nvidia_smi_topo": self.nvidia_smi_topo,
             "harness_s": None if self.harness_s is None else dict(self.harness_s),
+            "stopped": self.stopped,
         }
-        return drop_none(doc, ("interrupted_by", "harness_s"))
+        return drop_none(doc, ("interrupted_by", "harness_s", "stopped"))
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "run.json") -> RunDoc:
@@ -433,6 +435,7 @@ class RunDoc:
             host=f.text_map("host"),
             command=f.texts("command"), started_local=f.text("started_local"),
             nvidia_smi_topo=f.text("nvidia_smi_topo"), harness_s=f.number_map("harness_s"),
+            stopped=f.text("stopped"),
             tool=f.text("tool", default="tfprof-towers"), schema=f.integer("schema", default=RUN_SCHEMA),
         )
 
@@ -542,7 +545,8 @@ def variant_names(run: RunDoc, run_dir: RunDir) -> list[str]:
 
 
 def load_record(
-    run_dir: RunDir, name: str, interrupted: bool = False, unfinished: bool = False
+    run_dir: RunDir, name: str, interrupted: bool = False, unfinished: bool = False,
+    stopped: str | None = None,
 ) -> VariantRecord:
     """A variant's record; a failed stand-in (saying why) when it is missing, corrupt or invalid.
 
@@ -551,7 +555,7 @@ def load_record(
     """
     path = run_dir.record_json(name)
     if not path.is_file():
-        why = _missing_why(run_dir, name, interrupted, unfinished)
+        why = f"stopped: {stopped}" if stopped else _missing_why(run_dir, name, interrupted, unfinished)
         tail = textcap.file_tail(run_dir.stderr_txt(name)) if unfinished else ""
         return stand_in(name, why) if not tail else VariantRecord.failed(name, why, source="unknown",
                                                                           stderr_tail=tail)
@@ -587,4 +591,5 @@ def stand_in(name: str, why: str) -> VariantRecord:
 
 def load_records(run_dir: RunDir, run: RunDoc) -> dict[str, VariantRecord]:
     """Every variant's record (or its failed stand-in), in the run's order."""
-    return {n: load_record(run_dir, n, run.interrupted, run.unfinished) for n in variant_names(run, run_dir)}
+    return {n: load_record(run_dir, n, run.interrupted, run.unfinished, run.stopped)
+            for n in variant_names(run, run_dir)}
