@@ -32,3 +32,41 @@ def test_run_breakdown_sums_to_the_total_and_share_counts_only_the_harness() -> 
     not_own = 2 * (1.6 + 0.3 + 0.5 + 0.2)
     assert bench.own_share(parts) == pytest.approx((7.5 - not_own) / 7.5)
     assert {name for name, _ in bench.CATEGORIES} == set(parts)
+
+
+def test_the_default_bench_covers_every_family() -> None:
+    from tfprof_towers.variants import registry
+
+    opts = bench.parse_args([])
+    assert {registry.builtin(v).family for v in opts.variants} == {
+        registry.TF1_GRAPH, registry.TF2_STRATEGY, registry.CLUSTER}
+    assert set(registry.BUILTIN_NAMES) <= set(opts.variants)
+
+
+def test_a_quick_bench_runs_every_part_on_every_family(tmp_path: Path) -> None:
+    """`make bench ARGS=--quick` on one variant of each family (and one skipped for want of GPUs):
+    every part runs to its figures, so a crash like 'one_device is not a tf1-graph variant' cannot land."""
+    import json
+    import os
+    import subprocess
+
+    out = tmp_path / "bench.json"
+    variants = "single,one_device,mirrored_nccl,multi_worker"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--quick", "--no-sweep", "--variants",
+                           variants, "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=1500, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    overhead = doc["profiler_overhead"]
+    assert set(overhead["families"]) == {"tf1-graph", "tf2-strategy", "cluster"}
+    assert overhead["families"]["cluster"] == ["multi_worker"]
+    measured = {v for vs in overhead["families"].values() for v in vs}
+    assert measured | set(overhead["skipped_variants"]) == set(variants.split(","))
+    for v in measured:
+        assert overhead["variants"][v]["harness"]["ratio"] > 0, v
+    harness = doc["harness_overhead"]
+    assert len(harness["runs"]) == 1 and len(harness["cluster"]["runs"]) == 1
+    for run in (*harness["runs"], *harness["cluster"]["runs"]):
+        assert 0 < run["own_share"] < 1 and run["total"] > 0
+    assert "skipped" not in doc["parse"]
+    assert "Profiler overhead" in done.stdout and "Harness overhead" in done.stdout
