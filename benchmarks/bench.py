@@ -303,7 +303,7 @@ def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any
     parts["setup"] = float(harness.get("setup", 0.0))
     parts["projection"] = float(harness.get("projection", 0.0))  # inside "finish"
     parts["analysis and rendering"] = float(harness.get("finish", 0.0)) - parts["projection"]
-    inside = parts["setup"] + variants_wall + parts["analysis and rendering"]
+    inside = parts["setup"] + variants_wall + parts["projection"] + parts["analysis and rendering"]
     parts["CLI start and exit"] = max(0.0, total_wall_s - inside)
     return parts
 

@@ -70,3 +70,23 @@ def test_a_quick_bench_runs_every_part_on_every_family(tmp_path: Path) -> None:
         assert 0 < run["own_share"] < 1 and run["total"] > 0
     assert "skipped" not in doc["parse"]
     assert "Profiler overhead" in done.stdout and "Harness overhead" in done.stdout
+
+
+def test_run_breakdown_counts_the_projection_once() -> None:
+    run_doc = {"harness_s": {"setup": 0.1, "variants": 6.5, "finish": 2.4, "projection": 2.0}}
+    parts = bench.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=9.5)
+    assert sum(parts.values()) == pytest.approx(9.5)
+    assert parts["projection"] == pytest.approx(2.0) and parts["CLI start and exit"] == pytest.approx(0.5)
+
+
+def test_a_cluster_record_is_split_from_its_lead_task_s_phases() -> None:
+    record = {"family": "cluster", "status": "ok", "wall_s": 20.0, "cluster": {"tasks": [
+        {"task": "worker:0", "phases_s": {"tf_import": 5.0, "strategy_init": 1.0, "build": 0.5, "warmup": 0.2,
+                                          "first_call_placement": 2.0, "timed": 0.3, "wait_capture": 1.5,
+                                          "profiled": 0.4}},
+        {"task": "worker:1", "phases_s": {"tf_import": 9.0}}]}}
+    parts = bench.cluster_breakdown(record)
+    assert parts[bench.TF_STARTUP] == 6.0 and parts["cluster coordination"] == 1.5
+    assert parts["placement trace"] == 2.0 and parts["child bookkeeping"] == pytest.approx(20.0 - 10.9)
+    assert sum(parts.values()) == pytest.approx(20.0)
+    assert bench.cluster_breakdown({**record, "status": "failed"}) == {"failed variants": 20.0}
