@@ -18,12 +18,55 @@ from pathlib import Path
 
 import pytest
 
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+
 
 def _analyze(*args: str, stdin_closed: bool = False, as_nobody: bool = False) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "tfprof_towers", "analyze", *args]
     if as_nobody:
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        cmd = [*AS_NOBODY, *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def nobody_cannot_import(env: dict[str, str] | None = None, package: Path | None = None,
+                         cwd: Path | None = None) -> str | None:
+    """Why `nobody` cannot run this interpreter and import this checkout's package (None: it can).
+
+    A clone under a 0700 directory (many home directories) is unreadable to `nobody`: the
+    test that runs the tool as `nobody` is then skipped with this reason, not failed (nor run
+    on another copy of the package that `nobody` happens to find)."""
+    import tfprof_towers
+
+    want = (package or Path(tfprof_towers.__file__).parent).resolve()
+    code = "import tfprof_towers; print(tfprof_towers.__file__)"
+    done = subprocess.run([*AS_NOBODY, sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=cwd)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return f"user nobody cannot import tfprof_towers from {want} ({last})"
+    got = Path(done.stdout.strip()).parent.resolve()
+    if got != want:
+        return f"user nobody cannot read {want} (a checkout under a private directory?); it imports {got}"
+    return None
+
+
+def test_nobody_cannot_import_a_package_under_a_0700_directory(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv")
+    top = Path(tempfile.mkdtemp(prefix="tfprof-home-"))  # pytest's own tmp_path is private (0700)
+    try:
+        top.chmod(0o755)
+        home = top / "home"
+        package = home / "clone" / "tfprof_towers"
+        shutil.copytree(Path(__file__).resolve().parents[2] / "tfprof_towers", package)
+        home.chmod(0o755)
+        env = {**os.environ, "PYTHONPATH": str(home / "clone")}
+        assert nobody_cannot_import(env, package, cwd=Path("/")) is None  # readable: the test runs
+        home.chmod(0o700)
+        why = nobody_cannot_import(env, package, cwd=Path("/"))
+        assert why is not None and str(package) in why
+    finally:
+        shutil.rmtree(top)
 
 
 def test_10_analyze_on_an_unreadable_directory() -> None:
@@ -31,6 +74,8 @@ def test_10_analyze_on_an_unreadable_directory() -> None:
     as_nobody = os.geteuid() == 0
     if as_nobody and not shutil.which("setpriv"):
         pytest.skip("root without setpriv cannot test permissions")
+    if as_nobody and (why := nobody_cannot_import()):
+        pytest.skip(why)
     top = Path(tempfile.mkdtemp(prefix="tfprof-noperm-"))
     try:
         top.chmod(0o755)

@@ -54,6 +54,17 @@ def _first_done_second_started(out: Path) -> bool:
     return done and (out / "variants" / "towers_host_vars" / "spec.json").is_file()
 
 
+def _child_running(out: Path, name: str) -> bool:
+    """The variant's capture child is alive (its command line names its spec.json): a state, not a time."""
+    spec = str(out / "variants" / name / "spec.json")
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            cmd = (d / "cmdline").read_bytes().decode(errors="replace")
+            if "tfprof_towers.capture.child" in cmd and spec in cmd and alive(int(d.name)):
+                return True
+    return False
+
+
 def _processes_mentioning(text: str) -> list[int]:
     found = []
     for d in Path("/proc").glob("[0-9]*"):
@@ -71,12 +82,15 @@ def test_signal_after_the_first_variant_writes_a_partial_report(
     out = tmp_path / "run"
     proc = _spawn_profile(out)
     try:
-        wait_until(lambda: _first_done_second_started(out) or proc.poll() is not None, 120,
+        # states, not times (a loaded machine may take any time between them): the first variant is
+        # done and the second one's child runs (importing TensorFlow, far from finishing)
+        wait_until(lambda: _first_done_second_started(out) or proc.poll() is not None, 600,
                    "the first variant to finish")
+        wait_until(lambda: _child_running(out, "towers_host_vars") or proc.poll() is not None, 600,
+                   "the second variant's child to start")
         assert proc.poll() is None, proc.communicate()[1]
-        time.sleep(0.5)  # the second child is importing TensorFlow now
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = proc.communicate(timeout=300)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -266,10 +280,10 @@ def test_sys_exit_and_keyboard_interrupt_in_a_variant_say_so(tmp_path: Path) -> 
 
 
 BLOCKS_WHILE_BUILDING = """
-import time
+import threading
 
 def build_variant(devices):
-    time.sleep(600)
+    threading.Event().wait()  # blocks: only the timeout ends it, however fast the machine
 """
 
 FAILS_WHILE_BUILDING = """
@@ -280,10 +294,17 @@ def build_variant(devices):
 """
 
 
+#: The run's variant timeout in the test below: room for TensorFlow's import on a loaded machine.
+TIMEOUT_S = 90.0
+
+
 @pytest.mark.slow
 def test_project_builds_each_variant_alone_with_the_runs_timeout(tmp_path: Path) -> None:
     """`project RUN_DIR`: a variant that blocks while building times out after the run's own timeout,
-    one that crashes says so (not TensorFlow's oneDNN line), and the others are projected."""
+    one that crashes says so (not TensorFlow's oneDNN line), and the others are projected.
+
+    The run's timeout leaves a loaded 2-core machine room to import TensorFlow and build ``single``
+    (8 s did not: issue 22); only ``blocks``, which never returns, may reach it."""
     from records_kit import TINY, record, write_run
 
     from tfprof_towers.rundir.records import RunConfig, RunDoc
@@ -294,7 +315,7 @@ def test_project_builds_each_variant_alone_with_the_runs_timeout(tmp_path: Path)
         (tmp_path / f"{name}.py").write_text(text)
         specs.append(VariantSpec(name, str(tmp_path / f"{name}.py")))
     run = RunDoc(started="2026-01-01T00:00:00+00:00", finished="2026-01-01T00:01:00+00:00",
-                 config=RunConfig(preset=TINY, variants=tuple(specs), variant_timeout_s=8.0))
+                 config=RunConfig(preset=TINY, variants=tuple(specs), variant_timeout_s=TIMEOUT_S))
     rd = write_run(tmp_path / "run", run, [record("single")])
     t0 = time.monotonic()
     assert main(["project", str(rd.root), "--hardware", "2x-gtx1060-pcie3", "--json"]) == 0
@@ -302,7 +323,7 @@ def test_project_builds_each_variant_alone_with_the_runs_timeout(tmp_path: Path)
     doc = json.loads((rd.root / "projection.json").read_text())
     errors = {v["name"]: v.get("error") for v in doc["variants"]}
     assert errors["single"] is None and doc["ranking"] == ["single"]
-    assert errors["blocks"] == "building the graph timed out after 8 s"
+    assert errors["blocks"] == f"building the graph timed out after {TIMEOUT_S:g} s"
     assert errors["aborts"].startswith("building the graph failed: ")
     assert "oneDNN" not in errors["aborts"] and "I0000" not in errors["aborts"]
-    assert took < 60  # not the 900 s of one shared child
+    assert took < 600  # the run's timeout, each variant alone: not the 900 s of one shared child

@@ -152,7 +152,7 @@ def test_main_writes_bench_json_and_prints(
     doc = _doc()
     monkeypatch.setattr(bench, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
     monkeypatch.setattr(bench, "measure_harness", lambda opts, say: doc["harness_overhead"])
-    monkeypatch.setattr(bench, "measure_parse", lambda say: doc["parse"])
+    monkeypatch.setattr(bench, "measure_parse", lambda say, quick=False: doc["parse"])
     out = tmp_path / "reports" / "bench.json"
     assert bench.main(["--out", str(out)]) == 0
     saved = json.loads(out.read_text())
@@ -165,7 +165,7 @@ def test_main_writes_bench_json_and_prints(
 def test_parts_left_out_are_marked_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(bench, "measure_parse", lambda say: {"skipped": "stubbed"})
+    monkeypatch.setattr(bench, "measure_parse", lambda say, quick=False: {"skipped": "stubbed"})
     out = tmp_path / "bench.json"
     assert bench.main(["--only", "parse", "--out", str(out)]) == 0
     saved = json.loads(out.read_text())

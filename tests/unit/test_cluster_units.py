@@ -345,3 +345,37 @@ def test_gpus_are_shared_out_among_loopback_workers() -> None:
     ps = loopback_cluster(2, ps=1, chief=1)
     plan, _ = gpu_plan(ps.tasks(), ps.tasks("worker"), ["4", "5"])
     assert plan == {"chief:0": "", "ps:0": "", "worker:0": "4", "worker:1": "5"}
+
+
+def test_ps_nodes_are_where_the_traces_show_them_and_fused_ops_follow_their_consumer() -> None:
+    """Issue 22: parameter_server's placement from the tasks' traces (no partition graph anywhere)."""
+    from tfprof_towers.capture.cluster.edges import trace_nodes
+    from tfprof_towers.capture.placement import summarise_devices
+
+    ops = {  # name: [type, FLOPs, consumers] as the chief's op table has them
+        "w/Read": ["ReadVariableOp", 0, ["mm"]],
+        "mm": ["MatMul", 1000, ["sig"]],  # fused into "sig" by Grappler: absent from every trace
+        "sig": ["Sigmoid", 0, ["grad"]],
+        "grad": ["MatMul", 2000, ["update"]],
+        "update": ["AssignSubVariableOp", 0, []],
+    }
+    ps, w0, w1 = ("/job:ps/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:0",
+                  "/job:worker/task:1/device:CPU:0")
+    found = {(ps, "w/Read"): "ReadVariableOp", (ps, "update"): "AssignSubVariableOp",
+             (w0, "sig"): "_MklNativeFusedMatMul", (w0, "grad"): "_MklMatMul",
+             (w1, "sig"): "_MklNativeFusedMatMul", (w1, "grad"): "_MklMatMul"}
+    nodes = trace_nodes(found, ops)
+    by = {(n["device"], n["name"]): n for n in nodes}
+    assert by[(w0, "sig")]["flops"] == 1000 and by[(w0, "sig")]["fused"] == ["mm"]
+    assert by[(w1, "grad")]["flops"] == 2000 and by[(w1, "grad")]["kernel"] == "_MklMatMul"
+    assert by[(ps, "w/Read")]["fused"] == []  # it ran on ps: never folded into a worker's op
+    devices = summarise_devices(nodes)
+    assert {d: (v["ops"], v["flops_per_step"]) for d, v in devices.items()} == {
+        ps: (2, 0), w0: (2, 3000), w1: (2, 3000)}
+
+
+def test_a_task_s_host_plane_is_its_cpu_and_a_device_plane_its_own() -> None:
+    from tfprof_towers.capture.cluster.edges import task_device
+
+    assert task_device("worker:1", "/host:CPU") == "/job:worker/task:1/device:CPU:0"
+    assert task_device("worker:1", "/device:GPU:0") == "/job:worker/task:1/device:GPU:0"

@@ -56,6 +56,7 @@ from tfprof_towers.advice.findings import (
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
 from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS
+from tfprof_towers.rundir import nonfinite
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab.categories import COPY_CATEGORIES, IDLE_SPLIT
 from tfprof_towers.vocab.device_names import HOST_THREADS
@@ -318,7 +319,10 @@ def _link(rule: Rule, f: Facts) -> LinkModel:
 
 
 def check_changed_math(rule: Rule, f: Facts) -> Finding | None:
-    """The variant's first losses or step-1 gradient norm differ from the reference's."""
+    """The variant's first losses or step-1 gradient norm differ from the reference's (or hold a NaN)."""
+    nan = samemath.not_finite(f.entry)
+    if nan is not None:
+        return _not_finite_math(rule, f, nan)
     ref = f.math_reference
     if ref is None or ref.variant == f.name:
         return None
@@ -329,7 +333,7 @@ def check_changed_math(rule: Rule, f: Facts) -> Finding | None:
     mine = samemath.entry_losses(f.entry)
     parts = []
     if c.grad_norm_differs:
-        parts.append(f"step-1 gradient norm {fmt_float(f.entry['grad_norm'], 6)} against "
+        parts.append(f"step-1 gradient norm {fmt_float(samemath.entry_grad_norm(f.entry), 6)} against "
                      f"{fmt_float(ref.grad_norm, 6)} (relative difference {fmt_rel(c.grad_norm_rel_diff)}, "
                      f"tolerance {norm_rtol:g})")
     parts.append(f"losses of the first steps {_nums(mine)} against {_nums(ref.losses)} (relative difference "
@@ -340,10 +344,25 @@ def check_changed_math(rule: Rule, f: Facts) -> Finding | None:
         "averaged over all towers) and that every tower reads the same variables and its own shard of the "
         "batch; until the numbers agree, this variant's step time is not comparable with the others'."
     )
-    evidence = {"losses": list(mine), "grad_norm": f.entry.get("grad_norm"), "reference": ref.label,
+    evidence = {"losses": list(mine), "grad_norm": samemath.entry_grad_norm(f.entry), "reference": ref.label,
                 "reference_losses": list(ref.losses), "reference_grad_norm": ref.grad_norm,
                 "loss_rel_diff": list(c.loss_rel_diff), "grad_norm_rel_diff": c.grad_norm_rel_diff,
                 "loss_rtol": loss_rtol, "grad_norm_rtol": norm_rtol}
+    return Finding(rule.name, rule.severity, f.name, msg, suggestion, evidence, ())
+
+
+def _not_finite_math(rule: Rule, f: Facts, nan: str) -> Finding:
+    """A NaN (or infinite) loss: the math differs from any reference, whatever the placement."""
+    msg = f"{nan} (the model diverges or its inputs hold NaN); timings are still valid"
+    suggestion = (
+        "Suggestion: check the model on one device first (a learning rate too high, a log or a division "
+        "of zero, NaN in the input batch); until its losses are numbers, this variant's step time is not "
+        "comparable with the others'."
+    )
+    ref = f.math_reference
+    evidence = nonfinite.strict({"losses": list(samemath.entry_losses(f.entry)),
+                                 "grad_norm": samemath.entry_grad_norm(f.entry),
+                                 "reference": None if ref is None else ref.label}, ("losses", "grad_norm"))
     return Finding(rule.name, rule.severity, f.name, msg, suggestion, evidence, ())
 
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfprof_towers.rundir import nonfinite
 from tfprof_towers.variants import registry
 
 SAME, DIFFERS, NOT_COMPARED, REFERENCE = "same", "differs", "not compared", "reference"
@@ -60,12 +61,30 @@ class Comparison:
 
 
 def entry_losses(entry: Mapping[str, Any]) -> tuple[float, ...]:
-    return tuple(float(x) for x in entry.get("losses") or ())
+    """The entry's losses; a NaN one (written as null plus a ``not_finite`` flag) is NaN again."""
+    return tuple(float(x) for x in nonfinite.restore(entry, "losses") or ())
+
+
+def entry_grad_norm(entry: Mapping[str, Any]) -> float | None:
+    norm = nonfinite.restore(entry, "grad_norm")
+    return None if norm is None else float(norm)
+
+
+def not_finite(entry: Mapping[str, Any]) -> str | None:
+    """"loss is NaN at step 1" (or the gradient norm's) when the variant's math holds a NaN or an
+    infinity -- the model diverged or its inputs hold NaN -- else None."""
+    first = nonfinite.first_not_finite(entry_losses(entry))
+    if first is not None:
+        return f"loss is {first[1]} at step {first[0]}"
+    norm = entry_grad_norm(entry)
+    if norm is not None and not nonfinite.is_finite(norm):
+        return f"the step-1 gradient norm is {nonfinite.word(norm)}"
+    return None
 
 
 def compared_entries(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Successful variants that recorded their losses."""
-    return [e for e in entries if e.get("status") == "ok" and entry_losses(e)]
+    """Successful variants that recorded their losses, all finite (a diverged one is no reference)."""
+    return [e for e in entries if e.get("status") == "ok" and entry_losses(e) and not_finite(e) is None]
 
 
 def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
@@ -75,7 +94,7 @@ def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
     baselines.sort(key=lambda e: registry.family_of(e) != registry.TF1_GRAPH)
     if baselines:
         b = baselines[0]
-        norm = b.get("grad_norm")
+        norm = entry_grad_norm(b)
         what = "one worker per task" if b.get("family") == registry.CLUSTER else "one device"
         return Reference(b["name"], entry_losses(b), None if norm is None else float(norm),
                          f"{b['name']} (the baseline: {what})")
@@ -83,7 +102,7 @@ def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
         return None
     steps = min(len(entry_losses(e)) for e in with_math)
     losses = tuple(statistics.median(entry_losses(e)[i] for e in with_math) for i in range(steps))
-    norms = [float(e["grad_norm"]) for e in with_math if e.get("grad_norm") is not None]
+    norms = [n for e in with_math if (n := entry_grad_norm(e)) is not None]
     norm = statistics.median(norms) if len(norms) >= MIN_FOR_MEDIAN else None
     return Reference(None, losses, norm, f"the median of {len(with_math)} variants (no baseline ran)")
 
@@ -103,10 +122,10 @@ def compare(entry: Mapping[str, Any], ref: Reference, loss_rtol: float, grad_nor
     """``entry``'s losses (step by step) and gradient norm against ``ref``'s."""
     losses = entry_losses(entry)
     diffs = tuple(relative_difference(a, b) for a, b in zip(losses, ref.losses))
-    norm = entry.get("grad_norm")
+    norm = entry_grad_norm(entry)
     norm_diff = None
     if norm is not None and ref.grad_norm is not None:
-        norm_diff = relative_difference(float(norm), ref.grad_norm)
+        norm_diff = relative_difference(norm, ref.grad_norm)
     return Comparison(
         loss_rel_diff=diffs,
         grad_norm_rel_diff=norm_diff,
@@ -119,6 +138,8 @@ def not_compared_why(entry: Mapping[str, Any], ref: Reference | None) -> str | N
     """Why ``entry`` cannot be compared (None: it can)."""
     if not entry_losses(entry):
         return NO_LOSS
+    if not_finite(entry) is not None:
+        return None  # a NaN loss needs no reference to be wrong
     if ref is None:
         return (f"no reference: the baseline did not record its losses and fewer than {MIN_FOR_MEDIAN} "
                 "variants did")
@@ -132,13 +153,19 @@ def table(entries: Sequence[Mapping[str, Any]], loss_rtol: float, grad_norm_rtol
     for e in entries:
         if e.get("status") != "ok":
             continue
-        row: dict[str, Any] = {"variant": e["name"], "losses": list(entry_losses(e)),
-                               "grad_norm": e.get("grad_norm")}
+        row: dict[str, Any] = nonfinite.strict(
+            {"variant": e["name"], "losses": list(entry_losses(e)), "grad_norm": entry_grad_norm(e)},
+            ("losses", "grad_norm"))
         why = not_compared_why(e, ref)
         if why is not None:
             rows.append({**row, "status": NOT_COMPARED, "why": why})
             continue
-        assert ref is not None
+        nan = not_finite(e)
+        if ref is None:  # not_compared_why let it through: its own NaN says it differs
+            rows.append({**row, "status": DIFFERS, "why": nan})
+            continue
+        if nan is not None:
+            row["why"] = nan
         c = compare(e, ref, loss_rtol, grad_norm_rtol)
         status = REFERENCE if e["name"] == ref.variant else (DIFFERS if c.differs else SAME)
         rows.append({**row, "status": status, "loss_rel_diff": list(c.loss_rel_diff),

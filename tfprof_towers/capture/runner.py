@@ -54,6 +54,7 @@ class Outcome:
     status: str
     error: str | None
     wall_s: float
+    disk_full: str | None = None  # "no space left on device while writing variants/x/spec.json"
 
 
 ProgressHook = Callable[[str, str], None]  # (variant name, event: "start" | "ok" | "failed")
@@ -196,6 +197,19 @@ def disk_failure(run_dir: RunDir, variant: VariantSpec, exc: OSError) -> Variant
                                 stderr_tail=textcap.file_tail(run_dir.stderr_txt(variant.name)))
 
 
+def disk_cause(run_dir: RunDir, exc: OSError) -> str:
+    """``"no space left on device while writing variants/x/spec.json"`` (the path relative to the run)."""
+    what = (exc.strerror or str(exc)).strip()
+    what = what[:1].lower() + what[1:]
+    where = "its files"
+    if exc.filename:
+        path = Path(exc.filename)
+        with contextlib.suppress(ValueError, OSError):
+            path = path.resolve().relative_to(run_dir.root.resolve())
+        where = path.as_posix()
+    return f"{what} while writing {where}"
+
+
 def write_pending(run_dir: RunDir, pending: dict[str, VariantRecord]) -> None:
     """Write the failed records a full disk kept out, now that it may take them (removes those written)."""
     for name, record in list(pending.items()):
@@ -271,7 +285,8 @@ def run_all(
                 if not is_disk_error(exc):
                     raise
                 pending[variant.name] = disk_failure(run_dir, variant, exc)
-                outcome = Outcome(variant.name, FAILED, pending[variant.name].error, time.perf_counter() - t0)
+                outcome = Outcome(variant.name, FAILED, pending[variant.name].error, time.perf_counter() - t0,
+                                  disk_full=disk_cause(run_dir, exc))
             write_pending(run_dir, pending)
             running = None
             outcomes.append(outcome)

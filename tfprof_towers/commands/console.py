@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -153,7 +154,9 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def print_summary(summary: dict[str, Any], run_dir: RunDir) -> None:
+def print_summary(summary: dict[str, Any], run_dir: RunDir, not_written: tuple[Path, ...] = ()) -> None:
+    """The ranked table, the recommendation and the paths of the files written (``not_written``: a
+    full disk kept them out, so their paths are not printed)."""
     rec = summary.get("recommendation") or {}
     projected = rec.get("basis") == "projected"
     table = projected_table(summary) if projected else None
@@ -170,7 +173,10 @@ def print_summary(summary: dict[str, Any], run_dir: RunDir) -> None:
         how = (f"interrupted by {summary['interrupted_by']}" if summary.get("interrupted_by")
                else "the profile stopped (killed?)")
         _out.print(f"[yellow]partial run[/]: {_escape(how)} before every variant finished")
+    for problem in summary.get("problems") or ():  # e.g. a run.json that had to be skipped
+        err(f"note: {problem}")
     _out.print(f"run directory: {run_dir.root}", markup=False)
-    if run_dir.report_html.is_file():
+    if run_dir.report_html.is_file() and run_dir.report_html not in not_written:
         _out.print(f"report: {run_dir.report_html}  ({run_dir.report_html.resolve().as_uri()})", markup=False)
-    _out.print(f"summary: {run_dir.summary_json}", markup=False)
+    if run_dir.summary_json.is_file() and run_dir.summary_json not in not_written:
+        _out.print(f"summary: {run_dir.summary_json}", markup=False)

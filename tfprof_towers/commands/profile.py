@@ -161,7 +161,7 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions | None:
                                "--ps")
         from tfprof_towers.capture.cluster.spec import Cluster
 
-        Cluster.load(file)  # a bad file fails here, in one line, before anything runs
+        Cluster.load(file).check_runnable(file)  # a bad file fails here, in one line, before anything runs
         return ClusterOptions(file=str(Path(file).resolve()))
     if workers is None:
         raise VariantError("--ps M adds the parameter_server variant to a cluster run: give --workers N too")

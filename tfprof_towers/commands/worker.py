@@ -41,6 +41,11 @@ def run(args: argparse.Namespace) -> int:
     from tfprof_towers.capture.cluster.docs import SPEC_JSON
 
     run_dir = Path(args.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        from tfprof_towers.vocab.errors import TowersError
+
+        raise TowersError(f"--run-dir {run_dir}: not a directory (give the run directory of `tfprof-towers "
+                          "profile --cluster FILE --out DIR`)")
     if not (run_dir / SPEC_JSON).is_file():  # a run directory: serve the attempts its driver names
         from tfprof_towers.capture.cluster.worker import serve
 

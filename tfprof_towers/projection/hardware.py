@@ -295,7 +295,14 @@ def _text(value: str, label: str, most: int) -> str:
         raise HardwareError(f"{label} is {len(value)} characters long; at most {most} are allowed")
     if most == _NAME_MAX and any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise HardwareError(f"{label} must be one line of text without control characters")
+    if most == _NAME_MAX and (bidi := next((c for c in value if c in _BIDI), None)):
+        raise HardwareError(f"{label} must not hold bidirectional control characters (it holds "
+                            f"U+{ord(bidi):04X}, which reorders the text printed after it)")
     return value
+
+
+#: Bidirectional controls: printed, they reorder what follows (a name that reads as another one).
+_BIDI = frozenset(map(chr, (*range(0x202A, 0x202F), *range(0x2066, 0x206A))))
 
 
 def _short(value: Any) -> str:

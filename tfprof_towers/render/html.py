@@ -30,6 +30,7 @@ from tfprof_towers.render.cluster import cluster_views
 from tfprof_towers.render.filters import FILTERS
 from tfprof_towers.render.projection import projection_view
 from tfprof_towers.render.scaling import scaling_view
+from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.paths import RunDir, atomic_write_text
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import categories
@@ -109,7 +110,8 @@ def idle_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 def math_view(summary: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], int]:
     """``summary.json`` -> ``math``, its rows (none when no variant recorded a loss) and the steps shown."""
     math = summary.get("math") or {}
-    rows = list(math.get("variants") or ())
+    rows = [{**r, "losses": nonfinite.restore(r, "losses"), "grad_norm": nonfinite.restore(r, "grad_norm")}
+            for r in math.get("variants") or ()]  # a NaN loss (null plus a flag) shown as NaN
     if not any(r.get("losses") for r in rows):
         return math, [], 0
     return math, rows, max(len(r.get("losses") or ()) for r in rows)

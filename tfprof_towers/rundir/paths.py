@@ -91,6 +91,54 @@ def json_text(doc: Any, indent: int | None = 2) -> str:
         return json.dumps(finite(doc), indent=indent, allow_nan=False, default=_json_default)
 
 
+def save_json(path: Path, doc: Any, smallest: Any = None) -> bool:
+    """Write ``doc`` at ``path``; on a full disk, the smallest write that can still say something:
+    the compact JSON (then ``smallest``, a shorter document) over the old file's own bytes.
+
+    The atomic write needs a new file; a full disk refuses it.  Overwriting an existing
+    file's bytes in place needs no new block (``r+b``, padded with spaces, which JSON
+    ignores), so a ``run.json`` written at the start can still be told how the run ended.
+    False when nothing could be written; an error that is not the disk's is raised.
+    """
+    try:
+        write_json(path, doc)
+        return True
+    except OSError as exc:
+        if not is_disk_error(exc):
+            raise
+    return any(c is not None and overwrite_in_place(path, c) for c in (doc, smallest))
+
+
+def overwrite_in_place(path: Path, doc: Any) -> bool:
+    """``doc`` as compact JSON over ``path``'s existing bytes, when it fits in them; whether it did."""
+    data = json_text(doc, indent=None).encode("utf-8")
+    try:
+        with open(path, "r+b") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if len(data) > size:
+                return False
+            fh.seek(0)
+            fh.write(data + b" " * (size - len(data)))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        return False
+    return True
+
+
+def missing_dirs(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet (what ``mkdir(parents=True)`` would create)."""
+    path = Path(path).absolute()
+    return [p for p in (path, *path.parents) if not p.exists() and not p.is_symlink()]
+
+
+def remove_empty(dirs: list[Path]) -> None:
+    """Remove those of ``dirs`` that are empty, deepest first (what a refused run created)."""
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
 def finite(value: Any) -> Any:
     """``value`` with every non-finite float (NaN, +-inf) replaced by None, containers rebuilt."""
     if isinstance(value, float):

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.fields import (
     Fields,
     Record,
@@ -46,12 +47,35 @@ STATUSES: tuple[str, ...] = (OK, FAILED, SKIPPED)
 class StepStats(Record):
     """Median, p10, p90, min, max (seconds) and count of a list of step times."""
 
-    median: float | None = None
-    p10: float | None = None
-    p90: float | None = None
-    min: float | None = None
-    max: float | None = None
+    median: float | None = meta(None, read=lambda f, k: step_seconds(f, k))  # each a step time: > 0, finite
+    p10: float | None = meta(None, read=lambda f, k: step_seconds(f, k))
+    p90: float | None = meta(None, read=lambda f, k: step_seconds(f, k))
+    min: float | None = meta(None, read=lambda f, k: step_seconds(f, k))
+    max: float | None = meta(None, read=lambda f, k: step_seconds(f, k))
     n: int = 0
+
+
+#: The longest step time a record may hold (a step of 116 days is a wrongly typed record, and 1e308
+#: made every other variant's speedup infinite).
+MAX_STEP_S = 1e7
+_NOT_A_STEP = f"must be a positive number of seconds (at most {MAX_STEP_S:g}), not the number {{!r}}"
+
+
+def step_seconds(f: Fields, key: str) -> float | None:
+    """A step time: a finite number of seconds, above 0 and at most :data:`MAX_STEP_S` (None: absent)."""
+    value = f.number(key)
+    if value is not None and not 0 < value <= MAX_STEP_S:
+        f.fail(key, _NOT_A_STEP.format(value))
+    return value
+
+
+def step_seconds_list(f: Fields, key: str) -> tuple[float, ...] | None:
+    """A list of step times, each as :func:`step_seconds` checks it."""
+    values = f.numbers(key)
+    for i, v in enumerate(values or ()):
+        if not 0 < v <= MAX_STEP_S:
+            raise RecordError(f.where, f.item(key, i), _NOT_A_STEP.format(v))
+    return values
 
 
 @dataclass(frozen=True)
@@ -71,8 +95,10 @@ class Timings(Record):
 
     step_time_s: StepStats | None = meta(None, omit=if_none)  # un-profiled: the ranking's basis
     profiled_step_time_s: StepStats | None = meta(None, omit=if_none)
-    step_times_s: tuple[float, ...] | None = meta(None, omit=if_none)
-    profiled_step_times_s: tuple[float, ...] | None = meta(None, omit=if_none)
+    step_times_s: tuple[float, ...] | None = meta(None, omit=if_none,
+                                                  read=lambda f, k: step_seconds_list(f, k))
+    profiled_step_times_s: tuple[float, ...] | None = meta(None, omit=if_none,
+                                                           read=lambda f, k: step_seconds_list(f, k))
     JSON_ORDER = ("step_times_s", "step_time_s", "profiled_step_times_s")
 
 
@@ -102,6 +128,15 @@ class MathCheck(Record):
 
     losses: tuple[float, ...] = ()
     grad_norm: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        # A diverging model's NaN loss: null plus a "not_finite" flag (strict JSON; see rundir.nonfinite)
+        return nonfinite.strict({"losses": list(self.losses), "grad_norm": self.grad_norm},
+                                ("losses", "grad_norm"))
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> MathCheck:
+        return cls(nonfinite.read_numbers(f, "losses") or (), nonfinite.read_number(f, "grad_norm"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -211,6 +246,7 @@ class RunDoc(Record):
     started_local: str | None = None
     nvidia_smi_topo: str | None = None
     harness_s: Mapping[str, float] | None = meta(None, omit=if_none)
+    stopped: str | None = meta(None, omit=if_none)  # "no space left on device while writing X"
     tool: str = "tfprof-towers"
     schema: int = RUN_SCHEMA
     WHERE = "run.json"
@@ -302,7 +338,8 @@ def variant_names(run: RunDoc, run_dir: RunDir) -> list[str]:
 
 
 def load_record(
-    run_dir: RunDir, name: str, interrupted: bool = False, unfinished: bool = False
+    run_dir: RunDir, name: str, interrupted: bool = False, unfinished: bool = False,
+    stopped: str | None = None,
 ) -> VariantRecord:
     """A variant's record; a failed stand-in (saying why) when it is missing, corrupt or invalid.
 
@@ -311,7 +348,7 @@ def load_record(
     """
     path = run_dir.record_json(name)
     if not path.is_file():
-        why = _missing_why(run_dir, name, interrupted, unfinished)
+        why = f"stopped: {stopped}" if stopped else _missing_why(run_dir, name, interrupted, unfinished)
         tail = textcap.file_tail(run_dir.stderr_txt(name)) if unfinished else ""
         return stand_in(name, why) if not tail else VariantRecord.failed(name, why, source="unknown",
                                                                           stderr_tail=tail)
@@ -347,4 +384,5 @@ def stand_in(name: str, why: str) -> VariantRecord:
 
 def load_records(run_dir: RunDir, run: RunDoc) -> dict[str, VariantRecord]:
     """Every variant's record (or its failed stand-in), in the run's order."""
-    return {n: load_record(run_dir, n, run.interrupted, run.unfinished) for n in variant_names(run, run_dir)}
+    return {n: load_record(run_dir, n, run.interrupted, run.unfinished, run.stopped)
+            for n in variant_names(run, run_dir)}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.fields import (
     Fields,
     Record,
@@ -125,8 +126,8 @@ class SummaryEntry(Record):
     speedup_vs_single: float | None = None  # over the family's baseline (the name is the JSON's)
     scaling_efficiency: float | None = None  # speedup / accelerators_used
     accelerators_used: int | None = None  # accelerator devices the placement put ops on
-    losses: tuple[float, ...] | None = None  # the first training steps' losses (same math)
-    grad_norm: float | None = None  # the step-1 global gradient norm, before clipping
+    losses: tuple[float, ...] | None = meta(None, read=nonfinite.read_numbers)  # the first steps' losses
+    grad_norm: float | None = meta(None, read=nonfinite.read_number)  # step 1's global norm, before clipping
     rank: int | None = None
     breakdown: Mapping[str, Any] | None = None  # the trace analysis per step, or {"error": ...}
     audit: Mapping[str, Any] | None = None  # audit.audit_variant
@@ -149,6 +150,9 @@ class SummaryEntry(Record):
     def baseline(self) -> bool:
         return registry.is_baseline(self.name, self.source)
 
+    def to_json(self) -> dict[str, Any]:
+        # a diverging model's NaN loss: null plus a "not_finite" flag (strict JSON; rundir/nonfinite.py)
+        return nonfinite.strict(super().to_json(), ("losses", "grad_norm"))
 
 _check_finding = partial(check_fields, rule="text!", severity="text!", variant="text!", message="text!",
                          suggestion="text!")

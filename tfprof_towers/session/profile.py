@@ -17,11 +17,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from tfprof_towers.capture.runner import (
     Interrupted,
     check_free_space,
+    disk_cause,
     disk_errors,
     gpu_topology_text,
     run_all,
@@ -31,8 +32,11 @@ from tfprof_towers.rundir.paths import (
     check_writable,
     claim_out_dir,
     is_disk_error,
+    missing_dirs,
     new_run_dir,
     point_latest,
+    remove_empty,
+    save_json,
     utc_now,
     write_json,
 )
@@ -72,7 +76,7 @@ class ProfileView:
 
     notice: Callable[[str], None]  # one line on stderr
     progress: Callable[[ProfileOptions, RunDir], AbstractContextManager[Progress]]
-    summary: Callable[[dict[str, Any], RunDir], None]  # the ranked table and the paths
+    summary: Callable[..., None]  # (summary, run_dir, not_written=paths): the ranked table and the paths
     nothing_succeeded: Callable[[], int]  # says so; the exit code
 
 
@@ -99,17 +103,25 @@ def run_profile(options: ProfileOptions, targets: ProfileTargets, view: ProfileV
     if options.cluster is not None and options.cluster.attached and targets.out is None:
         raise TowersError("--cluster needs --out DIR: the run directory every task is started with "
                           "(tfprof-towers worker ... --run-dir DIR), on a filesystem every machine shares")
-    if targets.out is not None:
-        run_path = claim_out_dir(targets.out)
-    else:
-        try:
-            run_path = new_run_dir(targets.reports)
-        except OSError as exc:
-            raise TowersError(f"{targets.reports}: cannot create a run directory ({exc.strerror})") from None
-        check_writable(run_path)
-    check_free_space(run_path, len(options.variants))
-    with disk_errors(run_path):
-        return _capture_and_report(options, targets, RunDir(run_path), view, t0)
+    made = missing_dirs(targets.out if targets.out is not None else targets.reports)
+    try:
+        if targets.out is not None:
+            run_path = claim_out_dir(targets.out)
+        else:
+            try:
+                run_path = new_run_dir(targets.reports)
+            except OSError as exc:
+                why = f"{targets.reports}: cannot create a run directory ({exc.strerror})"
+                raise TowersError(why) from None
+            made.append(run_path.absolute())
+            check_writable(run_path)
+        check_free_space(run_path, len(options.variants))
+        with disk_errors(run_path):
+            return _capture_and_report(options, targets, RunDir(run_path), view, t0)
+    except BaseException:
+        # refused before the run started (a nearly full disk), or Ctrl-C before run.json: leave nothing
+        remove_empty(made)
+        raise
 
 
 def _capture_and_report(
@@ -129,10 +141,11 @@ def _capture_and_report(
     timing = {"setup": time.perf_counter() - t0}
     t1 = time.perf_counter()
     exit_code = EXIT_OK
+    outcomes: list = []
     try:
         write_json(run_dir.run_json, run_doc.to_json())
         with view.progress(options, run_dir) as ui:
-            run_all(options, run_dir, ui.update)
+            outcomes = run_all(options, run_dir, ui.update)
     except Interrupted as exc:
         run_doc = replace(run_doc, interrupted=True, interrupted_by=exc.args[0])
         exit_code = exc.exit_code
@@ -142,8 +155,8 @@ def _capture_and_report(
     timing["variants"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     run_doc = finished_run_doc(run_doc, run_dir, options, timing)
-    with contextlib.suppress(OSError):  # a full disk: finish_run below says so, in one line
-        write_json(run_dir.run_json, run_doc.to_json())
+    run_doc = replace(run_doc, stopped=disk_stop(run_dir, outcomes))
+    save_run_doc(run_dir, run_doc)  # a full disk: finish_run below says so, in one line
     # a Keras model is not projected (the projection builds the seed workload and variant files)
     hardware = None if options.keras_model else projection_hardware(
         targets.project_on, run_doc.topology, cluster=options.cluster is not None)
@@ -162,15 +175,18 @@ def _capture_and_report(
         summary = finish_run(run_dir)
     except ReportNotWritten as exc:  # a full disk: the table still goes to the terminal
         summary, not_written = exc.doc, exc
-    view.summary(summary, run_dir)
+        if run_doc.stopped is None and exc.errors:  # `report` later names the cause
+            run_doc = replace(run_doc, stopped=disk_cause(run_dir, exc.errors[0]))
+            save_run_doc(run_dir, run_doc)
+    missing = tuple(Path(e.filename) for e in not_written.errors) if not_written else ()
+    view.summary(summary, run_dir, not_written=missing)
     for line in scaling_lines(summary):
         view.notice(line)
     done = sum(v["status"] == "ok" for v in summary["variants"])
     if exit_code:
         view.notice(f"interrupted: wrote a partial report from {done} finished variant(s)")
     timing["finish"] = time.perf_counter() - t2
-    with contextlib.suppress(OSError):
-        write_json(run_dir.run_json, replace(run_doc, harness_s=dict(timing)).to_json())
+    save_run_doc(run_dir, replace(run_doc, harness_s=dict(timing)))
     if not_written is not None:
         raise not_written
     if targets.out is None and not exit_code and done:
@@ -178,6 +194,22 @@ def _capture_and_report(
     if not exit_code and not done:
         return view.nothing_succeeded()
     return exit_code
+
+
+def disk_stop(run_dir: RunDir, outcomes: list) -> str | None:
+    """"no space left on device while writing X": the first variant whose failed record a full disk
+    kept out (run.json then says why its record is missing); None when every record was written."""
+    for o in outcomes:
+        if o.disk_full and not run_dir.record_json(o.name).is_file():
+            return o.disk_full
+    return None
+
+
+def save_run_doc(run_dir: RunDir, run_doc: RunDoc) -> bool:
+    """run.json; on a full disk the smallest write that still says how the run ended (in place)."""
+    smallest = RunDoc(started=run_doc.started, finished=run_doc.finished, interrupted=run_doc.interrupted,
+                      interrupted_by=run_doc.interrupted_by, config=run_doc.config, stopped=run_doc.stopped)
+    return save_json(run_dir.run_json, run_doc.to_json(), smallest.to_json())
 
 
 def projection_hardware(asked: str | None, topology: Topology | None, cluster: bool = False) -> str | None:

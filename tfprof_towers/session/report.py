@@ -111,9 +111,10 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
 class ReportNotWritten(TowersError):
     """summary.json or report.html could not be written (a full disk); ``doc`` is the summary anyway."""
 
-    def __init__(self, problems: list[str], doc: dict[str, Any]) -> None:
+    def __init__(self, problems: list[str], doc: dict[str, Any], errors: tuple[OSError, ...] = ()) -> None:
         super().__init__("; ".join(problems))
         self.doc = doc
+        self.errors = errors  # each file's OSError (its filename is the file not written)
 
 
 def finish_run(run_dir: RunDir) -> dict[str, Any]:
@@ -128,6 +129,7 @@ def finish_run(run_dir: RunDir) -> dict[str, Any]:
     summary = export_chrome_traces(run_dir, summary, analyses)
     doc = summary.to_json()
     problems: list[str] = []
+    errors: list[OSError] = []
     writes = ((run_dir.summary_json, lambda: write_json(run_dir.summary_json, doc)),
               (run_dir.report_html, lambda: render_report(doc, run_dir, timelines(summary, analyses))))
     for path, write in writes:
@@ -137,6 +139,7 @@ def finish_run(run_dir: RunDir) -> dict[str, Any]:
             if not is_disk_error(exc):
                 raise
             problems.append(f"{path}: cannot write ({exc.strerror or exc})")
+            errors.append(OSError(exc.errno, exc.strerror, str(path)))
     if problems:
-        raise ReportNotWritten(problems, doc)
+        raise ReportNotWritten(problems, doc, tuple(errors))
     return doc

@@ -92,7 +92,54 @@ def check_keras_file(path: str | Path) -> str:
     missing = [sig for sig in KERAS_FUNCTIONS if _binding(tree, sig.split("(", 1)[0]) is None]
     if missing:
         raise VariantError(f"keras model file {p}: defines no {' and no '.join(missing)} function")
+    batch = _static_value(tree, "GLOBAL_BATCH_SIZE")
+    if batch is not _UNKNOWN and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
+        raise VariantError(f"keras model file {p}: GLOBAL_BATCH_SIZE must be a positive int, got {batch!r}")
     return str(p.resolve())
+
+
+_UNKNOWN = object()
+
+
+def _static_value(tree: ast.Module, name: str, depth: int = 0) -> object:
+    """The value of a top-level name where the file states it without running anything: a literal
+    (``= 0``, ``= "32"``), a name bound so (``BATCH, DIM = 4, 16``), or arithmetic on those;
+    :data:`_UNKNOWN` otherwise (absent names too: the child checks what is only known at run time)."""
+    node = _binding(tree, name)
+    if node is None:  # bound by unpacking (``BATCH, DIM = 4, 16``): the last such statement
+        node = next((n for n in reversed(tree.body) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
+            for t in n.targets)), None)
+    if depth > 20 or not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+        return _UNKNOWN
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for target in targets:
+        if isinstance(target, ast.Name) and target.id == name:
+            return _static_expr(tree, node.value, depth)
+        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            for t, v in zip(target.elts, node.value.elts):
+                if isinstance(t, ast.Name) and t.id == name:
+                    return _static_expr(tree, v, depth)
+    return _UNKNOWN
+
+
+def _static_expr(tree: ast.Module, node: ast.expr, depth: int) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return _static_value(tree, node.id, depth + 1)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _static_expr(tree, node.operand, depth)
+        return -v if isinstance(v, int) and not isinstance(v, bool) else _UNKNOWN
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.FloorDiv):
+        a, b = _static_expr(tree, node.left, depth), _static_expr(tree, node.right, depth)
+        if not all(isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**62 for x in (a, b)):
+            return _UNKNOWN
+        if isinstance(node.op, ast.FloorDiv):
+            return a // b if b else _UNKNOWN  # type: ignore[operator]
+        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__}
+        return ops[type(node.op)](a, b)  # type: ignore[arg-type]
+    return _UNKNOWN
 
 
 def _binding(tree: ast.Module, name: str) -> ast.stmt | None:

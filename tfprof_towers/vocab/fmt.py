@@ -81,10 +81,16 @@ def fmt_ratio(v: float, digits: int = 2) -> str:
     return f"{v:.{digits}f}×"
 
 
-@_or_dash
-def fmt_float(v: float, digits: int = 8) -> str:
-    """A value to compare digit by digit (a loss): ``0.4749059081`` -> ``"0.47490591"``."""
-    return f"{v:.{digits}g}"
+def fmt_float(value: float | None, digits: int = 8) -> str:
+    """A value to compare digit by digit (a loss): ``0.4749059081`` -> ``"0.47490591"``; a diverged
+    model's NaN loss -> ``"NaN"``."""
+    if value is not None and math.isnan(float(value)):
+        return "NaN"
+    if value is not None and math.isinf(float(value)):
+        return "∞" if float(value) > 0 else "-∞"
+    if _missing(value):
+        return MISSING
+    return f"{float(value):.{digits}g}"
 
 
 def _in_units(v: float, units: tuple[tuple[float, str], ...], digits: int = 3) -> str | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tfprof_towers.capture.cluster.spec import ClusterError, TaskId
+from tfprof_towers.rundir.paths import finite
 
 PROGRESS: tuple[str, ...] = (
     "started", "imported", "strategy", "server_up", "ready", "tracing", "done", "left")
@@ -50,7 +51,8 @@ class CoordTimeout(ClusterError):
 def write_marker(path: Path, doc: Mapping[str, Any]) -> None:
     """``doc`` as JSON at ``path``, atomically (a reader sees the whole file or none)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(dict(doc), default=str), encoding="utf-8")
+    # strict JSON, as every document of the run directory: a stray NaN becomes null, never ``NaN``
+    tmp.write_text(json.dumps(finite(dict(doc)), default=str, allow_nan=False), encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -52,6 +52,7 @@ from tfprof_towers.capture.cluster.watch import (
     Attempt,
     Outcome,
     gpu_plan,
+    record_problem,
     run_attempt,
     visible_gpus,
 )
@@ -330,7 +331,8 @@ def fill(draft: Draft, spec: ChildSpec, family: str, a: Attempt, records: Mappin
 
     stepping = [records[t] for t in a.spec.ready_tasks if t in records]
     if len(stepping) != len(a.spec.ready_tasks):
-        raise ClusterError("the attempt succeeded but a task wrote no record")
+        missing = [t for t in a.spec.ready_tasks if t not in records]
+        raise ClusterError("the attempt succeeded but " + "; ".join(record_problem(a, t) for t in missing))
     lead = stepping[0]
     draft.versions["tensorflow"] = lead.versions.get("tensorflow")
     draft.timings = timings(stepping)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.capture.cluster.spec import Cluster
+from tfprof_towers.capture.cluster.spec import Cluster, TaskId
 from tfprof_towers.vocab.device_names import canonical_device, crosses_tasks
 
 _EDGE = re.compile(r"^edge_\d+_(.+?)(?:;\d+)?$")
@@ -76,12 +76,96 @@ def host_files(logdir: Path, cluster: Cluster) -> dict[str, Path]:
     return {str(t): by_host[cluster.host_file(t)] for t in cluster.tasks() if cluster.host_file(t) in by_host}
 
 
+def task_device(task: str, device: str) -> str:
+    """A trace event's device as the task's: its host plane is the task's CPU, a device plane its own."""
+    t = TaskId.parse(task)
+    if device.startswith("/device:"):
+        return canonical_device(t.device_prefix + device)
+    return t.cpu
+
+
+def trace_ops(files: Mapping[str, Path], ops: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """(device, op name) -> kernel of every op of the step's graph (``ops``) that ran in a task's
+    trace; an op seen on a task's host plane and on one of its devices is the device's."""
+    from tfprof_towers.trace.load import load_trace
+
+    found: dict[tuple[str, str], str] = {}
+    for task, path in files.items():
+        ev = load_trace(path).events
+        rows = ev.loc[ev.tf_op.astype(str).isin(set(ops)), ["tf_op", "op_type", "device"]].astype(str)
+        seen: dict[str, tuple[str, str]] = {}
+        for name, kernel, device in rows.drop_duplicates().itertuples(index=False):
+            dev = task_device(task, device)
+            if name not in seen or dev != TaskId.parse(task).cpu:
+                seen[name] = (dev, kernel or str(ops[name][0]))
+        for name, (dev, kernel) in seen.items():
+            found[(dev, name)] = kernel
+    return found
+
+
+def _executed_as(name: str, ops: Mapping[str, Any], ran: set[str], max_depth: int = 4) -> str | None:
+    """The op that ran ``name`` on a device whose ops are ``ran``: itself, or (Grappler fused it, as
+    :func:`tfprof_towers.capture.placement.executed_as` finds) a consumer within ``max_depth``."""
+    if name in ran:
+        return name
+    frontier = [name]
+    for _ in range(max_depth):
+        nxt = []
+        for op in frontier:
+            for c in ops.get(op, (None, None, ()))[2]:
+                if c in ran:
+                    return c
+                nxt.append(c)
+        frontier = nxt
+    return None
+
+
+def trace_nodes(found: Mapping[tuple[str, str], str], ops: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One node per op and device it ran on, with the FLOPs of every graph op it executes (each
+    worker runs its own closure: its nodes carry one shard's FLOPs)."""
+    by_device: dict[str, set[str]] = {}
+    for dev, name in found:
+        by_device.setdefault(dev, set()).add(name)
+    anywhere = set().union(*by_device.values())
+    # an op that ran (on any task) is its own; one that ran nowhere was fused into its nearest
+    # consumer that ran, and goes wherever that one ran
+    executes = {name: _executed_as(name, ops, anywhere) for name in ops}
+    nodes = []
+    for dev, ran in sorted(by_device.items()):
+        flops: dict[str, int] = dict.fromkeys(ran, 0)
+        unknown: set[str] = set()
+        fused: dict[str, list[str]] = {}
+        for name, (_, f, _) in ops.items():
+            target = executes[name]
+            if target is None or target not in ran:
+                continue
+            if target != name:
+                fused.setdefault(target, []).append(name)
+            if f is None:
+                unknown.add(target)
+            else:
+                flops[target] += int(f)
+        for name in sorted(ran):
+            nodes.append({"name": name, "type": str(ops[name][0]), "kernel": found[(dev, name)],
+                          "device": dev, "requested": "", "flops": flops[name],
+                          "flops_known": name not in unknown, "fused": sorted(fused.get(name, [])),
+                          "sources": []})
+    return nodes
+
+
 def ps_placement(chief: Mapping[str, Any], logdir: Path, cluster: Cluster) -> dict[str, Any]:
     """A parameter_server variant's placement: the chief's (strategy, variables and their devices)
-    with the cross-task edges its traces hold (module docstring) and their transfers."""
+    with the cross-task edges its traces hold (module docstring) and their transfers, and the nodes:
+    each op of the workers' closure where a task's trace shows it ran (compute on the workers,
+    variables and their updates on the ps tasks)."""
+    from tfprof_towers.capture.placement import summarise_devices
     from tfprof_towers.capture.tf2.placement import all_transfers
 
     op_bytes = {str(k): int(v) for k, v in (chief.get("op_bytes") or {}).items()}
-    edges = edges_with_bytes(trace_edges(host_files(logdir, cluster)), op_bytes)
+    files = host_files(logdir, cluster)
+    edges = edges_with_bytes(trace_edges(files), op_bytes)
+    ops = {str(k): v for k, v in (chief.get("ops") or {}).items() if isinstance(v, list) and len(v) == 3}
+    nodes = trace_nodes(trace_ops(files, ops), ops) if ops else []
     return {"strategy": chief.get("strategy"), "variables": list(chief.get("variables") or ()),
-            "edges": edges, "transfers": all_transfers(edges, ()), "op_bytes": op_bytes}
+            "nodes": nodes, "devices": summarise_devices(nodes), "edges": edges,
+            "transfers": all_transfers(edges, ()), "op_bytes": op_bytes}

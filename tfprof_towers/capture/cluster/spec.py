@@ -124,6 +124,24 @@ class Cluster:
             raise ClusterError(f"{path}: the cluster spec is not JSON ({exc})") from None
         return cls.from_dict(doc, str(path))
 
+    def check_runnable(self, origin: str) -> None:
+        """What a run needs of a cluster file beyond its syntax, checked before the run starts: a
+        ``worker`` job (both cluster variants train on the workers), and host names that resolve."""
+        if not self.jobs.get("worker"):
+            jobs = ", ".join(sorted(self.jobs))
+            raise ClusterError(f"{origin}: no 'worker' job (it has {jobs}); a cluster run needs at least one "
+                               "worker task")
+        import socket
+
+        for task in self.tasks():
+            host, _, port = self.address(task).rpartition(":")
+            try:
+                socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+            except (socket.gaierror, UnicodeError) as exc:
+                why = getattr(exc, "strerror", None) or exc
+                raise ClusterError(f"{origin}: the host name {host!r} of {task} does not resolve "
+                                   f"({why})") from None
+
     def to_dict(self) -> dict[str, list[str]]:
         return {job: list(addrs) for job, addrs in self.jobs.items()}
 

@@ -290,8 +290,26 @@ def op_bytes(graph: Any) -> dict[str, int]:
     return out
 
 
-def ps_placement(ctx: Ctx, strategy: Any, step: Any, x: Any) -> dict[str, Any]:
-    """Where the variables live (the ps tasks) and the bytes of the step graph's tensors."""
+def op_table(graph: Any) -> dict[str, list[Any]]:
+    """Each op of a step's function graph (nested functions inlined, under Grappler's names):
+    ``[type, FLOPs (None: shapes unknown), consumers]``.  The driver finds in the tasks' traces which
+    of them ran where (the ops Grappler fused away through their consumers; :mod:`.edges`)."""
+    from tfprof_towers.capture.placement import op_flops
+    from tfprof_towers.capture.tf2.placement import InlinedGraph
+
+    out: dict[str, list[Any]] = {}
+    for op in InlinedGraph(graph).get_operations():
+        try:
+            consumers = sorted({c.name for t in op.outputs for c in t.consumers()})
+        except (AttributeError, ValueError):
+            consumers = []
+        out[op.name] = [op.type, op_flops(op), consumers]
+    return out
+
+
+def ps_placement(ctx: Ctx, strategy: Any, step: Any, x: Any, shard: Any) -> dict[str, Any]:
+    """Where the variables live (the ps tasks), the bytes of the step graph's tensors, and the ops of
+    the closure each worker runs per step (its shard of the batch) for the driver to place."""
     from tfprof_towers.capture.tf2.strategies import describe
     from tfprof_towers.vocab.device_names import canonical_device
 
@@ -301,7 +319,8 @@ def ps_placement(ctx: Ctx, strategy: Any, step: Any, x: Any) -> dict[str, Any]:
                  for v in graph.variables]
     return {"strategy": {**describe(strategy), "workers": len(ctx.cluster.tasks("worker")),
                          "ps": len(ctx.cluster.tasks("ps"))},
-            "variables": variables, "op_bytes": op_bytes(graph)}
+            "variables": variables, "op_bytes": op_bytes(graph),
+            "ops": op_table(step.get_concrete_function(shard).graph)}
 
 
 def run_chief(ctx: Ctx) -> None:
@@ -342,7 +361,7 @@ def run_chief(ctx: Ctx) -> None:
 
     ctx.stage("placement")
     first = d.timed("first_call", whole)
-    d.doc["placement"] = d.timed("placement_extract", ps_placement, ctx, strategy, step, x)
+    d.doc["placement"] = d.timed("placement_extract", ps_placement, ctx, strategy, step, x, shards[0])
     d.doc["strategy"] = d.doc["placement"]["strategy"]
     second = d.timed("second_call", whole)
     origin = f"built-in variant {ctx.spec.variant}"

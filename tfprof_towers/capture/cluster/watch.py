@@ -466,6 +466,18 @@ def stop(a: Attempt, failed: bool) -> None:
     a.phases["stop"] = time.monotonic() - t0
 
 
+def record_problem(a: Attempt, name: str) -> str:
+    """Why task ``name`` has no usable record: it wrote none, or what is wrong with the one it wrote."""
+    doc = _task_record_doc(a, name)
+    if doc is None:
+        return f"{name} wrote no record"
+    try:
+        TaskRecord.from_json(doc, "record.json")
+    except Exception as exc:
+        return f"{name}'s record.json is invalid: {textcap.one_line(str(exc), 300)}"
+    return f"{name}'s record.json was written after the attempt ended"
+
+
 def task_records(a: Attempt) -> dict[str, TaskRecord]:
     """Each task's own record, where it wrote a valid one."""
     out = {}

@@ -136,6 +136,9 @@ def serve(cluster_path: str, task: str, run_dir: Path) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     attempt_dir: Path | None = None
     try:
+        if read_pointer(run_dir) is None:  # the driver has not started yet: say what this task waits for
+            print(f"tfprof-towers worker {me}: waiting for {run_dir / ATTACH_JSON} (up to {wait_s:g} s)",
+                  file=sys.stderr, flush=True)
         while True:
             p = next_attempt(run_dir, served, wait_s)
             if p is None:

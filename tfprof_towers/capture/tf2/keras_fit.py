@@ -133,7 +133,18 @@ def build_and_compile(path: str, strategy: Any) -> tuple[Any, Any]:
     if not isinstance(dataset, tf.data.Dataset):
         raise VariantError(f"keras model file {path}: make_dataset() must return a tf.data.Dataset, "
                            f"got {type(dataset).__name__}")
+    if not _yields_a_batch(dataset):  # else fit ends at once and the placement reads "StopIteration"
+        raise VariantError(f"keras model file {path}: make_dataset({f.global_batch_size}) yielded no batch")
     return model, dataset
+
+
+def _yields_a_batch(dataset: Any) -> bool:
+    """Whether ``dataset`` has a first element (reads one batch; an empty one is known at once)."""
+    if int(dataset.cardinality()) == 0:
+        return False
+    for _ in dataset.take(1):
+        return True
+    return False
 
 
 def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mapping[str, Any]) -> None:
