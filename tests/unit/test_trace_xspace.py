@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from trace_kit import two_gpu_trace
+from xspace_kit import only_trace_errors
 
-from tfprof_towers.trace.analysis import analyze_trace
-from tfprof_towers.trace.load import trace_from_bytes
-from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import events as xev
 from tfprof_towers.xplane import schema, wire
 from tfprof_towers.xplane.strings import distinct_strings
@@ -118,7 +114,7 @@ VALID = two_gpu_trace().to_bytes()
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, len(VALID) - 1))
 def test_fuzz_truncations(n) -> None:
-    _only_trace_errors(VALID[:n])
+    only_trace_errors(VALID[:n])
 
 
 @settings(max_examples=300, deadline=None)
@@ -127,17 +123,9 @@ def test_fuzz_byte_flips(flips) -> None:
     data = bytearray(VALID)
     for pos, value in flips:
         data[pos] = value
-    _only_trace_errors(bytes(data))
+    only_trace_errors(bytes(data))
 
 
-def _only_trace_errors(data: bytes) -> None:
-    """Loading either works (and the analysis of what loaded works too) or raises TraceError."""
-    try:
-        trace = trace_from_bytes(data, "fuzz")
-    except TraceError as exc:
-        assert "\n" not in str(exc)
-        return
-    json.dumps(analyze_trace(trace).to_doc())
 
 
 def test_schema_is_private() -> None:
