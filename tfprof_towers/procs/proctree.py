@@ -105,10 +105,6 @@ def kill(pid: int, sig: int) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------------------------
-# cgroup v2
-
-
 def cgroup2_mount() -> Path | None:
     """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup``, or ``.../unified`` on hybrid hosts)."""
     try:

@@ -90,10 +90,6 @@ _CHUNK = 64 * 1024
 GUARD_MODULE = "tfprof_towers.procs.guard"
 
 
-# ------------------------------------------------------------------------------------------
-# How a child is started
-
-
 def python_argv(module: str, *args: str, python: str = sys.executable) -> list[str]:
     """``python -P -m module args...``: the folder the user runs from is never on ``sys.path``.
 
@@ -180,10 +176,6 @@ class Ended:
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out and not self.stopped
-
-
-# ------------------------------------------------------------------------------------------
-# The parent's side
 
 
 class Supervised:

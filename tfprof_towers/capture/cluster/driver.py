@@ -266,10 +266,6 @@ def cluster_doc(family: str, a: Attempt, docs: Sequence[Mapping[str, Any]],
     }
 
 
-# ------------------------------------------------------------------------------------------
-# The record of a successful attempt
-
-
 def move_traces(a: Attempt, logdir: Path) -> None:
     """The attempt's capture (one run folder, a file per task) into the variant's log directory."""
     runs = sorted((a.folder / "tensorboard" / "plugins" / "profile").glob("*"))

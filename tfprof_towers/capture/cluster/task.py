@@ -93,10 +93,7 @@ class Ctx:
         inject(self.spec, self.me, name)
 
 
-# ------------------------------------------------------------------------------------------
 # Test faults (TaskSpec.faults; the driver takes them from TFPROF_TOWERS_CLUSTER_FAULTS)
-
-
 def inject(spec: TaskSpec, me: TaskId, point: str) -> None:
     """``segv``, ``abort``, ``exit``, ``raise`` or ``hang`` at ``point`` (a stage, ``profiled_step_<i>``)."""
     kind, where = spec.fault(me)
@@ -114,10 +111,6 @@ def inject(spec: TaskSpec, me: TaskId, point: str) -> None:
     elif kind == "hang":
         while True:
             time.sleep(3600)
-
-
-# ------------------------------------------------------------------------------------------
-# Steps
 
 
 def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: str = "") -> list[float]:
@@ -188,10 +181,6 @@ def profiled(ctx: Ctx, step: Callable[[], Any], peers: list[TaskId]) -> None:
     ctx.stage("after_profiled")
 
 
-# ------------------------------------------------------------------------------------------
-# multi_worker
-
-
 def mwms(ctx: Ctx) -> Any:
     """``MultiWorkerMirroredStrategy``: RING on CPUs, NCCL where this task has GPUs; bounded waits."""
     tf = ctx.tf
@@ -256,10 +245,6 @@ def run_multi_worker(ctx: Ctx) -> None:
     ctx.coord.mark(ctx.me, "done")
     ctx.stage("wait_peers")
     d.timed("wait_peers", ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, abort=ctx.abort)
-
-
-# ------------------------------------------------------------------------------------------
-# parameter_server
 
 
 def serve(ctx: Ctx) -> None:
@@ -369,10 +354,6 @@ def run_chief(ctx: Ctx) -> None:
     timed_and_ready(ctx, one, min_warmup=1)  # the math calls ran the whole batch: trace the shards' step
     profiled(ctx, one, [])
     ctx.coord.mark(ctx.me, "done")
-
-
-# ------------------------------------------------------------------------------------------
-# The task's life
 
 
 def dispatch(ctx: Ctx) -> None:

@@ -103,10 +103,6 @@ class Outcome:
     retry: str | None = None  # why another attempt may succeed (None: it would fail the same way)
 
 
-# ------------------------------------------------------------------------------------------
-# Starting
-
-
 def visible_gpus() -> list[str]:
     """The GPUs this machine lends its processes: ``CUDA_VISIBLE_DEVICES`` when set, else those
     ``nvidia-smi -L`` lists (none without the tool)."""
@@ -179,10 +175,6 @@ def start(a: Attempt) -> None:
             gpus = {"CUDA_VISIBLE_DEVICES": a.gpus[str(t)]} if str(t) in a.gpus else {}
             a.procs[str(t)] = supervise.start(task_command(a, t, {**env, **gpus}))
     a.phases["spawn"] = time.monotonic() - a.t0
-
-
-# ------------------------------------------------------------------------------------------
-# Watching
 
 
 def exit_reason(e: supervise.Ended | None) -> str:
@@ -293,10 +285,6 @@ def late_tasks(a: Attempt, coord: Coord) -> list[str]:
     if end is None:
         return []
     return [str(t) for t in a.stepping if float((coord.read(t, "done") or {}).get("unix", 0.0)) > float(end)]
-
-
-# ------------------------------------------------------------------------------------------
-# Who failed
 
 
 def _marker(coord: Coord, name: str) -> dict[str, Any]:
@@ -449,10 +437,6 @@ def _outcome(a: Attempt, coord: Coord, name: str) -> Outcome:
     elif _collection_crash(a, name):
         retry = "a task crashed while the profiler collected its trace"
     return Outcome(text, name, retry)
-
-
-# ------------------------------------------------------------------------------------------
-# Stopping and collecting
 
 
 def stop(a: Attempt, failed: bool) -> None:

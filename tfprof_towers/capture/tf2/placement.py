@@ -54,10 +54,6 @@ CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 SEND_RECV, COLLECTIVE = "send_recv", "collective"
 
 
-# ------------------------------------------------------------------------------------------
-# Plain arithmetic
-
-
 def group_keys(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """Which collective ops reduce together, one key per row.
 
@@ -132,10 +128,6 @@ def user_frames(traceback: Iterable[Any], user_files: Iterable[str]) -> list[dic
     frames = [{"file": f.filename, "line": int(f.lineno), "function": f.name}
               for f in traceback if _real(f.filename) in files]
     return frames[::-1]
-
-
-# ------------------------------------------------------------------------------------------
-# Graph walking (TensorFlow objects)
 
 
 def collect_partition_graphs(step: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:

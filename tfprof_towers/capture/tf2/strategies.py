@@ -57,10 +57,6 @@ def machine_offers(devices: Devices) -> frozenset[str]:
     return frozenset(offers)
 
 
-# ------------------------------------------------------------------------------------------
-# The built-ins' strategies (registry builders)
-
-
 def one_device(devices: Devices) -> tf.distribute.Strategy:
     """``OneDeviceStrategy`` on accelerator 0: the family's baseline (and a variant file's default)."""
     return tf.distribute.OneDeviceStrategy(devices.accelerators[0])
