@@ -1,14 +1,10 @@
 """One variant, in its own process: the family's runner, then ``record.json``.
 
-Run as ``python -P -m tfprof_towers.capture.child SPEC.json``.  The spec
-(:class:`tfprof_towers.rundir.records.ChildSpec`, written by :mod:`.runner`) names the
-variant, its family, sizes, step counts and output paths.  The child imports
-the family's runner (:mod:`tfprof_towers.variants.registry` -> ``capture/families/``),
-lets it fill a :class:`~.families.Draft` phase by phase, and writes
-``record.json`` (atomically) whether the variant succeeds or raises; if it
-crashes outright the parent writes the failed record instead.  A variant that
-calls ``sys.exit`` or raises ``KeyboardInterrupt`` itself is recorded as such
-(a ``KeyboardInterrupt`` is "interrupted by SIGINT" only when a SIGINT came).
+Run as ``python -P -m tfprof_towers.capture.child SPEC.json`` (a ``ChildSpec``).  It writes
+``record.json`` (atomically) whether the variant succeeds or raises; if it crashes outright the
+parent writes the failed record instead.  A variant that calls ``sys.exit`` or raises
+``KeyboardInterrupt`` itself is recorded as such (a ``KeyboardInterrupt`` is "interrupted by
+SIGINT" only when a SIGINT came).
 """
 
 from __future__ import annotations

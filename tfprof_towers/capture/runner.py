@@ -1,13 +1,9 @@
 """The parent side of capture: one child process per variant, isolated and bounded.
 
-Each variant runs as ``python -P -m tfprof_towers.capture.child SPEC`` under a
-guard (:mod:`.supervise`): in its own session, killed with every process it
-started when it ends, times out, is interrupted or when this process dies, its
-output kept head and tail.  A child that raises writes its own failed record;
-one that crashes, is killed or hangs past the timeout gets a failed record
-written here, with a one-line reason and the tail of its stderr (both bounded
-in bytes, :mod:`tfprof_towers.vocab.textcap`).  A disk that fills up during a variant
-fails that variant; the run goes on.  Never imports TensorFlow.
+A child that raises writes its own failed record; one that crashes, is killed or hangs past the
+timeout gets a failed record written here, with a one-line reason and the tail of its stderr
+(both bounded in bytes).  A disk that fills up during a variant fails that variant; the run goes
+on.  Never imports TensorFlow.
 """
 
 from __future__ import annotations

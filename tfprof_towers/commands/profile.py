@@ -1,7 +1,4 @@
-"""`tfprof-towers profile`: the arguments, checked into ``ProfileOptions`` before anything runs.
-
-The run itself (run directory, capture, projection, report) is ``session/profile.py``.
-"""
+"""`tfprof-towers profile`: the arguments, checked into ``ProfileOptions`` before anything runs."""
 
 from __future__ import annotations
 

@@ -25,25 +25,8 @@ process tree and cgroup helpers are in :mod:`.proctree`):
   :data:`TAIL_BYTES` in ``stderr_path``, with a line saying how much was left
   out between them.  A full disk stops the file, never the child.
 
-One process::
-
-    sup = start(Command(argv, stderr_path, deadline_s=60.0))
-    try:
-        ended = sup.wait()          # Ended: returncode, timed_out, killed, ...
-    except BaseException:           # Ctrl-C, SIGTERM: stop it, then go on unwinding
-        sup.stop()
-        raise
-
-N processes (a cluster's tasks), stopping the rest when one fails::
-
-    tasks = [start(c) for c in commands]
-    try:
-        for sup in as_ended(tasks):
-            if sup.ended.returncode != 0:
-                stop_all(tasks)
-    finally:
-        stop_all(tasks)
-
+:func:`run` is the one-process pattern (an exception, Ctrl-C or SIGTERM, stops the child
+before it unwinds); :func:`as_ended` and :func:`stop_all` serve N processes.
 Linux only (``prctl``, ``/proc``, ``pidfd``).
 """
 
@@ -91,12 +74,9 @@ GUARD_MODULE = "tfprof_towers.procs.guard"
 
 
 def python_argv(module: str, *args: str, python: str = sys.executable) -> list[str]:
-    """``python -P -m module args...``: the folder the user runs from is never on ``sys.path``.
-
-    So a ``json.py`` (or another checkout of this project) in the current
-    directory cannot shadow what the child imports.  ``-P`` is Python 3.11+;
-    before that a bootstrap drops ``sys.path[0]`` and runs the module.
-    """
+    """``python -P -m module args...``: the folder the user runs from is never on ``sys.path``, so a
+    ``json.py`` there cannot shadow what the child imports.  Before Python 3.11 (no ``-P``) a
+    bootstrap drops ``sys.path[0]`` and runs the module."""
     if sys.version_info >= (3, 11):
         return [python, "-P", "-m", module, *args]
     boot = ("import runpy, sys; del sys.path[0]; sys.argv = sys.argv[1:]; "
@@ -106,11 +86,8 @@ def python_argv(module: str, *args: str, python: str = sys.executable) -> list[s
 
 def child_env(extra: Mapping[str, str] | None = None,
               base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child: the parent's, with this package's own folder first on PYTHONPATH.
-
-    The child then imports exactly the code the parent runs, whatever else is
-    installed or lies around.
-    """
+    """The parent's environment with this package's folder first on PYTHONPATH: the child imports
+    exactly the code the parent runs, whatever else is installed."""
     env = dict(os.environ if base is None else base)
     env.update(extra or {})
     root = str(Path(__file__).resolve().parents[2])
@@ -130,12 +107,8 @@ def tf_child_env() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Command:
-    """One process to supervise.
-
-    ``deadline_s`` None means no limit.  ``stderr_path`` receives the child's
-    stdout and stderr, head and tail.  ``cgroup`` False skips the cgroup and
-    tracks descendants by the process tree alone.
-    """
+    """One process to supervise.  ``deadline_s`` None: no limit.  ``stderr_path`` receives stdout and
+    stderr, head and tail.  ``cgroup`` False tracks descendants by the process tree alone."""
 
     argv: tuple[str, ...]
     stderr_path: Path
@@ -152,13 +125,9 @@ class Command:
 
 @dataclass(frozen=True)
 class Ended:
-    """How a supervised child ended (the guard's report).
-
-    ``returncode`` is the child's: negative for the signal that killed it, None
-    when it is unknown (the guard was lost).  ``killed`` counts the processes
-    the guard killed after the child ended or when it stopped it; ``stuck``
-    those still alive when it gave up.
-    """
+    """How a supervised child ended (the guard's report).  ``returncode``: negative for the killing
+    signal, None when unknown (the guard was lost).  ``killed``: processes the guard killed after the
+    child ended or on a stop; ``stuck``: those still alive when it gave up."""
 
     returncode: int | None
     timed_out: bool = False
@@ -296,11 +265,8 @@ class Supervised:
         return self.ended
 
     def wait(self, timeout_s: float | None = None) -> Ended:
-        """Block until the child has ended and every process of it is gone.
-
-        ``timeout_s`` bounds this wait only (``subprocess.TimeoutExpired``); the
-        child's own deadline is the guard's to enforce.
-        """
+        """Block until the child and every process of it are gone.  ``timeout_s`` bounds this wait only
+        (``subprocess.TimeoutExpired``); the child's own deadline is the guard's to enforce."""
         end = None if timeout_s is None else time.monotonic() + timeout_s
         while self.poll() is None:
             limits = [t for t in (end, self.backstop) if t is not None]
@@ -359,10 +325,8 @@ def start(command: Command, python: str = sys.executable) -> Supervised:
 
 
 def as_ended(running: Iterable[Supervised], timeout_s: float | None = None) -> Iterator[Supervised]:
-    """Yield each supervised child as it ends (its ``ended`` set), in the order they end.
-
-    ``timeout_s`` bounds the whole iteration (``subprocess.TimeoutExpired``).
-    """
+    """Each supervised child as it ends (``ended`` set); ``timeout_s`` bounds the whole iteration
+    (``subprocess.TimeoutExpired``)."""
     pending = list(running)
     end = None if timeout_s is None else time.monotonic() + timeout_s
     while pending:

@@ -1,9 +1,6 @@
 """A profile from checked options to a finished run directory: claim the directory, run every
-variant, project where the timings are stand-ins, then ``finish_run``.
-
-The command line (``commands/profile.py``) parses and checks the arguments into
-``ProfileOptions`` and a ``ProfileTargets``; everything printed goes through the
-``ProfileView`` it passes in (this layer sits below the terminal code).
+variant, project where the timings are stand-ins, then ``finish_run``.  Everything printed goes
+through the caller's ``ProfileView`` (this layer sits below the terminal code).
 """
 
 from __future__ import annotations
