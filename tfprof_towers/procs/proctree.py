@@ -1,7 +1,6 @@
 """Processes as the supervisor sees them: the /proc process tree and cgroup v2.
 
-Used by :mod:`.guard` (inside the guard process) and :mod:`.supervise` (the
-parent's side).  Linux only; where there is no /proc the lists are empty.  Stdlib only.
+Linux only; where there is no /proc the lists are empty.  Stdlib only.
 """
 
 from __future__ import annotations

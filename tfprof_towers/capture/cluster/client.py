@@ -1,4 +1,4 @@
-"""The profiler client of a cluster attempt, in its own process (``python -P -m ...cluster_client DIR``).
+"""The profiler client of a cluster attempt, in its own process (``python -P -m ...client DIR``).
 
 Waits until every step-running task marked ``ready``, then asks every task's profiler
 service (each task's ``TF_CONFIG`` port serves it) for one trace at once with

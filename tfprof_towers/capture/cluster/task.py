@@ -1,12 +1,9 @@
 """One task of a cluster run, in its own process (``tfprof-towers worker --cluster C --task T --run-dir R``).
 
-The same entry point serves the loopback run (the driver, :mod:`.families.cluster`,
-starts one per task) and a real cluster (started by hand on each machine).  A task
-needs the cluster spec, its own task name and the attempt directory holding
-``spec.json`` (:class:`.cluster_doc.TaskSpec`); it exchanges progress markers there
-(:mod:`.coord`) and writes ``tasks/<job>-<i>/record.json``.  On a real cluster ``R`` is
-the run directory of ``profile --cluster``: :mod:`.cluster_worker` then serves each
-attempt its ``attach.json`` names, running this module's :func:`run_task` in a child.
+The same entry point serves the loopback run and a real cluster.  A task reads the attempt
+directory's ``spec.json``, exchanges progress markers there and writes
+``tasks/<job>-<i>/record.json``.  On a real cluster ``R`` is the run directory of
+``profile --cluster``, and each attempt its ``attach.json`` names runs :func:`run_task` in a child.
 
 * ``multi_worker``: every worker builds ``MultiWorkerMirroredStrategy`` (RING on CPUs,
   NCCL where it has GPUs), calls the step twice under graph collection (placement, the

@@ -1,11 +1,8 @@
 """One attempt of a cluster variant: start every task and the profiler client, watch them, stop them all.
 
-Every process goes through :mod:`.supervise` (each its own guard: it dies with this
-process, keeps its own deadline, its descendants are killed with it, its output kept
-head and tail): the tasks are ``python -P -m tfprof_towers worker --cluster C --task T
---run-dir ATTEMPT_DIR`` -- the very command a real cluster's machines run -- and the
-client is :mod:`.cluster_client`.  With ``attached`` (``profile --cluster``) the tasks
-run elsewhere and only the client is started here; they are known by their markers.
+The tasks run ``tfprof_towers worker`` -- the very command a real cluster's machines run.
+With ``attached`` (``profile --cluster``) the tasks run elsewhere and only the client is started
+here; they are known by their markers.
 
 The watch loop (:func:`watch`) ends the attempt at the first of: a task or the client
 failing (exit code, signal, ``failed`` marker), a task leaving before it was released,
@@ -16,10 +13,6 @@ deadline.  Otherwise, once every trace is there, it marks ``driver.release`` and
 for the tasks to leave.  On any failure it marks ``driver.abort`` (tasks in a bounded
 wait leave within milliseconds), waits :data:`ABORT_GRACE_S`, then stops every process
 (SIGTERM, then SIGKILL: MultiWorkerMirroredStrategy's tasks catch SIGTERM).
-
-When one task dies its peers fail within a fraction of a second with ``UNAVAILABLE``,
-so the first failure seen is often the wrong one: :func:`root_cause` waits
-:data:`FAILURE_GRACE_S` and names the task whose failure is not a consequence.
 
 Never imports TensorFlow.
 """
@@ -332,8 +325,7 @@ def _task_record_doc(a: Attempt, name: str) -> dict[str, Any] | None:
 
 
 def _stderr(a: Attempt, name: str) -> str:
-    """The end of a process's output: ours, or a hand-started task's (its worker writes it into the
-    attempt's task folder, :mod:`.cluster_worker`)."""
+    """The end of a process's output: ours, or a hand-started task's (from the attempt's task folder)."""
     p = a.procs.get(name)
     if p is not None:
         return textcap.read_tail(p.command.stderr_path)
@@ -391,12 +383,12 @@ def _settle(a: Attempt, grace_s: float = FAILURE_GRACE_S) -> None:
 
 
 def root_cause(a: Attempt, coord: Coord, early: Sequence[str]) -> Outcome:
-    """The failure to report when one task's end brings the others down (module docstring).
-
-    Prefers, in order: a task killed by a signal (a crash; its peers only see ``UNAVAILABLE``),
-    the peer a task timed out waiting for while it was still alive (it hung), a task that left
-    before its release, a task whose error is its own (not a consequence), any failed task,
-    and last the profiler client.
+    """The failure to report when one task's end brings the others down: its peers fail within a
+    fraction of a second with ``UNAVAILABLE``, so the first failure seen is often the wrong one.
+    After :data:`FAILURE_GRACE_S` it prefers, in order: a task killed by a signal (a crash), the
+    peer a task timed out waiting for while it was still alive (it hung), a task that left before
+    its release, a task whose error is its own (not a consequence), any failed task, and last the
+    profiler client.
     """
     _settle(a)
     names = [str(t) for t in a.tasks]
@@ -517,11 +509,8 @@ def attempt_doc(a: Attempt, outcome: Outcome, rows: list[dict[str, Any]]) -> dic
 
 
 def run_attempt(a: Attempt) -> tuple[Outcome, dict[str, TaskRecord], dict[str, Any]]:
-    """Prepare, start, watch and stop one attempt; ``attempt.json`` written whatever happened.
-
-    A ``KeyboardInterrupt`` or another exception (SIGTERM: see :mod:`.families.cluster`) stops
-    every process first, records the attempt as interrupted, and goes on unwinding.
-    """
+    """Prepare, start, watch and stop one attempt; ``attempt.json`` written whatever happened.  An
+    exception (Ctrl-C, the driver's SIGTERM) stops every process first, then goes on unwinding."""
     prepare(a)
     outcome = Outcome("the attempt did not start", None)
     try:

@@ -1,9 +1,7 @@
 """A task started by hand on a real cluster: ``tfprof-towers worker --run-dir RUN_DIR``.
 
-The driver (``profile --cluster FILE --out RUN_DIR``) names the attempt the tasks are to
-join in ``RUN_DIR/attach.json``.  This process serves those attempts one after another:
-each runs in a supervised child (``worker --run-dir ATTEMPT_DIR``, the very command a
-loopback task runs: :mod:`.cluster_task`), with its output in the attempt's
+This process serves the attempts ``RUN_DIR/attach.json`` names one after another, each in a
+supervised child (the very command a loopback task runs), its output in the attempt's
 ``tasks/<job>-<i>/stderr.txt``, where the driver reads it as it reads a loopback task's.
 When the child is killed by a signal (TensorFlow 2.21's profiler crashes a task at times
 while it collects a remote trace) or ends without saying so, this process marks the

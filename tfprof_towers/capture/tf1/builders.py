@@ -1,10 +1,8 @@
 """The ``tf1-graph`` placement variants: the built-ins of design.md and users' variant files.
 
-Every built-in is assembled from the one workload in :mod:`.workload`; only
-the ``tf.device`` scopes differ.  A variant builder runs inside a fresh
-``tf.Graph`` in TF1 graph mode and returns ``(fetches, feed_dict)`` for one
-training step.  The registry (:mod:`tfprof_towers.variants.registry`) names each
-built-in's builder here as ``"tfprof_towers.capture.tf1.builders:build_<name>"``.
+Every built-in is assembled from the one workload in :mod:`.workload`; only the ``tf.device``
+scopes differ.  A builder runs inside a fresh ``tf.Graph`` in TF1 graph mode and returns
+``(fetches, feed_dict)`` for one training step.
 
 Imported only inside a capture child: it imports TensorFlow.
 """

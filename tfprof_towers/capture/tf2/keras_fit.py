@@ -1,6 +1,6 @@
 """A user's Keras model (``--keras-model FILE``) trained with ``model.fit`` under a strategy variant.
 
-The file's API is in :mod:`.tf2_files`.  Two ``fit`` calls, each phase timed:
+The file's API is in :mod:`.files`.  Two ``fit`` calls, each phase timed:
 
 1. ``fit(epochs=2, steps_per_epoch=1)`` with graph collection on: the train
    function's first instantiation gives the partition graphs after Grappler
@@ -17,7 +17,7 @@ The file's API is in :mod:`.tf2_files`.  Two ``fit`` calls, each phase timed:
 
 Placement: ``model.train_function`` is a closure over ``multi_step_on_iterator``
 (a ``tf.function``) that calls ``one_step_on_data``; :func:`train_concrete_function`
-picks the outer one, and :class:`.placement_tf2.InlinedGraph` names the inner ops as
+picks the outer one, and :class:`.placement.InlinedGraph` names the inner ops as
 the inlined partition graphs do.  The input batches do not appear there: a
 distributed dataset prefetches them to the devices in its own functions.
 

@@ -1,14 +1,8 @@
 """The ``tf2-strategy`` built-ins' strategies, the devices they run on, and what the machine offers.
 
-Each built-in of the family (:data:`tfprof_towers.variants.registry.TF2_BUILTINS`) names one
-function here, ``(devices) -> tf.distribute.Strategy``; the step they all run is the
-seed step (:mod:`.seed_step`).  A user's TF2 variant file may define its own
-``build_strategy(devices)``; without one it runs under :func:`one_device`.
-
-Devices: with GPUs, ``/cpu:0`` is the host and ``/gpu:0..N-1`` the accelerators;
-without, the CPU is split into ``1 + N`` logical devices (``/cpu:0`` the host,
-``/cpu:1..N`` the accelerators), which must happen before TensorFlow runs any op
-(:func:`configure_devices`).
+Each built-in of the family names one function here, ``(devices) -> tf.distribute.Strategy``;
+they all run the seed step (:mod:`.seed_step`).  A user's TF2 variant file without its own
+``build_strategy(devices)`` runs under :func:`one_device`.
 
 What a variant needs (``registry.NEEDS``) is checked against what the machine
 offers (:func:`machine_offers`, then ``registry.skip_reason``) before anything is built: ``NcclAllReduce``
