@@ -178,25 +178,16 @@ def extract_placement(graph: Any, run_metadata: Any) -> dict[str, Any]:
             op = graph_ops.get(node.name)
             if node.op in ("_Send", "_HostSend"):
                 edges.append(_edge(node, by_name, graph_ops, measured))
-            nodes.append(
-                {
-                    "name": node.name,
-                    "type": op.type if op is not None else node.op,
-                    "kernel": node.op,
-                    "device": canonical_device(node.device),
-                    "requested": canonical_device(op.device) if op is not None else "",
-                    "flops": flops.get(node.name, 0),
-                    "flops_known": node.name not in unknown,
-                    "fused": fused.get(node.name, []),
-                    "sources": assignment_sources(op) if op is not None else [],
-                }
-            )
-    return {
-        "nodes": nodes,
-        "devices": summarise_devices(nodes),
-        "edges": edges,
-        "transfers": summarise_transfers(edges),
-    }
+            nodes.append({
+                "name": node.name, "type": op.type if op is not None else node.op, "kernel": node.op,
+                "device": canonical_device(node.device),
+                "requested": canonical_device(op.device) if op is not None else "",
+                "flops": flops.get(node.name, 0), "flops_known": node.name not in unknown,
+                "fused": fused.get(node.name, []),
+                "sources": assignment_sources(op) if op is not None else [],
+            })
+    return {"nodes": nodes, "devices": summarise_devices(nodes), "edges": edges,
+            "transfers": summarise_transfers(edges)}
 
 
 def _edge(
