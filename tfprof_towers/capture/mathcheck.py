@@ -18,14 +18,10 @@ add to them:
   with its initial-value tensor fed, so the values never become graph
   constants (24 MB at the ``seed`` preset).
 
-:func:`first_steps` runs the variant's first two training steps with the loss
-(and, in step 1, the gradient norm) fetched beside the step's own fetches.
-They are the first two warm-up steps: the steps timed later run the variant's
-fetches alone, after at least one more step, so fetching the math never
-perturbs them, and the variables are not reloaded (a step's speed does not
-depend on their values).  A graph that exposes no loss gives no
-:class:`~tfprof_towers.rundir.records.MathCheck`: the variant is shown as "not
-compared".
+The math is fetched in the first two warm-up steps: the timed steps run the variant's fetches
+alone, after at least one more step, so fetching it never perturbs them (and the variables are
+not reloaded: a step's speed does not depend on their values).  A graph that exposes no loss
+is shown as "not compared".
 
 Imported only inside a capture child or a variant file: it imports TensorFlow.
 """
