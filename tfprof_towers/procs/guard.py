@@ -123,8 +123,6 @@ class Guard:
         self.stop_requested = False
         self.killed: set[int] = set()
 
-    # -- the child
-
     def spawn(self) -> None:
         """Fork and exec the child: in the cgroup, with PDEATHSIG, its output into our pipe.
 
@@ -201,8 +199,6 @@ class Guard:
     def exited(self) -> bool:
         return self.status is not None
 
-    # -- output
-
     def drain(self, block_s: float = 0.0) -> bool:
         """Read what the child wrote; False once its output is closed."""
         if self.out_fd is None:
@@ -220,8 +216,6 @@ class Guard:
             return False
         self.log.feed(data)
         return True
-
-    # -- stopping
 
     def signal_all(self, sig: int) -> int:
         pids = self.tracked()
@@ -258,8 +252,6 @@ class Guard:
     def terminate(self, grace_s: float) -> None:
         self.signal_all(signal.SIGTERM)
         self.wait_child(grace_s)
-
-    # -- the loop
 
     def run(self) -> dict[str, Any]:
         t0 = time.monotonic()

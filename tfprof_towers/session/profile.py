@@ -79,13 +79,9 @@ class ProfileView:
 
 def run_profile(options: ProfileOptions, targets: ProfileTargets, view: ProfileView,
                 t0: float | None = None) -> int:
-    """Run one training step under every variant of ``options``, each in its own process.
-
-    Writes a run directory (run.json, variants/<name>/record.json, tensorboard/,
-    summary.json, report.html) and shows a ranked table and the report's path through
-    ``view``.  ``t0``: when the command started (``perf_counter``), for the harness timings.
-    Nothing is created when the options cannot run (a bad profile, no ``--out`` for a
-    ``--cluster`` run, a directory that cannot be used).
+    """Run every variant of ``options`` into a run directory; the exit code.  ``t0``: when the command
+    started (``perf_counter``), for the harness timings.  Nothing is created when the options
+    cannot run (a bad profile, no ``--out`` for a ``--cluster`` run, a directory that cannot be used).
     """
     t0 = time.perf_counter() if t0 is None else t0
     if targets.project_on and options.keras_model:
