@@ -25,7 +25,6 @@ from tfprof_towers.vocab.errors import TowersError
 
 
 def run_spec(spec: ChildSpec, draft: Draft) -> None:
-    """Dispatch on the spec's family to its runner."""
     registry.family(spec.family).load_runner().run(spec, draft)
 
 

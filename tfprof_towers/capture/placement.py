@@ -220,7 +220,6 @@ def _static_bytes(graph_ops: Mapping[str, Any], node: str, slot: int) -> int | N
 
 
 def static_tensor_bytes(t: Any) -> int | None:
-    """A graph tensor's bytes where its shape is fully known, else None."""
     dims = t.shape.as_list() if t.shape.rank is not None else None
     if dims is None or None in dims:
         return None

@@ -129,7 +129,6 @@ CLUSTER_STOP_GRACE_S = 15.0
 
 def child_command(options: ProfileOptions, spec_path: Path, err_path: Path, label: str,
                   python: str = sys.executable, family: str | None = None) -> supervise.Command:
-    """The supervised command that runs one variant's capture child."""
     grace = {"stop_grace_s": CLUSTER_STOP_GRACE_S} if family == registry.CLUSTER else {}
     return supervise.Command(
         argv=tuple(supervise.python_argv(CHILD_MODULE, str(spec_path), python=python)),
@@ -331,5 +330,4 @@ def nvidia_smi(*args: str) -> str | None:
 
 
 def gpu_topology_text() -> str | None:
-    """``nvidia-smi topo -m`` output, when the tool exists and answers."""
     return (nvidia_smi("topo", "-m") or "").strip() or None

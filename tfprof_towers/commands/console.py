@@ -34,7 +34,6 @@ def err(message: str) -> None:
 
 
 def nothing_succeeded() -> int:
-    """Say that no variant succeeded; the exit code that goes with it."""
     err("no variant succeeded: summary.json and report.html say why each one failed")
     return EXIT_NOTHING_SUCCEEDED
 

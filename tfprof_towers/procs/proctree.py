@@ -66,7 +66,6 @@ def descendants(root: int, table: Mapping[int, Proc] | None = None) -> list[int]
 
 
 def session_members(sid: int) -> list[int]:
-    """Live processes of session ``sid``."""
     return [p.pid for p in process_table().values() if p.session == sid and p.alive]
 
 

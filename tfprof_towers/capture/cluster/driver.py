@@ -87,7 +87,6 @@ def budget_s(timeout_s: float | None) -> float:
 
 
 def plan_cluster(opts: ClusterOptions, family: str) -> Cluster:
-    """The cluster of one attempt: the user's file, or loopback tasks at fresh ports."""
     if opts.file:
         cluster = Cluster.load(opts.file)
         check_roles(cluster, family)
@@ -362,7 +361,6 @@ def run(spec: ChildSpec, draft: Draft) -> None:
 
 
 def replace_capture_files(doc: Mapping[str, Any], logdir: Path) -> dict[str, Any]:
-    """The capture's files where they now are (the variant's log directory)."""
     from tfprof_towers.capture.cluster.client import xplane_files
 
     return {**doc, "capture": {**(doc.get("capture") or {}), "files": xplane_files(logdir)}}

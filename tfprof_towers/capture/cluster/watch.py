@@ -150,7 +150,6 @@ def child_env() -> dict[str, str]:
 
 
 def prepare(a: Attempt) -> None:
-    """Write the attempt's cluster.json and spec.json (the tasks read them)."""
     for sub in ("coord", "capture", "tensorboard"):
         (a.folder / sub).mkdir(parents=True, exist_ok=True)
     for t in a.tasks:
@@ -376,7 +375,6 @@ def _consequence(a: Attempt, coord: Coord, name: str) -> bool:
 
 
 def _settle(a: Attempt, grace_s: float = FAILURE_GRACE_S) -> None:
-    """Wait up to ``grace_s`` for the attempt's processes to end on their own."""
     end = time.monotonic() + grace_s
     while time.monotonic() < end and any(p.poll() is None for p in a.procs.values()):
         time.sleep(POLL_S)
@@ -455,7 +453,6 @@ def record_problem(a: Attempt, name: str) -> str:
 
 
 def task_records(a: Attempt) -> dict[str, TaskRecord]:
-    """Each task's own record, where it wrote a valid one."""
     out = {}
     for t in a.tasks:
         doc = _task_record_doc(a, str(t))

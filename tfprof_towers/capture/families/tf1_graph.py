@@ -22,7 +22,6 @@ from tfprof_towers.variants import registry
 
 
 def import_tensorflow() -> Any:
-    """TensorFlow in graph mode (eager execution off)."""
     tf = _import_tensorflow()
     tf.compat.v1.disable_eager_execution()
     return tf

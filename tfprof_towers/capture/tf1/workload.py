@@ -66,7 +66,6 @@ def make_input(devices: Devices) -> tuple[tf.Tensor, np.ndarray]:
 
 
 def split_batch(x: tf.Tensor, parts: int) -> list[tf.Tensor]:
-    """Split the batch dimension into ``parts`` equal shards (one per tower)."""
     if parts == 1:
         return [x]
     return tf.split(x, parts, axis=0, name="split_batch")

@@ -148,7 +148,6 @@ def _yields_a_batch(dataset: Any) -> bool:
 
 
 def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mapping[str, Any]) -> None:
-    """Profile the ``--keras-model`` file under ``strategy``, filling ``draft`` phase by phase."""
     from tfprof_towers.capture.tf2.placement import collect_partition_graphs, strategy_placement
 
     phases = draft.phases
