@@ -130,10 +130,15 @@ def gpu_plan(tasks: Sequence[TaskId], stepping: Sequence[TaskId], gpus: Sequence
     return plan, None
 
 
+def task_argv(cluster_path: str, task: TaskId, attempt_dir: Path) -> tuple[str, ...]:
+    """``tfprof_towers worker``: the command of a loopback task, and of a hand-started task's child."""
+    return tuple(supervise.python_argv(TOOL_MODULE, "worker", "--cluster", cluster_path, "--task", str(task),
+                                       "--run-dir", str(attempt_dir)))
+
+
 def task_command(a: Attempt, task: TaskId, env: Mapping[str, str]) -> supervise.Command:
-    argv = supervise.python_argv(TOOL_MODULE, "worker", "--cluster", str(a.folder / CLUSTER_JSON),
-                                 "--task", str(task), "--run-dir", str(a.folder))
-    return supervise.Command(tuple(argv), task_dir(a.folder, task) / "stderr.txt",
+    argv = task_argv(str(a.folder / CLUSTER_JSON), task, a.folder)
+    return supervise.Command(argv, task_dir(a.folder, task) / "stderr.txt",
                              deadline_s=max(1.0, a.deadline - time.monotonic()), env=env, label=str(task))
 
 
