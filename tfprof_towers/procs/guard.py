@@ -1,12 +1,9 @@
 """The guard: the process that runs one supervised child to its end (see :mod:`.supervise`).
 
-Run as ``python -P -m tfprof_towers.procs.guard CONFIG_JSON`` by
-:func:`.supervise.start`, in a session of its own.  It is a child subreaper,
-forks the child (``PR_SET_PDEATHSIG``, its own cgroup where one can be made,
-stdout and stderr into a pipe), and then waits for the first of: the child's
-exit, the deadline, end-of-file on the control pipe (the parent stopped it or
-died), or SIGTERM/SIGHUP/SIGINT.  Whatever ended it, every process of the child
-is killed before the guard reports, as one JSON line on its stdout::
+Run as ``python -P -m tfprof_towers.procs.guard CONFIG_JSON`` by :func:`.supervise.start`, in a
+session of its own.  It waits for the first of: the child's exit, the deadline, end-of-file on
+the control pipe (the parent stopped it or died), or SIGTERM/SIGHUP/SIGINT.  Whatever ended it,
+every process of the child is killed before the guard reports, as one JSON line on its stdout::
 
     {"event": "started", "pid": 123, "cgroup": "/sys/fs/cgroup/.../tfprof-towers-122"}
     {"event": "ended", "returncode": -9, "timed_out": true, "killed": 2, ...}

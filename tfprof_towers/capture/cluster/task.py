@@ -5,24 +5,15 @@ directory's ``spec.json``, exchanges progress markers there and writes
 ``tasks/<job>-<i>/record.json``.  On a real cluster ``R`` is the run directory of
 ``profile --cluster``, and each attempt its ``attach.json`` names runs :func:`run_task` in a child.
 
-* ``multi_worker``: every worker builds ``MultiWorkerMirroredStrategy`` (RING on CPUs,
-  NCCL where it has GPUs), calls the step twice under graph collection (placement, the
-  first two losses), warms up, times its steps, marks ``ready``, waits until the
-  profiler client's session is active *in this process* (``traceme_enabled()``) and
-  every peer says the same, runs the profiled steps inside ``train`` markers, marks
-  ``done`` and waits for every peer's ``done`` and the driver's ``release`` before it
-  leaves: neither a ring peer nor the profiler loses it mid-way.
-* ``parameter_server``: ``ps`` and ``worker`` tasks start a ``tf.distribute.Server`` and
-  serve until ``release``; the ``chief`` builds ``ParameterServerStrategy`` and a
-  ``ClusterCoordinator``: one step is one closure per worker, each on its shard of the
-  batch, scheduled and joined inside a ``train`` marker.  Its first two steps (the
-  losses compared across variants) are one closure each on the whole batch.
+A ``multi_worker`` task profiles only once the profiler's session is active *in this process*
+(``traceme_enabled()``) and in every peer, and leaves only after every peer's ``done`` and the
+driver's ``release``: neither a ring peer nor the profiler loses it mid-way.  In a
+``parameter_server`` run one step is one closure per worker, each on its shard of the batch;
+the first two steps (the losses compared across variants) are one closure on the whole batch.
 
-The step is the seed workload (:mod:`.seed_step`, the tf2-strategy built-ins' step,
-from the shared seed values), or a user's ``build_step(strategy, devices)``
-(``multi_worker`` only).  A task ends with ``os._exit`` after its record is written
-(no TensorFlow teardown, no coordination-service shutdown barrier), keeps its own
-deadline (``Timeouts.task_s``) and leaves as soon as the driver marks ``abort``.
+A user's ``build_step(strategy, devices)`` runs on ``multi_worker`` only.  A task ends with
+``os._exit`` after its record is written (no TensorFlow teardown, no coordination-service
+shutdown barrier), keeps its own deadline and leaves as soon as the driver marks ``abort``.
 
 Imported only inside a task process: it imports TensorFlow.
 """

@@ -4,12 +4,8 @@ Six blocks of ``sigmoid(x @ W + b)`` on an input ``[batch, dim, dim]`` reshaped
 to ``[-1, dim]`` for each matmul; the loss is the mean of the last block's
 output; gradients clipped by global norm 5.0; Adam(1e-4, beta1=0.5, beta2=0.9).
 
-Every variant starts from the same values: variables are created with a zeros
-initializer and registered with their shared initial value
-(:func:`.mathcheck.load_after_init`, loaded by the runner after initialisation);
-the batch fed is the shared one (``devices.seed_values.x``).  Each tower's loss
-and the step's gradient norm are exposed (:func:`.mathcheck.expose_math`) so
-that the runner can record what the first steps computed.
+Variables are created with a zeros initializer and registered with their shared initial
+value (:mod:`..mathcheck`); each tower's loss and the step's gradient norm are exposed there.
 
 Imported only inside a capture child: it imports TensorFlow.
 """

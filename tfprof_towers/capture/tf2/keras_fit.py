@@ -8,12 +8,10 @@ The file's API is in :mod:`.files`.  Two ``fit`` calls, each phase timed:
    is exactly that step's loss: losses 1 and 2.  (Two epochs of one step, not one
    epoch of two: under ``CentralStorageStrategy`` Keras' running mean within an
    epoch weighs the first step twice.)
-2. One ``fit(steps_per_epoch=warm-up + timed + profiled)`` with the :class:`Phases`
-   callback: every batch is timed (batch begin to batch end; overriding
-   ``on_train_batch_end`` makes Keras call the callbacks synchronously), the
-   profiler starts before the first profiled batch and stops after the last, and
-   each profiled batch runs inside a ``train`` step marker (Keras 3 emits none).
-   One call, because the first batch of every ``fit`` pays for iterator set-up.
+2. One ``fit`` for the warm-up, timed and profiled batches, with the :class:`Phases` callback
+   (overriding ``on_train_batch_end`` makes Keras call the callbacks synchronously; Keras 3
+   emits no step markers, so it does).  One call, because the first batch of every ``fit``
+   pays for iterator set-up.
 
 Placement: ``model.train_function`` is a closure over ``multi_step_on_iterator``
 (a ``tf.function``) that calls ``one_step_on_data``; :func:`train_concrete_function`
