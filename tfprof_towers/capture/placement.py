@@ -200,15 +200,12 @@ def _edge(
     source = "measured"
     if nbytes is None:
         nbytes, source = _static_bytes(graph_ops, src_node, slot), "static"
-    tensor_name = send.attr["tensor_name"].s.decode()
     return {
         "src": canonical_device(send.attr["send_device"].s.decode()),
         "dst": canonical_device(send.attr["recv_device"].s.decode()),
-        "tensor": f"{src_node}:{slot}",
-        "edge": tensor_name,
+        "tensor": f"{src_node}:{slot}", "edge": send.attr["tensor_name"].s.decode(),
         "producer_type": by_name[src_node].op if src_node in by_name else "",
-        "bytes": int(nbytes or 0),
-        "bytes_source": source if nbytes is not None else "unknown",
+        "bytes": int(nbytes or 0), "bytes_source": source if nbytes is not None else "unknown",
     }
 
 

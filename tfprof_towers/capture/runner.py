@@ -88,17 +88,10 @@ def disk_errors(folder: Path) -> Iterator[None]:
 
 def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -> ChildSpec:
     return ChildSpec(
-        name=variant.name,
-        family=variant.family,
-        file=variant.file,
-        preset=options.preset,
-        accelerators=options.accelerators,
-        warmup=options.warmup,
-        steps=options.steps,
-        profile_steps=options.profile_steps,
-        logdir=str(run_dir.logdir(variant.name).resolve()),
-        record=str(run_dir.record_json(variant.name).resolve()),
-        keras_model=options.keras_model,
+        name=variant.name, family=variant.family, file=variant.file, preset=options.preset,
+        accelerators=options.accelerators, warmup=options.warmup, steps=options.steps,
+        profile_steps=options.profile_steps, logdir=str(run_dir.logdir(variant.name).resolve()),
+        record=str(run_dir.record_json(variant.name).resolve()), keras_model=options.keras_model,
         cluster=options.cluster if variant.family == registry.CLUSTER else None,
         timeout_s=options.variant_timeout_s,
     )
@@ -162,13 +155,10 @@ def run_one(
                                       stage="unknown")
     xplanes = tuple(str(p.relative_to(run_dir.root)) for p in run_dir.xplane_files(variant.name))
     record = replace(
-        record,
-        error=None if record.error is None else textcap.one_line(record.error),
-        returncode=ended.returncode,
-        wall_s=wall,
+        record, error=None if record.error is None else textcap.one_line(record.error),
+        returncode=ended.returncode, wall_s=wall,
         process_s=process_times(record.clock_unix, spawned_unix, ended_unix),
-        stderr_tail=tail if record.status != OK else "",
-        xplane_files=xplanes,
+        stderr_tail=tail if record.status != OK else "", xplane_files=xplanes,
     )
     if record.ok and not xplanes:
         record = replace(record, status=FAILED, error="the profiler wrote no trace file")
@@ -228,10 +218,8 @@ def process_times(
     """
     if not clock or "main_start" not in clock or "main_end" not in clock:
         return None
-    return {
-        "start": max(0.0, clock["main_start"] - spawned_unix),
-        "exit": max(0.0, ended_unix - clock["main_end"]),
-    }
+    return {"start": max(0.0, clock["main_start"] - spawned_unix),
+            "exit": max(0.0, ended_unix - clock["main_end"])}
 
 
 def _read_record(path: Path) -> VariantRecord | str | None:

@@ -258,10 +258,8 @@ def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why:
 
 def start_run_doc(options: ProfileOptions) -> RunDoc:
     return RunDoc(
-        started=utc_now(),
-        started_local=_dt.datetime.now().isoformat(timespec="seconds"),
-        command=tuple(sys.argv),
-        config=RunConfig.from_options(options),
+        started=utc_now(), started_local=_dt.datetime.now().isoformat(timespec="seconds"),
+        command=tuple(sys.argv), config=RunConfig.from_options(options),
         versions={"python": platform.python_version(), "tensorflow": None},
         host={"node": platform.node(), "machine": platform.machine(), "system": platform.system()},
         nvidia_smi_topo=gpu_topology_text(),

@@ -234,11 +234,8 @@ def cluster_doc(family: str, a: Attempt, docs: Sequence[Mapping[str, Any]],
     last = docs[-1] if docs else {}
     capture = last.get("capture") or {}
     return {
-        "family": family,
-        "loopback": a.cluster.loopback,
-        "attached": a.attached,
-        "cluster": a.cluster.to_dict(),
-        "host_tasks": a.cluster.host_tasks(),
+        "family": family, "loopback": a.cluster.loopback, "attached": a.attached,
+        "cluster": a.cluster.to_dict(), "host_tasks": a.cluster.host_tasks(),
         "failed_task": outcome.failed_task if outcome is not None and outcome.error
         else last.get("failed_task"),
         "tasks": list(last.get("tasks") or ()),
@@ -246,10 +243,8 @@ def cluster_doc(family: str, a: Attempt, docs: Sequence[Mapping[str, Any]],
                                             "wall_s", "phases_s")} for d in docs],
         "capture": {k: capture.get(k) for k in ("service", "duration_ms", "trace_start_unix",
                                                 "trace_end_unix", "options", "files") if k in capture},
-        "stepping_tasks": list(a.spec.ready_tasks),
-        "captured_tasks": list(a.spec.capture_tasks),
-        "gpus": dict(a.gpus),
-        "notes": list(notes),
+        "stepping_tasks": list(a.spec.ready_tasks), "captured_tasks": list(a.spec.capture_tasks),
+        "gpus": dict(a.gpus), "notes": list(notes),
     }
 
 
