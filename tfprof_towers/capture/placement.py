@@ -132,21 +132,13 @@ def executed_as(
         if name in placed:
             found[name] = name
             continue
-        frontier, depth = [op], 0
-        while frontier and depth < max_depth and name not in found:
-            nxt = []
-            for o in frontier:
-                for out in o.outputs:
-                    for c in out.consumers():
-                        if c.name in placed:
-                            found[name] = c.name
-                            break
-                        nxt.append(c)
-                    if name in found:
-                        break
-                if name in found:
-                    break
-            frontier, depth = nxt, depth + 1
+        frontier = [op]
+        for _ in range(max_depth):  # breadth first: the first placed consumer, in graph order
+            frontier = [c for o in frontier for out in o.outputs for c in out.consumers()]
+            hit = next((c.name for c in frontier if c.name in placed), None)
+            if hit is not None:
+                found[name] = hit
+                break
     return found
 
 
