@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tfprof_towers.capture.devices import Devices
 from tfprof_towers.capture.tf1 import workload as wl
+from tfprof_towers.capture.tf2.files import user_function
 from tfprof_towers.capture.user_files import import_user_file
 from tfprof_towers.vocab.errors import VariantError
 
@@ -126,10 +127,7 @@ def build_replicated(devices: Devices) -> Built:
 def load_variant_file(path: str | Path) -> Builder:
     """Import a user's variant file and return its ``build_variant``; one-line errors."""
     module = import_user_file(path, "variant file")
-    fn = getattr(module, "build_variant", None)
-    if not callable(fn):
-        raise VariantError(f"variant file {path}: defines no build_variant(devices) function")
-    return fn
+    return user_function(module, "build_variant", path, "variant file", "build_variant(devices)")
 
 
 def check_built(result: Any, origin: str) -> Built:
