@@ -24,10 +24,6 @@ from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.errors import TowersError
 
 
-def run_spec(spec: ChildSpec, draft: Draft) -> None:
-    registry.family(spec.family).load_runner().run(spec, draft)
-
-
 class _Sigint:
     """Tells a real SIGINT from a ``KeyboardInterrupt`` the variant's own code raised."""
 
@@ -65,12 +61,10 @@ def main(argv: list[str]) -> int:
     error = None
     code = 0
     try:
-        run_spec(spec, draft)
-    except TowersError as exc:
-        error = failure(exc, draft.stage, sigint)
-        code = 3
+        registry.family(spec.family).load_runner().run(spec, draft)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # the variant's own doing: record it
-        traceback.print_exc()
+        if not isinstance(exc, TowersError):  # a one-line error needs no traceback
+            traceback.print_exc()
         error = failure(exc, draft.stage, sigint)
         code = 3
     # Wall-clock bounds of main(), so the parent can tell process start-up and

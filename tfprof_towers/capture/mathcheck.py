@@ -62,9 +62,8 @@ def load_after_init(variables: Sequence[Any], values: Sequence[np.ndarray]) -> N
     for var, value in zip(variables, values):
         want = tuple(var.shape.as_list())
         if tuple(np.shape(value)) != want:
-            raise VariantError(
-                f"load_after_init: {var.name} has shape {list(want)}, its value {list(np.shape(value))}"
-            )
+            raise VariantError(f"load_after_init: {var.name} has shape {list(want)}, "
+                               f"its value {list(np.shape(value))}")
         tf1.add_to_collection(INITIAL_VALUES, (var, value))
 
 

@@ -133,12 +133,10 @@ def load_variant_file(path: str | Path) -> Builder:
 def check_built(result: Any, origin: str) -> Built:
     """Check a builder returned ``(fetches, feed_dict)``; one-line error otherwise."""
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise VariantError(
-            f"{origin}: build_variant must return (fetches, feed_dict), got {type(result).__name__}"
-        )
+        raise VariantError(f"{origin}: build_variant must return (fetches, feed_dict), "
+                           f"got {type(result).__name__}")
     fetches, feed = result
-    if feed is None:
-        feed = {}
+    feed = {} if feed is None else feed
     if not isinstance(feed, dict):
         raise VariantError(f"{origin}: feed_dict must be a dict, got {type(feed).__name__}")
     if fetches is None or (isinstance(fetches, list | tuple | dict) and len(fetches) == 0):

@@ -1,10 +1,8 @@
 """Placement of a TF2 step (a ``tf.function``) after Grappler, through :func:`.placement.extract_placement`.
 
-Partition graphs of a function are only emitted when it is instantiated, at its
-first call: :func:`collect_partition_graphs` runs that call with graph collection
-on (``context.enable_graph_collection()`` then ``context.export_run_metadata()``).
-Its ``step_stats`` are empty, so every byte count here is *static* (from the
-FuncGraph's shapes).  The graph handed to ``extract_placement`` is the concrete
+Partition graphs of a function are only emitted at its first call
+(:func:`collect_partition_graphs`), with empty ``step_stats``: every byte count here is
+*static* (from the FuncGraph's shapes).  The graph handed to ``extract_placement`` is the concrete
 function's FuncGraph; partition node names equal its op names, and ops of nested
 functions (Keras' ``one_step_on_data`` called from ``multi_step_on_iterator``) are
 named ``<call op>/<op>`` once Grappler inlines them, which :class:`InlinedGraph` mirrors.

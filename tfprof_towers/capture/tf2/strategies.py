@@ -79,20 +79,17 @@ def mirrored_reduce_host(devices: Devices) -> tf.distribute.Strategy:
 
 
 def central_storage(devices: Devices) -> tf.distribute.Strategy:
-    return tf.distribute.experimental.CentralStorageStrategy(
-        compute_devices=list(devices.accelerators), parameter_device=devices.host
-    )
+    return tf.distribute.experimental.CentralStorageStrategy(compute_devices=list(devices.accelerators),
+                                                             parameter_device=devices.host)
 
 
 def describe(strategy: tf.distribute.Strategy) -> dict[str, Any]:
     """The strategy's class, replicas and cross-device ops, for the record."""
     ext = strategy.extended
     ops = getattr(ext, "_cross_device_ops", None)
-    doc: dict[str, Any] = {
-        "strategy": type(strategy).__name__,
-        "replicas": int(strategy.num_replicas_in_sync),
-        "cross_device_ops": type(ops).__name__ if ops is not None else None,
-    }
+    doc: dict[str, Any] = {"strategy": type(strategy).__name__,
+                           "replicas": int(strategy.num_replicas_in_sync),
+                           "cross_device_ops": type(ops).__name__ if ops is not None else None}
     options = getattr(ext, "_communication_options", None)
     impl = getattr(options, "implementation", None)
     if doc["cross_device_ops"] == "CollectiveAllReduce" and impl is not None:
