@@ -1,9 +1,6 @@
 """Supervised child processes: none outlives its run, none runs past its deadline, output bounded.
 
-Every process the harness starts for a variant (and, for a cluster, for each
-task) goes through :func:`start`, which runs it under a small **guard**
-process (``python -P -m tfprof_towers.procs.guard``, stdlib only; the
-process tree and cgroup helpers are in :mod:`.proctree`):
+Every process the harness starts goes through :func:`start`, which runs it under a **guard**:
 
 * **It dies with its parent.**  The guard holds the read end of a pipe whose
   write end only the parent holds.  When the parent exits for any reason --

@@ -298,7 +298,7 @@ def describe(a: Attempt, coord: Coord, name: str) -> str:
         parts.append(exit_reason(p.poll()))
     elif p is None and doc.get("exit"):  # a hand-started task's child, as its worker process saw it end
         parts.append(str(doc["exit"]))
-    stage = doc.get("stage") or _last_stage(a, name)
+    stage = doc.get("stage") or (_task_record_doc(a, name) or {}).get("stage")
     error = doc.get("error")
     if error:
         parts.append(f": {error}")
@@ -310,11 +310,6 @@ def describe(a: Attempt, coord: Coord, name: str) -> str:
     if hint:
         parts.append(f"({hint})")
     return textcap.one_line(" ".join(parts).replace(" :", ":"), 600)
-
-
-def _last_stage(a: Attempt, name: str) -> str | None:
-    rec = _task_record_doc(a, name)
-    return rec.get("stage") if rec else None
 
 
 def _task_record_doc(a: Attempt, name: str) -> dict[str, Any] | None:

@@ -91,11 +91,7 @@ def first_math(first: Any, second: Any, origin: str) -> MathCheck:
 
 def fetched(step: Callable[[], Any]) -> Callable[[], None]:
     """``step`` as one training step for :func:`.timed_calls`: called, its result waited for."""
-
-    def call() -> None:
-        _fetch(step())
-
-    return call
+    return lambda: _fetch(step())
 
 
 def _fetch(result: Any) -> None:
