@@ -208,15 +208,3 @@ def loopback_cluster(workers: int, ps: int = 0, chief: int = 0, host: str = LOOP
     ports = iter(free_ports(workers + ps + chief))
     jobs = {"chief": chief, "ps": ps, "worker": workers}
     return Cluster({j: tuple(f"{host}:{next(ports)}" for _ in range(k)) for j, k in jobs.items() if k})
-
-
-def port_in_use(port: int, host: str = "0.0.0.0") -> bool:
-    """True when ``port`` cannot be bound on ``host`` now (another process listens on it)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((host, port))
-    except OSError:
-        return True
-    finally:
-        s.close()
-    return False
