@@ -1,22 +1,17 @@
 """Same math: what a variant's graph exposes so that its first steps can be compared.
 
-Every variant starts from the shared initial values and batch
-(:attr:`~tfprof_towers.capture.devices.Devices.seed_values`) and shows what it
-computes through three graph collections.  Their names are plain strings, so a
-variant file can use them without importing this package; the helpers below
-add to them:
+A variant shows what it computes through three graph collections.  Their names are plain
+strings, so a variant file can use them without importing this package:
 
-* :data:`LOSS` (``"tfprof_towers.loss"``): the step's loss tensors, one per
-  tower, each a scalar over its shard of the batch.  The step's loss is their
-  mean (the towers' shards are equal).
-* :data:`GRAD_NORM` (``"tfprof_towers.grad_norm"``): the global norm of the
-  gradients that update the variables, before clipping -- the second output of
-  ``tf.clip_by_global_norm``.  With one norm per replica, their mean.
-* :data:`INITIAL_VALUES` (``"tfprof_towers.initial_values"``): ``(variable,
-  numpy value)`` pairs.  After ``global_variables_initializer`` the runner
-  loads each value into its variable by running the variable's initializer
-  with its initial-value tensor fed, so the values never become graph
-  constants (24 MB at the ``seed`` preset).
+* :data:`LOSS` (``"tfprof_towers.loss"``): the step's loss tensors, one per tower, each a
+  scalar over its shard of the batch.  The step's loss is their mean (the shards are equal).
+* :data:`GRAD_NORM` (``"tfprof_towers.grad_norm"``): the global norm of the gradients that
+  update the variables, before clipping -- the second output of ``tf.clip_by_global_norm``.
+  With one norm per replica, their mean.
+* :data:`INITIAL_VALUES` (``"tfprof_towers.initial_values"``): ``(variable, numpy value)``
+  pairs.  After ``global_variables_initializer`` the runner runs each variable's initializer
+  with its initial-value tensor fed, so the values never become graph constants (24 MB at
+  the ``seed`` preset).
 
 The math is fetched in the first two warm-up steps: the timed steps run the variant's fetches
 alone, after at least one more step, so fetching it never perturbs them (and the variables are

@@ -4,15 +4,11 @@
 same model, clipping and optimizer as the TF1 variants, from the same initial values and
 batch, so every variant's first losses agree.
 
-Why plain ``tf.Variable`` and Adam written out rather than a Keras optimizer: Keras 3
-clips each replica's gradient *before* it all-reduces them
-(``BaseOptimizer._backend_apply_gradients`` clips, then ``_backend_update_step``
-all-reduces) and always all-reduces in replica context, so it cannot clip the
-averaged gradient as TF1's towers do.  Here each replica scales its loss by
-``1/replicas`` (equal shards), all-reduces the gradients (SUM: the single-device
-gradient) through the strategy's cross-device ops, clips them by global norm, and
-merges into cross-replica context to update every copy of the variables with
-TF1's ``AdamOptimizer`` formula (beta powers as variables, epsilon outside the sqrt).
+Why plain ``tf.Variable`` and Adam written out rather than a Keras optimizer: Keras 3 clips
+each replica's gradient *before* it all-reduces them (``BaseOptimizer._backend_apply_gradients``
+clips, then ``_backend_update_step`` all-reduces) and always all-reduces in replica context, so
+it cannot clip the averaged gradient as TF1's towers do.  The update is TF1's
+``AdamOptimizer`` formula (beta powers as variables, epsilon outside the sqrt).
 
 The batch lives on the host and is split there, as the TF1 towers feed it.  The gradient
 norm returned is replica 0's copy: every replica holds the same reduced gradients.

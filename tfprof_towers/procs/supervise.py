@@ -2,25 +2,23 @@
 
 Every process the harness starts goes through :func:`start`, which runs it under a **guard**:
 
-* **It dies with its parent.**  The guard holds the read end of a pipe whose
-  write end only the parent holds.  When the parent exits for any reason --
-  SIGKILL, the OOM killer, a closed terminal -- the pipe reads end-of-file and
-  the guard stops the child and all its descendants.  The child itself has
-  ``PR_SET_PDEATHSIG`` = SIGKILL towards the guard.
-* **Its descendants are tracked and all killed.**  The guard is a child
-  subreaper (``PR_SET_CHILD_SUBREAPER``): a grandchild whose parent exits, or
-  that calls ``setsid()``, is still the guard's descendant, so walking the
-  process tree from ``/proc`` finds it.  Where a cgroup v2 hierarchy is
-  writable the child also starts in a cgroup of its own, and ``cgroup.kill``
-  takes everything in it at once.  When the child ends, every descendant it
+* **It dies with its parent.**  The guard holds the read end of a pipe whose write end only
+  the parent holds.  When the parent exits for any reason -- SIGKILL, the OOM killer, a
+  closed terminal -- the pipe reads end-of-file and the guard stops the child and all its
+  descendants.  The child itself has ``PR_SET_PDEATHSIG`` = SIGKILL towards the guard.
+* **Its descendants are tracked and all killed.**  The guard is a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``): a grandchild whose parent exits, or that calls ``setsid()``,
+  is still the guard's descendant, so walking the process tree from ``/proc`` finds it.
+  Where a cgroup v2 hierarchy is writable the child also starts in a cgroup of its own, and
+  ``cgroup.kill`` takes everything in it at once.  When the child ends, every descendant it
   left is killed; the guard reports only once none is alive.
-* **It enforces its own deadline.**  At ``deadline_s`` the guard sends SIGTERM
-  to every process of the child, waits ``grace_s``, then SIGKILLs them all.
-  The parent keeps only a backstop, for a guard that is itself lost.
-* **Its output is bounded.**  The child's stdout and stderr go through a pipe
-  to the guard, which keeps the first :data:`HEAD_BYTES` and the last
-  :data:`TAIL_BYTES` in ``stderr_path``, with a line saying how much was left
-  out between them.  A full disk stops the file, never the child.
+* **It enforces its own deadline.**  At ``deadline_s`` the guard sends SIGTERM to every
+  process of the child, waits ``grace_s``, then SIGKILLs them all.  The parent keeps only a
+  backstop, for a guard that is itself lost.
+* **Its output is bounded.**  The child's stdout and stderr go through a pipe to the guard,
+  which keeps the first :data:`HEAD_BYTES` and the last :data:`TAIL_BYTES` in
+  ``stderr_path``, with a line saying how much was left out.  A full disk stops the file,
+  never the child.
 
 :func:`run` is the one-process pattern (an exception, Ctrl-C or SIGTERM, stops the child
 before it unwinds); :func:`as_ended` and :func:`stop_all` serve N processes.

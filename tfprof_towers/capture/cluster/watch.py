@@ -4,15 +4,14 @@ The tasks run ``tfprof_towers worker`` -- the very command a real cluster's mach
 With ``attached`` (``profile --cluster``) the tasks run elsewhere and only the client is started
 here; they are known by their markers.
 
-The watch loop (:func:`watch`) ends the attempt at the first of: a task or the client
-failing (exit code, signal, ``failed`` marker), a task leaving before it was released,
-a trace file missing after the capture (TensorFlow 2.21's profiler can crash a task
-while it collects, and the client still reports success), the capture window closing
-before the profiled steps ended, the tasks not all ready in time, or the attempt's
-deadline.  Otherwise, once every trace is there, it marks ``driver.release`` and waits
-for the tasks to leave.  On any failure it marks ``driver.abort`` (tasks in a bounded
-wait leave within milliseconds), waits :data:`ABORT_GRACE_S`, then stops every process
-(SIGTERM, then SIGKILL: MultiWorkerMirroredStrategy's tasks catch SIGTERM).
+The watch loop (:func:`watch`) ends the attempt at the first of: a task or the client failing
+(exit code, signal, ``failed`` marker), a task leaving before it was released, a trace file
+missing after the capture (TensorFlow 2.21's profiler can crash a task while it collects, and
+the client still reports success), the capture window closing before the profiled steps
+ended, the tasks not all ready in time, or the attempt's deadline.  Otherwise, once every
+trace is there, it marks ``driver.release`` and waits for the tasks to leave.  On a failure it
+marks ``driver.abort`` (tasks in a bounded wait leave within milliseconds), then stops every
+process (SIGTERM, then SIGKILL: MultiWorkerMirroredStrategy's tasks catch SIGTERM).
 
 Never imports TensorFlow.
 """
