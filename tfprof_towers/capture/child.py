@@ -79,11 +79,8 @@ def main(argv: list[str]) -> int:
 
 
 def exit_now(code: int) -> None:
-    """Leave without TensorFlow's interpreter teardown (about 0.6 s per child on CPU).
-
-    Everything the child owes is on disk by then: the record is fsynced and
-    renamed, the profiler has written its trace and the session is closed.
-    """
+    """Leave without TensorFlow's interpreter teardown (about 0.6 s per child on CPU).  Everything
+    the child owes is on disk by then: the record fsynced and renamed, the trace written."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -78,11 +78,8 @@ def _mean(values: Iterable[Any]) -> float:
 
 def first_steps(sess: Any, fetches: Any, feed: dict, graph: Any) -> MathCheck | None:
     """Run the first two training steps, fetching the exposed loss (and step-1 gradient norm).
-
-    ``None`` -- and no step run -- when the graph exposes no loss.  A step's loss
-    is read before its update (the update depends on the forward pass that
-    computes it), so step 1's loss is the loss at the initial values.
-    """
+    ``None`` -- and no step run -- when the graph exposes no loss.  A step's loss is read before its
+    update (which depends on it), so step 1's loss is the loss at the initial values."""
     losses = graph.get_collection(LOSS)
     if not losses:
         return None

@@ -167,11 +167,8 @@ def run_one(
 
 
 def disk_failure(run_dir: RunDir, variant: VariantSpec, exc: OSError) -> VariantRecord:
-    """The failed record of a variant that could not write its files (a full disk).
-
-    What the child wrote of its own record goes (it would contradict this one,
-    and frees a little space).
-    """
+    """The failed record of a variant that could not write its files (a full disk).  What the child
+    wrote of its own record goes (it would contradict this one, and frees a little space)."""
     with contextlib.suppress(OSError):
         run_dir.record_json(variant.name).unlink()
     where = Path(exc.filename).name if exc.filename else "its files"
@@ -210,12 +207,9 @@ def write_pending(run_dir: RunDir, pending: dict[str, VariantRecord]) -> None:
 def process_times(
     clock: Mapping[str, float] | None, spawned_unix: float, ended_unix: float
 ) -> dict[str, float] | None:
-    """Seconds from spawn to the child's main() and from its end to the parent seeing it exit.
-
-    ``start`` is the interpreter and the harness's imports; ``exit`` is the
-    child's own shutdown (TensorFlow's, unless the child skips it).  None when
-    the child never reported its clock (it crashed or was killed).
-    """
+    """Seconds from spawn to the child's main() (``start``: the interpreter and the harness's imports)
+    and from its end to the parent seeing it exit (``exit``: TensorFlow's shutdown, unless the child
+    skips it).  None when the child never reported its clock (it crashed or was killed)."""
     if not clock or "main_start" not in clock or "main_end" not in clock:
         return None
     return {"start": max(0.0, clock["main_start"] - spawned_unix),
@@ -242,11 +236,8 @@ def run_all(
     options: ProfileOptions, run_dir: RunDir, on_progress: ProgressHook | None = None
 ) -> list[Outcome]:
     """Run every variant in turn; SIGINT/SIGTERM stop the current child and raise Interrupted.
-
-    Variants finished before the interruption keep their records and traces.  A
-    variant that meets a full disk fails; its record is written as soon as the
-    disk takes it (after a later variant, or never), and the next variant runs.
-    """
+    Variants finished before keep their records and traces.  A variant that meets a full disk
+    fails; its record is written as soon as the disk takes it, and the next variant runs."""
     outcomes: list[Outcome] = []
     previous = signal.getsignal(signal.SIGTERM)
 

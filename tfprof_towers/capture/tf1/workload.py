@@ -39,10 +39,8 @@ class Params:
 
 
 def make_params(devices: Devices, suffix: str = "") -> Params:
-    """Create one set of variables, to be loaded with the shared initial values after init.
-
-    Every replica of the ``replicated`` variant gets the same values.
-    """
+    """Create one set of variables, to be loaded with the shared initial values after init (every
+    replica of the ``replicated`` variant gets the same values)."""
     preset, values = devices.preset, devices.seed_values
     weights, biases = [], []
     zeros = tf1.zeros_initializer()
