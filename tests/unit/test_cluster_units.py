@@ -27,7 +27,6 @@ from tfprof_towers.capture.cluster.spec import (
     TaskId,
     free_ports,
     loopback_cluster,
-    port_in_use,
 )
 from tfprof_towers.capture.cluster.watch import Attempt, late_tasks, missing_traces, root_cause, task_rows
 from tfprof_towers.procs import supervise
@@ -83,6 +82,18 @@ def test_cluster_file_errors_are_one_line(tmp_path: Path) -> None:
         Cluster.load(f)
     with pytest.raises(ClusterError, match="cannot read"):
         Cluster.load(tmp_path / "missing.json")
+
+
+def port_in_use(port: int, host: str = "0.0.0.0") -> bool:
+    """True when ``port`` cannot be bound on ``host`` now (another process listens on it)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, port))
+    except OSError:
+        return True
+    finally:
+        s.close()
+    return False
 
 
 def test_free_ports_are_distinct_and_free() -> None:

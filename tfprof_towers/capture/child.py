@@ -1,14 +1,10 @@
 """One variant, in its own process: the family's runner, then ``record.json``.
 
-Run as ``python -P -m tfprof_towers.capture.child SPEC.json``.  The spec
-(:class:`tfprof_towers.rundir.records.ChildSpec`, written by :mod:`.runner`) names the
-variant, its family, sizes, step counts and output paths.  The child imports
-the family's runner (:mod:`tfprof_towers.variants.registry` -> ``capture/families/``),
-lets it fill a :class:`~.families.Draft` phase by phase, and writes
-``record.json`` (atomically) whether the variant succeeds or raises; if it
-crashes outright the parent writes the failed record instead.  A variant that
-calls ``sys.exit`` or raises ``KeyboardInterrupt`` itself is recorded as such
-(a ``KeyboardInterrupt`` is "interrupted by SIGINT" only when a SIGINT came).
+Run as ``python -P -m tfprof_towers.capture.child SPEC.json`` (a ``ChildSpec``).  It writes
+``record.json`` (atomically) whether the variant succeeds or raises; if it crashes outright the
+parent writes the failed record instead.  A variant that calls ``sys.exit`` or raises
+``KeyboardInterrupt`` itself is recorded as such (a ``KeyboardInterrupt`` is "interrupted by
+SIGINT" only when a SIGINT came).
 """
 
 from __future__ import annotations
@@ -26,11 +22,6 @@ from tfprof_towers.rundir.records import ChildSpec
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.errors import TowersError
-
-
-def run_spec(spec: ChildSpec, draft: Draft) -> None:
-    """Dispatch on the spec's family to its runner."""
-    registry.family(spec.family).load_runner().run(spec, draft)
 
 
 class _Sigint:
@@ -70,12 +61,10 @@ def main(argv: list[str]) -> int:
     error = None
     code = 0
     try:
-        run_spec(spec, draft)
-    except TowersError as exc:
-        error = failure(exc, draft.stage, sigint)
-        code = 3
+        registry.family(spec.family).load_runner().run(spec, draft)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # the variant's own doing: record it
-        traceback.print_exc()
+        if not isinstance(exc, TowersError):  # a one-line error needs no traceback
+            traceback.print_exc()
         error = failure(exc, draft.stage, sigint)
         code = 3
     # Wall-clock bounds of main(), so the parent can tell process start-up and
@@ -90,11 +79,8 @@ def main(argv: list[str]) -> int:
 
 
 def exit_now(code: int) -> None:
-    """Leave without TensorFlow's interpreter teardown (about 0.6 s per child on CPU).
-
-    Everything the child owes is on disk by then: the record is fsynced and
-    renamed, the profiler has written its trace and the session is closed.
-    """
+    """Leave without TensorFlow's interpreter teardown (about 0.6 s per child on CPU).  Everything
+    the child owes is on disk by then: the record fsynced and renamed, the trace written."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

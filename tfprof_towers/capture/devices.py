@@ -49,7 +49,6 @@ class Devices:
 
 
 def plan_devices(gpus: int, accelerators: int | None, preset: Preset) -> Devices:
-    """Choose devices from the number of GPUs TensorFlow sees and ``--accelerators``."""
     if gpus > 0:
         n = gpus if accelerators is None else min(accelerators, gpus)
         return Devices("/cpu:0", tuple(f"/gpu:{i}" for i in range(n)), "gpu", preset)

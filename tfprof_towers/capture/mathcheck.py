@@ -1,31 +1,22 @@
 """Same math: what a variant's graph exposes so that its first steps can be compared.
 
-Every variant starts from the shared initial values and batch
-(:attr:`~tfprof_towers.capture.devices.Devices.seed_values`) and shows what it
-computes through three graph collections.  Their names are plain strings, so a
-variant file can use them without importing this package; the helpers below
-add to them:
+A variant shows what it computes through three graph collections.  Their names are plain
+strings, so a variant file can use them without importing this package:
 
-* :data:`LOSS` (``"tfprof_towers.loss"``): the step's loss tensors, one per
-  tower, each a scalar over its shard of the batch.  The step's loss is their
-  mean (the towers' shards are equal).
-* :data:`GRAD_NORM` (``"tfprof_towers.grad_norm"``): the global norm of the
-  gradients that update the variables, before clipping -- the second output of
-  ``tf.clip_by_global_norm``.  With one norm per replica, their mean.
-* :data:`INITIAL_VALUES` (``"tfprof_towers.initial_values"``): ``(variable,
-  numpy value)`` pairs.  After ``global_variables_initializer`` the runner
-  loads each value into its variable by running the variable's initializer
-  with its initial-value tensor fed, so the values never become graph
-  constants (24 MB at the ``seed`` preset).
+* :data:`LOSS` (``"tfprof_towers.loss"``): the step's loss tensors, one per tower, each a
+  scalar over its shard of the batch.  The step's loss is their mean (the shards are equal).
+* :data:`GRAD_NORM` (``"tfprof_towers.grad_norm"``): the global norm of the gradients that
+  update the variables, before clipping -- the second output of ``tf.clip_by_global_norm``.
+  With one norm per replica, their mean.
+* :data:`INITIAL_VALUES` (``"tfprof_towers.initial_values"``): ``(variable, numpy value)``
+  pairs.  After ``global_variables_initializer`` the runner runs each variable's initializer
+  with its initial-value tensor fed, so the values never become graph constants (24 MB at
+  the ``seed`` preset).
 
-:func:`first_steps` runs the variant's first two training steps with the loss
-(and, in step 1, the gradient norm) fetched beside the step's own fetches.
-They are the first two warm-up steps: the steps timed later run the variant's
-fetches alone, after at least one more step, so fetching the math never
-perturbs them, and the variables are not reloaded (a step's speed does not
-depend on their values).  A graph that exposes no loss gives no
-:class:`~tfprof_towers.rundir.records.MathCheck`: the variant is shown as "not
-compared".
+The math is fetched in the first two warm-up steps: the timed steps run the variant's fetches
+alone, after at least one more step, so fetching it never perturbs them (and the variables are
+not reloaded: a step's speed does not depend on their values).  A graph that exposes no loss
+is shown as "not compared".
 
 Imported only inside a capture child or a variant file: it imports TensorFlow.
 """
@@ -66,9 +57,8 @@ def load_after_init(variables: Sequence[Any], values: Sequence[np.ndarray]) -> N
     for var, value in zip(variables, values):
         want = tuple(var.shape.as_list())
         if tuple(np.shape(value)) != want:
-            raise VariantError(
-                f"load_after_init: {var.name} has shape {list(want)}, its value {list(np.shape(value))}"
-            )
+            raise VariantError(f"load_after_init: {var.name} has shape {list(want)}, "
+                               f"its value {list(np.shape(value))}")
         tf1.add_to_collection(INITIAL_VALUES, (var, value))
 
 
@@ -88,11 +78,8 @@ def _mean(values: Iterable[Any]) -> float:
 
 def first_steps(sess: Any, fetches: Any, feed: dict, graph: Any) -> MathCheck | None:
     """Run the first two training steps, fetching the exposed loss (and step-1 gradient norm).
-
-    ``None`` -- and no step run -- when the graph exposes no loss.  A step's loss
-    is read before its update (the update depends on the forward pass that
-    computes it), so step 1's loss is the loss at the initial values.
-    """
+    ``None`` -- and no step run -- when the graph exposes no loss.  A step's loss is read before its
+    update (which depends on it), so step 1's loss is the loss at the initial values."""
     losses = graph.get_collection(LOSS)
     if not losses:
         return None

@@ -132,21 +132,13 @@ def executed_as(
         if name in placed:
             found[name] = name
             continue
-        frontier, depth = [op], 0
-        while frontier and depth < max_depth and name not in found:
-            nxt = []
-            for o in frontier:
-                for out in o.outputs:
-                    for c in out.consumers():
-                        if c.name in placed:
-                            found[name] = c.name
-                            break
-                        nxt.append(c)
-                    if name in found:
-                        break
-                if name in found:
-                    break
-            frontier, depth = nxt, depth + 1
+        frontier = [op]
+        for _ in range(max_depth):  # breadth first: the first placed consumer, in graph order
+            frontier = [c for o in frontier for out in o.outputs for c in out.consumers()]
+            hit = next((c.name for c in frontier if c.name in placed), None)
+            if hit is not None:
+                found[name] = hit
+                break
     return found
 
 
@@ -178,25 +170,16 @@ def extract_placement(graph: Any, run_metadata: Any) -> dict[str, Any]:
             op = graph_ops.get(node.name)
             if node.op in ("_Send", "_HostSend"):
                 edges.append(_edge(node, by_name, graph_ops, measured))
-            nodes.append(
-                {
-                    "name": node.name,
-                    "type": op.type if op is not None else node.op,
-                    "kernel": node.op,
-                    "device": canonical_device(node.device),
-                    "requested": canonical_device(op.device) if op is not None else "",
-                    "flops": flops.get(node.name, 0),
-                    "flops_known": node.name not in unknown,
-                    "fused": fused.get(node.name, []),
-                    "sources": assignment_sources(op) if op is not None else [],
-                }
-            )
-    return {
-        "nodes": nodes,
-        "devices": summarise_devices(nodes),
-        "edges": edges,
-        "transfers": summarise_transfers(edges),
-    }
+            nodes.append({
+                "name": node.name, "type": op.type if op is not None else node.op, "kernel": node.op,
+                "device": canonical_device(node.device),
+                "requested": canonical_device(op.device) if op is not None else "",
+                "flops": flops.get(node.name, 0), "flops_known": node.name not in unknown,
+                "fused": fused.get(node.name, []),
+                "sources": assignment_sources(op) if op is not None else [],
+            })
+    return {"nodes": nodes, "devices": summarise_devices(nodes), "edges": edges,
+            "transfers": summarise_transfers(edges)}
 
 
 def _edge(
@@ -209,15 +192,12 @@ def _edge(
     source = "measured"
     if nbytes is None:
         nbytes, source = _static_bytes(graph_ops, src_node, slot), "static"
-    tensor_name = send.attr["tensor_name"].s.decode()
     return {
         "src": canonical_device(send.attr["send_device"].s.decode()),
         "dst": canonical_device(send.attr["recv_device"].s.decode()),
-        "tensor": f"{src_node}:{slot}",
-        "edge": tensor_name,
+        "tensor": f"{src_node}:{slot}", "edge": send.attr["tensor_name"].s.decode(),
         "producer_type": by_name[src_node].op if src_node in by_name else "",
-        "bytes": int(nbytes or 0),
-        "bytes_source": source if nbytes is not None else "unknown",
+        "bytes": int(nbytes or 0), "bytes_source": source if nbytes is not None else "unknown",
     }
 
 
@@ -229,7 +209,6 @@ def _static_bytes(graph_ops: Mapping[str, Any], node: str, slot: int) -> int | N
 
 
 def static_tensor_bytes(t: Any) -> int | None:
-    """A graph tensor's bytes where its shape is fully known, else None."""
     dims = t.shape.as_list() if t.shape.rank is not None else None
     if dims is None or None in dims:
         return None

@@ -1,13 +1,9 @@
 """The parent side of capture: one child process per variant, isolated and bounded.
 
-Each variant runs as ``python -P -m tfprof_towers.capture.child SPEC`` under a
-guard (:mod:`.supervise`): in its own session, killed with every process it
-started when it ends, times out, is interrupted or when this process dies, its
-output kept head and tail.  A child that raises writes its own failed record;
-one that crashes, is killed or hangs past the timeout gets a failed record
-written here, with a one-line reason and the tail of its stderr (both bounded
-in bytes, :mod:`tfprof_towers.vocab.textcap`).  A disk that fills up during a variant
-fails that variant; the run goes on.  Never imports TensorFlow.
+A child that raises writes its own failed record; one that crashes, is killed or hangs past the
+timeout gets a failed record written here, with a one-line reason and the tail of its stderr
+(both bounded in bytes).  A disk that fills up during a variant fails that variant; the run goes
+on.  Never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -92,17 +88,10 @@ def disk_errors(folder: Path) -> Iterator[None]:
 
 def child_spec(options: ProfileOptions, variant: VariantSpec, run_dir: RunDir) -> ChildSpec:
     return ChildSpec(
-        name=variant.name,
-        family=variant.family,
-        file=variant.file,
-        preset=options.preset,
-        accelerators=options.accelerators,
-        warmup=options.warmup,
-        steps=options.steps,
-        profile_steps=options.profile_steps,
-        logdir=str(run_dir.logdir(variant.name).resolve()),
-        record=str(run_dir.record_json(variant.name).resolve()),
-        keras_model=options.keras_model,
+        name=variant.name, family=variant.family, file=variant.file, preset=options.preset,
+        accelerators=options.accelerators, warmup=options.warmup, steps=options.steps,
+        profile_steps=options.profile_steps, logdir=str(run_dir.logdir(variant.name).resolve()),
+        record=str(run_dir.record_json(variant.name).resolve()), keras_model=options.keras_model,
         cluster=options.cluster if variant.family == registry.CLUSTER else None,
         timeout_s=options.variant_timeout_s,
     )
@@ -133,7 +122,6 @@ CLUSTER_STOP_GRACE_S = 15.0
 
 def child_command(options: ProfileOptions, spec_path: Path, err_path: Path, label: str,
                   python: str = sys.executable, family: str | None = None) -> supervise.Command:
-    """The supervised command that runs one variant's capture child."""
     grace = {"stop_grace_s": CLUSTER_STOP_GRACE_S} if family == registry.CLUSTER else {}
     return supervise.Command(
         argv=tuple(supervise.python_argv(CHILD_MODULE, str(spec_path), python=python)),
@@ -167,13 +155,10 @@ def run_one(
                                       stage="unknown")
     xplanes = tuple(str(p.relative_to(run_dir.root)) for p in run_dir.xplane_files(variant.name))
     record = replace(
-        record,
-        error=None if record.error is None else textcap.one_line(record.error),
-        returncode=ended.returncode,
-        wall_s=wall,
+        record, error=None if record.error is None else textcap.one_line(record.error),
+        returncode=ended.returncode, wall_s=wall,
         process_s=process_times(record.clock_unix, spawned_unix, ended_unix),
-        stderr_tail=tail if record.status != OK else "",
-        xplane_files=xplanes,
+        stderr_tail=tail if record.status != OK else "", xplane_files=xplanes,
     )
     if record.ok and not xplanes:
         record = replace(record, status=FAILED, error="the profiler wrote no trace file")
@@ -182,11 +167,8 @@ def run_one(
 
 
 def disk_failure(run_dir: RunDir, variant: VariantSpec, exc: OSError) -> VariantRecord:
-    """The failed record of a variant that could not write its files (a full disk).
-
-    What the child wrote of its own record goes (it would contradict this one,
-    and frees a little space).
-    """
+    """The failed record of a variant that could not write its files (a full disk).  What the child
+    wrote of its own record goes (it would contradict this one, and frees a little space)."""
     with contextlib.suppress(OSError):
         run_dir.record_json(variant.name).unlink()
     where = Path(exc.filename).name if exc.filename else "its files"
@@ -225,18 +207,13 @@ def write_pending(run_dir: RunDir, pending: dict[str, VariantRecord]) -> None:
 def process_times(
     clock: Mapping[str, float] | None, spawned_unix: float, ended_unix: float
 ) -> dict[str, float] | None:
-    """Seconds from spawn to the child's main() and from its end to the parent seeing it exit.
-
-    ``start`` is the interpreter and the harness's imports; ``exit`` is the
-    child's own shutdown (TensorFlow's, unless the child skips it).  None when
-    the child never reported its clock (it crashed or was killed).
-    """
+    """Seconds from spawn to the child's main() (``start``: the interpreter and the harness's imports)
+    and from its end to the parent seeing it exit (``exit``: TensorFlow's shutdown, unless the child
+    skips it).  None when the child never reported its clock (it crashed or was killed)."""
     if not clock or "main_start" not in clock or "main_end" not in clock:
         return None
-    return {
-        "start": max(0.0, clock["main_start"] - spawned_unix),
-        "exit": max(0.0, ended_unix - clock["main_end"]),
-    }
+    return {"start": max(0.0, clock["main_start"] - spawned_unix),
+            "exit": max(0.0, ended_unix - clock["main_end"])}
 
 
 def _read_record(path: Path) -> VariantRecord | str | None:
@@ -259,11 +236,8 @@ def run_all(
     options: ProfileOptions, run_dir: RunDir, on_progress: ProgressHook | None = None
 ) -> list[Outcome]:
     """Run every variant in turn; SIGINT/SIGTERM stop the current child and raise Interrupted.
-
-    Variants finished before the interruption keep their records and traces.  A
-    variant that meets a full disk fails; its record is written as soon as the
-    disk takes it (after a later variant, or never), and the next variant runs.
-    """
+    Variants finished before keep their records and traces.  A variant that meets a full disk
+    fails; its record is written as soon as the disk takes it, and the next variant runs."""
     outcomes: list[Outcome] = []
     previous = signal.getsignal(signal.SIGTERM)
 
@@ -335,5 +309,4 @@ def nvidia_smi(*args: str) -> str | None:
 
 
 def gpu_topology_text() -> str | None:
-    """``nvidia-smi topo -m`` output, when the tool exists and answers."""
     return (nvidia_smi("topo", "-m") or "").strip() or None

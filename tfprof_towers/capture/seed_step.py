@@ -1,24 +1,17 @@
 """The seed workload as a TF2 step under any ``tf.distribute`` strategy (the tf2-strategy built-ins).
 
-:func:`build_seed_step` is a ``build_step(strategy, devices)`` -- the function a
-user's TF2 variant file defines -- for the seed workload: the same blocks, loss,
-clipping and optimizer as the TF1 variants (:mod:`.workload`), from the same
-initial values and batch (:mod:`.seed_values`), so every variant's first losses agree.
+:func:`build_seed_step` is a ``build_step(strategy, devices)`` for the seed workload: the
+same model, clipping and optimizer as the TF1 variants, from the same initial values and
+batch, so every variant's first losses agree.
 
-Why plain ``tf.Variable`` and Adam written out rather than a Keras optimizer: Keras 3
-clips each replica's gradient *before* it all-reduces them
-(``BaseOptimizer._backend_apply_gradients`` clips, then ``_backend_update_step``
-all-reduces) and always all-reduces in replica context, so it cannot clip the
-averaged gradient as TF1's towers do.  Here each replica scales its loss by
-``1/replicas`` (equal shards), all-reduces the gradients (SUM: the single-device
-gradient) through the strategy's cross-device ops, clips them by global norm, and
-merges into cross-replica context to update every copy of the variables with
-TF1's ``AdamOptimizer`` formula (beta powers as variables, epsilon outside the sqrt).
+Why plain ``tf.Variable`` and Adam written out rather than a Keras optimizer: Keras 3 clips
+each replica's gradient *before* it all-reduces them (``BaseOptimizer._backend_apply_gradients``
+clips, then ``_backend_update_step`` all-reduces) and always all-reduces in replica context, so
+it cannot clip the averaged gradient as TF1's towers do.  The update is TF1's
+``AdamOptimizer`` formula (beta powers as variables, epsilon outside the sqrt).
 
-The batch lives on the host and is split there, as the TF1 towers feed it; each
-shard crosses to its accelerator inside the step.  The step returns the global
-mean loss and the step's global gradient norm before clipping (replica 0's copy:
-every replica holds the same reduced gradients).
+The batch lives on the host and is split there, as the TF1 towers feed it.  The gradient
+norm returned is replica 0's copy: every replica holds the same reduced gradients.
 
 Imported only inside a capture child: it imports TensorFlow.
 """

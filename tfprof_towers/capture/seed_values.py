@@ -1,15 +1,11 @@
 """The seed workload's initial values and input batch, generated once with numpy.
 
-Every variant of a run -- TF1 graph, TF2 strategy, cluster -- starts from these
-same values and trains on this same batch, so their losses must agree: a
-placement that changes what is computed is a finding, not a speed-up
-(design.md).  Variables are *loaded* with these values after initialisation
-(never baked into the graph as constants: at the ``seed`` preset they are 24 MB).
-
-No TensorFlow here: numpy only, so the parent, tests and any child can make them.
-:func:`reference_steps` is an independent float64 numpy version of the seed step
-(forward, backward, clip by global norm, TF1-style Adam), the oracle the tests
-compare every family against.
+Every variant of a run starts from these values and trains on this batch, so their losses
+must agree: a placement that changes what is computed is a finding, not a speed-up.
+Variables are *loaded* with them after initialisation (never baked into the graph as
+constants: at the ``seed`` preset they are 24 MB).  Numpy only, so the parent, tests and any
+child can make them.  :func:`reference_steps` is an independent float64 numpy version of the
+seed step, the oracle the tests compare every family against.
 """
 
 from __future__ import annotations

@@ -14,11 +14,6 @@ def step_stats(times: Sequence[float]) -> StepStats:
     if len(times) == 0:
         return StepStats()
     arr = np.asarray(times, dtype=float)
-    return StepStats(
-        median=float(np.median(arr)),
-        p10=float(np.percentile(arr, 10)),
-        p90=float(np.percentile(arr, 90)),
-        min=float(arr.min()),
-        max=float(arr.max()),
-        n=int(arr.size),
-    )
+    return StepStats(median=float(np.median(arr)), p10=float(np.percentile(arr, 10)),
+                     p90=float(np.percentile(arr, 90)), min=float(arr.min()), max=float(arr.max()),
+                     n=int(arr.size))

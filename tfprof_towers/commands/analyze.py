@@ -16,14 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     from tfprof_towers.cli import add_command
 
     p = add_command(sub, "analyze", run)
-    p.add_argument(
-        "path", metavar="PATH", help="an *.xplane.pb file, a TensorBoard logdir or a run directory"
-    )
+    p.add_argument("path", metavar="PATH",
+                   help="an *.xplane.pb file, a TensorBoard logdir or a run directory")
     p.add_argument("--json", action="store_true", help="print the analysis as one JSON document")
     p.add_argument("--html", metavar="OUT", type=Path, help="also write an HTML page of the analysis to OUT")
-    p.add_argument(
-        "--run", metavar="NAME", help="which profile run (logdir) or variant (run directory) to analyse"
-    )
+    p.add_argument("--run", metavar="NAME",
+                   help="which profile run (logdir) or variant (run directory) to analyse")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,12 +82,8 @@ def _fmt_bytes(n: float | None) -> str:
 def _table(rows: list[list[str]], out: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for k, r in enumerate(rows):
-        out.write(
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
-            ).rstrip()
-        )
-        out.write("\n")
+        cells = (c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        out.write("  ".join(cells).rstrip() + "\n")
         if k == 0:
             out.write("  ".join("-" * w for w in widths) + "\n")
 
@@ -123,16 +117,8 @@ def _task_table(tasks: list[dict[str, Any]], out: TextIO) -> None:
     rows = [["task", "step", "start", "end", "duration", "in collectives"]]
     for t in tasks:
         for s in t.get("steps") or ():
-            rows.append(
-                [
-                    t.get("task") or t.get("host", ""),
-                    str(s["step"]),
-                    _fmt_s(s["start_s"]),
-                    _fmt_s(s["end_s"]),
-                    _fmt_s(s["end_s"] - s["start_s"]),
-                    _fmt_s(s["collective_s"]),
-                ]
-            )
+            rows.append([t.get("task") or t.get("host", ""), str(s["step"]), _fmt_s(s["start_s"]),
+                         _fmt_s(s["end_s"]), _fmt_s(s["end_s"] - s["start_s"]), _fmt_s(s["collective_s"])])
     _table(rows, out)
 
 
@@ -192,22 +178,10 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     for link in links:
         b = None if link["bytes"] is None else link["bytes"] / steps
         t = None if link["seconds"] is None else link["seconds"] / steps
-        gbps = (
-            "not measured"
-            if not link["measured"]
-            else ("-" if link["gbps"] is None else f"{link['gbps']:.2f}")
-        )
-        rows.append(
-            [
-                link["src"],
-                link["dst"],
-                link["kind"],
-                _fmt_bytes(b),
-                f"{link['count'] / steps:g}",
-                _fmt_s(t) if link["measured"] else "not measured",
-                gbps,
-            ]
-        )
+        measured = link["measured"]
+        gbps = ("-" if link["gbps"] is None else f"{link['gbps']:.2f}") if measured else "not measured"
+        rows.append([link["src"], link["dst"], link["kind"], _fmt_bytes(b), f"{link['count'] / steps:g}",
+                     _fmt_s(t) if measured else "not measured", gbps])
     _table(rows, out)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape as _escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -33,7 +34,6 @@ def err(message: str) -> None:
 
 
 def nothing_succeeded() -> int:
-    """Say that no variant succeeded; the exit code that goes with it."""
     err("no variant succeeded: summary.json and report.html say why each one failed")
     return EXIT_NOTHING_SUCCEEDED
 
@@ -146,12 +146,6 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
         t.add_row(str(v.get("rank") or "-"), _escape(name), span, _escape(str(v.get("bottleneck") or "-")),
                   f"[yellow]{_escape(note)}[/]" if note else "")
     return t
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
 
 
 def print_summary(summary: dict[str, Any], run_dir: RunDir, not_written: tuple[Path, ...] = ()) -> None:

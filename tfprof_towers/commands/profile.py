@@ -1,7 +1,4 @@
-"""`tfprof-towers profile`: the arguments, checked into ``ProfileOptions`` before anything runs.
-
-The run itself (run directory, capture, projection, report) is ``session/profile.py``.
-"""
+"""`tfprof-towers profile`: the arguments, checked into ``ProfileOptions`` before anything runs."""
 
 from __future__ import annotations
 
@@ -225,16 +222,11 @@ def _options(args: argparse.Namespace, preset: Preset, variants: tuple[VariantSp
              keras_model: str | None = None, cluster: ClusterOptions | None = None) -> ProfileOptions:
     """The options of a run of ``variants``: step counts and timeout from the arguments, else the preset."""
     return ProfileOptions(
-        preset=preset,
-        variants=variants,
-        accelerators=args.accelerators,
-        warmup=preset.warmup if args.warmup is None else args.warmup,
-        steps=args.steps or preset.steps,
+        preset=preset, variants=variants, accelerators=args.accelerators,
+        warmup=preset.warmup if args.warmup is None else args.warmup, steps=args.steps or preset.steps,
         profile_steps=args.profile_steps or preset.profile_steps,
         variant_timeout_s=_timeout_s(args.variant_timeout, preset.variant_timeout_s),
-        out_dir=args.out or args.reports,
-        keras_model=keras_model,
-        cluster=cluster,
+        out_dir=args.out or args.reports, keras_model=keras_model, cluster=cluster,
     )
 
 

@@ -125,7 +125,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show(doc: dict[str, Any], run_dir: RunDir | None, as_json: bool) -> None:
-    """The projection on stdout: its JSON, or the table and what it assumes."""
     if as_json:
         sys.stdout.write(json_text(doc) + "\n")
     else:

@@ -1,12 +1,9 @@
 """The guard: the process that runs one supervised child to its end (see :mod:`.supervise`).
 
-Run as ``python -P -m tfprof_towers.procs.guard CONFIG_JSON`` by
-:func:`.supervise.start`, in a session of its own.  It is a child subreaper,
-forks the child (``PR_SET_PDEATHSIG``, its own cgroup where one can be made,
-stdout and stderr into a pipe), and then waits for the first of: the child's
-exit, the deadline, end-of-file on the control pipe (the parent stopped it or
-died), or SIGTERM/SIGHUP/SIGINT.  Whatever ended it, every process of the child
-is killed before the guard reports, as one JSON line on its stdout::
+Run as ``python -P -m tfprof_towers.procs.guard CONFIG_JSON`` by :func:`.supervise.start`, in a
+session of its own.  It waits for the first of: the child's exit, the deadline, end-of-file on
+the control pipe (the parent stopped it or died), or SIGTERM/SIGHUP/SIGINT.  Whatever ended it,
+every process of the child is killed before the guard reports, as one JSON line on its stdout::
 
     {"event": "started", "pid": 123, "cgroup": "/sys/fs/cgroup/.../tfprof-towers-122"}
     {"event": "ended", "returncode": -9, "timed_out": true, "killed": 2, ...}
@@ -123,8 +120,6 @@ class Guard:
         self.stop_requested = False
         self.killed: set[int] = set()
 
-    # -- the child
-
     def spawn(self) -> None:
         """Fork and exec the child: in the cgroup, with PDEATHSIG, its output into our pipe.
 
@@ -201,8 +196,6 @@ class Guard:
     def exited(self) -> bool:
         return self.status is not None
 
-    # -- output
-
     def drain(self, block_s: float = 0.0) -> bool:
         """Read what the child wrote; False once its output is closed."""
         if self.out_fd is None:
@@ -220,8 +213,6 @@ class Guard:
             return False
         self.log.feed(data)
         return True
-
-    # -- stopping
 
     def signal_all(self, sig: int) -> int:
         pids = self.tracked()
@@ -258,8 +249,6 @@ class Guard:
     def terminate(self, grace_s: float) -> None:
         self.signal_all(signal.SIGTERM)
         self.wait_child(grace_s)
-
-    # -- the loop
 
     def run(self) -> dict[str, Any]:
         t0 = time.monotonic()

@@ -1,7 +1,6 @@
 """Processes as the supervisor sees them: the /proc process tree and cgroup v2.
 
-Used by :mod:`.guard` (inside the guard process) and :mod:`.supervise` (the
-parent's side).  Linux only; where there is no /proc the lists are empty.  Stdlib only.
+Linux only; where there is no /proc the lists are empty.  Stdlib only.
 """
 
 from __future__ import annotations
@@ -67,7 +66,6 @@ def descendants(root: int, table: Mapping[int, Proc] | None = None) -> list[int]
 
 
 def session_members(sid: int) -> list[int]:
-    """Live processes of session ``sid``."""
     return [p.pid for p in process_table().values() if p.session == sid and p.alive]
 
 
@@ -103,10 +101,6 @@ def kill(pid: int, sig: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
-
-
-# ------------------------------------------------------------------------------------------
-# cgroup v2
 
 
 def cgroup2_mount() -> Path | None:

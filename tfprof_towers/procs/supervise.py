@@ -1,49 +1,27 @@
 """Supervised child processes: none outlives its run, none runs past its deadline, output bounded.
 
-Every process the harness starts for a variant (and, for a cluster, for each
-task) goes through :func:`start`, which runs it under a small **guard**
-process (``python -P -m tfprof_towers.procs.guard``, stdlib only; the
-process tree and cgroup helpers are in :mod:`.proctree`):
+Every process the harness starts goes through :func:`start`, which runs it under a **guard**:
 
-* **It dies with its parent.**  The guard holds the read end of a pipe whose
-  write end only the parent holds.  When the parent exits for any reason --
-  SIGKILL, the OOM killer, a closed terminal -- the pipe reads end-of-file and
-  the guard stops the child and all its descendants.  The child itself has
-  ``PR_SET_PDEATHSIG`` = SIGKILL towards the guard.
-* **Its descendants are tracked and all killed.**  The guard is a child
-  subreaper (``PR_SET_CHILD_SUBREAPER``): a grandchild whose parent exits, or
-  that calls ``setsid()``, is still the guard's descendant, so walking the
-  process tree from ``/proc`` finds it.  Where a cgroup v2 hierarchy is
-  writable the child also starts in a cgroup of its own, and ``cgroup.kill``
-  takes everything in it at once.  When the child ends, every descendant it
+* **It dies with its parent.**  The guard holds the read end of a pipe whose write end only
+  the parent holds.  When the parent exits for any reason -- SIGKILL, the OOM killer, a
+  closed terminal -- the pipe reads end-of-file and the guard stops the child and all its
+  descendants.  The child itself has ``PR_SET_PDEATHSIG`` = SIGKILL towards the guard.
+* **Its descendants are tracked and all killed.**  The guard is a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``): a grandchild whose parent exits, or that calls ``setsid()``,
+  is still the guard's descendant, so walking the process tree from ``/proc`` finds it.
+  Where a cgroup v2 hierarchy is writable the child also starts in a cgroup of its own, and
+  ``cgroup.kill`` takes everything in it at once.  When the child ends, every descendant it
   left is killed; the guard reports only once none is alive.
-* **It enforces its own deadline.**  At ``deadline_s`` the guard sends SIGTERM
-  to every process of the child, waits ``grace_s``, then SIGKILLs them all.
-  The parent keeps only a backstop, for a guard that is itself lost.
-* **Its output is bounded.**  The child's stdout and stderr go through a pipe
-  to the guard, which keeps the first :data:`HEAD_BYTES` and the last
-  :data:`TAIL_BYTES` in ``stderr_path``, with a line saying how much was left
-  out between them.  A full disk stops the file, never the child.
+* **It enforces its own deadline.**  At ``deadline_s`` the guard sends SIGTERM to every
+  process of the child, waits ``grace_s``, then SIGKILLs them all.  The parent keeps only a
+  backstop, for a guard that is itself lost.
+* **Its output is bounded.**  The child's stdout and stderr go through a pipe to the guard,
+  which keeps the first :data:`HEAD_BYTES` and the last :data:`TAIL_BYTES` in
+  ``stderr_path``, with a line saying how much was left out.  A full disk stops the file,
+  never the child.
 
-One process::
-
-    sup = start(Command(argv, stderr_path, deadline_s=60.0))
-    try:
-        ended = sup.wait()          # Ended: returncode, timed_out, killed, ...
-    except BaseException:           # Ctrl-C, SIGTERM: stop it, then go on unwinding
-        sup.stop()
-        raise
-
-N processes (a cluster's tasks), stopping the rest when one fails::
-
-    tasks = [start(c) for c in commands]
-    try:
-        for sup in as_ended(tasks):
-            if sup.ended.returncode != 0:
-                stop_all(tasks)
-    finally:
-        stop_all(tasks)
-
+:func:`run` is the one-process pattern (an exception, Ctrl-C or SIGTERM, stops the child
+before it unwinds); :func:`as_ended` and :func:`stop_all` serve N processes.
 Linux only (``prctl``, ``/proc``, ``pidfd``).
 """
 
@@ -90,17 +68,10 @@ _CHUNK = 64 * 1024
 GUARD_MODULE = "tfprof_towers.procs.guard"
 
 
-# ------------------------------------------------------------------------------------------
-# How a child is started
-
-
 def python_argv(module: str, *args: str, python: str = sys.executable) -> list[str]:
-    """``python -P -m module args...``: the folder the user runs from is never on ``sys.path``.
-
-    So a ``json.py`` (or another checkout of this project) in the current
-    directory cannot shadow what the child imports.  ``-P`` is Python 3.11+;
-    before that a bootstrap drops ``sys.path[0]`` and runs the module.
-    """
+    """``python -P -m module args...``: the folder the user runs from is never on ``sys.path``, so a
+    ``json.py`` there cannot shadow what the child imports.  Before Python 3.11 (no ``-P``) a
+    bootstrap drops ``sys.path[0]`` and runs the module."""
     if sys.version_info >= (3, 11):
         return [python, "-P", "-m", module, *args]
     boot = ("import runpy, sys; del sys.path[0]; sys.argv = sys.argv[1:]; "
@@ -110,11 +81,8 @@ def python_argv(module: str, *args: str, python: str = sys.executable) -> list[s
 
 def child_env(extra: Mapping[str, str] | None = None,
               base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child: the parent's, with this package's own folder first on PYTHONPATH.
-
-    The child then imports exactly the code the parent runs, whatever else is
-    installed or lies around.
-    """
+    """The parent's environment with this package's folder first on PYTHONPATH: the child imports
+    exactly the code the parent runs, whatever else is installed."""
     env = dict(os.environ if base is None else base)
     env.update(extra or {})
     root = str(Path(__file__).resolve().parents[2])
@@ -134,12 +102,8 @@ def tf_child_env() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Command:
-    """One process to supervise.
-
-    ``deadline_s`` None means no limit.  ``stderr_path`` receives the child's
-    stdout and stderr, head and tail.  ``cgroup`` False skips the cgroup and
-    tracks descendants by the process tree alone.
-    """
+    """One process to supervise.  ``deadline_s`` None: no limit.  ``stderr_path`` receives stdout and
+    stderr, head and tail.  ``cgroup`` False tracks descendants by the process tree alone."""
 
     argv: tuple[str, ...]
     stderr_path: Path
@@ -156,13 +120,9 @@ class Command:
 
 @dataclass(frozen=True)
 class Ended:
-    """How a supervised child ended (the guard's report).
-
-    ``returncode`` is the child's: negative for the signal that killed it, None
-    when it is unknown (the guard was lost).  ``killed`` counts the processes
-    the guard killed after the child ended or when it stopped it; ``stuck``
-    those still alive when it gave up.
-    """
+    """How a supervised child ended (the guard's report).  ``returncode``: negative for the killing
+    signal, None when unknown (the guard was lost).  ``killed``: processes the guard killed after the
+    child ended or on a stop; ``stuck``: those still alive when it gave up."""
 
     returncode: int | None
     timed_out: bool = False
@@ -180,10 +140,6 @@ class Ended:
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out and not self.stopped
-
-
-# ------------------------------------------------------------------------------------------
-# The parent's side
 
 
 class Supervised:
@@ -304,11 +260,8 @@ class Supervised:
         return self.ended
 
     def wait(self, timeout_s: float | None = None) -> Ended:
-        """Block until the child has ended and every process of it is gone.
-
-        ``timeout_s`` bounds this wait only (``subprocess.TimeoutExpired``); the
-        child's own deadline is the guard's to enforce.
-        """
+        """Block until the child and every process of it are gone.  ``timeout_s`` bounds this wait only
+        (``subprocess.TimeoutExpired``); the child's own deadline is the guard's to enforce."""
         end = None if timeout_s is None else time.monotonic() + timeout_s
         while self.poll() is None:
             limits = [t for t in (end, self.backstop) if t is not None]
@@ -367,10 +320,8 @@ def start(command: Command, python: str = sys.executable) -> Supervised:
 
 
 def as_ended(running: Iterable[Supervised], timeout_s: float | None = None) -> Iterator[Supervised]:
-    """Yield each supervised child as it ends (its ``ended`` set), in the order they end.
-
-    ``timeout_s`` bounds the whole iteration (``subprocess.TimeoutExpired``).
-    """
+    """Each supervised child as it ends (``ended`` set); ``timeout_s`` bounds the whole iteration
+    (``subprocess.TimeoutExpired``)."""
     pending = list(running)
     end = None if timeout_s is None else time.monotonic() + timeout_s
     while pending:

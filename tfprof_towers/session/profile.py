@@ -1,9 +1,6 @@
 """A profile from checked options to a finished run directory: claim the directory, run every
-variant, project where the timings are stand-ins, then ``finish_run``.
-
-The command line (``commands/profile.py``) parses and checks the arguments into
-``ProfileOptions`` and a ``ProfileTargets``; everything printed goes through the
-``ProfileView`` it passes in (this layer sits below the terminal code).
+variant, project where the timings are stand-ins, then ``finish_run``.  Everything printed goes
+through the caller's ``ProfileView`` (this layer sits below the terminal code).
 """
 
 from __future__ import annotations
@@ -82,13 +79,9 @@ class ProfileView:
 
 def run_profile(options: ProfileOptions, targets: ProfileTargets, view: ProfileView,
                 t0: float | None = None) -> int:
-    """Run one training step under every variant of ``options``, each in its own process.
-
-    Writes a run directory (run.json, variants/<name>/record.json, tensorboard/,
-    summary.json, report.html) and shows a ranked table and the report's path through
-    ``view``.  ``t0``: when the command started (``perf_counter``), for the harness timings.
-    Nothing is created when the options cannot run (a bad profile, no ``--out`` for a
-    ``--cluster`` run, a directory that cannot be used).
+    """Run every variant of ``options`` into a run directory; the exit code.  ``t0``: when the command
+    started (``perf_counter``), for the harness timings.  Nothing is created when the options
+    cannot run (a bad profile, no ``--out`` for a ``--cluster`` run, a directory that cannot be used).
     """
     t0 = time.perf_counter() if t0 is None else t0
     if targets.project_on and options.keras_model:
@@ -265,10 +258,8 @@ def _save_failed_projection(run_dir: RunDir, hardware: str, preset: Preset, why:
 
 def start_run_doc(options: ProfileOptions) -> RunDoc:
     return RunDoc(
-        started=utc_now(),
-        started_local=_dt.datetime.now().isoformat(timespec="seconds"),
-        command=tuple(sys.argv),
-        config=RunConfig.from_options(options),
+        started=utc_now(), started_local=_dt.datetime.now().isoformat(timespec="seconds"),
+        command=tuple(sys.argv), config=RunConfig.from_options(options),
         versions={"python": platform.python_version(), "tensorflow": None},
         host={"node": platform.node(), "machine": platform.machine(), "system": platform.system()},
         nvidia_smi_topo=gpu_topology_text(),

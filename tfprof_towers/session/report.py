@@ -1,9 +1,7 @@
 """A run directory in, ``summary.json``, the Chrome traces and ``report.html`` out.
 
-``finish_run`` is shared by ``profile`` (after capture), ``report`` (on a saved run) and
-``project RUN_DIR``, so all three write the same files from the same code.  A Chrome trace
-that cannot be written leaves ``chrome_trace_error`` on its entry, and the rest renders.
-No TensorFlow.
+A Chrome trace that cannot be written leaves ``chrome_trace_error`` on its entry, and the rest
+renders.  No TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """``profile --scaling COUNTS``: each selected variant at each accelerator count, then projected.
 
-After the run's own variants (at ``--accelerators``), :func:`run_scaling` runs the sweep: every
-variant at every count in its own supervised capture child (:func:`tfprof_towers.capture.runner.run_all`,
-as the run's variants), its files under ``variants/<name>@<count>/`` and
-``tensorboard/<name>@<count>/`` (:class:`tfprof_towers.rundir.scaling.PointRunDir`).  The family's
-baseline (``single``, ``one_device``: one accelerator) runs once, at 1, and is added when a
-variant of its family is swept without it (efficiency is measured against it); every other
-variant needs at least two accelerators and is skipped at 1, saying so.  ``weak`` mode (the
-default) keeps the preset's batch per replica, so the global batch at N is N times it;
-``strong`` splits the preset's batch (a count it does not divide is skipped, saying so).
-
-Then, where the run is projected (``--project-on``, or the default profile on logical CPU
-devices), the same variants are projected at 1, 2, 4, ... up to the profile's accelerators
-(:mod:`tfprof_towers.projection.scaling`).  ``scaling.json`` records the plan and the projected
-curves; ``summary.json`` -> ``scaling`` and the report's Scaling section are built from it and
-the points' records (:mod:`tfprof_towers.analysis.scaling_run`).  No TensorFlow here.
+After the run's own variants, every point runs in its own capture child, as the run's variants
+do, its files under ``variants/<name>@<count>/`` and ``tensorboard/<name>@<count>/``.  A family's
+baseline (one accelerator) runs once, at 1; every other variant is skipped at 1, saying so.
+``weak`` mode (the default) keeps the preset's batch per replica (global batch N times it);
+``strong`` splits it (a count it does not divide is skipped, saying so).  Where the run is
+projected, the same variants are projected at 1, 2, 4, ... up to the profile's accelerators.
+No TensorFlow here.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The profiler client of a cluster attempt, in its own process (``python -P -m ...cluster_client DIR``).
+"""The profiler client of a cluster attempt, in its own process (``python -P -m ...client DIR``).
 
-Waits until every step-running task marked ``ready``, then asks every task's profiler
-service (each task's ``TF_CONFIG`` port serves it) for one trace at once with
-``tf.profiler.experimental.client.trace`` and marks ``capture.done`` with the window
-and the files written (``capture.failed`` and exit 3 otherwise).  Each task writes its
-own ``<host>_<port>.xplane.pb`` into ``ATTEMPT_DIR/tensorboard/plugins/profile/<ts>/``:
-the log directory is absolute, and on a real cluster it must be a folder every machine
-can write.
+Every task's profiler service (its ``TF_CONFIG`` port) is asked for one trace at once.  Each
+task writes its own ``<host>_<port>.xplane.pb`` into ``ATTEMPT_DIR/tensorboard/plugins/profile/<ts>/``:
+the log directory is absolute, and on a real cluster a folder every machine can write.
 
 TensorFlow 2.21 ignores ``options=`` for a remote capture (it logs "host_tracer_level
 expects an i value"): the tasks are traced at the profiler's defaults, host tracer
@@ -20,7 +16,6 @@ client (gRPC too) is a recorded, killable failure.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
@@ -30,6 +25,7 @@ from tfprof_towers.capture.child import exit_now
 from tfprof_towers.capture.cluster.coord import CAPTURE, Coord
 from tfprof_towers.capture.cluster.docs import CLUSTER_JSON, TaskSpec, read_spec
 from tfprof_towers.capture.cluster.spec import Cluster, TaskId
+from tfprof_towers.capture.families import import_tensorflow
 from tfprof_towers.rundir.paths import logdir_xplanes
 from tfprof_towers.vocab import textcap
 
@@ -59,9 +55,7 @@ def capture(attempt_dir: Path) -> int:
     waiters = [TaskId.parse(t) for t in spec.ready_tasks]
     logdir = (attempt_dir / "tensorboard").resolve()
     t0 = time.perf_counter()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
+    tf = import_tensorflow()
     import_s = time.perf_counter() - t0
     coord.mark(CAPTURE, "started", import_s=import_s)
     try:

@@ -86,11 +86,9 @@ class Coord:
 
     def wait(self, whos: Iterable[Who], event: str, timeout_s: float, poll_s: float = 0.02,
              abort: Callable[[], str | None] | None = None) -> float:
-        """Block until every one of ``whos`` has marked ``event``; the seconds waited.
-
-        Raises :class:`CoordTimeout` naming the missing ones after ``timeout_s``, or as
-        soon as ``abort()`` gives a reason (a peer failed, the driver aborted).
-        """
+        """Block until every one of ``whos`` has marked ``event``; the seconds waited.  Raises
+        :class:`CoordTimeout` naming the missing ones after ``timeout_s``, or as soon as ``abort()``
+        gives a reason (a peer failed, the driver aborted)."""
         whos = list(whos)
         t0 = time.monotonic()
         while True:

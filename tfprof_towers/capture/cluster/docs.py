@@ -47,7 +47,6 @@ class Timeouts(Record):
 
     @classmethod
     def within(cls, budget_s: float) -> Timeouts:
-        """Timeouts for an attempt that must end within ``budget_s`` seconds."""
         b = max(20.0, budget_s)
         return cls(startup_s=min(120.0, 0.6 * b), capture_start_s=min(60.0, 0.4 * b),
                    peer_s=min(60.0, 0.4 * b), release_s=min(120.0, 0.5 * b), serve_s=b,
@@ -117,7 +116,6 @@ class TaskRecord(Record):
 
 
 def read_spec(attempt_dir: Path) -> TaskSpec:
-    """An attempt's ``spec.json``."""
     from tfprof_towers.rundir.paths import read_json
 
     return TaskSpec.from_json(read_json(attempt_dir / SPEC_JSON), str(attempt_dir / SPEC_JSON))

@@ -1,27 +1,16 @@
 """The ``cluster`` family: a variant run as task processes on TensorFlow's distributed runtime.
 
-This runner is the **driver**: it never imports TensorFlow.  Inside the variant's capture
-child it plans the cluster (``--workers N [--ps M]``: every task on 127.0.0.1 at ports
-free a moment before; ``--cluster FILE``: the given tasks, started by hand on their
-machines with ``tfprof-towers worker``), writes the attempt's ``cluster.json`` and
-``spec.json``, starts every task and the profiler client under :mod:`..supervise` and
-watches them (:mod:`..cluster_watch`).  A failed attempt is retried when another may
-succeed (TensorFlow 2.21's profiler crashing a task while it collects, a trace missing,
-a capture window too short: the next one is twice as long; on loopback, with fresh
-ports, a port taken meanwhile); a failure of the step itself is not.  Hand-started
-tasks join each attempt ``RUN_DIR/attach.json`` names (:mod:`..cluster_worker`).
+This runner is the **driver**: it never imports TensorFlow.  ``--workers N [--ps M]`` puts
+every task on 127.0.0.1 at ports free a moment before; with ``--cluster FILE`` the tasks are
+started by hand (``tfprof-towers worker``) and join each attempt ``RUN_DIR/attach.json`` names.
+A failed attempt is retried when another may succeed (the profiler crashing a task while it
+collects, a trace missing, a capture window too short: the next one is twice as long; on
+loopback, a port taken meanwhile); a failure of the step itself is not.
 
-On success the attempt's traces (one ``<host>_<port>.xplane.pb`` per task) move into the
-variant's TensorBoard log directory, where TensorBoard's Profile tab shows them as the
-hosts of one run, and the record gets: the step times (per step, the slowest worker's;
-the chief's for ``parameter_server``), the first two losses, the placement of every
-worker merged (its all-reduce as ring transfers between tasks) or, for
-``parameter_server``, the cross-task send/recv edges the traces hold with their bytes
-from the step's graph, ``host_tasks`` (trace file -> task) and ``cluster`` (tasks,
-attempts, capture).  A failed variant's record names the task that failed.
-
-SIGTERM (the profile stopping this variant: Ctrl-C, its timeout) stops every task and the
-client first; the record then says the run was interrupted and where each task was.
+On success the traces (one ``<host>_<port>.xplane.pb`` per task) move into the variant's
+TensorBoard log directory, where the Profile tab shows them as the hosts of one run.
+SIGTERM (Ctrl-C, the variant's timeout) stops every task and the client first; the record
+then says the run was interrupted and where each task was.
 """
 
 from __future__ import annotations
@@ -98,7 +87,6 @@ def budget_s(timeout_s: float | None) -> float:
 
 
 def plan_cluster(opts: ClusterOptions, family: str) -> Cluster:
-    """The cluster of one attempt: the user's file, or loopback tasks at fresh ports."""
     if opts.file:
         cluster = Cluster.load(opts.file)
         check_roles(cluster, family)
@@ -172,8 +160,7 @@ def port_held(cluster: Cluster, attempt: int):
 
 
 def write_attach_pointer(run_root: Path, attempt_dir: Path, final: bool = False) -> None:
-    """``RUN_DIR/attach.json`` names the attempt, for tasks started with ``--run-dir RUN_DIR``
-    (:mod:`..cluster_worker`); ``final`` once the driver will start no other."""
+    """``RUN_DIR/attach.json`` names the attempt for hand-started tasks; ``final``: no other follows."""
     doc: dict[str, Any] = {"attempt": str(attempt_dir.relative_to(run_root))}
     if final:
         doc["final"] = True
@@ -247,11 +234,8 @@ def cluster_doc(family: str, a: Attempt, docs: Sequence[Mapping[str, Any]],
     last = docs[-1] if docs else {}
     capture = last.get("capture") or {}
     return {
-        "family": family,
-        "loopback": a.cluster.loopback,
-        "attached": a.attached,
-        "cluster": a.cluster.to_dict(),
-        "host_tasks": a.cluster.host_tasks(),
+        "family": family, "loopback": a.cluster.loopback, "attached": a.attached,
+        "cluster": a.cluster.to_dict(), "host_tasks": a.cluster.host_tasks(),
         "failed_task": outcome.failed_task if outcome is not None and outcome.error
         else last.get("failed_task"),
         "tasks": list(last.get("tasks") or ()),
@@ -259,15 +243,9 @@ def cluster_doc(family: str, a: Attempt, docs: Sequence[Mapping[str, Any]],
                                             "wall_s", "phases_s")} for d in docs],
         "capture": {k: capture.get(k) for k in ("service", "duration_ms", "trace_start_unix",
                                                 "trace_end_unix", "options", "files") if k in capture},
-        "stepping_tasks": list(a.spec.ready_tasks),
-        "captured_tasks": list(a.spec.capture_tasks),
-        "gpus": dict(a.gpus),
-        "notes": list(notes),
+        "stepping_tasks": list(a.spec.ready_tasks), "captured_tasks": list(a.spec.capture_tasks),
+        "gpus": dict(a.gpus), "notes": list(notes),
     }
-
-
-# ------------------------------------------------------------------------------------------
-# The record of a successful attempt
 
 
 def move_traces(a: Attempt, logdir: Path) -> None:
@@ -297,8 +275,7 @@ def timings(stepping: Sequence[TaskRecord]) -> Timings:
 
 
 def merged_placement(stepping: Sequence[TaskRecord]) -> dict[str, Any]:
-    """Every worker's placement as one: nodes, edges and collectives of all tasks; the all-reduce's
-    ring traffic between tasks as ``collective`` transfers (:mod:`..placement_tf2`)."""
+    """Every worker's placement as one; the all-reduce's ring traffic as ``collective`` transfers."""
     from tfprof_towers.capture.placement import summarise_devices
     from tfprof_towers.capture.tf2.placement import all_transfers
 
@@ -379,7 +356,6 @@ def run(spec: ChildSpec, draft: Draft) -> None:
 
 
 def replace_capture_files(doc: Mapping[str, Any], logdir: Path) -> dict[str, Any]:
-    """The capture's files where they now are (the variant's log directory)."""
     from tfprof_towers.capture.cluster.client import xplane_files
 
     return {**doc, "capture": {**(doc.get("capture") or {}), "files": xplane_files(logdir)}}

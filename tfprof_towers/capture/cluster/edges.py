@@ -65,9 +65,7 @@ def edges_with_bytes(found: set[tuple[str, str, str]], op_bytes: Mapping[str, in
 
 def host_files(logdir: Path, cluster: Cluster) -> dict[str, Path]:
     """Task -> its trace file in the newest run folder of ``logdir``."""
-    from tfprof_towers.trace.locate import (
-        host_name,  # the trace package: trace_edges reads these files with it next
-    )
+    from tfprof_towers.trace.locate import host_name  # trace_edges reads these files with trace/ next
 
     runs = sorted(p for p in (logdir / "plugins" / "profile").glob("*") if p.is_dir())
     if not runs:
@@ -110,13 +108,10 @@ def _executed_as(name: str, ops: Mapping[str, Any], ran: set[str], max_depth: in
         return name
     frontier = [name]
     for _ in range(max_depth):
-        nxt = []
-        for op in frontier:
-            for c in ops.get(op, (None, None, ()))[2]:
-                if c in ran:
-                    return c
-                nxt.append(c)
-        frontier = nxt
+        frontier = [c for op in frontier for c in ops.get(op, (None, None, ()))[2]]
+        hit = next((c for c in frontier if c in ran), None)
+        if hit is not None:
+            return hit
     return None
 
 

@@ -1,10 +1,8 @@
 """A cluster of task processes: its spec (``cluster.json``), each task's ``TF_CONFIG``, free ports.
 
-The same spec serves the loopback run (``profile --workers N [--ps M]``: every task on
-127.0.0.1 at ports free a moment ago) and a real cluster (``profile --cluster
-cluster.json`` on the chief, ``worker --cluster cluster.json --task worker:1`` on each
-machine).  A spec is ``{"worker": ["host:port", ...], "ps": [...], "chief": [...]}``;
-a whole ``TF_CONFIG`` (its ``cluster`` key) is accepted too.
+The same spec serves the loopback run and a real cluster.  A spec is ``{"worker":
+["host:port", ...], "ps": [...], "chief": [...]}``; a whole ``TF_CONFIG`` (its ``cluster``
+key) is accepted too.
 
 TensorFlow's gRPC server binds ``0.0.0.0:<port>`` whatever host the spec names, so a
 loopback port must be free on every interface (:func:`free_ports`), and a loopback
@@ -210,15 +208,3 @@ def loopback_cluster(workers: int, ps: int = 0, chief: int = 0, host: str = LOOP
     ports = iter(free_ports(workers + ps + chief))
     jobs = {"chief": chief, "ps": ps, "worker": workers}
     return Cluster({j: tuple(f"{host}:{next(ports)}" for _ in range(k)) for j, k in jobs.items() if k})
-
-
-def port_in_use(port: int, host: str = "0.0.0.0") -> bool:
-    """True when ``port`` cannot be bound on ``host`` now (another process listens on it)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((host, port))
-    except OSError:
-        return True
-    finally:
-        s.close()
-    return False

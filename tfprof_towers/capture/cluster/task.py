@@ -1,31 +1,19 @@
 """One task of a cluster run, in its own process (``tfprof-towers worker --cluster C --task T --run-dir R``).
 
-The same entry point serves the loopback run (the driver, :mod:`.families.cluster`,
-starts one per task) and a real cluster (started by hand on each machine).  A task
-needs the cluster spec, its own task name and the attempt directory holding
-``spec.json`` (:class:`.cluster_doc.TaskSpec`); it exchanges progress markers there
-(:mod:`.coord`) and writes ``tasks/<job>-<i>/record.json``.  On a real cluster ``R`` is
-the run directory of ``profile --cluster``: :mod:`.cluster_worker` then serves each
-attempt its ``attach.json`` names, running this module's :func:`run_task` in a child.
+The same entry point serves the loopback run and a real cluster.  A task reads the attempt
+directory's ``spec.json``, exchanges progress markers there and writes
+``tasks/<job>-<i>/record.json``.  On a real cluster ``R`` is the run directory of
+``profile --cluster``, and each attempt its ``attach.json`` names runs :func:`run_task` in a child.
 
-* ``multi_worker``: every worker builds ``MultiWorkerMirroredStrategy`` (RING on CPUs,
-  NCCL where it has GPUs), calls the step twice under graph collection (placement, the
-  first two losses), warms up, times its steps, marks ``ready``, waits until the
-  profiler client's session is active *in this process* (``traceme_enabled()``) and
-  every peer says the same, runs the profiled steps inside ``train`` markers, marks
-  ``done`` and waits for every peer's ``done`` and the driver's ``release`` before it
-  leaves: neither a ring peer nor the profiler loses it mid-way.
-* ``parameter_server``: ``ps`` and ``worker`` tasks start a ``tf.distribute.Server`` and
-  serve until ``release``; the ``chief`` builds ``ParameterServerStrategy`` and a
-  ``ClusterCoordinator``: one step is one closure per worker, each on its shard of the
-  batch, scheduled and joined inside a ``train`` marker.  Its first two steps (the
-  losses compared across variants) are one closure each on the whole batch.
+A ``multi_worker`` task profiles only once the profiler's session is active *in this process*
+(``traceme_enabled()``) and in every peer, and leaves only after every peer's ``done`` and the
+driver's ``release``: neither a ring peer nor the profiler loses it mid-way.  In a
+``parameter_server`` run one step is one closure per worker, each on its shard of the batch;
+the first two steps (the losses compared across variants) are one closure on the whole batch.
 
-The step is the seed workload (:mod:`.seed_step`, the tf2-strategy built-ins' step,
-from the shared seed values), or a user's ``build_step(strategy, devices)``
-(``multi_worker`` only).  A task ends with ``os._exit`` after its record is written
-(no TensorFlow teardown, no coordination-service shutdown barrier), keeps its own
-deadline (``Timeouts.task_s``) and leaves as soon as the driver marks ``abort``.
+A user's ``build_step(strategy, devices)`` runs on ``multi_worker`` only.  A task ends with
+``os._exit`` after its record is written (no TensorFlow teardown, no coordination-service
+shutdown barrier), keeps its own deadline and leaves as soon as the driver marks ``abort``.
 
 Imported only inside a task process: it imports TensorFlow.
 """
@@ -93,10 +81,7 @@ class Ctx:
         inject(self.spec, self.me, name)
 
 
-# ------------------------------------------------------------------------------------------
 # Test faults (TaskSpec.faults; the driver takes them from TFPROF_TOWERS_CLUSTER_FAULTS)
-
-
 def inject(spec: TaskSpec, me: TaskId, point: str) -> None:
     """``segv``, ``abort``, ``exit``, ``raise`` or ``hang`` at ``point`` (a stage, ``profiled_step_<i>``)."""
     kind, where = spec.fault(me)
@@ -114,10 +99,6 @@ def inject(spec: TaskSpec, me: TaskId, point: str) -> None:
     elif kind == "hang":
         while True:
             time.sleep(3600)
-
-
-# ------------------------------------------------------------------------------------------
-# Steps
 
 
 def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: str = "") -> list[float]:
@@ -188,10 +169,6 @@ def profiled(ctx: Ctx, step: Callable[[], Any], peers: list[TaskId]) -> None:
     ctx.stage("after_profiled")
 
 
-# ------------------------------------------------------------------------------------------
-# multi_worker
-
-
 def mwms(ctx: Ctx) -> Any:
     """``MultiWorkerMirroredStrategy``: RING on CPUs, NCCL where this task has GPUs; bounded waits."""
     tf = ctx.tf
@@ -256,10 +233,6 @@ def run_multi_worker(ctx: Ctx) -> None:
     ctx.coord.mark(ctx.me, "done")
     ctx.stage("wait_peers")
     d.timed("wait_peers", ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, abort=ctx.abort)
-
-
-# ------------------------------------------------------------------------------------------
-# parameter_server
 
 
 def serve(ctx: Ctx) -> None:
@@ -369,10 +342,6 @@ def run_chief(ctx: Ctx) -> None:
     timed_and_ready(ctx, one, min_warmup=1)  # the math calls ran the whole batch: trace the shards' step
     profiled(ctx, one, [])
     ctx.coord.mark(ctx.me, "done")
-
-
-# ------------------------------------------------------------------------------------------
-# The task's life
 
 
 def dispatch(ctx: Ctx) -> None:

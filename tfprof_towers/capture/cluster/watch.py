@@ -1,25 +1,17 @@
 """One attempt of a cluster variant: start every task and the profiler client, watch them, stop them all.
 
-Every process goes through :mod:`.supervise` (each its own guard: it dies with this
-process, keeps its own deadline, its descendants are killed with it, its output kept
-head and tail): the tasks are ``python -P -m tfprof_towers worker --cluster C --task T
---run-dir ATTEMPT_DIR`` -- the very command a real cluster's machines run -- and the
-client is :mod:`.cluster_client`.  With ``attached`` (``profile --cluster``) the tasks
-run elsewhere and only the client is started here; they are known by their markers.
+The tasks run ``tfprof_towers worker`` -- the very command a real cluster's machines run.
+With ``attached`` (``profile --cluster``) the tasks run elsewhere and only the client is started
+here; they are known by their markers.
 
-The watch loop (:func:`watch`) ends the attempt at the first of: a task or the client
-failing (exit code, signal, ``failed`` marker), a task leaving before it was released,
-a trace file missing after the capture (TensorFlow 2.21's profiler can crash a task
-while it collects, and the client still reports success), the capture window closing
-before the profiled steps ended, the tasks not all ready in time, or the attempt's
-deadline.  Otherwise, once every trace is there, it marks ``driver.release`` and waits
-for the tasks to leave.  On any failure it marks ``driver.abort`` (tasks in a bounded
-wait leave within milliseconds), waits :data:`ABORT_GRACE_S`, then stops every process
-(SIGTERM, then SIGKILL: MultiWorkerMirroredStrategy's tasks catch SIGTERM).
-
-When one task dies its peers fail within a fraction of a second with ``UNAVAILABLE``,
-so the first failure seen is often the wrong one: :func:`root_cause` waits
-:data:`FAILURE_GRACE_S` and names the task whose failure is not a consequence.
+The watch loop (:func:`watch`) ends the attempt at the first of: a task or the client failing
+(exit code, signal, ``failed`` marker), a task leaving before it was released, a trace file
+missing after the capture (TensorFlow 2.21's profiler can crash a task while it collects, and
+the client still reports success), the capture window closing before the profiled steps
+ended, the tasks not all ready in time, or the attempt's deadline.  Otherwise, once every
+trace is there, it marks ``driver.release`` and waits for the tasks to leave.  On a failure it
+marks ``driver.abort`` (tasks in a bounded wait leave within milliseconds), then stops every
+process (SIGTERM, then SIGKILL: MultiWorkerMirroredStrategy's tasks catch SIGTERM).
 
 Never imports TensorFlow.
 """
@@ -103,10 +95,6 @@ class Outcome:
     retry: str | None = None  # why another attempt may succeed (None: it would fail the same way)
 
 
-# ------------------------------------------------------------------------------------------
-# Starting
-
-
 def visible_gpus() -> list[str]:
     """The GPUs this machine lends its processes: ``CUDA_VISIBLE_DEVICES`` when set, else those
     ``nvidia-smi -L`` lists (none without the tool)."""
@@ -141,10 +129,15 @@ def gpu_plan(tasks: Sequence[TaskId], stepping: Sequence[TaskId], gpus: Sequence
     return plan, None
 
 
+def task_argv(cluster_path: str, task: TaskId, attempt_dir: Path) -> tuple[str, ...]:
+    """``tfprof_towers worker``: the command of a loopback task, and of a hand-started task's child."""
+    return tuple(supervise.python_argv(TOOL_MODULE, "worker", "--cluster", cluster_path, "--task", str(task),
+                                       "--run-dir", str(attempt_dir)))
+
+
 def task_command(a: Attempt, task: TaskId, env: Mapping[str, str]) -> supervise.Command:
-    argv = supervise.python_argv(TOOL_MODULE, "worker", "--cluster", str(a.folder / CLUSTER_JSON),
-                                 "--task", str(task), "--run-dir", str(a.folder))
-    return supervise.Command(tuple(argv), task_dir(a.folder, task) / "stderr.txt",
+    argv = task_argv(str(a.folder / CLUSTER_JSON), task, a.folder)
+    return supervise.Command(argv, task_dir(a.folder, task) / "stderr.txt",
                              deadline_s=max(1.0, a.deadline - time.monotonic()), env=env, label=str(task))
 
 
@@ -161,7 +154,6 @@ def child_env() -> dict[str, str]:
 
 
 def prepare(a: Attempt) -> None:
-    """Write the attempt's cluster.json and spec.json (the tasks read them)."""
     for sub in ("coord", "capture", "tensorboard"):
         (a.folder / sub).mkdir(parents=True, exist_ok=True)
     for t in a.tasks:
@@ -179,10 +171,6 @@ def start(a: Attempt) -> None:
             gpus = {"CUDA_VISIBLE_DEVICES": a.gpus[str(t)]} if str(t) in a.gpus else {}
             a.procs[str(t)] = supervise.start(task_command(a, t, {**env, **gpus}))
     a.phases["spawn"] = time.monotonic() - a.t0
-
-
-# ------------------------------------------------------------------------------------------
-# Watching
 
 
 def exit_reason(e: supervise.Ended | None) -> str:
@@ -295,10 +283,6 @@ def late_tasks(a: Attempt, coord: Coord) -> list[str]:
     return [str(t) for t in a.stepping if float((coord.read(t, "done") or {}).get("unix", 0.0)) > float(end)]
 
 
-# ------------------------------------------------------------------------------------------
-# Who failed
-
-
 def _marker(coord: Coord, name: str) -> dict[str, Any]:
     who = name if name == CAPTURE else TaskId.parse(name)
     return coord.read(who, "failed") or {}
@@ -313,7 +297,7 @@ def describe(a: Attempt, coord: Coord, name: str) -> str:
         parts.append(exit_reason(p.poll()))
     elif p is None and doc.get("exit"):  # a hand-started task's child, as its worker process saw it end
         parts.append(str(doc["exit"]))
-    stage = doc.get("stage") or _last_stage(a, name)
+    stage = doc.get("stage") or (_task_record_doc(a, name) or {}).get("stage")
     error = doc.get("error")
     if error:
         parts.append(f": {error}")
@@ -325,11 +309,6 @@ def describe(a: Attempt, coord: Coord, name: str) -> str:
     if hint:
         parts.append(f"({hint})")
     return textcap.one_line(" ".join(parts).replace(" :", ":"), 600)
-
-
-def _last_stage(a: Attempt, name: str) -> str | None:
-    rec = _task_record_doc(a, name)
-    return rec.get("stage") if rec else None
 
 
 def _task_record_doc(a: Attempt, name: str) -> dict[str, Any] | None:
@@ -344,8 +323,7 @@ def _task_record_doc(a: Attempt, name: str) -> dict[str, Any] | None:
 
 
 def _stderr(a: Attempt, name: str) -> str:
-    """The end of a process's output: ours, or a hand-started task's (its worker writes it into the
-    attempt's task folder, :mod:`.cluster_worker`)."""
+    """The end of a process's output: ours, or a hand-started task's (from the attempt's task folder)."""
     p = a.procs.get(name)
     if p is not None:
         return textcap.read_tail(p.command.stderr_path)
@@ -396,19 +374,18 @@ def _consequence(a: Attempt, coord: Coord, name: str) -> bool:
 
 
 def _settle(a: Attempt, grace_s: float = FAILURE_GRACE_S) -> None:
-    """Wait up to ``grace_s`` for the attempt's processes to end on their own."""
     end = time.monotonic() + grace_s
     while time.monotonic() < end and any(p.poll() is None for p in a.procs.values()):
         time.sleep(POLL_S)
 
 
 def root_cause(a: Attempt, coord: Coord, early: Sequence[str]) -> Outcome:
-    """The failure to report when one task's end brings the others down (module docstring).
-
-    Prefers, in order: a task killed by a signal (a crash; its peers only see ``UNAVAILABLE``),
-    the peer a task timed out waiting for while it was still alive (it hung), a task that left
-    before its release, a task whose error is its own (not a consequence), any failed task,
-    and last the profiler client.
+    """The failure to report when one task's end brings the others down: its peers fail within a
+    fraction of a second with ``UNAVAILABLE``, so the first failure seen is often the wrong one.
+    After :data:`FAILURE_GRACE_S` it prefers, in order: a task killed by a signal (a crash), the
+    peer a task timed out waiting for while it was still alive (it hung), a task that left before
+    its release, a task whose error is its own (not a consequence), any failed task, and last the
+    profiler client.
     """
     _settle(a)
     names = [str(t) for t in a.tasks]
@@ -451,10 +428,6 @@ def _outcome(a: Attempt, coord: Coord, name: str) -> Outcome:
     return Outcome(text, name, retry)
 
 
-# ------------------------------------------------------------------------------------------
-# Stopping and collecting
-
-
 def stop(a: Attempt, failed: bool) -> None:
     """Stop every process of the attempt: after ``abort`` a short grace to leave on their own, then
     SIGTERM and SIGKILL through their guards (all at once); every descendant goes with them."""
@@ -479,7 +452,6 @@ def record_problem(a: Attempt, name: str) -> str:
 
 
 def task_records(a: Attempt) -> dict[str, TaskRecord]:
-    """Each task's own record, where it wrote a valid one."""
     out = {}
     for t in a.tasks:
         doc = _task_record_doc(a, str(t))
@@ -533,11 +505,8 @@ def attempt_doc(a: Attempt, outcome: Outcome, rows: list[dict[str, Any]]) -> dic
 
 
 def run_attempt(a: Attempt) -> tuple[Outcome, dict[str, TaskRecord], dict[str, Any]]:
-    """Prepare, start, watch and stop one attempt; ``attempt.json`` written whatever happened.
-
-    A ``KeyboardInterrupt`` or another exception (SIGTERM: see :mod:`.families.cluster`) stops
-    every process first, records the attempt as interrupted, and goes on unwinding.
-    """
+    """Prepare, start, watch and stop one attempt; ``attempt.json`` written whatever happened.  An
+    exception (Ctrl-C, the driver's SIGTERM) stops every process first, then goes on unwinding."""
     prepare(a)
     outcome = Outcome("the attempt did not start", None)
     try:

@@ -1,18 +1,12 @@
 """A task started by hand on a real cluster: ``tfprof-towers worker --run-dir RUN_DIR``.
 
-The driver (``profile --cluster FILE --out RUN_DIR``) names the attempt the tasks are to
-join in ``RUN_DIR/attach.json``.  This process serves those attempts one after another:
-each runs in a supervised child (``worker --run-dir ATTEMPT_DIR``, the very command a
-loopback task runs: :mod:`.cluster_task`), with its output in the attempt's
+This process serves the attempts ``RUN_DIR/attach.json`` names one after another, each in a
+supervised child (the very command a loopback task runs), its output in the attempt's
 ``tasks/<job>-<i>/stderr.txt``, where the driver reads it as it reads a loopback task's.
 When the child is killed by a signal (TensorFlow 2.21's profiler crashes a task at times
 while it collects a remote trace) or ends without saying so, this process marks the
 task ``failed`` (with the signal) and ``left`` for it, so that the driver names the crash
-at once instead of waiting for a task that is gone, and retries.  Then, however its
-child ended (another task's failure fails the attempt for all), it waits for the next
-attempt the driver names, until ``attach.json`` says ``"final": true`` for the one just
-served or none comes within :data:`NEXT_ATTEMPT_WAIT_S` (:data:`AFTER_OK_WAIT_S` after
-a child that ended well: the driver is gone).
+at once instead of waiting for a task that is gone, and retries.
 
 Never imports TensorFlow (the child does).
 """
@@ -30,7 +24,7 @@ from types import FrameType
 from tfprof_towers.capture.cluster.coord import Coord, where
 from tfprof_towers.capture.cluster.docs import ATTACH_JSON, SPEC_JSON, read_spec, task_dir
 from tfprof_towers.capture.cluster.spec import Cluster, ClusterError, TaskId
-from tfprof_towers.capture.cluster.watch import exit_reason
+from tfprof_towers.capture.cluster.watch import exit_reason, task_argv
 from tfprof_towers.procs import supervise
 from tfprof_towers.vocab.errors import EXIT_SIGINT, EXIT_SIGTERM
 
@@ -44,7 +38,6 @@ AFTER_OK_WAIT_S = 30.0
 DEADLINE_MARGIN_S = 30.0
 #: How often ``attach.json`` is read.
 POLL_S = 0.1
-TOOL_MODULE = "tfprof_towers"
 
 
 @dataclass(frozen=True)
@@ -81,11 +74,6 @@ def next_attempt(run_dir: Path, served: str | None, wait_s: float) -> Pointer | 
         if time.monotonic() > end:
             return None
         time.sleep(POLL_S)
-
-
-def task_argv(cluster_path: str, task: TaskId, attempt_dir: Path) -> tuple[str, ...]:
-    return tuple(supervise.python_argv(TOOL_MODULE, "worker", "--cluster", cluster_path, "--task", str(task),
-                                       "--run-dir", str(attempt_dir)))
 
 
 def mark_for_child(coord: Coord, me: TaskId, e: supervise.Ended) -> None:

@@ -1,17 +1,10 @@
 """Runners of the variant families, one module per family (named in :mod:`tfprof_towers.variants.registry`).
 
-A runner module defines ``run(spec, draft)``: inside the capture child, it
-builds the variant described by ``spec`` (:class:`tfprof_towers.rundir.records.ChildSpec`),
-warms it up, records placement, times steps without the profiler and profiles
-a few with ``train`` step markers, filling ``draft`` (:class:`Draft`) as each
-phase completes -- so that a failure keeps what was done -- and ends with
-``draft.status = "ok"``.  The steps themselves are this package's to run:
-:func:`timed_calls` (warm-up) and :func:`timed_then_profiled` (the timed steps
-without the profiler, then the profiled ones with ``train`` step markers).
-A variant the machine cannot run (it needs NCCL and
-there are no GPUs) ends early with ``draft.skip(reason)``: status ``skipped``,
-the reason in the record's ``error``, exit code 0.  The child (:mod:`..child`) turns the draft into the
-variant's ``record.json``.
+A runner module defines ``run(spec, draft)``: inside the capture child it builds, warms up,
+records placement, then runs :func:`timed_then_profiled`, filling ``draft`` as each phase
+completes -- so that a failure keeps what was done -- and ends with ``draft.status = "ok"``.
+A variant the machine cannot run (NCCL without GPUs) ends early with ``draft.skip(reason)``:
+status ``skipped``, the reason in the record's ``error``, exit code 0.
 
 This package's ``__init__`` never imports TensorFlow; the runner modules do.
 """
@@ -103,10 +96,8 @@ def import_tensorflow() -> Any:
 
 
 def timed_calls(call: Callable[[], Any], n: int, marker: Any = None) -> list[float]:
-    """Call ``call`` (one training step, its result waited for) ``n`` times: each call's wall time.
-
-    With ``marker`` (``tf.profiler.experimental.Trace``) each call runs inside a ``train`` step marker.
-    """
+    """Each wall time of ``n`` calls of ``call`` (one step, its result waited for); with ``marker``
+    (``tf.profiler.experimental.Trace``) each inside a ``train`` step marker."""
     times = []
     for i in range(n):
         t0 = time.perf_counter()
@@ -120,9 +111,7 @@ def timed_calls(call: Callable[[], Any], n: int, marker: Any = None) -> list[flo
 
 
 def timed_then_profiled(tf: Any, spec: ChildSpec, draft: Draft, call: Callable[[], Any]) -> None:
-    """The last phases of a runner: ``spec.steps`` timed calls without the profiler, then
-    ``spec.profile_steps`` under ``tf.profiler.experimental`` (:data:`PROFILER_OPTIONS`, trace
-    into ``spec.logdir``) with step markers, and the trace collection; ``draft`` filled as each ends."""
+    """A runner's last phases: timed calls without the profiler, then profiled ones with step markers."""
     phases = draft.phases
     draft.stage = "timed"
     times = phases.run("timed", timed_calls, call, spec.steps)

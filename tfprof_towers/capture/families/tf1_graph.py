@@ -2,14 +2,9 @@
 
 A variant's builder (a built-in from :mod:`tfprof_towers.capture.tf1.builders`, or a
 user's file with ``build_variant(devices)``) runs inside a fresh ``tf.Graph`` and
-returns ``(fetches, feed_dict)`` for one training step.  Order of work, each
-phase timed: import TensorFlow, build the graph, create the session,
-initialise and load the shared initial values (:mod:`..mathcheck`), the first
-two steps with the exposed loss and gradient norm fetched (``draft.math``; they
-count as warm-up steps), the rest of the warm-up, one ``FULL_TRACE`` step for the partition graphs
-(not timed), timed steps without the profiler, profiled steps under
-``tf.profiler.experimental`` with ``train`` step markers, and the profiler's
-trace collection.
+returns ``(fetches, feed_dict)`` for one training step.  The first two steps fetch the
+exposed loss and gradient norm (:mod:`..mathcheck`) and count as warm-up; one ``FULL_TRACE``
+step after the warm-up gives the partition graphs (not timed).
 
 Imported only inside a capture child: it imports TensorFlow.
 """
@@ -27,7 +22,6 @@ from tfprof_towers.variants import registry
 
 
 def import_tensorflow() -> Any:
-    """TensorFlow in graph mode (eager execution off)."""
     tf = _import_tensorflow()
     tf.compat.v1.disable_eager_execution()
     return tf

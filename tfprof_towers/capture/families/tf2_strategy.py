@@ -6,14 +6,8 @@ What runs: a built-in's strategy (:mod:`..strategies`) with the seed step
 ``--keras-model``, the user's Keras model under the built-in's strategy with
 ``model.fit`` (:mod:`..keras_fit`).
 
-Order of work, each phase timed: import TensorFlow; plan the devices (logical CPU
-devices stand in for accelerators without GPUs, configured before any op runs);
-skip the variant, saying why, if the machine lacks what it needs (NCCL without
-GPUs); build the strategy and the step; the step's **first call** with graph
-collection on gives the partition graphs after Grappler (placement) and loss 1;
-the second call gives loss 2 (the first two calls are the warm-up, plus any further
-warm-up steps asked for); timed steps without the profiler; profiled steps under
-``tf.profiler.experimental`` with ``train`` step markers; the trace collection.
+The step's **first call**, with graph collection on, gives the partition graphs after
+Grappler (placement) and loss 1; the second gives loss 2.  Both count as warm-up.
 
 Imported only inside a capture child: it imports TensorFlow.
 """
@@ -97,11 +91,7 @@ def first_math(first: Any, second: Any, origin: str) -> MathCheck:
 
 def fetched(step: Callable[[], Any]) -> Callable[[], None]:
     """``step`` as one training step for :func:`.timed_calls`: called, its result waited for."""
-
-    def call() -> None:
-        _fetch(step())
-
-    return call
+    return lambda: _fetch(step())
 
 
 def _fetch(result: Any) -> None:

@@ -1,10 +1,8 @@
 """The ``tf1-graph`` placement variants: the built-ins of design.md and users' variant files.
 
-Every built-in is assembled from the one workload in :mod:`.workload`; only
-the ``tf.device`` scopes differ.  A variant builder runs inside a fresh
-``tf.Graph`` in TF1 graph mode and returns ``(fetches, feed_dict)`` for one
-training step.  The registry (:mod:`tfprof_towers.variants.registry`) names each
-built-in's builder here as ``"tfprof_towers.capture.tf1.builders:build_<name>"``.
+Every built-in is assembled from the one workload in :mod:`.workload`; only the ``tf.device``
+scopes differ.  A builder runs inside a fresh ``tf.Graph`` in TF1 graph mode and returns
+``(fetches, feed_dict)`` for one training step.
 
 Imported only inside a capture child: it imports TensorFlow.
 """
@@ -19,6 +17,7 @@ import tensorflow as tf
 
 from tfprof_towers.capture.devices import Devices
 from tfprof_towers.capture.tf1 import workload as wl
+from tfprof_towers.capture.tf2.files import user_function
 from tfprof_towers.capture.user_files import import_user_file
 from tfprof_towers.vocab.errors import VariantError
 
@@ -128,21 +127,16 @@ def build_replicated(devices: Devices) -> Built:
 def load_variant_file(path: str | Path) -> Builder:
     """Import a user's variant file and return its ``build_variant``; one-line errors."""
     module = import_user_file(path, "variant file")
-    fn = getattr(module, "build_variant", None)
-    if not callable(fn):
-        raise VariantError(f"variant file {path}: defines no build_variant(devices) function")
-    return fn
+    return user_function(module, "build_variant", path, "variant file", "build_variant(devices)")
 
 
 def check_built(result: Any, origin: str) -> Built:
     """Check a builder returned ``(fetches, feed_dict)``; one-line error otherwise."""
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise VariantError(
-            f"{origin}: build_variant must return (fetches, feed_dict), got {type(result).__name__}"
-        )
+        raise VariantError(f"{origin}: build_variant must return (fetches, feed_dict), "
+                           f"got {type(result).__name__}")
     fetches, feed = result
-    if feed is None:
-        feed = {}
+    feed = {} if feed is None else feed
     if not isinstance(feed, dict):
         raise VariantError(f"{origin}: feed_dict must be a dict, got {type(feed).__name__}")
     if fetches is None or (isinstance(fetches, list | tuple | dict) and len(fetches) == 0):

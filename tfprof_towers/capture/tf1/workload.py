@@ -4,12 +4,8 @@ Six blocks of ``sigmoid(x @ W + b)`` on an input ``[batch, dim, dim]`` reshaped
 to ``[-1, dim]`` for each matmul; the loss is the mean of the last block's
 output; gradients clipped by global norm 5.0; Adam(1e-4, beta1=0.5, beta2=0.9).
 
-Every variant starts from the same values: variables are created with a zeros
-initializer and registered with their shared initial value
-(:func:`.mathcheck.load_after_init`, loaded by the runner after initialisation);
-the batch fed is the shared one (``devices.seed_values.x``).  Each tower's loss
-and the step's gradient norm are exposed (:func:`.mathcheck.expose_math`) so
-that the runner can record what the first steps computed.
+Variables are created with a zeros initializer and registered with their shared initial
+value (:mod:`..mathcheck`); each tower's loss and the step's gradient norm are exposed there.
 
 Imported only inside a capture child: it imports TensorFlow.
 """
@@ -43,10 +39,8 @@ class Params:
 
 
 def make_params(devices: Devices, suffix: str = "") -> Params:
-    """Create one set of variables, to be loaded with the shared initial values after init.
-
-    Every replica of the ``replicated`` variant gets the same values.
-    """
+    """Create one set of variables, to be loaded with the shared initial values after init (every
+    replica of the ``replicated`` variant gets the same values)."""
     preset, values = devices.preset, devices.seed_values
     weights, biases = [], []
     zeros = tf1.zeros_initializer()
@@ -66,7 +60,6 @@ def make_input(devices: Devices) -> tuple[tf.Tensor, np.ndarray]:
 
 
 def split_batch(x: tf.Tensor, parts: int) -> list[tf.Tensor]:
-    """Split the batch dimension into ``parts`` equal shards (one per tower)."""
     if parts == 1:
         return [x]
     return tf.split(x, parts, axis=0, name="split_batch")

@@ -30,8 +30,9 @@ DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_COMPILE = {"optimizer": "adam", "loss": "mse"}
 
 
-def _function(module: ModuleType, name: str, path: str | Path, what: str, signature: str,
-              required: bool = True) -> Callable[..., Any] | None:
+def user_function(module: ModuleType, name: str, path: str | Path, what: str, signature: str,
+                  required: bool = True) -> Callable[..., Any] | None:
+    """``module.name``; a one-line error when it is missing (unless not ``required``) or not callable."""
     fn = getattr(module, name, None)
     if fn is None and not required:
         return None
@@ -52,8 +53,8 @@ class StepFile:
 def load_step_file(path: str | Path) -> StepFile:
     what = "variant file"
     module = import_user_file(path, what)
-    build_step = _function(module, "build_step", path, what, "build_step(strategy, devices)")
-    build_strategy = _function(module, "build_strategy", path, what, "build_strategy(devices)",
+    build_step = user_function(module, "build_step", path, what, "build_step(strategy, devices)")
+    build_strategy = user_function(module, "build_strategy", path, what, "build_strategy(devices)",
                                required=False)
     return StepFile(str(path), build_step, build_strategy)
 
@@ -81,9 +82,9 @@ class KerasFile:
 def load_keras_file(path: str | Path) -> KerasFile:
     what = "keras model file"
     module = import_user_file(path, what)
-    build_model = _function(module, "build_model", path, what, "build_model()")
-    make_dataset = _function(module, "make_dataset", path, what, "make_dataset(global_batch_size)")
-    compile_kwargs = _function(module, "compile_kwargs", path, what, "compile_kwargs()", required=False)
+    build_model = user_function(module, "build_model", path, what, "build_model()")
+    make_dataset = user_function(module, "make_dataset", path, what, "make_dataset(global_batch_size)")
+    compile_kwargs = user_function(module, "compile_kwargs", path, what, "compile_kwargs()", required=False)
     batch = getattr(module, "GLOBAL_BATCH_SIZE", DEFAULT_GLOBAL_BATCH)
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise VariantError(f"keras model file {path}: GLOBAL_BATCH_SIZE must be a positive int, "

@@ -1,6 +1,6 @@
 """A user's Keras model (``--keras-model FILE``) trained with ``model.fit`` under a strategy variant.
 
-The file's API is in :mod:`.tf2_files`.  Two ``fit`` calls, each phase timed:
+The file's API is in :mod:`.files`.  Two ``fit`` calls, each phase timed:
 
 1. ``fit(epochs=2, steps_per_epoch=1)`` with graph collection on: the train
    function's first instantiation gives the partition graphs after Grappler
@@ -8,16 +8,14 @@ The file's API is in :mod:`.tf2_files`.  Two ``fit`` calls, each phase timed:
    is exactly that step's loss: losses 1 and 2.  (Two epochs of one step, not one
    epoch of two: under ``CentralStorageStrategy`` Keras' running mean within an
    epoch weighs the first step twice.)
-2. One ``fit(steps_per_epoch=warm-up + timed + profiled)`` with the :class:`Phases`
-   callback: every batch is timed (batch begin to batch end; overriding
-   ``on_train_batch_end`` makes Keras call the callbacks synchronously), the
-   profiler starts before the first profiled batch and stops after the last, and
-   each profiled batch runs inside a ``train`` step marker (Keras 3 emits none).
-   One call, because the first batch of every ``fit`` pays for iterator set-up.
+2. One ``fit`` for the warm-up, timed and profiled batches, with the :class:`Phases` callback
+   (overriding ``on_train_batch_end`` makes Keras call the callbacks synchronously; Keras 3
+   emits no step markers, so it does).  One call, because the first batch of every ``fit``
+   pays for iterator set-up.
 
 Placement: ``model.train_function`` is a closure over ``multi_step_on_iterator``
 (a ``tf.function``) that calls ``one_step_on_data``; :func:`train_concrete_function`
-picks the outer one, and :class:`.placement_tf2.InlinedGraph` names the inner ops as
+picks the outer one, and :class:`.placement.InlinedGraph` names the inner ops as
 the inlined partition graphs do.  The input batches do not appear there: a
 distributed dataset prefetches them to the devices in its own functions.
 
@@ -148,7 +146,6 @@ def _yields_a_batch(dataset: Any) -> bool:
 
 
 def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mapping[str, Any]) -> None:
-    """Profile the ``--keras-model`` file under ``strategy``, filling ``draft`` phase by phase."""
     from tfprof_towers.capture.tf2.placement import collect_partition_graphs, strategy_placement
 
     phases = draft.phases

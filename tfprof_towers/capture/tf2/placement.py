@@ -1,29 +1,24 @@
 """Placement of a TF2 step (a ``tf.function``) after Grappler, through :func:`.placement.extract_placement`.
 
-Partition graphs of a function are only emitted when it is instantiated, at its
-first call: :func:`collect_partition_graphs` runs that call with graph collection
-on (``context.enable_graph_collection()`` then ``context.export_run_metadata()``).
-Its ``step_stats`` are empty, so every byte count here is *static* (from the
-FuncGraph's shapes).  The graph handed to ``extract_placement`` is the concrete
-function's FuncGraph; partition node names equal its op names, and ops of nested
-functions (Keras' ``one_step_on_data`` called from ``multi_step_on_iterator``) are
-named ``<call op>/<op>`` once Grappler inlines them, which :class:`InlinedGraph` mirrors.
+Partition graphs of a function are only emitted at its first call (:func:`collect_partition_graphs`),
+with empty ``step_stats``: every byte count here is *static* (from the FuncGraph's shapes).
+Partition node names equal the FuncGraph's op names, and ops of nested functions (Keras'
+``one_step_on_data`` called from ``multi_step_on_iterator``) are named ``<call op>/<op>`` once
+Grappler inlines them, which :class:`InlinedGraph` mirrors.
 
 What TF2 adds to the TF1 placement document:
 
 * ``collectives``: one row per collective op (``CollectiveReduceV2``, ``NcclAllReduce``...),
   which are not ``_Send``/``_Recv`` edges: its device, kernel, the bytes its replica
   contributes per step (its input), the group it reduces with and the implementation hint;
-* ``transfers`` rows of ``kind: "collective"``: the all-reduce traffic between devices.
-  A ring all-reduce of ``S`` bytes over ``n`` devices sends ``2 (n-1)/n x S`` from each
-  device to the next (group order); with two replicas that is ``S`` each way.
-  Send/recv rows carry ``kind: "send_recv"``;
+* ``transfers`` rows of ``kind: "collective"``: the all-reduce traffic between devices
+  (:func:`ring_bytes` from each to the next, in group order); send/recv rows carry
+  ``kind: "send_recv"``;
 * ``sources``: an op's creation traceback restricted to the user's files, innermost
   first (``{"file", "line", "function"}``).  In TF2 every ``tf.device`` assignment that
   ``_device_assignments`` records points at TensorFlow's own ``ops.py``.
 
-The arithmetic (groups, ring bytes, transfer rows) works on plain values and is
-unit-tested without TensorFlow; the graph walking imports it lazily.
+The arithmetic (groups, ring bytes, transfer rows) works on plain values, tested without TensorFlow.
 """
 
 from __future__ import annotations
@@ -52,10 +47,6 @@ COLLECTIVE_OPS = frozenset({
 #: Ops that call a function (Grappler inlines the callee under ``<call op>/``).
 CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 SEND_RECV, COLLECTIVE = "send_recv", "collective"
-
-
-# ------------------------------------------------------------------------------------------
-# Plain arithmetic
 
 
 def group_keys(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
@@ -132,10 +123,6 @@ def user_frames(traceback: Iterable[Any], user_files: Iterable[str]) -> list[dic
     frames = [{"file": f.filename, "line": int(f.lineno), "function": f.name}
               for f in traceback if _real(f.filename) in files]
     return frames[::-1]
-
-
-# ------------------------------------------------------------------------------------------
-# Graph walking (TensorFlow objects)
 
 
 def collect_partition_graphs(step: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:

@@ -1,14 +1,8 @@
 """The ``tf2-strategy`` built-ins' strategies, the devices they run on, and what the machine offers.
 
-Each built-in of the family (:data:`tfprof_towers.variants.registry.TF2_BUILTINS`) names one
-function here, ``(devices) -> tf.distribute.Strategy``; the step they all run is the
-seed step (:mod:`.seed_step`).  A user's TF2 variant file may define its own
-``build_strategy(devices)``; without one it runs under :func:`one_device`.
-
-Devices: with GPUs, ``/cpu:0`` is the host and ``/gpu:0..N-1`` the accelerators;
-without, the CPU is split into ``1 + N`` logical devices (``/cpu:0`` the host,
-``/cpu:1..N`` the accelerators), which must happen before TensorFlow runs any op
-(:func:`configure_devices`).
+Each built-in of the family names one function here, ``(devices) -> tf.distribute.Strategy``;
+they all run the seed step (:mod:`.seed_step`).  A user's TF2 variant file without its own
+``build_strategy(devices)`` runs under :func:`one_device`.
 
 What a variant needs (``registry.NEEDS``) is checked against what the machine
 offers (:func:`machine_offers`, then ``registry.skip_reason``) before anything is built: ``NcclAllReduce``
@@ -57,10 +51,6 @@ def machine_offers(devices: Devices) -> frozenset[str]:
     return frozenset(offers)
 
 
-# ------------------------------------------------------------------------------------------
-# The built-ins' strategies (registry builders)
-
-
 def one_device(devices: Devices) -> tf.distribute.Strategy:
     """``OneDeviceStrategy`` on accelerator 0: the family's baseline (and a variant file's default)."""
     return tf.distribute.OneDeviceStrategy(devices.accelerators[0])
@@ -89,20 +79,17 @@ def mirrored_reduce_host(devices: Devices) -> tf.distribute.Strategy:
 
 
 def central_storage(devices: Devices) -> tf.distribute.Strategy:
-    return tf.distribute.experimental.CentralStorageStrategy(
-        compute_devices=list(devices.accelerators), parameter_device=devices.host
-    )
+    return tf.distribute.experimental.CentralStorageStrategy(compute_devices=list(devices.accelerators),
+                                                             parameter_device=devices.host)
 
 
 def describe(strategy: tf.distribute.Strategy) -> dict[str, Any]:
     """The strategy's class, replicas and cross-device ops, for the record."""
     ext = strategy.extended
     ops = getattr(ext, "_cross_device_ops", None)
-    doc: dict[str, Any] = {
-        "strategy": type(strategy).__name__,
-        "replicas": int(strategy.num_replicas_in_sync),
-        "cross_device_ops": type(ops).__name__ if ops is not None else None,
-    }
+    doc: dict[str, Any] = {"strategy": type(strategy).__name__,
+                           "replicas": int(strategy.num_replicas_in_sync),
+                           "cross_device_ops": type(ops).__name__ if ops is not None else None}
     options = getattr(ext, "_communication_options", None)
     impl = getattr(options, "implementation", None)
     if doc["cross_device_ops"] == "CollectiveAllReduce" and impl is not None:
