@@ -1,9 +1,5 @@
 """What every advice rule is made of: the :class:`Facts` of one variant in, a :class:`Finding` out,
-and the :class:`Rule` that names its parameters, its tier and what it needs.
-
-The rules themselves are in :mod:`tfprof_towers.advice.rules` (which registers them all in
-``RULES`` and runs them), :mod:`tfprof_towers.advice.strategy` and
-:mod:`tfprof_towers.advice.cluster`; each imports its pieces from here.  Plain mappings
+and the :class:`Rule` that names its parameters, its tier and what it needs.  Plain mappings
 from the summary document; no TensorFlow.
 """
 

@@ -1,9 +1,6 @@
 """The one recommender: the fastest variant, unless a simpler one is within noise of it.
 
-Used by the measured ranking (``summary.json`` -> ``recommendation``), by the
-what-if projection (``projection.json`` -> ``recommendation``) and, on runs
-whose accelerators are logical CPU devices, by the headline recommendation
-from the projection (:func:`from_projection`), with:
+Every basis (measured, projected, the headline from the projection) shares:
 
 * one notion of **simpler**: the registry's ``simplicity`` (:mod:`tfprof_towers.variants.registry`;
   a user's variant file counts as :data:`~tfprof_towers.variants.registry.USER_SIMPLICITY`);
@@ -18,10 +15,7 @@ from the projection (:func:`from_projection`), with:
   fastest the reason says so.
 
 ``basis`` says where the numbers come from: ``"measured"`` (step times taken
-here) or ``"projected"`` (``hardware`` and ``preset`` name the projection).
-:func:`choose` is the rule; :func:`measured`, :func:`projected` and
-:func:`from_projection` turn each basis's entries into :class:`Candidate`
-values and the choice into words.  No TensorFlow, no I/O.
+here) or ``"projected"`` (``hardware`` and ``preset`` name the projection).  No TensorFlow, no I/O.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """Advice rules that know the ``tf.distribute`` strategies and their cross-device ops.
 
-Registered in :data:`tfprof_towers.advice.rules.RULES` (their :class:`~tfprof_towers.advice.findings.Rule`
-entries, parameters and needs are there); each check takes the rule and one
-variant's :class:`~tfprof_towers.advice.findings.Facts` and returns a finding or ``None``.
-
 * ``staged_allreduce`` -- a ring all-reduce (NCCL, or TensorFlow's collective ring) where
   the hardware profile says the accelerators have no peer path: every ring step is
   staged through host memory.  TensorFlow's ``tf.distribute`` documentation says NCCL
@@ -13,8 +9,6 @@ variant's :class:`~tfprof_towers.advice.findings.Facts` and returns a finding or
 * ``reduction_through_host`` -- the opposite mismatch: gradients summed on the host
   although the profile links the accelerators directly (NVLink), where NCCL's ring
   over those links is what ``MirroredStrategy`` does by default.
-* ``central_storage_pulls`` -- ``CentralStorageStrategy`` pulls every variable from the
-  host to every accelerator each step and sends the gradients back.
 
 "How the accelerators reach each other" comes from a hardware profile (``profile
 --project-on NAME`` or ``project RUN_DIR --hardware NAME``): ``summary.projection.profile``.
