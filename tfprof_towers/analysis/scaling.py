@@ -5,24 +5,10 @@ no files.  ``profile --scaling COUNTS`` (:mod:`tfprof_towers.session.scaling`) r
 :mod:`tfprof_towers.analysis.scaling_run` reads it back into points; this module turns them into
 ``summary.json`` -> ``scaling``.
 
-Definitions (docs/scaling.md says the same):
-
-- throughput = global batch / median step time (examples/s).  ``weak`` mode: the global batch
-  is the per-replica batch x N; ``strong``: the global batch is fixed and split over N.
-- ``speedup``: throughput over the same variant's throughput at the smallest count it ran
-  (in ``strong`` mode that is the step-time ratio, the batch being the same);
-  ``speedup_vs_baseline``: throughput over the family's baseline (``single``, ``one_device``: 1
-  accelerator).
-- ``efficiency``: ``strong``: speedup / (N / smallest N); ``weak``: throughput ratio over the
-  family's 1-accelerator baseline / N, or -- where the baseline did not run -- speedup / (N /
-  smallest N) (``efficiency_basis`` says which: ``"baseline"`` or ``"own"``).
-- ``efficiency_vs_baseline``: speedup_vs_baseline / N in both modes: how close N accelerators
-  come to N times one.  The headline (largest count keeping 90%) uses it where there is one.
-- ``wall_per_step``: per step, the mean over the variant's accelerator devices of the wall
-  time in each group (:data:`GROUPS`), from the trace's exclusive wall breakdown; the groups add
-  up to the step.  ``compute`` counts ``host_compute`` too (a logical CPU device's ops run on
-  host threads); ``host`` is input and framework time on the accelerator's own rows (time an
-  accelerator waits for the host shows as its ``idle``).
+The definitions of every figure (throughput, speedup, the efficiencies and their basis,
+``wall_per_step``, the headline) are docs/scaling.md's table.  ``host`` in :data:`GROUPS` is input
+and framework time on the accelerator's own rows (time an accelerator waits for the host shows
+as its ``idle``).
 """
 
 from __future__ import annotations

@@ -6,11 +6,6 @@ and links nothing.  Data for the charts goes into a
 ``<script type="application/json">`` block through ``|tojson``, which escapes
 ``<``, ``>``, ``&`` and ``'``; the script puts every name into the page with
 ``textContent``.  Trace- and graph-derived text is never marked safe.
-
-The page reads top-down: recommendation, ranking, measured here vs projected on
-another machine (only with a ``projection.json``; see :mod:`.projection`),
-wall-time breakdown, timelines, transfers, placement audit, findings, how to
-open each variant, environment, failed variants.
 """
 
 from __future__ import annotations
@@ -61,10 +56,6 @@ def assets() -> dict[str, Markup]:
         "css": Markup(static.joinpath("report.css").read_text(encoding="utf-8")),
         "js": Markup(static.joinpath("report.js").read_text(encoding="utf-8").replace("</", "<\\/")),
     }
-
-
-def category_list() -> list[dict[str, str]]:
-    return categories.legend()
 
 
 # ------------------------------------------------------------------------------------------
@@ -129,22 +120,14 @@ def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> di
         if t.get("kind") == "collective":
             c["collective"] += int(t["bytes_per_step"])
     biggest = max((c["bytes_per_step"] for c in cells.values()), default=0)
-    return {
-        "devices": devices,
-        "rows": [
-            [
-                {
-                    "bytes": cells[(s, d)]["bytes_per_step"] if (s, d) in cells else None,
-                    "tensors": cells[(s, d)]["tensors"] if (s, d) in cells else None,
-                    "collective": cells[(s, d)]["collective"] if (s, d) in cells else 0,
-                    "alpha": round(0.08 + 0.5 * cells[(s, d)]["bytes_per_step"] / biggest, 3)
-                    if (s, d) in cells and biggest else 0,
-                }
-                for d in devices
-            ]
-            for s in devices
-        ],
-    }
+
+    def cell(c: dict[str, int] | None) -> dict[str, Any]:
+        if c is None:
+            return {"bytes": None, "tensors": None, "collective": 0, "alpha": 0}
+        return {"bytes": c["bytes_per_step"], "tensors": c["tensors"], "collective": c["collective"],
+                "alpha": round(0.08 + 0.5 * c["bytes_per_step"] / biggest, 3) if biggest else 0}
+
+    return {"devices": devices, "rows": [[cell(cells.get((s, d))) for d in devices] for s in devices]}
 
 
 def tensorboard_command(run_root: Path, name: str) -> str:
@@ -163,21 +146,17 @@ def view_model(
         summary.get("findings") or [],
         key=lambda f: SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9,
     )
-    per_variant = []
-    for v in ranked:
-        per_variant.append({
-            "entry": v,
-            "matrix": transfer_matrix(v, topology),
-            "tensorboard": tensorboard_command(run_root, v["name"]),
-            "chrome_trace": v.get("chrome_trace"),
-            "timeline_id": _dom_id(v["name"]),
-            "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
-        })
+    per_variant = [{
+        "entry": v,
+        "matrix": transfer_matrix(v, topology),
+        "tensorboard": tensorboard_command(run_root, v["name"]),
+        "chrome_trace": v.get("chrome_trace"),
+        "timeline_id": _dom_id(v["name"]),
+        "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
+    } for v in ranked]
     timelines = [{**t, "id": _dom_id(t["variant"])} for t in timelines]
-    data = {
-        "breakdown": {"categories": category_list(), "rows": breakdown_rows(summary)},
-        "timelines": timelines,
-    }
+    data = {"breakdown": {"categories": categories.legend(), "rows": breakdown_rows(summary)},
+            "timelines": timelines}
     recommendation = summary.get("recommendation") or {}
     picked = by_name.get(recommendation.get("variant") or "")
     math, math_rows, math_steps = math_view(summary)
@@ -210,7 +189,7 @@ def view_model(
         "recommendation": recommendation,
         "rules": summary.get("rules") or [],
         "link_models": summary.get("link_models") or [],
-        "categories": category_list(),
+        "categories": categories.legend(),
         "data": data,
         "logical": topology.get("kind") == "logical-cpu",
         "stand_in_why": recommend.stand_in_why(summary),
