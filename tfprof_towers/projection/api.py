@@ -200,7 +200,7 @@ def project(
         "tensorflow": graphs.get("tensorflow"),
     }
     if run_dir is not None and calibration is not None:
-        result["calibration"] = _calibration_doc(run_dir, run, calibration, graphs, variants)
+        result["calibration"] = _calibration_doc(run_dir, calibration, graphs, variants)
     return result
 
 
@@ -218,7 +218,7 @@ def _calibration(run_dir: RunDir | None, preset: Preset):
     return cal, check, run
 
 
-def _calibration_doc(run_dir: RunDir, run: RunDoc, cal: Calibration, graphs: dict[str, Any],
+def _calibration_doc(run_dir: RunDir, cal: Calibration, graphs: dict[str, Any],
                      variants: Sequence[VariantSpec]) -> dict[str, Any]:
     doc = {"run_dir": str(run_dir.root), **cal.to_json(), "placement_checks": {}}
     checks = graphs.get("checks") or {}
