@@ -1,7 +1,6 @@
 """Projection arithmetic: a placed graph's work on a hardware profile, two step-time bounds.
 
-Unit-tested by hand.  The graph comes from
-:mod:`.graphcost` as per-op work (FLOPs, bytes, device, dependencies) and
+The graph comes from :mod:`.graphcost` as per-op work (FLOPs, bytes, device, dependencies) and
 cross-device copies; the profile from :mod:`.hardware`.
 
 * An op takes ``overhead + max(flops / rate, bytes / memory bandwidth)`` on its
