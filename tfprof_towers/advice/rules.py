@@ -228,7 +228,6 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_poor_scaling(rule: Rule, f: Facts) -> Finding | None:
-    """Speedup over the baseline (`single`) divided by the number of accelerators is low."""
     if not f.on_gpus or f.is_baseline or not f.baseline:
         return None
     eff, speedup = f.entry.get("scaling_efficiency"), f.entry.get("speedup_vs_single")

@@ -110,7 +110,6 @@ def _severity(rule: Rule, f: Facts, seconds: float) -> tuple[str, float | None]:
 
 
 def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
-    """A ring all-reduce where the profile's accelerators have no peer path."""
     prof = profile(f)
     payload, n, kernels = allreduce(f)
     if prof is None or prof["peer"].get("kind") != "staged" or n < rule.param("min_replicas") or payload <= 0:
@@ -143,7 +142,6 @@ def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
-    """Gradients summed on the host although the profile links the accelerators directly."""
     s, prof = strategy(f), profile(f)
     n = int(s.get("replicas") or 1)
     if (prof is None or prof["peer"].get("kind") != "direct" or s.get("cross_device_ops") != REDUCE_TO_ONE
@@ -177,7 +175,6 @@ def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
-    """CentralStorageStrategy: every accelerator pulls every variable from the host each step."""
     if strategy(f).get("strategy") != CENTRAL_STORAGE or not f.audit:
         return None
     pulls, used = f.audit["variable_pulls"], f.accelerators_used

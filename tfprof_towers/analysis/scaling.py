@@ -268,12 +268,7 @@ def count_recommendation(picks: Sequence[tuple[int, str]], unit: str = "GPUs") -
     """``[(2, "a"), (4, "b"), (8, "b")]`` -> ``"at 2 GPUs a; from 4 GPUs up, b"``."""
     if not picks:
         return None
-    runs: list[list[tuple[int, str]]] = []
-    for n, v in picks:
-        if runs and runs[-1][-1][1] == v:
-            runs[-1].append((n, v))
-        else:
-            runs.append([(n, v)])
+    runs = [list(run) for _, run in itertools.groupby(picks, key=lambda pick: pick[1])]
     parts = []
     for i, run in enumerate(runs):
         first, last, v = run[0][0], run[-1][0], run[0][1]
