@@ -124,11 +124,6 @@ def measured_candidate(entry: Mapping[str, Any]) -> Candidate:
                      st.get("p10"), st.get("p90"), source)
 
 
-def within_noise(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """True when the p10–p90 ranges of two summary entries' un-profiled step times overlap."""
-    return overlap(measured_candidate(a), measured_candidate(b))
-
-
 def measured(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = None) -> Recommendation:
     """The recommendation from measured step times (the summary document's ranked entries)."""
     excluded = dict(excluded or {})

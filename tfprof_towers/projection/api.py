@@ -1,11 +1,8 @@
 """What-if projection: rank placements on hardware the user does not have at hand.
 
-``project(...)`` builds each variant's graph at the preset's full size in a child
-process *without running it* (:mod:`.graphcost`), projects it on a hardware
-profile (:mod:`.model`), optionally calibrated by a run directory
-(:mod:`.calibrate`), and returns one JSON-able document.  ``project_run`` is the
-entry point for ``profile --project-on NAME``: it projects a finished run's
-variants and writes ``RUN_DIR/projection.json``.
+Each variant's graph is built at the preset's full size in a child process *without running it*
+(:mod:`.graphcost`), projected on a hardware profile (:mod:`.model`), optionally calibrated by a
+run directory (:mod:`.calibrate`).
 """
 
 from __future__ import annotations

@@ -43,14 +43,7 @@ def tensor_nbytes(t: Any) -> int:
     """Static size of a tensor in bytes; 0 for resources, strings, unknown shapes."""
     import tensorflow as tf
 
-    if t.dtype in (tf.resource, tf.variant, tf.string):
-        return 0
-    if t.shape.rank is None:
-        return 0
-    dims = t.shape.as_list()
-    if any(d is None for d in dims):
-        return 0
-    return t.dtype.size * math.prod(dims)
+    return 0 if t.dtype in (tf.resource, tf.variant, tf.string) else t.dtype.size * _elements(t)
 
 
 def executed_ops(fetches: Any) -> list[Any]:
