@@ -271,7 +271,7 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
         f"from {_list(pulls['from'])}; "
         f"modeled at {link.name}: {fmt_seconds(modeled)} per step"
     )
-    sources = _variable_sources(f)
+    sources = list(pulls.get("sources") or [])  # the innermost tf.device lines that placed the variables
     tf2 = registry.family_of(f.entry) == registry.TF2_STRATEGY
     remedy = ("`tf.distribute.MirroredStrategy`, the `mirrored` variant" if tf2
               else "the `replicated` variant, MirroredStrategy")
@@ -395,11 +395,6 @@ RULES: tuple[Rule, ...] = (
          severity=MEDIUM, high_at=0.25, check=cluster_advice.check_straggler,
          params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,)),
 )
-
-
-def _variable_sources(f: Facts) -> list[str]:
-    """The innermost ``tf.device`` lines that placed this variant's variables."""
-    return list(((f.audit or {}).get("variable_pulls") or {}).get("sources") or [])
 
 
 def _unique(items) -> list:

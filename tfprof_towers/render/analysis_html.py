@@ -83,13 +83,9 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_analysis_text(doc: Mapping[str, Any]) -> str:
-    return environment().get_template("analysis.html").render(**analysis_view(doc))
-
-
 def render_analysis_html(analysis_doc: dict[str, Any], out: Path) -> None:
     """Write the analysis page for ``analysis_doc`` to ``out`` (atomically)."""
-    text = render_analysis_text(analysis_doc)
+    text = environment().get_template("analysis.html").render(**analysis_view(analysis_doc))
     try:
         atomic_write_text(Path(out), text)
     except OSError as exc:

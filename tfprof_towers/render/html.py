@@ -130,10 +130,6 @@ def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> di
     return {"devices": devices, "rows": [[cell(cells.get((s, d))) for d in devices] for s in devices]}
 
 
-def tensorboard_command(run_root: Path, name: str) -> str:
-    return f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard' / name))} --port 6006"
-
-
 def view_model(
     summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
@@ -149,7 +145,8 @@ def view_model(
     per_variant = [{
         "entry": v,
         "matrix": transfer_matrix(v, topology),
-        "tensorboard": tensorboard_command(run_root, v["name"]),
+        "tensorboard": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard' / v['name']))} "
+                       "--port 6006",
         "chrome_trace": v.get("chrome_trace"),
         "timeline_id": _dom_id(v["name"]),
         "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
