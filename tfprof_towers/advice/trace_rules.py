@@ -304,8 +304,7 @@ def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
     for dev in f.working:
         if dev not in d.index or d.at[dev, "window_s"] <= 0:
             continue
-        idle = float(d.at[dev, "idle"]) if "idle" in d.columns else 0.0
-        wait = float(d.at[dev, "host_wait"]) if "host_wait" in d.columns else 0.0
+        idle, wait = f.wall_s(dev, "idle"), f.wall_s(dev, "host_wait")
         idle_share = idle / float(d.at[dev, "window_s"])
         if idle_share >= rule.param("min_idle_share") and idle > 0 and wait / idle >= rule.param(
                 "min_host_wait_share"):

@@ -52,11 +52,8 @@ class RunContext:
                         devices = seen if isinstance(seen, list) else [seen]
                         nodes[name] = devices if dev in devices else [*devices, dev]
             if placement.get("edges") is not None:
-                edges = {
-                    str(e["edge"]): int(e.get("bytes") or 0)
-                    for e in placement["edges"]
-                    if isinstance(e, dict) and e.get("edge")
-                }
+                edges = {str(e["edge"]): int(e.get("bytes") or 0) for e in placement["edges"]
+                         if isinstance(e, dict) and e.get("edge")}
             tasks = record.get("host_tasks")
             if isinstance(tasks, dict):
                 host_tasks = {str(k): str(v) for k, v in tasks.items() if v}
