@@ -5,7 +5,7 @@ from the summary document; no TensorFlow.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,12 @@ from tfprof_towers.variants import registry
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
+
+
+def by_severity(items: Iterable[Any], severity: Callable[[Any], str] = lambda x: x.severity) -> list[Any]:
+    """``items`` most severe first (a stable sort; an unknown severity last)."""
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(items, key=lambda x: order.get(severity(x), len(order)))
 
 #: What a rule may need before it can be evaluated on a variant (see :func:`.rules.unmet`).
 PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"

@@ -30,11 +30,11 @@ from tfprof_towers.advice.findings import (
     MEDIUM,
     PEER_PATH,
     PLACEMENT,
-    SEVERITIES,
     TASKS,
     Facts,
     Finding,
     Rule,
+    by_severity,
 )
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
@@ -497,9 +497,7 @@ def evaluate(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> Evalu
             found = rule.check(rule, f)
             if found is not None:
                 findings.append(found)
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings.sort(key=lambda x: order.get(x.severity, len(order)))
-    return Evaluation(tuple(findings), skipped)
+    return Evaluation(tuple(by_severity(findings)), skipped)
 
 
 def run_rules(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[Finding]:

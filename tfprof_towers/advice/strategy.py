@@ -42,7 +42,6 @@ def reduces_across_devices(f: Facts) -> bool:
 
 
 def profile(f: Facts) -> Mapping[str, Any] | None:
-    """The hardware profile of the run's projection, when there is one."""
     proj = f.projection or {}
     prof = proj.get("profile") if not proj.get("error") else None
     return prof if isinstance(prof, Mapping) and isinstance(prof.get("peer"), Mapping) else None

@@ -32,11 +32,11 @@ from tfprof_towers.advice.findings import (
     LOW,
     MEDIUM,
     PRECISION_NAMES,
-    SEVERITIES,
     TASKS,
     TWO_ACCELERATORS,
     Finding,
     Rule,
+    by_severity,
 )
 from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS, stepping_tasks
 from tfprof_towers.trace.attribute import RANK, sweep
@@ -700,6 +700,4 @@ def evaluate_trace(analysis: Analysis, rules: Sequence[Rule] = TRACE_RULES) -> T
             found = rule.check(rule, f)
             if found is not None:
                 findings.append(found)
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings.sort(key=lambda x: order.get(x.severity, len(order)))
-    return TraceEvaluation(tuple(findings), tuple(status))
+    return TraceEvaluation(tuple(by_severity(findings)), tuple(status))

@@ -82,8 +82,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Scored:
-    """A point with its speedups and efficiencies."""
-
     point: Point
     speedup: float | None = None
     speedup_vs_baseline: float | None = None
@@ -156,7 +154,6 @@ def family_baselines(points: Iterable[Point]) -> dict[str, Point]:
 
 
 def curves(mode: str, points: Sequence[Point]) -> dict[str, list[Scored]]:
-    """Every variant's scored points."""
     bases = family_baselines(points)
     return {v: score(mode, ps, bases) for v, ps in by_variant(points).items()}
 

@@ -21,6 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from tfprof_towers.advice import recommend
+from tfprof_towers.advice.findings import by_severity
 from tfprof_towers.render.cluster import cluster_views
 from tfprof_towers.render.filters import FILTERS
 from tfprof_towers.render.projection import projection_view
@@ -29,8 +30,6 @@ from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.paths import RunDir, atomic_write_text
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import categories
-
-SEVERITY_ORDER = ("high", "medium", "low")
 
 
 @lru_cache(maxsize=1)
@@ -138,10 +137,7 @@ def view_model(
     by_name = {v["name"]: v for v in variants}
     ranked = [by_name[n] for n in summary.get("ranking") or [] if n in by_name]
     ranked += [v for v in variants if v not in ranked]
-    findings = sorted(
-        summary.get("findings") or [],
-        key=lambda f: SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9,
-    )
+    findings = by_severity(summary.get("findings") or [], lambda f: f["severity"])
     per_variant = [{
         "entry": v,
         "matrix": transfer_matrix(v, topology),
