@@ -13,9 +13,7 @@ What a run measured on *this* machine, and what it may change in a projection:
   is under half of every variant's step (small presets), or the run's preset is
   not the projected one (matmul efficiency depends on the matrix sizes), ``R`` is
   not used and only ``o`` is calibrated.
-* **placement and bytes** — when the projection is built at the run's preset, the
-  statically placed graph is compared with the run's partition graphs: ops on the
-  same device, and bytes per link (see :func:`placement_check`).
+* **placement and bytes** — only at the run's own preset (:func:`placement_check`).
 
 Accelerator rates are never calibrated from a run: a logical CPU device says
 nothing about a GPU, and for a GPU run the local GPU's peak is unknown.
