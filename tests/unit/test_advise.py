@@ -270,14 +270,6 @@ def test_logical_cpu_runs_say_what_the_ranking_means() -> None:
     assert rec["reason"].endswith("profile on the GPU machine before changing production code.")
 
 
-@pytest.mark.parametrize(("a", "b", "expected"), [
-    ((1.0, 2.0), (1.5, 3.0), True), ((1.0, 2.0), (2.0, 3.0), True), ((1.0, 2.0), (2.1, 3.0), False),
-])
-def test_within_noise_is_p10_p90_overlap(a, b, expected) -> None:
-    x, y = entry("x", a[0], *a), entry("y", b[0], *b)
-    assert recommend.within_noise(x, y) is expected
-
-
 # -- named parameters and what can be evaluated
 
 

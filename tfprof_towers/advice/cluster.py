@@ -1,16 +1,10 @@
 """Advice rules that look across the tasks of a cluster variant.
 
-Registered in :data:`tfprof_towers.advice.rules.RULES` (the :class:`~tfprof_towers.advice.findings.Rule`
-entries, parameters and needs are there); each check takes the rule and one variant's
-:class:`~tfprof_towers.advice.findings.Facts`.
-
 * ``straggler`` -- one task reaches the collectives of a synchronous step late, step after
   step, and every other worker waits for it inside the all-reduce.  Measured from the
-  tasks' traces on one clock (:mod:`tfprof_towers.analysis.cluster_view`): the message names the
-  task, the steps, how late (median and worst, and as a share of the step) and what the
-  others waited.  On loopback every task shares this machine's cores, so a task can be
-  late because of the others (on 2 cores a worker is often 1-3 ms behind in a 5 ms
-  step): the finding says "on loopback" and is one tier lower.
+  tasks' traces on one clock (:mod:`tfprof_towers.analysis.cluster_view`).  On loopback every
+  task shares this machine's cores, so a task can be late because of the others (on 2 cores a
+  worker is often 1-3 ms behind in a 5 ms step): the finding says "on loopback" and is one tier lower.
 
 No TensorFlow; plain mappings in.
 """

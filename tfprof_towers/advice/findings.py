@@ -1,15 +1,11 @@
 """What every advice rule is made of: the :class:`Facts` of one variant in, a :class:`Finding` out,
-and the :class:`Rule` that names its parameters, its tier and what it needs.
-
-The rules themselves are in :mod:`tfprof_towers.advice.rules` (which registers them all in
-``RULES`` and runs them), :mod:`tfprof_towers.advice.strategy` and
-:mod:`tfprof_towers.advice.cluster`; each imports its pieces from here.  Plain mappings
+and the :class:`Rule` that names its parameters, its tier and what it needs.  Plain mappings
 from the summary document; no TensorFlow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +14,12 @@ from tfprof_towers.variants import registry
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
+
+
+def by_severity(items: Iterable[Any], severity: Callable[[Any], str] = lambda x: x.severity) -> list[Any]:
+    """``items`` most severe first (a stable sort; an unknown severity last)."""
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(items, key=lambda x: order.get(severity(x), len(order)))
 
 #: What a rule may need before it can be evaluated on a variant (see :func:`.rules.unmet`).
 PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"

@@ -1,9 +1,6 @@
 """The one recommender: the fastest variant, unless a simpler one is within noise of it.
 
-Used by the measured ranking (``summary.json`` -> ``recommendation``), by the
-what-if projection (``projection.json`` -> ``recommendation``) and, on runs
-whose accelerators are logical CPU devices, by the headline recommendation
-from the projection (:func:`from_projection`), with:
+Every basis (measured, projected, the headline from the projection) shares:
 
 * one notion of **simpler**: the registry's ``simplicity`` (:mod:`tfprof_towers.variants.registry`;
   a user's variant file counts as :data:`~tfprof_towers.variants.registry.USER_SIMPLICITY`);
@@ -18,10 +15,7 @@ from the projection (:func:`from_projection`), with:
   fastest the reason says so.
 
 ``basis`` says where the numbers come from: ``"measured"`` (step times taken
-here) or ``"projected"`` (``hardware`` and ``preset`` name the projection).
-:func:`choose` is the rule; :func:`measured`, :func:`projected` and
-:func:`from_projection` turn each basis's entries into :class:`Candidate`
-values and the choice into words.  No TensorFlow, no I/O.
+here) or ``"projected"`` (``hardware`` and ``preset`` name the projection).  No TensorFlow, no I/O.
 """
 
 from __future__ import annotations
@@ -128,11 +122,6 @@ def measured_candidate(entry: Mapping[str, Any]) -> Candidate:
     source = entry.get("source") or "builtin"
     return Candidate(entry["name"], st["median"], registry.simplicity(entry["name"], source),
                      st.get("p10"), st.get("p90"), source)
-
-
-def within_noise(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """True when the p10–p90 ranges of two summary entries' un-profiled step times overlap."""
-    return overlap(measured_candidate(a), measured_candidate(b))
 
 
 def measured(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = None) -> Recommendation:

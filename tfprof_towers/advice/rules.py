@@ -1,14 +1,4 @@
-"""Findings and the recommendation: small rules over measured facts, nothing without evidence.
-
-Each rule is a :class:`~tfprof_towers.advice.findings.Rule`: a name, its named parameters
-(thresholds, counts, the link model it quotes), the tier it reports at, what it needs
-to be evaluated (:data:`~tfprof_towers.advice.findings.NEEDS`) and the function that checks
-one variant's :class:`~tfprof_towers.advice.findings.Facts`.  A check returns a
-:class:`~tfprof_towers.advice.findings.Finding` (what was measured, one concrete change --
-naming the source line where one is known -- and the numbers behind it) or ``None``.
-Those pieces are in :mod:`tfprof_towers.advice.findings`, shared with the rules of
-:mod:`tfprof_towers.advice.strategy` and :mod:`tfprof_towers.advice.cluster`; all
-rules are registered here, in :data:`RULES`.
+"""The run's rules over measured facts (nothing without evidence), and :func:`advise`.
 
 :func:`evaluate` decides, per rule and variant, whether the rule can be
 evaluated at all: rules that need real accelerator timings (copy time, idle
@@ -17,15 +7,8 @@ shares the same cores, nor on a variant whose trace could not be analysed; the
 rules' status in ``summary.json`` says which and why, instead of "evaluated,
 nothing found".
 
-``changed_math`` compares each variant's first losses and step-1 gradient
-norm with a reference variant's (:mod:`tfprof_towers.analysis.samemath`): a placement
-must not change what is computed.
-
-The recommendation comes from :mod:`tfprof_towers.advice.recommend`: from the
-projection on runs whose accelerators are logical CPU devices (their CPU step
-times say nothing about GPU speed), from measured step times elsewhere, and
-never a variant with a high-severity finding of a rule that ``disqualifies``
-(heavy compute on the host, changed math) while another variant succeeded.
+The recommendation never names a variant with a high-severity finding of a rule that
+``disqualifies`` (heavy compute on the host, changed math) while another variant succeeded.
 Reads the summary document (plain mappings); no rendering, no TensorFlow.
 """
 
@@ -47,11 +30,11 @@ from tfprof_towers.advice.findings import (
     MEDIUM,
     PEER_PATH,
     PLACEMENT,
-    SEVERITIES,
     TASKS,
     Facts,
     Finding,
     Rule,
+    by_severity,
 )
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
@@ -75,7 +58,6 @@ from tfprof_towers.vocab.fmt import (
 
 
 def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
-    """Heavy compute on the host while accelerators were available."""
     a = f.audit
     if not a or not a["accelerators"] or not a["host_compute"]:
         return None
@@ -124,7 +106,6 @@ def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_exposed_copies(rule: Rule, f: Facts) -> Finding | None:
-    """Exposed (not overlapped with compute) copy time is a large share of the step."""
     if not f.measured_timings:
         return None
     worst = None
@@ -159,7 +140,6 @@ def check_exposed_copies(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
-    """Accelerators idle a large share of the step while the host computes."""
     if not f.measured_timings or not f.audit:
         return None
     devs = f.breakdown["devices"] or {}
@@ -248,7 +228,6 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_poor_scaling(rule: Rule, f: Facts) -> Finding | None:
-    """Speedup over the baseline (`single`) divided by the number of accelerators is low."""
     if not f.on_gpus or f.is_baseline or not f.baseline:
         return None
     eff, speedup = f.entry.get("scaling_efficiency"), f.entry.get("speedup_vs_single")
@@ -273,7 +252,6 @@ def check_poor_scaling(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
-    """Variables on a device that makes every tower pull them across the bus each step."""
     a = f.audit
     if not a:
         return None
@@ -293,7 +271,7 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
         f"from {_list(pulls['from'])}; "
         f"modeled at {link.name}: {fmt_seconds(modeled)} per step"
     )
-    sources = _variable_sources(f)
+    sources = list(pulls.get("sources") or [])  # the innermost tf.device lines that placed the variables
     tf2 = registry.family_of(f.entry) == registry.TF2_STRATEGY
     remedy = ("`tf.distribute.MirroredStrategy`, the `mirrored` variant" if tf2
               else "the `replicated` variant, MirroredStrategy")
@@ -419,17 +397,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _variable_sources(f: Facts) -> list[str]:
-    """The innermost ``tf.device`` lines that placed this variant's variables."""
-    return list(((f.audit or {}).get("variable_pulls") or {}).get("sources") or [])
-
-
 def _unique(items) -> list:
-    out: list = []
-    for x in items:
-        if x not in out:
-            out.append(x)
-    return out
+    return list(dict.fromkeys(items))
 
 
 def _list(items) -> str:
@@ -528,9 +497,7 @@ def evaluate(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> Evalu
             found = rule.check(rule, f)
             if found is not None:
                 findings.append(found)
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings.sort(key=lambda x: order.get(x.severity, len(order)))
-    return Evaluation(tuple(findings), skipped)
+    return Evaluation(tuple(by_severity(findings)), skipped)
 
 
 def run_rules(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[Finding]:

@@ -1,9 +1,5 @@
 """Advice rules that know the ``tf.distribute`` strategies and their cross-device ops.
 
-Registered in :data:`tfprof_towers.advice.rules.RULES` (their :class:`~tfprof_towers.advice.findings.Rule`
-entries, parameters and needs are there); each check takes the rule and one
-variant's :class:`~tfprof_towers.advice.findings.Facts` and returns a finding or ``None``.
-
 * ``staged_allreduce`` -- a ring all-reduce (NCCL, or TensorFlow's collective ring) where
   the hardware profile says the accelerators have no peer path: every ring step is
   staged through host memory.  TensorFlow's ``tf.distribute`` documentation says NCCL
@@ -13,8 +9,6 @@ variant's :class:`~tfprof_towers.advice.findings.Facts` and returns a finding or
 * ``reduction_through_host`` -- the opposite mismatch: gradients summed on the host
   although the profile links the accelerators directly (NVLink), where NCCL's ring
   over those links is what ``MirroredStrategy`` does by default.
-* ``central_storage_pulls`` -- ``CentralStorageStrategy`` pulls every variable from the
-  host to every accelerator each step and sends the gradients back.
 
 "How the accelerators reach each other" comes from a hardware profile (``profile
 --project-on NAME`` or ``project RUN_DIR --hardware NAME``): ``summary.projection.profile``.
@@ -48,7 +42,6 @@ def reduces_across_devices(f: Facts) -> bool:
 
 
 def profile(f: Facts) -> Mapping[str, Any] | None:
-    """The hardware profile of the run's projection, when there is one."""
     proj = f.projection or {}
     prof = proj.get("profile") if not proj.get("error") else None
     return prof if isinstance(prof, Mapping) and isinstance(prof.get("peer"), Mapping) else None
@@ -116,7 +109,6 @@ def _severity(rule: Rule, f: Facts, seconds: float) -> tuple[str, float | None]:
 
 
 def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
-    """A ring all-reduce where the profile's accelerators have no peer path."""
     prof = profile(f)
     payload, n, kernels = allreduce(f)
     if prof is None or prof["peer"].get("kind") != "staged" or n < rule.param("min_replicas") or payload <= 0:
@@ -149,7 +141,6 @@ def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
-    """Gradients summed on the host although the profile links the accelerators directly."""
     s, prof = strategy(f), profile(f)
     n = int(s.get("replicas") or 1)
     if (prof is None or prof["peer"].get("kind") != "direct" or s.get("cross_device_ops") != REDUCE_TO_ONE
@@ -183,7 +174,6 @@ def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
-    """CentralStorageStrategy: every accelerator pulls every variable from the host each step."""
     if strategy(f).get("strategy") != CENTRAL_STORAGE or not f.audit:
         return None
     pulls, used = f.audit["variable_pulls"], f.accelerators_used

@@ -9,19 +9,6 @@ parameters, a tier raised to high at ``high_at``, and ``needs`` (keys of
 Each :class:`~.findings.Finding` names its devices, states its measured numbers and one
 ``Suggestion:``, with the numbers in ``evidence``.
 
-Rules (``rule`` in the JSON):
-
-* ``idle_accelerators`` -- accelerators the trace knows of that ran no kernel;
-* ``host_bound`` -- an accelerator idle mostly in host wait, with what the host threads were
-  doing in those gaps (input pipeline, framework/launch overhead, host compute ops);
-* ``launch_bound`` -- many short kernels with gaps between them (Holistic Trace Analysis's
-  cut-offs as defaults);
-* ``exposed_copies`` -- host<->device copy time not hidden behind other device work;
-* ``accelerator_imbalance`` -- busy time differs between accelerators; the slowest sets the step;
-* ``collective_bound`` -- share of the step in collectives, and how much of it overlaps compute;
-* ``precision`` -- share of compute time in 16-bit and 32-bit kernels, from kernel names;
-* ``straggler`` -- the cluster rule (:mod:`.cluster`) on a multi-host logdir's tasks.
-
 Figures are per step of each device (its time in the analysed step windows divided by the
 number of windows it has time in), read from the breakdown's frames and the event columns
 with numpy/pandas; nothing loops per event in Python.  No TensorFlow.
@@ -45,17 +32,17 @@ from tfprof_towers.advice.findings import (
     LOW,
     MEDIUM,
     PRECISION_NAMES,
-    SEVERITIES,
     TASKS,
     TWO_ACCELERATORS,
     Finding,
     Rule,
+    by_severity,
 )
 from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS, stepping_tasks
 from tfprof_towers.trace.attribute import RANK, sweep
 from tfprof_towers.trace.codes import CAT
 from tfprof_towers.trace.idle import Launches
-from tfprof_towers.trace.steps import StepTable, clip_to_windows
+from tfprof_towers.trace.steps import clip_to_windows
 from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_count, fmt_percent, fmt_rate, fmt_seconds
@@ -86,12 +73,6 @@ def known_accelerators(analysis: Analysis) -> tuple[str, ...]:
     """Every accelerator the trace knows of: a device plane, even one without lines."""
     known = dict.fromkeys([*analysis.trace.planes, *analysis.breakdown.devices])
     return tuple(sorted((d for d in known if is_accelerator_plane(d)), key=device_sort_key))
-
-
-def windows_of(analysis: Analysis, device: str) -> StepTable:
-    """The step windows ``device`` is broken down in: its own where the trace gives it some (a
-    ``Steps`` line of its plane), else the trace's."""
-    return analysis.trace.steps_of(device)
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,16 +163,12 @@ class TraceFacts:
         if k.empty:
             return out
         for dev, g in k.groupby("device", sort=False, observed=True):  # each accelerator in its own windows
-            steps = windows_of(self.analysis, str(dev))
+            steps = self.analysis.trace.steps_of(str(dev))
             s = g.start_ps.to_numpy(np.int64)
             _, cs, ce, _ = clip_to_windows(s, s + g.dur_ps.to_numpy(np.int64), steps.start_ps, steps.end_ps)
             z = np.zeros(cs.size, np.int64)
             out[str(dev)] = int(sweep(z, z, cs, ce, 1, 1)[0]) / _PS / self.per_step(str(dev))
         return out
-
-    def host_in_gaps(self, device: str, host_wait_only: bool = True) -> dict[str, Any]:
-        """What the host threads did while ``device`` was idle (in host-wait gaps only, by default)."""
-        return host_activity(self.analysis, device, host_wait_only)
 
 
 def launch_times(analysis: Analysis, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -231,7 +208,7 @@ def device_gaps(analysis: Analysis, device: str) -> tuple[np.ndarray, np.ndarray
     c = analysis.trace.columns
     code = c.code_of(device)
     rows = np.flatnonzero((c.device == code) & (RANK[c.category] >= 0) & (c.dur_ps > 0)) if code >= 0 else []
-    steps = windows_of(analysis, device)
+    steps = analysis.trace.steps_of(device)
     if not len(rows) or not len(steps):
         z = np.zeros(0, np.int64)
         return z, z, z.astype(bool)
@@ -258,7 +235,7 @@ def host_activity(analysis: Analysis, device: str, host_wait_only: bool = True) 
     code = c.code_of(device)
     on_device = np.flatnonzero(c.device == code)
     host_no = int(c.line_host[c.line[on_device[0]]]) if on_device.size else 0
-    steps = max(1, len(windows_of(analysis, device)))
+    steps = max(1, len(analysis.trace.steps_of(device)))
     gap_s = float((b - a).sum()) / _PS / steps
     out: dict[str, Any] = {"gap_s": gap_s, "by_category_s": dict.fromkeys(HOST_ACTIVITY, 0.0),
                            "any_s": 0.0, "heaviest_ops": []}
@@ -327,8 +304,7 @@ def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
     for dev in f.working:
         if dev not in d.index or d.at[dev, "window_s"] <= 0:
             continue
-        idle = float(d.at[dev, "idle"]) if "idle" in d.columns else 0.0
-        wait = float(d.at[dev, "host_wait"]) if "host_wait" in d.columns else 0.0
+        idle, wait = f.wall_s(dev, "idle"), f.wall_s(dev, "host_wait")
         idle_share = idle / float(d.at[dev, "window_s"])
         if idle_share >= rule.param("min_idle_share") and idle > 0 and wait / idle >= rule.param(
                 "min_host_wait_share"):
@@ -337,7 +313,7 @@ def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
         return None
     rows.sort(key=lambda r: -r[1])
     dev, idle_share, wait_share, idle, wait, step = rows[0]
-    activity = f.host_in_gaps(dev)
+    activity = host_activity(f.analysis, dev)
     cats = activity["by_category_s"]
     untraced = max(0.0, activity["gap_s"] - activity["any_s"])
     # the host's busiest category in the gaps, unless no traced thread was busy for most of them
@@ -348,8 +324,8 @@ def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
                       sorted(cats.items(), key=lambda kv: -kv[1]) if v > 0) or "nothing traced"
     msg = (f"{dev} is idle {fmt_percent(idle_share)} of its {fmt_seconds(step)} step, "
            f"{fmt_percent(wait_share)} of that ({fmt_seconds(wait)} per step) waiting on the host (the "
-           f"next kernel was launched only "
-           f"after the device ran out of work); in those gaps the host threads were in {doing}"
+           f"next kernel was launched only after the device ran out of work); in those gaps the host "
+           f"threads were in {doing}"
            + (f", and no traced host thread was busy for {fmt_seconds(untraced)}" if untraced > 0 else ""))
     if len(rows) > 1:
         msg += "; also " + ", ".join(f"{r[0]} idle {fmt_percent(r[1])}" for r in rows[1:])
@@ -435,8 +411,7 @@ def check_launch_bound(rule: Rule, f: TraceFacts) -> Finding | None:
            f"{fmt_seconds(rule.param('short_kernel_s'))}); kernels are busy {fmt_seconds(r['kernel_s'])} of "
            f"its {fmt_seconds(r['step_s'])} step, and the gaps between them are "
            f"{fmt_percent(r['gap_share'])} of it (kernel wait {fmt_percent(r['kernel_wait_share'])}, host "
-           f"wait "
-           f"{fmt_percent(r['host_wait_share'])})")
+           f"wait {fmt_percent(r['host_wait_share'])})")
     if r["median_launch_delay_s"] is not None:
         msg += (f"; median launch delay {fmt_seconds(r['median_launch_delay_s'])}, "
                 f"{fmt_percent(r['launch_delay_outlier_share'])} over "
@@ -508,10 +483,9 @@ def check_accelerator_imbalance(rule: Rule, f: TraceFacts) -> Finding | None:
            f"({ratio:.2f}×); in a synchronous step the slowest accelerator, {slow}, sets the step and the "
            f"others wait up to {fmt_seconds(busy[slow] - busy[fast])} for it")
     suggestion = ("Suggestion: give every accelerator the same work: an even share of the batch per "
-                  f"replica, the variable update and gradient reduction spread over all devices rather "
-                  f"than on "
-                  f"{slow}; if the work is equal, {slow} itself is slower (clocks, PCIe slot, another "
-                  "process on it: check `nvidia-smi`).")
+                  "replica, the variable update and gradient reduction spread over all devices rather "
+                  f"than on {slow}; if the work is equal, {slow} itself is slower (clocks, PCIe slot, "
+                  "another process on it: check `nvidia-smi`).")
     evidence = {"busy_s": busy, "compute_s": compute, "slowest": slow, "fastest": fast, "ratio": ratio}
     return Finding(rule.name, rule.tier(ratio), f.name, msg, suggestion, evidence, (),
                    tuple(sorted(busy, key=lambda x: -busy[x])))
@@ -726,6 +700,4 @@ def evaluate_trace(analysis: Analysis, rules: Sequence[Rule] = TRACE_RULES) -> T
             found = rule.check(rule, f)
             if found is not None:
                 findings.append(found)
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings.sort(key=lambda x: order.get(x.severity, len(order)))
-    return TraceEvaluation(tuple(findings), tuple(status))
+    return TraceEvaluation(tuple(by_severity(findings)), tuple(status))

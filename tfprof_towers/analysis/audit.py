@@ -4,26 +4,11 @@ Input: a variant's ``record.json`` (its ``placement`` section, see
 :mod:`tfprof_towers.capture.placement`), the run's topology, and optionally the
 variant's measured trace breakdown (``summary["variants"][i]["breakdown"]``,
 see :func:`tfprof_towers.analysis.pipeline.analyse_variant`).  Output: one JSON-able dict
-(:func:`audit_variant`) that the advice rules and the report read:
-
-* ``devices``: per device its role (host / accelerator), op count, estimated
-  FLOPs and share of FLOPs, and -- where a trace was analysed -- measured compute
-  time per step and share of compute time;
-* ``host_compute``: heavy ops (FLOPs > 0 or a matmul/convolution type) that
-  landed on the host while accelerators were available, grouped by top-level
-  name scope and the ``with tf.device(...)`` line that placed them (innermost
-  first);
-* ``moved``: ops TensorFlow's placer put somewhere other than where the graph
-  asked (soft placement, colocation), grouped by (type, requested, assigned);
-* ``links``: cross-device traffic per step by link, with measured time and
-  achieved bandwidth where the trace has device copies (GPU runs) and, always,
-  clearly labelled *modeled* times at the links of the projection's hardware
-  profile (:func:`link_models_from_profile`; the :data:`LINK_MODELS` bandwidths
-  for a run without a projection), listed once per summary (``summary.json`` ->
-  ``link_models``), not per audit;
-* ``variable_pulls``: bytes of variable reads that cross to accelerators;
-* ``strategy`` and ``collectives`` (TF2 strategies): the ``tf.distribute`` strategy with its
-  cross-device ops, and its all-reduce ops with the bytes each replica contributes.
+(:func:`audit_variant`) that the advice rules and the report read.  Its ``links`` hold
+measured times where the trace has device copies (GPU runs) and, always, clearly labelled
+*modeled* times at the links of the projection's hardware profile
+(:func:`link_models_from_profile`; the :data:`LINK_MODELS` bandwidths for a run without a
+projection), listed once per summary (``summary.json`` -> ``link_models``), not per audit.
 
 No TensorFlow, no I/O: plain dicts in, plain dicts out.
 """
@@ -92,13 +77,8 @@ def link_model(key: str) -> LinkModel:
 
 def link_models_json(models: Sequence[LinkModel] = LINK_MODELS) -> list[dict[str, Any]]:
     """The link models every modeled time in a summary uses (``summary.json`` -> ``link_models``)."""
-    out = []
-    for m in models:
-        doc: dict[str, Any] = {"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source}
-        if m.kinds:
-            doc["kinds"] = list(m.kinds)
-        out.append(doc)
-    return out
+    return [{"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source,
+             **({"kinds": list(m.kinds)} if m.kinds else {})} for m in models]
 
 
 def link_models_from_profile(profile: Mapping[str, Any]) -> tuple[LinkModel, ...]:
@@ -291,9 +271,8 @@ def variable_pulls(placement: Mapping[str, Any], topology: Mapping[str, Any] | N
     srcs: set[str] = set()
     tensors = 0
     for e in placement.get("edges") or ():
-        if e.get("producer_type") not in VARIABLE_READ_TYPES:
-            continue
-        if device_role(e["dst"], topology) != "accelerator":
+        if (e.get("producer_type") not in VARIABLE_READ_TYPES
+                or device_role(e["dst"], topology) != "accelerator"):
             continue
         by_dst[e["dst"]] += int(e.get("bytes") or 0)
         srcs.add(e["src"])
@@ -327,7 +306,7 @@ def audit_variant(
     breakdown: Mapping[str, Any] | None = None,
     models: Sequence[LinkModel] = LINK_MODELS,
 ) -> dict[str, Any] | None:
-    """The placement audit of one variant (see the module docstring); None without placement data."""
+    """The placement audit of one variant; None without placement data."""
     placement = record.get("placement")
     if not placement:
         return None

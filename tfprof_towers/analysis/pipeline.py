@@ -1,7 +1,6 @@
 """The analysis steps of a run directory: each takes the typed summary and returns a new one.
 
-:mod:`tfprof_towers.session.report` chains them (ARCHITECTURE.md draws the chain) and adds the
-advice, the Chrome traces and the report.  A variant whose trace cannot be analysed keeps
+A variant whose trace cannot be analysed keeps
 ``breakdown = {"error": ...}``; a ``projection.json`` that cannot be read becomes
 ``summary.projection = {"label": "projected", "error": ...}``; without one it is ``None``.
 No TensorFlow.

@@ -8,12 +8,7 @@ task each host's trace is (``host_tasks``: ``{"127.0.0.1_34567": "/job:worker/ta
 host file name -> task, written by the capture of a cluster variant); ``run.json`` the
 topology kind.  A variant whose logdir holds one trace per task is analysed as one trace
 of all its hosts (:mod:`tfprof_towers.trace.hosts`), each host's devices named with its task.
-
-``analyze_run_dir(run_dir, variant)`` analyses one variant, reading its record and ``run.json``;
-``analyze_logdir(logdir, RunContext.of(record, kind))`` one whose record the caller holds already
-(the report's pipeline, which has read every record once); ``analyze_path(path, run)`` takes a run
-directory (``run`` = variant) or a trace file / logdir (``run`` = profile run), as
-``tfprof-towers analyze`` does.  Never imports TensorFlow.
+Never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -57,11 +52,8 @@ class RunContext:
                         devices = seen if isinstance(seen, list) else [seen]
                         nodes[name] = devices if dev in devices else [*devices, dev]
             if placement.get("edges") is not None:
-                edges = {
-                    str(e["edge"]): int(e.get("bytes") or 0)
-                    for e in placement["edges"]
-                    if isinstance(e, dict) and e.get("edge")
-                }
+                edges = {str(e["edge"]): int(e.get("bytes") or 0) for e in placement["edges"]
+                         if isinstance(e, dict) and e.get("edge")}
             tasks = record.get("host_tasks")
             if isinstance(tasks, dict):
                 host_tasks = {str(k): str(v) for k, v in tasks.items() if v}

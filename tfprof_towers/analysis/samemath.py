@@ -4,10 +4,7 @@ Every variant of a run starts from the same initial values and trains on the sam
 batch (:mod:`tfprof_towers.capture.seed_values`) and records its first two
 losses and its step-1 global gradient norm (``summary.json`` ->
 ``variants[].losses``, ``variants[].grad_norm``).  Placement alone must not
-change them beyond float rounding.  This module picks the **reference** they
-are compared with and compares one variant with it; the ``changed_math`` rule
-(:mod:`tfprof_towers.advice.rules`) turns a difference into a finding and owns the
-tolerances.
+change them beyond float rounding; the ``changed_math`` rule owns the tolerances.
 
 * The reference is the family baseline (``single``: one device, no towers to
   get wrong) when it exposed its losses; otherwise the element-wise median of
@@ -123,9 +120,7 @@ def compare(entry: Mapping[str, Any], ref: Reference, loss_rtol: float, grad_nor
     losses = entry_losses(entry)
     diffs = tuple(relative_difference(a, b) for a, b in zip(losses, ref.losses))
     norm = entry_grad_norm(entry)
-    norm_diff = None
-    if norm is not None and ref.grad_norm is not None:
-        norm_diff = relative_difference(norm, ref.grad_norm)
+    norm_diff = None if norm is None or ref.grad_norm is None else relative_difference(norm, ref.grad_norm)
     return Comparison(
         loss_rel_diff=diffs,
         grad_norm_rel_diff=norm_diff,

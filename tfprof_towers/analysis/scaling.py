@@ -5,24 +5,10 @@ no files.  ``profile --scaling COUNTS`` (:mod:`tfprof_towers.session.scaling`) r
 :mod:`tfprof_towers.analysis.scaling_run` reads it back into points; this module turns them into
 ``summary.json`` -> ``scaling``.
 
-Definitions (docs/scaling.md says the same):
-
-- throughput = global batch / median step time (examples/s).  ``weak`` mode: the global batch
-  is the per-replica batch x N; ``strong``: the global batch is fixed and split over N.
-- ``speedup``: throughput over the same variant's throughput at the smallest count it ran
-  (in ``strong`` mode that is the step-time ratio, the batch being the same);
-  ``speedup_vs_baseline``: throughput over the family's baseline (``single``, ``one_device``: 1
-  accelerator).
-- ``efficiency``: ``strong``: speedup / (N / smallest N); ``weak``: throughput ratio over the
-  family's 1-accelerator baseline / N, or -- where the baseline did not run -- speedup / (N /
-  smallest N) (``efficiency_basis`` says which: ``"baseline"`` or ``"own"``).
-- ``efficiency_vs_baseline``: speedup_vs_baseline / N in both modes: how close N accelerators
-  come to N times one.  The headline (largest count keeping 90%) uses it where there is one.
-- ``wall_per_step``: per step, the mean over the variant's accelerator devices of the wall
-  time in each group (:data:`GROUPS`), from the trace's exclusive wall breakdown; the groups add
-  up to the step.  ``compute`` counts ``host_compute`` too (a logical CPU device's ops run on
-  host threads); ``host`` is input and framework time on the accelerator's own rows (time an
-  accelerator waits for the host shows as its ``idle``).
+The definitions of every figure (throughput, speedup, the efficiencies and their basis,
+``wall_per_step``, the headline) are docs/scaling.md's table.  ``host`` in :data:`GROUPS` is input
+and framework time on the accelerator's own rows (time an accelerator waits for the host shows
+as its ``idle``).
 """
 
 from __future__ import annotations
@@ -96,8 +82,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Scored:
-    """A point with its speedups and efficiencies."""
-
     point: Point
     speedup: float | None = None
     speedup_vs_baseline: float | None = None
@@ -170,7 +154,6 @@ def family_baselines(points: Iterable[Point]) -> dict[str, Point]:
 
 
 def curves(mode: str, points: Sequence[Point]) -> dict[str, list[Scored]]:
-    """Every variant's scored points."""
     bases = family_baselines(points)
     return {v: score(mode, ps, bases) for v, ps in by_variant(points).items()}
 
@@ -282,12 +265,7 @@ def count_recommendation(picks: Sequence[tuple[int, str]], unit: str = "GPUs") -
     """``[(2, "a"), (4, "b"), (8, "b")]`` -> ``"at 2 GPUs a; from 4 GPUs up, b"``."""
     if not picks:
         return None
-    runs: list[list[tuple[int, str]]] = []
-    for n, v in picks:
-        if runs and runs[-1][-1][1] == v:
-            runs[-1].append((n, v))
-        else:
-            runs.append([(n, v)])
+    runs = [list(run) for _, run in itertools.groupby(picks, key=lambda pick: pick[1])]
     parts = []
     for i, run in enumerate(runs):
         first, last, v = run[0][0], run[-1][0], run[0][1]

@@ -5,7 +5,7 @@ Each planned point's record (``variants/<name>@<count>/record.json``) gives its 
 times; its trace (``tensorboard/<name>@<count>/``) the per-step wall time per group
 (:func:`tfprof_towers.analysis.scaling.wall_groups`).  A point whose record is missing or
 unreadable is failed, saying why; a trace that cannot be analysed leaves ``wall_per_step`` null.
-The arithmetic is :mod:`tfprof_towers.analysis.scaling`'s.  No TensorFlow.
+No TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What-if projection: rank placements on hardware the user does not have at hand.
 
-``project(...)`` builds each variant's graph at the preset's full size in a child
-process *without running it* (:mod:`.graphcost`), projects it on a hardware
-profile (:mod:`.model`), optionally calibrated by a run directory
-(:mod:`.calibrate`), and returns one JSON-able document.  ``project_run`` is the
-entry point for ``profile --project-on NAME``: it projects a finished run's
-variants and writes ``RUN_DIR/projection.json``.
+Each variant's graph is built at the preset's full size in a child process *without running it*
+(:mod:`.graphcost`), projected on a hardware profile (:mod:`.model`), optionally calibrated by a
+run directory (:mod:`.calibrate`).
 """
 
 from __future__ import annotations
@@ -200,7 +197,7 @@ def project(
         "tensorflow": graphs.get("tensorflow"),
     }
     if run_dir is not None and calibration is not None:
-        result["calibration"] = _calibration_doc(run_dir, run, calibration, graphs, variants)
+        result["calibration"] = _calibration_doc(run_dir, calibration, graphs, variants)
     return result
 
 
@@ -218,7 +215,7 @@ def _calibration(run_dir: RunDir | None, preset: Preset):
     return cal, check, run
 
 
-def _calibration_doc(run_dir: RunDir, run: RunDoc, cal: Calibration, graphs: dict[str, Any],
+def _calibration_doc(run_dir: RunDir, cal: Calibration, graphs: dict[str, Any],
                      variants: Sequence[VariantSpec]) -> dict[str, Any]:
     doc = {"run_dir": str(run_dir.root), **cal.to_json(), "placement_checks": {}}
     checks = graphs.get("checks") or {}

@@ -13,9 +13,7 @@ What a run measured on *this* machine, and what it may change in a projection:
   is under half of every variant's step (small presets), or the run's preset is
   not the projected one (matmul efficiency depends on the matrix sizes), ``R`` is
   not used and only ``o`` is calibrated.
-* **placement and bytes** — when the projection is built at the run's preset, the
-  statically placed graph is compared with the run's partition graphs: ops on the
-  same device, and bytes per link (see :func:`placement_check`).
+* **placement and bytes** — only at the run's own preset (:func:`placement_check`).
 
 Accelerator rates are never calibrated from a run: a logical CPU device says
 nothing about a GPU, and for a GPU run the local GPU's peak is unknown.
@@ -27,16 +25,17 @@ import contextlib
 import os
 import platform
 import re
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tfprof_towers.analysis.audit import PLUMBING_OPS
 from tfprof_towers.projection.model import GraphWork, Rates
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.records import RunDoc, load_record, load_run, variant_names
 
 MIN_COMPUTE_SHARE = 0.5
-PLUMBING = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp"})
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,6 @@ class Point:
 class Fit:
     seconds_per_flop: float | None
     overhead_s: float
-    compute_share: float
 
 
 @dataclass(frozen=True)
@@ -102,7 +100,7 @@ def points_from_run(run_dir: RunDir) -> list[Point]:
         if not rec.ok or not median or not nodes:
             continue
         flops = float(sum(n.get("flops", 0) for n in nodes))
-        ops = sum(1 for n in nodes if n.get("kernel") not in PLUMBING)
+        ops = sum(1 for n in nodes if n.get("kernel") not in PLUMBING_OPS)
         out.append(Point(name, float(median), flops, ops))
     return out
 
@@ -123,11 +121,8 @@ def fit(points: Sequence[Point]) -> Fit | None:
         if a > 0 and b >= 0:
             share = min(a * p.flops / p.step_s for p in points)
             if share >= MIN_COMPUTE_SHARE:
-                return Fit(a, b, share)
-    if snn == 0:
-        return None
-    b = snt / snn
-    return Fit(None, b, 0.0)
+                return Fit(a, b)
+    return Fit(None, snt / snn) if snn else None
 
 
 def local_peak_flops(cpuinfo: str, cores: int) -> float | None:
@@ -203,14 +198,13 @@ def placement_check(static: GraphWork, record: Mapping[str, Any]) -> dict[str, A
     measured = {n["name"]: n["device"] for n in placement.get("nodes") or []}
     compared = [op for op in static.ops if op.name in measured]
     agree = sum(1 for op in compared if measured[op.name] == op.device)
-    static_links: dict[tuple[str, str], int] = {}
+    static_links: dict[tuple[str, str], int] = defaultdict(int)
     for c in static.copies:
-        static_links[(c.src, c.dst)] = static_links.get((c.src, c.dst), 0) + c.bytes
-    measured_links: dict[tuple[str, str], int] = {}
+        static_links[(c.src, c.dst)] += c.bytes
+    measured_links: dict[tuple[str, str], int] = defaultdict(int)
     for t in placement.get("transfers") or []:
         if t.get("kind", "send_recv") == "send_recv":  # all-reduce traffic is compared apart
-            key = (t["src"], t["dst"])
-            measured_links[key] = measured_links.get(key, 0) + int(t["bytes_per_step"])
+            measured_links[(t["src"], t["dst"])] += int(t["bytes_per_step"])
     links = [
         {"src": s, "dst": d, "static_bytes": static_links.get((s, d), 0),
          "measured_bytes": measured_links.get((s, d), 0)}

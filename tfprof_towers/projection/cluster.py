@@ -5,23 +5,7 @@
 ``[network]`` section (each host's network card).  Unlike the single-host projection
 (:mod:`.model`, which places a built TensorFlow graph), this is arithmetic on the seed
 workload's sizes -- nothing is built, TensorFlow is not imported -- and every term is
-named in :data:`ASSUMPTIONS` and in each variant's ``terms``:
-
-* the global batch is the preset's, split evenly over the ``R = N x G`` accelerators
-  (G per host, the profile's ``accelerator.count``);
-* one replica's compute: its share of the matmul FLOPs at the accelerator's matmul rate,
-  the element-wise passes (7 per block over the activations, 10 over every parameter for
-  Adam) at its memory bandwidth, and a per-op overhead for ``24 x blocks + 10`` ops;
-* ``multi_worker``: one NCCL ring all-reduce of the gradients (``S`` bytes) over all R
-  accelerators: ``2(R-1)/R x S`` cross every link of the ring, the slowest of which is a
-  host's network card when N > 1 (the peer link on one host), plus ``2(R-1)`` latencies;
-* ``parameter_server``: the variables live on M ps hosts (the profile's host CPU and
-  network card, no accelerators).  Each step every worker host pulls ``S`` bytes of
-  variables and pushes ``S`` bytes of gradients (its G replicas first all-reduce among
-  themselves over the peer link, and each gets the pulled variables over its host link);
-  each ps host's card carries ``N x S / M`` each way, and its CPU applies N Adam updates
-  to its ``1/M`` of the variables at host memory bandwidth;
-* ``overlapped`` lets communication run while accelerators compute; ``serial`` adds it all up.
+named in :data:`ASSUMPTIONS` and in each variant's ``terms``.
 
 The result has the shape of :func:`.api.project`'s document (variants, ranking,
 recommendation), so ``profile --workers N --project-on NAME`` shows it in the report.
@@ -71,8 +55,7 @@ def sizes(preset: Preset) -> dict[str, float]:
             "ops": float(24 * preset.blocks + 10)}
 
 
-def replica_compute_s(preset: Preset, hw: Hardware, replicas: int, rates: Rates,
-                      adam_on_replica: bool) -> float:
+def replica_compute_s(preset: Preset, replicas: int, rates: Rates, adam_on_replica: bool) -> float:
     z = sizes(preset)
     elementwise = BLOCK_PASSES * preset.blocks * z["activation_bytes"] / replicas
     if adam_on_replica:
@@ -104,7 +87,7 @@ def multi_worker(preset: Preset, hw: Hardware, hosts: int, rates: Rates) -> dict
     r = hosts * g
     s = sizes(preset)["gradient_bytes"]
     link = nic if hosts > 1 else hw.peer.link
-    compute = replica_compute_s(preset, hw, r, rates, adam_on_replica=True)
+    compute = replica_compute_s(preset, r, rates, adam_on_replica=True)
     allreduce = ring_seconds(s, r, link)
     each = 2 * (r - 1) / r * s if r > 1 else 0.0
     per_link = [{"src": f"host {k}", "dst": f"host {(k + 1) % hosts}", "bytes_per_step": round(each),
@@ -120,7 +103,7 @@ def parameter_server(preset: Preset, hw: Hardware, hosts: int, ps: int, rates: R
     nic = network_of(hw)
     g = hw.accelerator.count
     s = sizes(preset)["gradient_bytes"]
-    compute = replica_compute_s(preset, hw, hosts * g, rates, adam_on_replica=False)
+    compute = replica_compute_s(preset, hosts * g, rates, adam_on_replica=False)
     local = ring_seconds(s, g, hw.peer.link) + hw.host_link.latency_us * 1e-6 + s / hw.host_link.bytes_per_s
     lat = 2 * nic.latency_us * 1e-6
     ps_card = lat + hosts * s / ps / nic.bytes_per_s  # each way; in and out run at once

@@ -43,14 +43,7 @@ def tensor_nbytes(t: Any) -> int:
     """Static size of a tensor in bytes; 0 for resources, strings, unknown shapes."""
     import tensorflow as tf
 
-    if t.dtype in (tf.resource, tf.variant, tf.string):
-        return 0
-    if t.shape.rank is None:
-        return 0
-    dims = t.shape.as_list()
-    if any(d is None for d in dims):
-        return 0
-    return t.dtype.size * math.prod(dims)
+    return 0 if t.dtype in (tf.resource, tf.variant, tf.string) else t.dtype.size * _elements(t)
 
 
 def executed_ops(fetches: Any) -> list[Any]:
@@ -109,7 +102,7 @@ def op_work(op: Any) -> tuple[float, float]:
     """(FLOPs, bytes read + written) of one op, from static shapes."""
     from tfprof_towers.capture.placement import op_flops
 
-    if op.type in VIEW_OPS or (op.type == "Split" and _split_axis(op) == 0):
+    if op.type in VIEW_OPS or (op.type == "Split" and bool(op.inputs) and _static_int(op.inputs[0]) == 0):
         return 0.0, 0.0
     out_bytes = sum(tensor_nbytes(t) for t in op.outputs)
     in_bytes = sum(tensor_nbytes(t) for t in op.inputs)
@@ -131,10 +124,6 @@ def _elements(t: Any) -> int:
     if t.shape.rank is None or any(d is None for d in t.shape.as_list()):
         return 0
     return math.prod(t.shape.as_list())
-
-
-def _split_axis(op: Any) -> int | None:
-    return _static_int(op.inputs[0]) if len(op.inputs) else None
 
 
 def collective_key(op: Any, device: str, seen: dict[tuple[str, str], int]) -> tuple[str, int]:

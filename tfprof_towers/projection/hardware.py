@@ -56,11 +56,8 @@ class Host:
 
     def peak_flops(self, build: str | None = None) -> float:
         """Nominal fp32 FLOP/s of all cores for ``build`` (default: the profile's)."""
-        b = build or self.tensorflow_build
-        if b == "vectorised":
-            per_cycle = self.flops_per_cycle_vectorised
-        else:
-            per_cycle = self.flops_per_cycle_unvectorised
+        vectorised = (build or self.tensorflow_build) == "vectorised"
+        per_cycle = self.flops_per_cycle_vectorised if vectorised else self.flops_per_cycle_unvectorised
         return self.cores * self.clock_ghz * 1e9 * per_cycle
 
 
@@ -99,11 +96,9 @@ class Hardware:
 
     def with_host_build(self, build: str) -> Hardware:
         """The same profile assuming another TensorFlow build on the host."""
-        from dataclasses import replace
-
         if build not in BUILDS:
             raise HardwareError(f"unknown TensorFlow build {build!r}; choose one of: {', '.join(BUILDS)}")
-        return replace(self, host=replace(self.host, tensorflow_build=build))
+        return dataclasses.replace(self, host=dataclasses.replace(self.host, tensorflow_build=build))
 
     def summary(self) -> dict[str, Any]:
         """The assumptions a projection states next to every projected number."""
@@ -111,34 +106,19 @@ class Hardware:
         return {
             "name": self.name,
             "description": self.description,
-            "host": {
-                "model": h.model,
-                "tensorflow_build": h.tensorflow_build,
-                "peak_gflops": h.peak_flops() / 1e9,
-                "efficiency": h.efficiency,
-                "memory_bandwidth_gbs": h.memory_bandwidth_gbs,
-                "op_overhead_us": h.op_overhead_us,
-                "source": h.source,
-            },
-            "accelerator": {
-                "model": a.model,
-                "count": a.count,
-                "fp32_tflops": a.fp32_tflops,
-                "matmul_tflops": a.matmul_tflops,
-                "efficiency": a.efficiency,
-                "memory_bandwidth_gbs": a.memory_bandwidth_gbs,
-                "op_overhead_us": a.op_overhead_us,
-                "source": a.source,
-            },
-            "host_link": _link_json(self.host_link),
-            "peer": {"kind": self.peer.kind, "topology": self.peer.topology, **_link_json(self.peer.link)},
+            "host": {**_fields(h, "model", "tensorflow_build"), "peak_gflops": h.peak_flops() / 1e9,
+                     **_fields(h, "efficiency", "memory_bandwidth_gbs", "op_overhead_us", "source")},
+            "accelerator": _fields(a, "model", "count", "fp32_tflops", "matmul_tflops", "efficiency",
+                                   "memory_bandwidth_gbs", "op_overhead_us", "source"),
+            "host_link": dataclasses.asdict(self.host_link),
+            "peer": {**_fields(self.peer, "kind", "topology"), **dataclasses.asdict(self.peer.link)},
             "origin": self.origin,
-            **({"network": _link_json(self.network)} if self.network is not None else {}),
+            **({"network": dataclasses.asdict(self.network)} if self.network is not None else {}),
         }
 
 
-def _link_json(link: Link) -> dict[str, Any]:
-    return dataclasses.asdict(link)
+def _fields(record: Any, *names: str) -> dict[str, Any]:
+    return {n: getattr(record, n) for n in names}
 
 
 # --------------------------------------------------------------------------- loading

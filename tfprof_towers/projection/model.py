@@ -1,7 +1,6 @@
 """Projection arithmetic: a placed graph's work on a hardware profile, two step-time bounds.
 
-Unit-tested by hand.  The graph comes from
-:mod:`.graphcost` as per-op work (FLOPs, bytes, device, dependencies) and
+The graph comes from :mod:`.graphcost` as per-op work (FLOPs, bytes, device, dependencies) and
 cross-device copies; the profile from :mod:`.hardware`.
 
 * An op takes ``overhead + max(flops / rate, bytes / memory bandwidth)`` on its
@@ -267,14 +266,13 @@ def simulate(tasks: Sequence[Task], serial: bool) -> Schedule:
 # --------------------------------------------------------------------------- summaries
 
 def per_device(work: GraphWork, tasks: Sequence[Task]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for name in (work.host, *work.accelerators):
-        out[name] = {"role": "host" if name == work.host else "accelerator",
-                     "compute_s": 0.0, "flops": 0.0, "bytes": 0.0, "ops": 0}
+    def blank(role: str) -> dict[str, Any]:
+        return {"role": role, "compute_s": 0.0, "flops": 0.0, "bytes": 0.0, "ops": 0}
+
+    out = {name: blank("host" if name == work.host else "accelerator")
+           for name in (work.host, *work.accelerators)}
     for op, t in zip(work.ops, tasks):
-        d = out.setdefault(
-            op.device, {"role": "other", "compute_s": 0.0, "flops": 0.0, "bytes": 0.0, "ops": 0}
-        )
+        d = out.setdefault(op.device, blank("other"))
         d["compute_s"] += t.duration
         d["flops"] += op.flops
         d["bytes"] += op.bytes

@@ -7,9 +7,7 @@ devices (:func:`tfprof_towers.projection.api.build_graphs`) and projected on it
 profile (one with ``[network]``) adds ``multi_worker`` on 1, 2 and 4 hosts (G, 2G, 4G
 accelerators; :func:`tfprof_towers.projection.cluster.multi_worker`).  The family's baseline is
 projected at 1 only, every other variant from 2 (as the measured sweep runs them).
-
-``weak`` mode: the preset's batch is the per-replica batch (the global batch at N is N times
-it); ``strong``: the preset's batch is split.  Importing this module never imports TensorFlow.
+Importing this module never imports TensorFlow.
 """
 
 from __future__ import annotations

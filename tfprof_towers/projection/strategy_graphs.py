@@ -21,9 +21,7 @@ What each strategy's cross-device choice becomes in the model (:mod:`.model`):
 * ``central_storage``: variables on the host, read by every accelerator each step and
   updated on the host: host links both ways.
 
-Run as ``python -P -m tfprof_towers.projection.strategy_graphs SPEC.json`` (started for each
-tf2-strategy variant by :func:`.api.build_graphs`, as :mod:`.graphcost` is for the others);
-imports TensorFlow.
+Imports TensorFlow: :func:`.api.build_graphs` runs it in a child, as :mod:`.graphcost`.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.render.html import category_list, environment
+from tfprof_towers.render.html import environment
 from tfprof_towers.rundir.paths import atomic_write_text
+from tfprof_towers.vocab import categories
 from tfprof_towers.vocab.errors import TowersError
 
 WINDOWS = {
@@ -37,14 +38,12 @@ def per_step(doc: Mapping[str, Any]) -> dict[str, Any]:
         }
         if d.get("idle_split") is not None:
             devices[name]["idle_split"] = {k: float(v or 0.0) * scale for k, v in d["idle_split"].items()}
-    links = []
-    for ln in doc.get("links") or ():
-        links.append({
-            **ln,
-            "bytes": None if ln.get("bytes") is None else float(ln["bytes"]) * scale,
-            "count": float(ln.get("count") or 0) * scale,
-            "seconds": None if ln.get("seconds") is None else float(ln["seconds"]) * scale,
-        })
+    links = [{
+        **ln,
+        "bytes": None if ln.get("bytes") is None else float(ln["bytes"]) * scale,
+        "count": float(ln.get("count") or 0) * scale,
+        "seconds": None if ln.get("seconds") is None else float(ln["seconds"]) * scale,
+    } for ln in doc.get("links") or ()]
     return {**doc, "devices": devices, "links": links}
 
 
@@ -78,19 +77,15 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         "doc": d,
         "source": source,
         "window": WINDOWS.get(str(doc.get("window")), str(doc.get("window"))),
-        "categories": category_list(),
+        "categories": categories.legend(),
         "rows": rows,
-        "data": {"breakdown": {"categories": category_list(), "rows": rows}, "timelines": []},
+        "data": {"breakdown": {"categories": categories.legend(), "rows": rows}, "timelines": []},
     }
-
-
-def render_analysis_text(doc: Mapping[str, Any]) -> str:
-    return environment().get_template("analysis.html").render(**analysis_view(doc))
 
 
 def render_analysis_html(analysis_doc: dict[str, Any], out: Path) -> None:
     """Write the analysis page for ``analysis_doc`` to ``out`` (atomically)."""
-    text = render_analysis_text(analysis_doc)
+    text = environment().get_template("analysis.html").render(**analysis_view(analysis_doc))
     try:
         atomic_write_text(Path(out), text)
     except OSError as exc:

@@ -34,11 +34,9 @@ def chrome_trace(trace: Any, topology: Mapping[str, Any] | None = None, label: s
     pid_of = {d: i + 1 for i, d in enumerate(devices)}
     device = ev["device"].astype(str)
     line = ev["line"].astype(str)
-    threads = pd.DataFrame({"device": device, "line": line}).drop_duplicates().sort_values(
-        ["device", "line"], kind="stable"
-    )
-    threads["tid"] = np.arange(1, len(threads) + 1)
     keys = pd.DataFrame({"device": device, "line": line})
+    threads = keys.drop_duplicates().sort_values(["device", "line"], kind="stable")
+    threads["tid"] = np.arange(1, len(threads) + 1)
     tid = keys.merge(threads, on=["device", "line"], how="left")["tid"]
     frame = pd.DataFrame({
         "name": ev["name"].astype(str).to_numpy(),

@@ -6,11 +6,6 @@ and links nothing.  Data for the charts goes into a
 ``<script type="application/json">`` block through ``|tojson``, which escapes
 ``<``, ``>``, ``&`` and ``'``; the script puts every name into the page with
 ``textContent``.  Trace- and graph-derived text is never marked safe.
-
-The page reads top-down: recommendation, ranking, measured here vs projected on
-another machine (only with a ``projection.json``; see :mod:`.projection`),
-wall-time breakdown, timelines, transfers, placement audit, findings, how to
-open each variant, environment, failed variants.
 """
 
 from __future__ import annotations
@@ -26,6 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from tfprof_towers.advice import recommend
+from tfprof_towers.advice.findings import by_severity
 from tfprof_towers.render.cluster import cluster_views
 from tfprof_towers.render.filters import FILTERS
 from tfprof_towers.render.projection import projection_view
@@ -34,8 +30,6 @@ from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.paths import RunDir, atomic_write_text
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import categories
-
-SEVERITY_ORDER = ("high", "medium", "low")
 
 
 @lru_cache(maxsize=1)
@@ -61,10 +55,6 @@ def assets() -> dict[str, Markup]:
         "css": Markup(static.joinpath("report.css").read_text(encoding="utf-8")),
         "js": Markup(static.joinpath("report.js").read_text(encoding="utf-8").replace("</", "<\\/")),
     }
-
-
-def category_list() -> list[dict[str, str]]:
-    return categories.legend()
 
 
 # ------------------------------------------------------------------------------------------
@@ -129,26 +119,14 @@ def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> di
         if t.get("kind") == "collective":
             c["collective"] += int(t["bytes_per_step"])
     biggest = max((c["bytes_per_step"] for c in cells.values()), default=0)
-    return {
-        "devices": devices,
-        "rows": [
-            [
-                {
-                    "bytes": cells[(s, d)]["bytes_per_step"] if (s, d) in cells else None,
-                    "tensors": cells[(s, d)]["tensors"] if (s, d) in cells else None,
-                    "collective": cells[(s, d)]["collective"] if (s, d) in cells else 0,
-                    "alpha": round(0.08 + 0.5 * cells[(s, d)]["bytes_per_step"] / biggest, 3)
-                    if (s, d) in cells and biggest else 0,
-                }
-                for d in devices
-            ]
-            for s in devices
-        ],
-    }
 
+    def cell(c: dict[str, int] | None) -> dict[str, Any]:
+        if c is None:
+            return {"bytes": None, "tensors": None, "collective": 0, "alpha": 0}
+        return {"bytes": c["bytes_per_step"], "tensors": c["tensors"], "collective": c["collective"],
+                "alpha": round(0.08 + 0.5 * c["bytes_per_step"] / biggest, 3) if biggest else 0}
 
-def tensorboard_command(run_root: Path, name: str) -> str:
-    return f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard' / name))} --port 6006"
+    return {"devices": devices, "rows": [[cell(cells.get((s, d))) for d in devices] for s in devices]}
 
 
 def view_model(
@@ -159,25 +137,19 @@ def view_model(
     by_name = {v["name"]: v for v in variants}
     ranked = [by_name[n] for n in summary.get("ranking") or [] if n in by_name]
     ranked += [v for v in variants if v not in ranked]
-    findings = sorted(
-        summary.get("findings") or [],
-        key=lambda f: SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9,
-    )
-    per_variant = []
-    for v in ranked:
-        per_variant.append({
-            "entry": v,
-            "matrix": transfer_matrix(v, topology),
-            "tensorboard": tensorboard_command(run_root, v["name"]),
-            "chrome_trace": v.get("chrome_trace"),
-            "timeline_id": _dom_id(v["name"]),
-            "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
-        })
+    findings = by_severity(summary.get("findings") or [], lambda f: f["severity"])
+    per_variant = [{
+        "entry": v,
+        "matrix": transfer_matrix(v, topology),
+        "tensorboard": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard' / v['name']))} "
+                       "--port 6006",
+        "chrome_trace": v.get("chrome_trace"),
+        "timeline_id": _dom_id(v["name"]),
+        "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
+    } for v in ranked]
     timelines = [{**t, "id": _dom_id(t["variant"])} for t in timelines]
-    data = {
-        "breakdown": {"categories": category_list(), "rows": breakdown_rows(summary)},
-        "timelines": timelines,
-    }
+    data = {"breakdown": {"categories": categories.legend(), "rows": breakdown_rows(summary)},
+            "timelines": timelines}
     recommendation = summary.get("recommendation") or {}
     picked = by_name.get(recommendation.get("variant") or "")
     math, math_rows, math_steps = math_view(summary)
@@ -210,7 +182,7 @@ def view_model(
         "recommendation": recommendation,
         "rules": summary.get("rules") or [],
         "link_models": summary.get("link_models") or [],
-        "categories": category_list(),
+        "categories": categories.legend(),
         "data": data,
         "logical": topology.get("kind") == "logical-cpu",
         "stand_in_why": recommend.stand_in_why(summary),

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+_LINK_NUMBERS = (("bandwidth_gbs", "{} GB/s per direction"), ("efficiency", "× {} efficiency"),
+                 ("latency_us", "{} µs latency"))
 #: Per part of a hardware profile: the numbers shown, each as (key, format with one ``{}``).
 PROFILE_NUMBERS: dict[str, tuple[tuple[str, str], ...]] = {
     "host": (("peak_gflops", "{} GFLOP/s fp32 peak"), ("efficiency", "× {} efficiency"),
@@ -19,10 +21,8 @@ PROFILE_NUMBERS: dict[str, tuple[tuple[str, str], ...]] = {
     "accelerator": (("fp32_tflops", "{} TFLOP/s fp32"), ("matmul_tflops", "{} TFLOP/s matmul"),
                     ("efficiency", "× {} efficiency"), ("memory_bandwidth_gbs", "{} GB/s memory"),
                     ("op_overhead_us", "{} µs per op")),
-    "host_link": (("bandwidth_gbs", "{} GB/s per direction"), ("efficiency", "× {} efficiency"),
-                  ("latency_us", "{} µs latency")),
-    "peer": (("bandwidth_gbs", "{} GB/s per direction"), ("efficiency", "× {} efficiency"),
-             ("latency_us", "{} µs latency")),
+    "host_link": _LINK_NUMBERS,
+    "peer": _LINK_NUMBERS,
 }
 PROFILE_PARTS = (("host", "host CPU"), ("accelerator", "accelerators"),
                  ("host_link", "host↔accelerator link"), ("peer", "accelerator↔accelerator"))

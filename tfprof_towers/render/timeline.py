@@ -59,12 +59,9 @@ def step_timeline(
     row_of = {d: i for i, d in enumerate(devices)}
     device = sel["device"].astype(str)
     line = sel["line"].astype(str)
-    lanes = (
-        pd.DataFrame({"device": device, "line": line}).drop_duplicates()
-        .sort_values(["device", "line"], kind="stable")
-    )
-    lanes["lane"] = lanes.groupby("device").cumcount()
     keys = pd.DataFrame({"device": device, "line": line})
+    lanes = keys.drop_duplicates().sort_values(["device", "line"], kind="stable")
+    lanes["lane"] = lanes.groupby("device").cumcount()
     lane = keys.merge(lanes, on=["device", "line"], how="left")["lane"]
     start = sel["start_ps"].to_numpy() - w0
     dur = np.minimum(sel["dur_ps"].to_numpy(), np.maximum(w1 - sel["start_ps"].to_numpy(), 0))
