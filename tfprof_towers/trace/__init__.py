@@ -1,33 +1,7 @@
 """TensorFlow profiler traces -> numpy columns -> per-device time attribution.  Never imports TensorFlow
 (nor pandas, unless a DataFrame is asked for).
 
-The data flow::
-
-    xplane.read_xspace -> classify -> steps -> Trace (load; hosts) -> attribute (+ idle) -> links -> Analysis
-
-one module per step::
-
-    tfprof_towers.xplane   the reader: XSpace (``*.xplane.pb``) -> raw columns (plane, line,
-                           name, start, duration, the stats asked for); knows no TensorFlow
-    locate.py     which file(s) a path names (file / logdir / ``--run``), with notes
-    classify.py   TensorFlow meaning per event: category, device (node -> device join),
-                  TF node and op type, send/recv endpoints from rendezvous keys, collectives
-      copies.py   device copies: bytes, direction, peer endpoints from ``memcpy_details``
-                  (parsed with numpy over the bytes, a batch at a time, inside the reader)
-      codes.py    categories as int8 codes
-    steps.py      step windows: markers, else the ``Steps`` lines, else the whole trace; whose
-                  they are (a host's, each plane's own), the step time, owners apart
-    columns.py    EventColumns: the events as narrow numpy columns; the pandas frame on demand
-    load.py       the glue: ``Trace(source, columns, step_table, window, hostnames, notes, hosts)``
-    hosts.py      several hosts (one trace per task) as one trace: names per task, one clock,
-                  decoded in parallel processes
-    attribute.py  per device and step: ``total`` per category, exclusive ``wall`` (a union
-                  measure per precedence rank, per device, in time slices: bounded memory)
-    idle.py       accelerators' idle time: host wait, kernel wait, other (HTA's split)
-    tasks.py      per task and step: start, end, time inside collectives
-    links.py      per (src, dst, kind): bytes, count, seconds, GB/s; ``network`` between tasks
-    analysis.py   ``Analysis`` = trace + breakdown + links, and its JSON document
-    synth.py      build TensorFlow-style traces in code (tests, benchmarks)
+The modules and their data flow are in ARCHITECTURE.md (``trace/``).
 
 A run directory's traces, with the node -> device join, edge bytes, the host -> task map and
 the topology kind from its records, are analysed by :mod:`tfprof_towers.analysis.run_traces` (the

@@ -222,8 +222,8 @@ def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
         key = ev.window[at] * n_cat + ev.category[at]
         dur, nbytes = ev.end[at] - ev.start[at], ev.bytes[at]
     count = np.bincount(key, minlength=n_win * n_cat)
-    dur = _sums(key, dur, n_win * n_cat)
-    nbytes = _sums(key, nbytes, n_win * n_cat)
+    dur = exact_sums(key, dur, n_win * n_cat)
+    nbytes = exact_sums(key, nbytes, n_win * n_cat)
     used = np.flatnonzero(count)
     return Totals(
         np.full(used.size, device, dtype=np.int64), used // n_cat, used % n_cat, count[used].astype(np.int64),
@@ -231,7 +231,7 @@ def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
     )
 
 
-def _sums(key: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+def exact_sums(key: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sums of ``values`` per ``key``: float weights where every sum stays below 2**53 (then
     exact), else integer accumulation."""
     if not values.size or (values.min() >= 0 and int(values.sum(dtype=np.uint64)) < (1 << 53)):

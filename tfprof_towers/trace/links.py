@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tfprof_towers.trace.attribute import exact_sums
 from tfprof_towers.trace.columns import EventColumns
 from tfprof_towers.trace.load import Trace
 from tfprof_towers.vocab.categories import COPY_CATEGORIES, EVENT_CATEGORIES
@@ -121,9 +122,9 @@ def copy_links(c: EventColumns, inside: np.ndarray) -> list[Link]:
         return []
     group, (src, dst, cat) = _groups(c.src[copies], c.dst[copies], c.category[copies].astype(np.int64))
     n = src.size
-    nbytes = _sums(group, c.bytes[copies], n)
+    nbytes = exact_sums(group, c.bytes[copies], n)
     count = np.bincount(group, minlength=n)
-    dur = _sums(group, c.dur_ps[copies], n)
+    dur = exact_sums(group, c.dur_ps[copies], n)
     items = c.strings.items
     out = []
     for i in range(n):
@@ -140,17 +141,6 @@ def copy_links(c: EventColumns, inside: np.ndarray) -> list[Link]:
                 True,
             )
         )
-    return out
-
-
-def _sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact int64 sums per group."""
-    out = np.zeros(n, dtype=np.int64)
-    if group.size:
-        order = np.argsort(group, kind="stable")
-        g = group[order]
-        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        out[g[starts]] = np.add.reduceat(values[order].astype(np.int64), starts)
     return out
 
 
@@ -191,7 +181,7 @@ def send_links(
     if edge_bytes is not None:
         uniq, inv = np.unique(c.edge[rows], return_inverse=True)
         per_edge = np.array([int(edge_bytes.get(items[e], 0)) for e in uniq.tolist()], dtype=np.int64)
-        nbytes = _sums(group, per_edge[inv.ravel()], n).tolist()
+        nbytes = exact_sums(group, per_edge[inv.ravel()], n).tolist()
     count = np.bincount(group, minlength=n)
     return [
         Link(items[src[i]], items[dst[i]], kind, nbytes[i], int(count[i]), None, None, False)

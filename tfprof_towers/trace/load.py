@@ -55,7 +55,7 @@ from tfprof_towers.trace.classify import (
     NodeDevices,
     classify,
 )
-from tfprof_towers.trace.columns import EventColumns, empty_frame, events_frame
+from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
 from tfprof_towers.trace.steps import StepSources, StepTable, assign_steps, step_windows
 from tfprof_towers.vocab.errors import TraceError
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 WHOLE_TRACE_NOTE = "no step markers and no Steps line: the whole trace is analysed as one window"
 
-__all__ = ["Host", "Trace", "empty_events", "load_trace", "trace_from_bytes", "trace_from_raw"]
+__all__ = ["Host", "Trace", "load_trace", "trace_from_bytes", "trace_from_raw"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,10 +118,6 @@ class Trace:
     def steps(self) -> pd.DataFrame:
         """The step windows as a DataFrame: ``step``, ``start_ps``, ``end_ps``."""
         return self.step_table.frame()
-
-
-def empty_events() -> pd.DataFrame:
-    return empty_frame()
 
 
 def load_trace(

@@ -10,7 +10,7 @@ tool stores or shows uses the canonical form of :func:`canonical_device`:
   dropped): ``/job:worker/task:1/device:CPU:0``; a task without a device part is
   ``/job:worker/task:1``;
 * the profiler's host plane ``/host:CPU`` (:data:`HOST_THREADS`), a cluster task's host
-  threads ``/job:worker/task:1/host:CPU`` (:func:`task_host_threads`; a multi-host
+  threads ``/job:worker/task:1/host:CPU`` (a multi-host
   analysis names each host's threads so) and anything that is not a device name are
   returned unchanged.
 """
@@ -108,11 +108,6 @@ def canonical_device(name: str) -> str:
 def is_host_threads(name: str) -> bool:
     """True for the profiler's host plane, ``/host:CPU``, of a single process or of a task."""
     return name.startswith("/host:") or (name.startswith("/job:") and "/host:" in name)
-
-
-def task_host_threads(task: str) -> str:
-    """The host threads' name of a task: ``/job:worker/task:1/host:CPU`` (``/host:CPU`` for ``""``)."""
-    return f"{task}{HOST_THREADS}"
 
 
 def task_of(name: str) -> str:

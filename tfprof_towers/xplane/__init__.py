@@ -31,7 +31,7 @@ from tfprof_towers.xplane.columns import Parser
 from tfprof_towers.xplane.decode import decode_space
 from tfprof_towers.xplane.ragged import Ragged
 from tfprof_towers.xplane.reader import decode_buffer, read_layout, read_xspace
-from tfprof_towers.xplane.strings import Strings, categorical, categorical_by, dense_unique, used_codes
+from tfprof_towers.xplane.strings import Strings, categorical, dense_unique, used_codes
 from tfprof_towers.xplane.tables import (
     DEVICE,
     HOST,
@@ -58,7 +58,6 @@ __all__ = [
     "StatColumn",
     "Strings",
     "categorical",
-    "categorical_by",
     "decode_buffer",
     "decode_space",
     "dense_unique",
