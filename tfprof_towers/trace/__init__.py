@@ -71,11 +71,5 @@ from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.load import Trace, load_trace, trace_from_bytes
 
 __all__ = [
-    "Analysis",
-    "Trace",
-    "analyze_trace",
-    "analyze_xplane",
-    "load_hosts",
-    "load_trace",
-    "trace_from_bytes",
+    "Analysis", "Trace", "analyze_trace", "analyze_xplane", "load_hosts", "load_trace", "trace_from_bytes"
 ]

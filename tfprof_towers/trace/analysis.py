@@ -1,12 +1,6 @@
-"""The whole analysis of one trace, and its JSON document.
+"""The whole analysis of one trace (load -> attribute -> links), and its JSON document.
 
-``analyze_xplane(path)`` = load (every host of a multi-host run, :mod:`.hosts`) ->
-attribute -> links, as an :class:`Analysis`; ``analyze_trace(trace, kind, edge_bytes)``
-the same for a loaded trace.  (A run
-directory's variants, whose records add the node -> device join, the topology kind
-and the bytes of send/recv edges: :mod:`tfprof_towers.analysis.run_traces`.)
-``Analysis.to_doc()`` is the document ``tfprof-towers analyze --json`` prints (see
-:mod:`tfprof_towers.trace`).
+``Analysis.to_doc()`` is what ``tfprof-towers analyze --json`` prints (format: :mod:`tfprof_towers.trace`).
 """
 
 from __future__ import annotations

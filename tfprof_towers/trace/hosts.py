@@ -13,10 +13,6 @@ up to the cores available -- and joins them into one :class:`~.load.Trace`:
   one clock by their timestamps (nanoseconds since the epoch), i.e. the hosts' clocks are
   assumed to agree -- true on one machine (loopback), as close as NTP keeps them on a
   real cluster.  The notes say so.
-* **In parallel.** Hosts are decoded in worker processes, as many as the cores not already
-  busy (:func:`idle_cores`), each with its share of them as decoding threads; each hands
-  its columns back as files mapped by the parent (``/dev/shm`` where there is one), not
-  through a pipe.
 * **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`),
   and its devices are broken down within them (a device with a ``Steps`` line of its own
   within that: :mod:`.steps`); every event belongs to the window of its device holding its

@@ -1,17 +1,7 @@
 """Load a TensorFlow trace: locate it, read it, classify its events, find its steps.
 
-``load_trace(path)`` accepts an ``*.xplane.pb`` file, or any directory holding
-``plugins/profile/<run>/<host>.xplane.pb`` (:mod:`.locate`; ``run=`` chooses), and
-returns a :class:`Trace`::
-
-    locate  ->  tfprof_towers.xplane.read_xspace (raw columns)  ->  classify  ->  steps  ->  frame
-
-No event ever becomes a Python object: a :class:`Trace` holds its events as numpy
-columns (:class:`~.columns.EventColumns`, what the analysis reads), and ``Trace.events``,
-the pandas frame below, is made from them the first time it is asked for.  Strings are
-codes: anything parsed from a string -- rendezvous keys, ``node:OpType`` names -- is
-parsed once per distinct string, and ``memcpy_details`` texts (nearly all distinct) with
-numpy over their bytes.
+A :class:`Trace` holds its events as numpy columns (:class:`~.columns.EventColumns`, what the
+analysis reads); ``Trace.events``, the pandas frame below, is made from them on first use.
 
 ``events`` columns (one row per event; derived lines such as ``Steps`` or
 ``TensorFlow Ops`` are left out, they only repeat other events):
