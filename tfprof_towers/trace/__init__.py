@@ -1,21 +1,9 @@
 """TensorFlow profiler traces -> numpy columns -> per-device time attribution.  Never imports TensorFlow
 (nor pandas, unless a DataFrame is asked for).
 
-The modules and their data flow are in ARCHITECTURE.md (``trace/``).
-
-A run directory's traces, with the node -> device join, edge bytes, the host -> task map and
-the topology kind from its records, are analysed by :mod:`tfprof_towers.analysis.run_traces` (the
-trace package never reads the run directory's format).  Another trace source (JAX,
-PyTorch) reuses :func:`tfprof_towers.xplane.read_xspace` and brings its own ``classify``.
-
-Entry points::
-
-    analyze_xplane(path, node_devices=None, kind=None, edge_bytes=None, run=None, tasks=None) -> Analysis
-    analyze_trace(trace, kind=None, edge_bytes=None) -> Analysis
-    load_trace(path, run=None, node_devices=None) -> Trace          # one host
-    load_hosts(path, run=None, node_devices=None, tasks=None) -> Trace  # every host of a run
-    trace_from_bytes(data, source="<bytes>", node_devices=None) -> Trace
-    Analysis.to_doc(per_step=False) -> dict
+The modules and their data flow are in ARCHITECTURE.md (``trace/``); a run directory's traces are
+analysed through :mod:`tfprof_towers.analysis.run_traces` (this package never reads its format).
+The arguments of the entry points (``analyze_xplane``, ``analyze_trace``, ``load_trace``, ``load_hosts``):
 
 ``node_devices`` maps TF node names to devices (``/device:CPU:1``; any form TF prints is
 canonicalised; a node of the same name on several tasks may list them all): host TF-op
