@@ -33,10 +33,7 @@ The document (``tfprof-towers analyze --json``; ``summary.json``'s
      "tasks": [{"task": "/job:worker/task:1" | "", "host": str,
                 "steps": [{"step", "start_s", "end_s", "collective_s"}]}]}
 
-Each device is broken down within its own step windows (:mod:`.steps`): a device with a
-``Steps`` line of its own within those, the devices of a host with markers within the host's
-(every device of a single-host trace with markers shares them, as do logical CPU devices),
-the rest within the trace's table; ``window_s`` is the sum of the device's own windows.
+Each device is broken down within its own step windows (:mod:`.steps`); ``window_s`` is their sum.
 ``step_time_s``: per step (in ``step_numbers`` order), the longest of its owners' windows --
 XProf's overview rule for the steps of several devices; not divided by ``per_step``.  A note
 says where owners' windows for a step do not overlap (they did not step together).

@@ -13,10 +13,9 @@
 * ``idle``: how an accelerator's idle time splits into host wait, kernel wait and other
   (:mod:`.idle`).
 
-Each device is broken down within its own step windows (:meth:`~.load.Trace.steps_of`: its
-``Steps`` line, its host's markers, else the trace's table); the results are laid out by the
-trace's windows (one per step number), a device's window for a step it did not run being
-empty.  ``window_ps`` says how long each device's window of each step is.
+Each device is broken down within its own step windows (:meth:`~.load.Trace.steps_of`); the
+results are laid out by the trace's windows (one per step number), a device's window for a step
+it did not run being empty.  ``window_ps`` says how long each device's window of each step is.
 """
 
 from __future__ import annotations

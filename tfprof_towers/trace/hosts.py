@@ -13,10 +13,9 @@ up to the cores available -- and joins them into one :class:`~.load.Trace`:
   one clock by their timestamps (nanoseconds since the epoch), i.e. the hosts' clocks are
   assumed to agree -- true on one machine (loopback), as close as NTP keeps them on a
   real cluster.  The notes say so.
-* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`),
-  and its devices are broken down within them (a device with a ``Steps`` line of its own
-  within that: :mod:`.steps`); every event belongs to the window of its device holding its
-  start.  The trace's table is their union per step number (earliest start, latest end).
+* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`;
+  devices with a ``Steps`` line of their own: :mod:`.steps`).  The trace's table is their union
+  per step number (earliest start, latest end).
 """
 
 from __future__ import annotations
