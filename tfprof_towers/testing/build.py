@@ -106,15 +106,8 @@ class PlaneBuilder:
 
 
     def bulk_line(
-        self,
-        name: str,
-        line_id: int,
-        timestamp_ns: int,
-        names: Sequence[str],
-        name_index: np.ndarray,
-        start_ps: np.ndarray,
-        dur_ps: np.ndarray,
-        stats: Mapping[str, BulkStat] | None = None,
+        self, name: str, line_id: int, timestamp_ns: int, names: Sequence[str], name_index: np.ndarray,
+        start_ps: np.ndarray, dur_ps: np.ndarray, stats: Mapping[str, BulkStat] | None = None,
     ) -> PlaneBuilder:
         """A line of many events, encoded at once: event i is named ``names[name_index[i]]``, starts
         at ``start_ps[i]`` (absolute) and lasts ``dur_ps[i]``; ``stats`` in the order given."""
@@ -141,11 +134,7 @@ class LineBuilder:
         return self._line
 
     def event(
-        self,
-        name: str,
-        start_ps: int,
-        dur_ps: int,
-        stats: Mapping[str, StatValue] | None = None,
+        self, name: str, start_ps: int, dur_ps: int, stats: Mapping[str, StatValue] | None = None,
     ) -> LineBuilder:
         ev = self._line.events.add(
             metadata_id=self._plane.event_metadata_id(name),

@@ -71,9 +71,7 @@ class BulkStat:
 
 
 def encode_events(
-    metadata_id: np.ndarray,
-    offset_ps: np.ndarray,
-    duration_ps: np.ndarray,
+    metadata_id: np.ndarray, offset_ps: np.ndarray, duration_ps: np.ndarray,
     stats: Sequence[tuple[int, BulkStat, np.ndarray | None]] = (),
 ) -> bytes:
     """Serialized ``events`` fields (XLine field 4) of many XEvents, in order.

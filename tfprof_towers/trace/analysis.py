@@ -197,11 +197,8 @@ def analyze_trace(
 
 
 def analyze_xplane(
-    path: Path | str,
-    node_devices: NodeDevices | None = None,
-    kind: str | None = None,
-    edge_bytes: Mapping[str, int] | None = None,
-    run: str | None = None,
+    path: Path | str, node_devices: NodeDevices | None = None, kind: str | None = None,
+    edge_bytes: Mapping[str, int] | None = None, run: str | None = None,
     tasks: Mapping[str, str] | None = None,
 ) -> Analysis:
     """Load a trace (a file, or every host of a logdir's run, ``tasks``: host file -> task) and analyse it."""

@@ -311,12 +311,7 @@ def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | No
 
 
 def sweep(
-    group: np.ndarray,
-    rank: np.ndarray,
-    s: np.ndarray,
-    e: np.ndarray,
-    n_groups: int,
-    n_rank: int,
+    group: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, n_rank: int,
     origin: np.ndarray | None = None,
 ) -> np.ndarray:
     """Exclusive time per (group, rank), int64: the lowest active rank owns each instant (module doc).

@@ -307,14 +307,8 @@ def _subset(t: _Text, found: tuple[np.ndarray, ...], wanted: np.ndarray | None) 
 
 
 def classify_copies(
-    raw: RawSpace,
-    device_plane: np.ndarray,
-    category: np.ndarray,
-    details: StatColumn,
-    nbytes: np.ndarray,
-    src: np.ndarray,
-    dst: np.ndarray,
-    prefix: str = "",
+    raw: RawSpace, device_plane: np.ndarray, category: np.ndarray, details: StatColumn, nbytes: np.ndarray,
+    src: np.ndarray, dst: np.ndarray, prefix: str = "",
 ) -> None:
     """Bytes, kind and endpoints of device copies (in place; arrays over the first ``n_kept`` events),
     from ``memcpy_details`` (read as bytes) parsed with numpy (:func:`parse_details`); device-plane

@@ -106,11 +106,8 @@ def _mapped(trace: Trace, out: str) -> Trace:
 
 
 def read_hosts(
-    files: Sequence[Path],
-    prefixes: Sequence[str],
-    node_devices: NodeDevices | None = None,
-    workers: int | None = None,
-    handoff: str | None = None,
+    files: Sequence[Path], prefixes: Sequence[str], node_devices: NodeDevices | None = None,
+    workers: int | None = None, handoff: str | None = None,
 ) -> list[Trace]:
     """Read each file (its devices named with its prefix), in parallel processes up to the idle cores
     (:func:`idle_cores`; ``workers`` says how many instead).
@@ -198,11 +195,8 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
 
 
 def load_hosts(
-    path: Path | str,
-    run: str | None = None,
-    node_devices: NodeDevices | None = None,
-    tasks: Mapping[str, str] | None = None,
-    workers: int | None = None,
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
+    tasks: Mapping[str, str] | None = None, workers: int | None = None,
 ) -> Trace:
     """Every host of the run ``path`` names, as one trace (a single host: as :func:`~.load.load_trace`,
     named with its task's prefix only when ``tasks`` names it)."""

@@ -129,18 +129,9 @@ def copy_links(c: EventColumns, inside: np.ndarray) -> list[Link]:
     out = []
     for i in range(n):
         seconds = int(dur[i]) / 1e12
-        out.append(
-            Link(
-                items[src[i]],
-                items[dst[i]],
-                EVENT_CATEGORIES[cat[i]],
-                int(nbytes[i]),
-                int(count[i]),
-                seconds,
-                int(nbytes[i]) / seconds / 1e9 if seconds > 0 else None,
-                True,
-            )
-        )
+        gbps = int(nbytes[i]) / seconds / 1e9 if seconds > 0 else None
+        out.append(Link(items[src[i]], items[dst[i]], EVENT_CATEGORIES[cat[i]], int(nbytes[i]), int(count[i]),
+                        seconds, gbps, True))
     return out
 
 

@@ -111,9 +111,7 @@ class Trace:
 
 
 def load_trace(
-    path: Path | str,
-    run: str | None = None,
-    node_devices: NodeDevices | None = None,
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
     threads: int | None = None,
 ) -> Trace:
     """Locate, read and decode one trace file (see the module docstring; ``threads``: see
@@ -124,10 +122,7 @@ def load_trace(
 
 
 def read_trace(
-    file: Path,
-    node_devices: NodeDevices | None = None,
-    prefix: str = "",
-    host: int = 0,
+    file: Path, node_devices: NodeDevices | None = None, prefix: str = "", host: int = 0,
     threads: int | None = None,
 ) -> Trace:
     """Read and decode the trace file ``file`` (``prefix``: its task's name, see :func:`trace_from_raw`;
