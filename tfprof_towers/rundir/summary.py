@@ -292,15 +292,8 @@ def build_summary(
     entries = with_speedups(entries, accelerator_count(run, topology))
     ranking = rank(entries)
     return Summary(
-        run_dir=str(run_dir.root),
-        variants=tuple(with_ranks(entries, ranking)),
-        ranking=tuple(ranking),
-        topology=topology,
-        config=run.config,
-        versions=run.versions,
-        started=run.started,
-        finished=run.finished,
-        partial=run.partial,
-        interrupted_by=run.interrupted_by,
+        run_dir=str(run_dir.root), variants=tuple(with_ranks(entries, ranking)), ranking=tuple(ranking),
+        topology=topology, config=run.config, versions=run.versions, started=run.started,
+        finished=run.finished, partial=run.partial, interrupted_by=run.interrupted_by,
         problems=tuple(problems),
     )

@@ -290,9 +290,7 @@ def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we:
     win, cs, ce, idx = clip_to_windows(s[rest], e[rest], ws, we)
     easy = np.flatnonzero(simple & (e > s))
     return (
-        np.concatenate([w[easy], win]),
-        np.concatenate([s[easy], cs]),
-        np.concatenate([e[easy], ce]),
+        np.concatenate([w[easy], win]), np.concatenate([s[easy], cs]), np.concatenate([e[easy], ce]),
         np.concatenate([easy, rest[idx]]),
     )
 

@@ -51,9 +51,7 @@ def parse_memcpy_details(text: str) -> CopyDetails:
         return value if 0 <= value < limit else default
 
     return CopyDetails(
-        as_int("size", 0, 1 << 62),
-        as_int("dest", -1, 1 << 20),
-        fields.get("kind_src", ""),
+        as_int("size", 0, 1 << 62), as_int("dest", -1, 1 << 20), fields.get("kind_src", ""),
         fields.get("kind_dst", ""),
     )
 

@@ -85,11 +85,8 @@ def parse_device(name: str) -> DeviceName | None:
         if m and m.group(1).lower() not in ("job", "replica", "task", "device"):
             dtype, index = m.group(1).upper(), int(m.group(2))
     return DeviceName(
-        job=parts.get("job") or None,
-        replica=_int(parts.get("replica")),
-        task=_int(parts.get("task")),
-        type=dtype,
-        index=index,
+        job=parts.get("job") or None, replica=_int(parts.get("replica")), task=_int(parts.get("task")),
+        type=dtype, index=index,
     )
 
 
