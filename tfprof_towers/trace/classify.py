@@ -50,9 +50,7 @@ from tfprof_towers.vocab.device_names import canonical_device, task_of
 from tfprof_towers.xplane import DEVICE, HOST, RawSpace, StatColumn, Strings, used_codes
 
 #: The stats classification, step windows and the launch join read (every other stat is skipped unread).
-STATS = (
-    "step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type", "correlation_id",
-)
+STATS = ("step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type", "correlation_id")
 #: Stats read as raw bytes and parsed, a batch at a time, with numpy: never made into Python strings,
 #: and only their numbers kept.
 AS_BYTES = {"memcpy_details": details_columns}
