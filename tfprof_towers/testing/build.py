@@ -104,7 +104,6 @@ class PlaneBuilder:
         line = self._plane.lines.add(id=line_id, name=name, timestamp_ns=timestamp_ns)
         return LineBuilder(self, line)
 
-
     def bulk_line(
         self, name: str, line_id: int, timestamp_ns: int, names: Sequence[str], name_index: np.ndarray,
         start_ps: np.ndarray, dur_ps: np.ndarray, stats: Mapping[str, BulkStat] | None = None,
