@@ -247,10 +247,7 @@ def with_speedups(entries: Sequence[SummaryEntry], accelerators: int) -> list[Su
     The denominator is the variant's ``accelerators_used`` (what its placement used);
     ``accelerators`` (the run's) only where a variant recorded no placement.
     """
-    base = {
-        e.family: e.median_s for e in entries
-        if e.baseline and e.ok and e.median_s
-    }
+    base = {e.family: e.median_s for e in entries if e.baseline and e.ok and e.median_s}
 
     def one(e: SummaryEntry) -> SummaryEntry:
         b, m = base.get(e.family), e.median_s

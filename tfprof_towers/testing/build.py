@@ -135,11 +135,8 @@ class LineBuilder:
     def event(
         self, name: str, start_ps: int, dur_ps: int, stats: Mapping[str, StatValue] | None = None,
     ) -> LineBuilder:
-        ev = self._line.events.add(
-            metadata_id=self._plane.event_metadata_id(name),
-            offset_ps=start_ps - self._line.timestamp_ns * 1000,
-            duration_ps=dur_ps,
-        )
+        ev = self._line.events.add(metadata_id=self._plane.event_metadata_id(name),
+                                   offset_ps=start_ps - self._line.timestamp_ns * 1000, duration_ps=dur_ps)
         self._plane._fill_stats(ev.stats, stats or {})
         return self
 
