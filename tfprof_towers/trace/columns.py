@@ -23,20 +23,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _EVENT_COLUMNS: dict[str, object] = {
-    "plane": "category",
-    "device": "category",
-    "line": "category",
-    "name": "category",
-    "op_type": "category",
-    "tf_op": "category",
-    "start_ps": "int64",
-    "dur_ps": "int64",
-    "category": "category_codes",
-    "bytes": "int64",
-    "src_device": "category",
-    "dst_device": "category",
-    "edge": "category",
-    "step": "int64",
+    "plane": "category", "device": "category", "line": "category", "name": "category", "op_type": "category",
+    "tf_op": "category", "start_ps": "int64", "dur_ps": "int64", "category": "category_codes",
+    "bytes": "int64", "src_device": "category", "dst_device": "category", "edge": "category", "step": "int64",
 }
 
 

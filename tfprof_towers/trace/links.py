@@ -31,14 +31,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 LINK_COLUMNS = {
-    "src": "object",
-    "dst": "object",
-    "kind": "object",
-    "bytes": "Int64",
-    "count": "int64",
-    "seconds": "float64",
-    "gbps": "float64",
-    "measured": "bool",
+    "src": "object", "dst": "object", "kind": "object", "bytes": "Int64", "count": "int64",
+    "seconds": "float64", "gbps": "float64", "measured": "bool",
 }
 SEND_TYPES = ("_Send", "_HostSend")
 RECV_TYPES = ("_Recv", "_HostRecv")
