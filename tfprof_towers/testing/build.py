@@ -29,13 +29,9 @@ from tfprof_towers.xplane.tables import DERIVED_LINE_ID
 
 #: Ids the profiler gives derived lines, counting down from 0xDEADBEEF negated.
 DERIVED_LINE_IDS = {
-    "Steps": DERIVED_LINE_ID,
-    "XLA Modules": DERIVED_LINE_ID + 1,
-    "XLA Ops": DERIVED_LINE_ID + 2,
-    "TensorFlow Name Scope": DERIVED_LINE_ID + 3,
-    "TensorFlow Ops": DERIVED_LINE_ID + 4,
-    "Source code": DERIVED_LINE_ID + 5,
-    "Launch Stats": DERIVED_LINE_ID + 6,
+    name: DERIVED_LINE_ID + i
+    for i, name in enumerate(("Steps", "XLA Modules", "XLA Ops", "TensorFlow Name Scope", "TensorFlow Ops",
+                              "Source code", "Launch Stats"))
 }
 
 
