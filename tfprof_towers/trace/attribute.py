@@ -85,16 +85,14 @@ class Breakdown:
         import pandas as pd
 
         t = self.totals
-        return pd.DataFrame(
-            {
-                "device": np.array(self.devices, dtype=object)[t.device] if t.device.size else [],
-                "step": self.steps.step[t.window].astype(np.int64),
-                "category": np.array(EVENT_CATEGORIES, dtype=object)[t.category],
-                "count": t.count,
-                "dur_ps": t.dur_ps,
-                "bytes": t.bytes,
-            }
-        ).astype({"device": str, "category": str, "count": "int64", "dur_ps": "int64", "bytes": "int64"})
+        return pd.DataFrame({
+            "device": np.array(self.devices, dtype=object)[t.device] if t.device.size else [],
+            "step": self.steps.step[t.window].astype(np.int64),
+            "category": np.array(EVENT_CATEGORIES, dtype=object)[t.category],
+            "count": t.count,
+            "dur_ps": t.dur_ps,
+            "bytes": t.bytes,
+        }).astype({"device": str, "category": str, "count": "int64", "dur_ps": "int64", "bytes": "int64"})
 
     @cached_property
     def wall(self) -> pd.DataFrame:
@@ -110,14 +108,12 @@ class Breakdown:
         import pandas as pd
 
         n_win, k = len(self.steps), len(names)
-        return pd.DataFrame(
-            {
-                "device": np.repeat(np.array(self.devices, dtype=object)[devices], n_win * k),
-                "step": np.tile(np.repeat(self.steps.step, k), devices.size).astype(np.int64),
-                column: np.tile(np.array(names, dtype=object), devices.size * n_win),
-                "dur_ps": values[devices].reshape(-1),
-            }
-        ).astype({"device": str, column: str, "dur_ps": "int64"})
+        return pd.DataFrame({
+            "device": np.repeat(np.array(self.devices, dtype=object)[devices], n_win * k),
+            "step": np.tile(np.repeat(self.steps.step, k), devices.size).astype(np.int64),
+            column: np.tile(np.array(names, dtype=object), devices.size * n_win),
+            "dur_ps": values[devices].reshape(-1),
+        }).astype({"device": str, column: str, "dur_ps": "int64"})
 
 
 #: Events attributed at once: a device with more is swept in time slices of about this many

@@ -98,25 +98,22 @@ def events_frame(c: EventColumns) -> pd.DataFrame:
     s = c.strings
     line_cat = categorical(c.line_name, s)  # per line; then per event by its line
     plane_cat = categorical(c.line_plane, s)
-    return pd.DataFrame(
-        {
-            "plane": _per_event(plane_cat, c.line),
-            "device": categorical(c.device, s),
-            "line": _per_event(line_cat, c.line),
-            "name": categorical(c.name, s),
-            "op_type": categorical(c.op_type, s),
-            "tf_op": categorical(c.tf_op, s),
-            "start_ps": c.start_ps,
-            "dur_ps": c.dur_ps,
-            "category": pd.Categorical.from_codes(c.category, dtype=category_dtype(), validate=False),
-            "bytes": c.bytes,
-            "src_device": categorical(c.src, s),
-            "dst_device": categorical(c.dst, s),
-            "edge": categorical(c.edge, s),
-            "step": c.step.astype(np.int64),
-        },
-        copy=False,
-    )
+    return pd.DataFrame({
+        "plane": _per_event(plane_cat, c.line),
+        "device": categorical(c.device, s),
+        "line": _per_event(line_cat, c.line),
+        "name": categorical(c.name, s),
+        "op_type": categorical(c.op_type, s),
+        "tf_op": categorical(c.tf_op, s),
+        "start_ps": c.start_ps,
+        "dur_ps": c.dur_ps,
+        "category": pd.Categorical.from_codes(c.category, dtype=category_dtype(), validate=False),
+        "bytes": c.bytes,
+        "src_device": categorical(c.src, s),
+        "dst_device": categorical(c.dst, s),
+        "edge": categorical(c.edge, s),
+        "step": c.step.astype(np.int64),
+    }, copy=False)
 
 
 def _per_event(per_line: pd.Categorical, line: np.ndarray) -> pd.Categorical:

@@ -64,18 +64,16 @@ def links_frame(links: list[Link]) -> pd.DataFrame:
 
     if not links:
         return empty_links()
-    return pd.DataFrame(
-        {
-            "src": [x.src for x in links],
-            "dst": [x.dst for x in links],
-            "kind": [x.kind for x in links],
-            "bytes": pd.array([x.bytes for x in links], dtype="Int64"),
-            "count": [x.count for x in links],
-            "seconds": [math.nan if x.seconds is None else x.seconds for x in links],
-            "gbps": [math.nan if x.gbps is None else x.gbps for x in links],
-            "measured": [x.measured for x in links],
-        }
-    ).astype(LINK_COLUMNS)
+    return pd.DataFrame({
+        "src": [x.src for x in links],
+        "dst": [x.dst for x in links],
+        "kind": [x.kind for x in links],
+        "bytes": pd.array([x.bytes for x in links], dtype="Int64"),
+        "count": [x.count for x in links],
+        "seconds": [math.nan if x.seconds is None else x.seconds for x in links],
+        "gbps": [math.nan if x.gbps is None else x.gbps for x in links],
+        "measured": [x.measured for x in links],
+    }).astype(LINK_COLUMNS)
 
 
 def link_table(
