@@ -188,10 +188,8 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
         notes += [n for n in t.notes if n not in notes]
     hostnames = tuple(dict.fromkeys(n for t in traces for n in t.hostnames))
     planes = tuple(p for t in traces for p in t.planes)
-    return Trace(
-        source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin, joined, device_steps,
-        planes,
-    )
+    return Trace(source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin, joined,
+                 device_steps, planes)
 
 
 def load_hosts(

@@ -203,10 +203,8 @@ def _from_box(
         corr=corr_value,
     )
     notes = (WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()
-    trace = Trace(
-        raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources, device_steps,
-        tuple(prefix + p for p in raw.planes.names),
-    )
+    trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources,
+                  device_steps, tuple(prefix + p for p in raw.planes.names))
     del raw, classes
     release_free_memory()
     return trace
