@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tfprof_towers.trace.attribute import Breakdown, attribute
+from tfprof_towers.trace.attribute import Breakdown, attribute, exact_sums
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.idle import IDLE_KINDS
@@ -135,12 +135,7 @@ def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:
     n_dev, n_cat = len(b.devices), len(EVENT_CATEGORIES)
     t = b.totals
     key = t.device * n_cat + t.category
-    count = np.zeros(n_dev * n_cat, dtype=np.int64)
-    dur = np.zeros(n_dev * n_cat, dtype=np.int64)
-    nbytes = np.zeros(n_dev * n_cat, dtype=np.int64)
-    np.add.at(count, key, t.count)
-    np.add.at(dur, key, t.dur_ps)
-    np.add.at(nbytes, key, t.bytes)
+    count, dur, nbytes = (exact_sums(key, v, n_dev * n_cat) for v in (t.count, t.dur_ps, t.bytes))
     has = np.zeros(n_dev * n_cat, dtype=bool)
     has[key] = True
     wall = b.wall_ps.sum(axis=1)  # [device, WALL_CATEGORIES]
@@ -152,18 +147,13 @@ def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:
         tot = {}
         for c in cats:
             i = d * n_cat + EVENT_CATEGORIES.index(c)
-            entry: dict[str, Any] = {
-                "count": _num(int(count[i]) * scale),
-                "seconds": int(dur[i]) / _PS * scale,
-            }
+            entry: dict[str, Any] = {"count": _num(int(count[i]) * scale),
+                                     "seconds": int(dur[i]) / _PS * scale}
             if c in COPY_CATEGORIES:
                 entry["bytes"] = _num(int(nbytes[i]) * scale)
             tot[c] = entry
-        walls = {
-            c: float(wall[d, j]) / _PS * scale
-            for j, c in enumerate(WALL_CATEGORIES)
-            if c in cats or c == "idle" or wall[d, j]
-        }
+        walls = {c: float(wall[d, j]) / _PS * scale for j, c in enumerate(WALL_CATEGORIES)
+                 if c in cats or c == "idle" or wall[d, j]}
         out[dev] = {"window_s": float(window_s[d]) * scale, "total": tot, "wall": walls}
         if b.accelerator[d]:
             out[dev]["idle_split"] = {k: float(idle[d, j]) / _PS * scale for j, k in enumerate(IDLE_KINDS)}
