@@ -98,10 +98,8 @@ def _read(args: tuple[Path, NodeDevices | None, str, int, str | None, int | None
 
 
 def _mapped(trace: Trace, out: str) -> Trace:
-    fields = {
-        name: np.load(Path(out) / f"{name}.npy", mmap_mode="r") if value is None else value
-        for name, value in trace.columns.items()
-    }
+    fields = {name: np.load(Path(out) / f"{name}.npy", mmap_mode="r") if value is None else value
+              for name, value in trace.columns.items()}
     return replace(trace, columns=EventColumns(**fields))
 
 
@@ -177,9 +175,8 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
     kinds = {h.window for h in hosts}
     window = kinds.pop() if len(kinds) == 1 else "markers" if "markers" in kinds else "steps-line"
     steps = StepTable.join([h.steps for h in hosts])
-    joined = StepSources(
-        tuple(n for s in sources for n in s.names), tuple(t for s in sources for t in s.tables), {}
-    )
+    joined = StepSources(tuple(n for s in sources for n in s.names),
+                         tuple(t for s in sources for t in s.tables), {})
     notes = [CLOCK_NOTE]
     if len({h.window for h in hosts}) > 1:
         how = ", ".join(f"{h.name}: {h.window}" for h in hosts)
