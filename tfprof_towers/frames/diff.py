@@ -2,19 +2,10 @@
 
 BASE and NEW are loaded with :func:`~.profile.load` and must be of one kind: two run directories
 (every variant present in both is compared), two variants (``RUN/variants/A`` and ``RUN/variants/B``)
-or two traces / logdirs.  For each pair of variants, :func:`diff_pair` reports
-
-* the step time: medians, the change in %, and whether it is beyond noise (:mod:`.noise`:
-  Mann–Whitney U on every timed step's duration, ``record.json`` -> ``timings.step_times_s``; on the
-  trace's step windows where there is no record);
-* per device and category, the wall time per step before and after, the biggest change first;
-* the op types and ops (node names) whose device time per step changed most, with their counts
-  per step before and after (Holistic Trace Analysis's TraceDiff idea);
-* placement moves: nodes of the partition graphs on another device, with the ``with tf.device``
-  lines that put them there;
-* links: bytes per step that changed;
-* findings that appeared or went away, and whether the losses are still the same (the
-  ``changed_math`` rule's tolerances).
+or two traces / logdirs.  For each pair of variants, :func:`diff_pair` reports the step time (medians,
+the change in %, and whether it is beyond noise: :mod:`.noise`), then what changed per device and
+category, per op type and op (Holistic Trace Analysis's TraceDiff idea), in placement, links and
+findings, and whether the losses are still the same (one function below each).
 
 The result is one JSON-able document (:func:`diff`); :mod:`.diff_view` prints and renders it.
 No TensorFlow.

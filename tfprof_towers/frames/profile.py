@@ -167,9 +167,7 @@ class Profile:
         from tfprof_towers.frames import tables
         from tfprof_towers.frames.schema import empty
 
-        if self.summary is None:
-            # A trace alone has no findings document here; trace findings (advice/trace_rules.py,
-            # another branch) would be added at this point once merged.
+        if self.summary is None:  # a trace alone has no findings document
             return empty("findings", self.variant_dtype)
         return self._concat("findings", lambda p: tables.findings(self.summary, p.name))
 

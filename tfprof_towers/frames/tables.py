@@ -29,38 +29,33 @@ def events(a: Analysis) -> pd.DataFrame:
     task_cats = list(dict.fromkeys(tasks))
     lut = np.array([task_cats.index(t) for t in tasks], dtype=np.int32)
     host = c.host.astype(np.int64) if len(tasks) > 1 else np.zeros(c.n, dtype=np.int64)
-    return pd.DataFrame(
-        {
-            "task": pd.Categorical.from_codes(lut[host], categories=task_cats),
-            "device": ev["device"],
-            "line": ev["line"],
-            "category": pd.Categorical.from_codes(ev["category"].cat.codes.to_numpy(), dtype=CATEGORY),
-            "name": ev["name"],
-            "op_type": ev["op_type"],
-            "node": ev["tf_op"],
-            "step": ev["step"],
-            "start_s": ev["start_ps"].to_numpy() / PS,
-            "dur_s": ev["dur_ps"].to_numpy() / PS,
-            "bytes": ev["bytes"],
-            "src": ev["src_device"],
-            "dst": ev["dst_device"],
-        },
-        copy=False,
-    )
+    return pd.DataFrame({
+        "task": pd.Categorical.from_codes(lut[host], categories=task_cats),
+        "device": ev["device"],
+        "line": ev["line"],
+        "category": pd.Categorical.from_codes(ev["category"].cat.codes.to_numpy(), dtype=CATEGORY),
+        "name": ev["name"],
+        "op_type": ev["op_type"],
+        "node": ev["tf_op"],
+        "step": ev["step"],
+        "start_s": ev["start_ps"].to_numpy() / PS,
+        "dur_s": ev["dur_ps"].to_numpy() / PS,
+        "bytes": ev["bytes"],
+        "src": ev["src_device"],
+        "dst": ev["dst_device"],
+    }, copy=False)
 
 
 def steps(a: Analysis) -> pd.DataFrame:
     """Each device's step windows (the windows its time is attributed in)."""
     b = a.breakdown
     n_dev, n_win = len(b.devices), len(b.steps)
-    return pd.DataFrame(
-        {
-            "device": np.repeat(np.array(b.devices, dtype=object), n_win),
-            "step": np.tile(b.steps.step.astype(np.int64), n_dev),
-            "start_s": np.tile(b.steps.start_ps, n_dev) / PS,
-            "end_s": np.tile(b.steps.end_ps, n_dev) / PS,
-        }
-    )
+    return pd.DataFrame({
+        "device": np.repeat(np.array(b.devices, dtype=object), n_win),
+        "step": np.tile(b.steps.step.astype(np.int64), n_dev),
+        "start_s": np.tile(b.steps.start_ps, n_dev) / PS,
+        "end_s": np.tile(b.steps.end_ps, n_dev) / PS,
+    })
 
 
 def wall(a: Analysis) -> pd.DataFrame:

@@ -8,12 +8,9 @@ told from "not measured".  So a document that may hold such numbers writes each 
     {"losses": [null, null], "grad_norm": null, "not_finite": {"losses[0]": "NaN",
      "losses[1]": "NaN", "grad_norm": "NaN"}}
 
-:func:`strict` makes such a document from one that holds floats; :func:`read_numbers`
-and :func:`read_number` read its fields back (a ``null`` that the flag names becomes the
-float again; any other ``null`` in a list is a wrongly typed field, as before);
-:func:`restore` does the same on a plain mapping (the summary's entries, read by the
-analysis).  Only the fields that may hold such numbers use it (a variant's math check);
-timings never do: a NaN step time is a wrongly typed record.
+Reading back, a ``null`` that the flag names becomes the float again; any other ``null`` in a
+list is a wrongly typed field.  Only the fields that may hold such numbers use it (a variant's
+math check); timings never do: a NaN step time is a wrongly typed record.
 """
 
 from __future__ import annotations

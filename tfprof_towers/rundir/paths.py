@@ -208,9 +208,7 @@ def claim_out_dir(out: Path) -> Path:
         if not out.is_dir():
             raise TowersError(f"--out {out}: exists and is not a directory")
         if any(out.iterdir()):
-            raise TowersError(
-                f"--out {out}: directory is not empty; a run never overwrites an earlier one"
-            )
+            raise TowersError(f"--out {out}: directory is not empty; a run never overwrites an earlier one")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

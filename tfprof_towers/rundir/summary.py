@@ -247,10 +247,7 @@ def with_speedups(entries: Sequence[SummaryEntry], accelerators: int) -> list[Su
     The denominator is the variant's ``accelerators_used`` (what its placement used);
     ``accelerators`` (the run's) only where a variant recorded no placement.
     """
-    base = {
-        e.family: e.median_s for e in entries
-        if e.baseline and e.ok and e.median_s
-    }
+    base = {e.family: e.median_s for e in entries if e.baseline and e.ok and e.median_s}
 
     def one(e: SummaryEntry) -> SummaryEntry:
         b, m = base.get(e.family), e.median_s
@@ -292,15 +289,8 @@ def build_summary(
     entries = with_speedups(entries, accelerator_count(run, topology))
     ranking = rank(entries)
     return Summary(
-        run_dir=str(run_dir.root),
-        variants=tuple(with_ranks(entries, ranking)),
-        ranking=tuple(ranking),
-        topology=topology,
-        config=run.config,
-        versions=run.versions,
-        started=run.started,
-        finished=run.finished,
-        partial=run.partial,
-        interrupted_by=run.interrupted_by,
+        run_dir=str(run_dir.root), variants=tuple(with_ranks(entries, ranking)), ranking=tuple(ranking),
+        topology=topology, config=run.config, versions=run.versions, started=run.started,
+        finished=run.finished, partial=run.partial, interrupted_by=run.interrupted_by,
         problems=tuple(problems),
     )

@@ -29,13 +29,9 @@ from tfprof_towers.xplane.tables import DERIVED_LINE_ID
 
 #: Ids the profiler gives derived lines, counting down from 0xDEADBEEF negated.
 DERIVED_LINE_IDS = {
-    "Steps": DERIVED_LINE_ID,
-    "XLA Modules": DERIVED_LINE_ID + 1,
-    "XLA Ops": DERIVED_LINE_ID + 2,
-    "TensorFlow Name Scope": DERIVED_LINE_ID + 3,
-    "TensorFlow Ops": DERIVED_LINE_ID + 4,
-    "Source code": DERIVED_LINE_ID + 5,
-    "Launch Stats": DERIVED_LINE_ID + 6,
+    name: DERIVED_LINE_ID + i
+    for i, name in enumerate(("Steps", "XLA Modules", "XLA Ops", "TensorFlow Name Scope", "TensorFlow Ops",
+                              "Source code", "Launch Stats"))
 }
 
 
@@ -104,17 +100,9 @@ class PlaneBuilder:
         line = self._plane.lines.add(id=line_id, name=name, timestamp_ns=timestamp_ns)
         return LineBuilder(self, line)
 
-
     def bulk_line(
-        self,
-        name: str,
-        line_id: int,
-        timestamp_ns: int,
-        names: Sequence[str],
-        name_index: np.ndarray,
-        start_ps: np.ndarray,
-        dur_ps: np.ndarray,
-        stats: Mapping[str, BulkStat] | None = None,
+        self, name: str, line_id: int, timestamp_ns: int, names: Sequence[str], name_index: np.ndarray,
+        start_ps: np.ndarray, dur_ps: np.ndarray, stats: Mapping[str, BulkStat] | None = None,
     ) -> PlaneBuilder:
         """A line of many events, encoded at once: event i is named ``names[name_index[i]]``, starts
         at ``start_ps[i]`` (absolute) and lasts ``dur_ps[i]``; ``stats`` in the order given."""
@@ -141,17 +129,10 @@ class LineBuilder:
         return self._line
 
     def event(
-        self,
-        name: str,
-        start_ps: int,
-        dur_ps: int,
-        stats: Mapping[str, StatValue] | None = None,
+        self, name: str, start_ps: int, dur_ps: int, stats: Mapping[str, StatValue] | None = None,
     ) -> LineBuilder:
-        ev = self._line.events.add(
-            metadata_id=self._plane.event_metadata_id(name),
-            offset_ps=start_ps - self._line.timestamp_ns * 1000,
-            duration_ps=dur_ps,
-        )
+        ev = self._line.events.add(metadata_id=self._plane.event_metadata_id(name),
+                                   offset_ps=start_ps - self._line.timestamp_ns * 1000, duration_ps=dur_ps)
         self._plane._fill_stats(ev.stats, stats or {})
         return self
 

@@ -71,9 +71,7 @@ class BulkStat:
 
 
 def encode_events(
-    metadata_id: np.ndarray,
-    offset_ps: np.ndarray,
-    duration_ps: np.ndarray,
+    metadata_id: np.ndarray, offset_ps: np.ndarray, duration_ps: np.ndarray,
     stats: Sequence[tuple[int, BulkStat, np.ndarray | None]] = (),
 ) -> bytes:
     """Serialized ``events`` fields (XLine field 4) of many XEvents, in order.
@@ -82,11 +80,7 @@ def encode_events(
     its texts); the stats are written in the order given.
     """
     n = len(metadata_id)
-    fields = [
-        varint_field(1, metadata_id),
-        varint_field(2, offset_ps),
-        varint_field(3, duration_ps),
-    ]
+    fields = [varint_field(1, metadata_id), varint_field(2, offset_ps), varint_field(3, duration_ps)]
     for md_id, stat, ref_ids in stats:
         if stat.kind == "int":
             value = varint_field(4, np.asarray(stat.values))

@@ -17,15 +17,8 @@ from tfprof_towers.testing.build import (
 )
 
 __all__ = [
-    "DERIVED_LINE_ID",
-    "DERIVED_LINE_IDS",
-    "LineBuilder",
-    "PlaneBuilder",
-    "Ref",
-    "TraceBuilder",
-    "copy_heavy_trace",
-    "group_steps",
-    "memcpy_details",
+    "DERIVED_LINE_ID", "DERIVED_LINE_IDS", "LineBuilder", "PlaneBuilder", "Ref", "TraceBuilder",
+    "copy_heavy_trace", "group_steps", "memcpy_details"
 ]
 
 

@@ -1,47 +1,9 @@
 """TensorFlow profiler traces -> numpy columns -> per-device time attribution.  Never imports TensorFlow
 (nor pandas, unless a DataFrame is asked for).
 
-The data flow::
-
-    xplane.read_xspace -> classify -> steps -> Trace (load; hosts) -> attribute (+ idle) -> links -> Analysis
-
-one module per step::
-
-    tfprof_towers.xplane   the reader: XSpace (``*.xplane.pb``) -> raw columns (plane, line,
-                           name, start, duration, the stats asked for); knows no TensorFlow
-    locate.py     which file(s) a path names (file / logdir / ``--run``), with notes
-    classify.py   TensorFlow meaning per event: category, device (node -> device join),
-                  TF node and op type, send/recv endpoints from rendezvous keys, collectives
-      copies.py   device copies: bytes, direction, peer endpoints from ``memcpy_details``
-                  (parsed with numpy over the bytes, a batch at a time, inside the reader)
-      codes.py    categories as int8 codes
-    steps.py      step windows: markers, else the ``Steps`` lines, else the whole trace; whose
-                  they are (a host's, each plane's own), the step time, owners apart
-    columns.py    EventColumns: the events as narrow numpy columns; the pandas frame on demand
-    load.py       the glue: ``Trace(source, columns, step_table, window, hostnames, notes, hosts)``
-    hosts.py      several hosts (one trace per task) as one trace: names per task, one clock,
-                  decoded in parallel processes
-    attribute.py  per device and step: ``total`` per category, exclusive ``wall`` (a union
-                  measure per precedence rank, per device, in time slices: bounded memory)
-    idle.py       accelerators' idle time: host wait, kernel wait, other (HTA's split)
-    tasks.py      per task and step: start, end, time inside collectives
-    links.py      per (src, dst, kind): bytes, count, seconds, GB/s; ``network`` between tasks
-    analysis.py   ``Analysis`` = trace + breakdown + links, and its JSON document
-    synth.py      build TensorFlow-style traces in code (tests, benchmarks)
-
-A run directory's traces, with the node -> device join, edge bytes, the host -> task map and
-the topology kind from its records, are analysed by :mod:`tfprof_towers.analysis.run_traces` (the
-trace package never reads the run directory's format).  Another trace source (JAX,
-PyTorch) reuses :func:`tfprof_towers.xplane.read_xspace` and brings its own ``classify``.
-
-Entry points::
-
-    analyze_xplane(path, node_devices=None, kind=None, edge_bytes=None, run=None, tasks=None) -> Analysis
-    analyze_trace(trace, kind=None, edge_bytes=None) -> Analysis
-    load_trace(path, run=None, node_devices=None) -> Trace          # one host
-    load_hosts(path, run=None, node_devices=None, tasks=None) -> Trace  # every host of a run
-    trace_from_bytes(data, source="<bytes>", node_devices=None) -> Trace
-    Analysis.to_doc(per_step=False) -> dict
+The modules and their data flow are in ARCHITECTURE.md (``trace/``); a run directory's traces are
+analysed through :mod:`tfprof_towers.analysis.run_traces` (this package never reads its format).
+The arguments of the entry points (``analyze_xplane``, ``analyze_trace``, ``load_trace``, ``load_hosts``):
 
 ``node_devices`` maps TF node names to devices (``/device:CPU:1``; any form TF prints is
 canonicalised; a node of the same name on several tasks may list them all): host TF-op
@@ -71,10 +33,7 @@ The document (``tfprof-towers analyze --json``; ``summary.json``'s
      "tasks": [{"task": "/job:worker/task:1" | "", "host": str,
                 "steps": [{"step", "start_s", "end_s", "collective_s"}]}]}
 
-Each device is broken down within its own step windows (:mod:`.steps`): a device with a
-``Steps`` line of its own within those, the devices of a host with markers within the host's
-(every device of a single-host trace with markers shares them, as do logical CPU devices),
-the rest within the trace's table; ``window_s`` is the sum of the device's own windows.
+Each device is broken down within its own step windows (:mod:`.steps`); ``window_s`` is their sum.
 ``step_time_s``: per step (in ``step_numbers`` order), the longest of its owners' windows --
 XProf's overview rule for the steps of several devices; not divided by ``per_step``.  A note
 says where owners' windows for a step do not overlap (they did not step together).
@@ -97,11 +56,5 @@ from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.load import Trace, load_trace, trace_from_bytes
 
 __all__ = [
-    "Analysis",
-    "Trace",
-    "analyze_trace",
-    "analyze_xplane",
-    "load_hosts",
-    "load_trace",
-    "trace_from_bytes",
+    "Analysis", "Trace", "analyze_trace", "analyze_xplane", "load_hosts", "load_trace", "trace_from_bytes"
 ]

@@ -1,12 +1,6 @@
-"""The whole analysis of one trace, and its JSON document.
+"""The whole analysis of one trace (load -> attribute -> links), and its JSON document.
 
-``analyze_xplane(path)`` = load (every host of a multi-host run, :mod:`.hosts`) ->
-attribute -> links, as an :class:`Analysis`; ``analyze_trace(trace, kind, edge_bytes)``
-the same for a loaded trace.  (A run
-directory's variants, whose records add the node -> device join, the topology kind
-and the bytes of send/recv edges: :mod:`tfprof_towers.analysis.run_traces`.)
-``Analysis.to_doc()`` is the document ``tfprof-towers analyze --json`` prints (see
-:mod:`tfprof_towers.trace`).
+``Analysis.to_doc()`` is what ``tfprof-towers analyze --json`` prints (format: :mod:`tfprof_towers.trace`).
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tfprof_towers.trace.attribute import Breakdown, attribute
+from tfprof_towers.trace.attribute import Breakdown, attribute, exact_sums
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.idle import IDLE_KINDS
@@ -141,12 +135,7 @@ def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:
     n_dev, n_cat = len(b.devices), len(EVENT_CATEGORIES)
     t = b.totals
     key = t.device * n_cat + t.category
-    count = np.zeros(n_dev * n_cat, dtype=np.int64)
-    dur = np.zeros(n_dev * n_cat, dtype=np.int64)
-    nbytes = np.zeros(n_dev * n_cat, dtype=np.int64)
-    np.add.at(count, key, t.count)
-    np.add.at(dur, key, t.dur_ps)
-    np.add.at(nbytes, key, t.bytes)
+    count, dur, nbytes = (exact_sums(key, v, n_dev * n_cat) for v in (t.count, t.dur_ps, t.bytes))
     has = np.zeros(n_dev * n_cat, dtype=bool)
     has[key] = True
     wall = b.wall_ps.sum(axis=1)  # [device, WALL_CATEGORIES]
@@ -158,18 +147,13 @@ def devices_doc(b: Breakdown, scale: float = 1.0) -> dict[str, Any]:
         tot = {}
         for c in cats:
             i = d * n_cat + EVENT_CATEGORIES.index(c)
-            entry: dict[str, Any] = {
-                "count": _num(int(count[i]) * scale),
-                "seconds": int(dur[i]) / _PS * scale,
-            }
+            entry: dict[str, Any] = {"count": _num(int(count[i]) * scale),
+                                     "seconds": int(dur[i]) / _PS * scale}
             if c in COPY_CATEGORIES:
                 entry["bytes"] = _num(int(nbytes[i]) * scale)
             tot[c] = entry
-        walls = {
-            c: float(wall[d, j]) / _PS * scale
-            for j, c in enumerate(WALL_CATEGORIES)
-            if c in cats or c == "idle" or wall[d, j]
-        }
+        walls = {c: float(wall[d, j]) / _PS * scale for j, c in enumerate(WALL_CATEGORIES)
+                 if c in cats or c == "idle" or wall[d, j]}
         out[dev] = {"window_s": float(window_s[d]) * scale, "total": tot, "wall": walls}
         if b.accelerator[d]:
             out[dev]["idle_split"] = {k: float(idle[d, j]) / _PS * scale for j, k in enumerate(IDLE_KINDS)}
@@ -203,11 +187,8 @@ def analyze_trace(
 
 
 def analyze_xplane(
-    path: Path | str,
-    node_devices: NodeDevices | None = None,
-    kind: str | None = None,
-    edge_bytes: Mapping[str, int] | None = None,
-    run: str | None = None,
+    path: Path | str, node_devices: NodeDevices | None = None, kind: str | None = None,
+    edge_bytes: Mapping[str, int] | None = None, run: str | None = None,
     tasks: Mapping[str, str] | None = None,
 ) -> Analysis:
     """Load a trace (a file, or every host of a logdir's run, ``tasks``: host file -> task) and analyse it."""

@@ -13,10 +13,9 @@
 * ``idle``: how an accelerator's idle time splits into host wait, kernel wait and other
   (:mod:`.idle`).
 
-Each device is broken down within its own step windows (:meth:`~.load.Trace.steps_of`: its
-``Steps`` line, its host's markers, else the trace's table); the results are laid out by the
-trace's windows (one per step number), a device's window for a step it did not run being
-empty.  ``window_ps`` says how long each device's window of each step is.
+Each device is broken down within its own step windows (:meth:`~.load.Trace.steps_of`); the
+results are laid out by the trace's windows (one per step number), a device's window for a step
+it did not run being empty.  ``window_ps`` says how long each device's window of each step is.
 """
 
 from __future__ import annotations
@@ -86,16 +85,14 @@ class Breakdown:
         import pandas as pd
 
         t = self.totals
-        return pd.DataFrame(
-            {
-                "device": np.array(self.devices, dtype=object)[t.device] if t.device.size else [],
-                "step": self.steps.step[t.window].astype(np.int64),
-                "category": np.array(EVENT_CATEGORIES, dtype=object)[t.category],
-                "count": t.count,
-                "dur_ps": t.dur_ps,
-                "bytes": t.bytes,
-            }
-        ).astype({"device": str, "category": str, "count": "int64", "dur_ps": "int64", "bytes": "int64"})
+        return pd.DataFrame({
+            "device": np.array(self.devices, dtype=object)[t.device] if t.device.size else [],
+            "step": self.steps.step[t.window].astype(np.int64),
+            "category": np.array(EVENT_CATEGORIES, dtype=object)[t.category],
+            "count": t.count,
+            "dur_ps": t.dur_ps,
+            "bytes": t.bytes,
+        }).astype({"device": str, "category": str, "count": "int64", "dur_ps": "int64", "bytes": "int64"})
 
     @cached_property
     def wall(self) -> pd.DataFrame:
@@ -111,14 +108,12 @@ class Breakdown:
         import pandas as pd
 
         n_win, k = len(self.steps), len(names)
-        return pd.DataFrame(
-            {
-                "device": np.repeat(np.array(self.devices, dtype=object)[devices], n_win * k),
-                "step": np.tile(np.repeat(self.steps.step, k), devices.size).astype(np.int64),
-                column: np.tile(np.array(names, dtype=object), devices.size * n_win),
-                "dur_ps": values[devices].reshape(-1),
-            }
-        ).astype({"device": str, column: str, "dur_ps": "int64"})
+        return pd.DataFrame({
+            "device": np.repeat(np.array(self.devices, dtype=object)[devices], n_win * k),
+            "step": np.tile(np.repeat(self.steps.step, k), devices.size).astype(np.int64),
+            column: np.tile(np.array(names, dtype=object), devices.size * n_win),
+            "dur_ps": values[devices].reshape(-1),
+        }).astype({"device": str, column: str, "dur_ps": "int64"})
 
 
 #: Events attributed at once: a device with more is swept in time slices of about this many
@@ -222,8 +217,8 @@ def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
         key = ev.window[at] * n_cat + ev.category[at]
         dur, nbytes = ev.end[at] - ev.start[at], ev.bytes[at]
     count = np.bincount(key, minlength=n_win * n_cat)
-    dur = _sums(key, dur, n_win * n_cat)
-    nbytes = _sums(key, nbytes, n_win * n_cat)
+    dur = exact_sums(key, dur, n_win * n_cat)
+    nbytes = exact_sums(key, nbytes, n_win * n_cat)
     used = np.flatnonzero(count)
     return Totals(
         np.full(used.size, device, dtype=np.int64), used // n_cat, used % n_cat, count[used].astype(np.int64),
@@ -231,7 +226,7 @@ def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
     )
 
 
-def _sums(key: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+def exact_sums(key: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sums of ``values`` per ``key``: float weights where every sum stays below 2**53 (then
     exact), else integer accumulation."""
     if not values.size or (values.min() >= 0 and int(values.sum(dtype=np.uint64)) < (1 << 53)):
@@ -291,9 +286,7 @@ def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we:
     win, cs, ce, idx = clip_to_windows(s[rest], e[rest], ws, we)
     easy = np.flatnonzero(simple & (e > s))
     return (
-        np.concatenate([w[easy], win]),
-        np.concatenate([s[easy], cs]),
-        np.concatenate([e[easy], ce]),
+        np.concatenate([w[easy], win]), np.concatenate([s[easy], cs]), np.concatenate([e[easy], ce]),
         np.concatenate([easy, rest[idx]]),
     )
 
@@ -312,12 +305,7 @@ def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | No
 
 
 def sweep(
-    group: np.ndarray,
-    rank: np.ndarray,
-    s: np.ndarray,
-    e: np.ndarray,
-    n_groups: int,
-    n_rank: int,
+    group: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, n_rank: int,
     origin: np.ndarray | None = None,
 ) -> np.ndarray:
     """Exclusive time per (group, rank), int64: the lowest active rank owns each instant (module doc).

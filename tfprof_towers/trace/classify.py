@@ -50,9 +50,7 @@ from tfprof_towers.vocab.device_names import canonical_device, task_of
 from tfprof_towers.xplane import DEVICE, HOST, RawSpace, StatColumn, Strings, used_codes
 
 #: The stats classification, step windows and the launch join read (every other stat is skipped unread).
-STATS = (
-    "step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type", "correlation_id",
-)
+STATS = ("step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type", "correlation_id")
 #: Stats read as raw bytes and parsed, a batch at a time, with numpy: never made into Python strings,
 #: and only their numbers kept.
 AS_BYTES = {"memcpy_details": details_columns}
@@ -89,10 +87,7 @@ def _at(column: StatColumn, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def classify(
-    raw: RawSpace,
-    stats: Mapping[str, StatColumn],
-    node_devices: NodeDevices | None = None,
-    prefix: str = "",
+    raw: RawSpace, stats: Mapping[str, StatColumn], node_devices: NodeDevices | None = None, prefix: str = "",
 ) -> Classes:
     """The TensorFlow meaning of the first ``n_kept`` events of ``raw`` (``stats``: its :data:`STATS`).
 
@@ -146,12 +141,8 @@ def _by_name(name_code: np.ndarray, kind: np.ndarray, strings: Strings) -> tuple
 
 
 def _host_stats(
-    host: np.ndarray,
-    stats: Mapping[str, StatColumn],
-    strings: Strings,
-    category: np.ndarray,
-    tf_op: np.ndarray,
-    op_type: np.ndarray,
+    host: np.ndarray, stats: Mapping[str, StatColumn], strings: Strings, category: np.ndarray,
+    tf_op: np.ndarray, op_type: np.ndarray,
 ) -> None:
     """Step markers (``step_num``), and ``ExecutorState::ProcessAsync`` events that name their node
     in stats: recvs are send/recv time."""
@@ -212,14 +203,8 @@ def _node_device(name: str | Sequence[str] | None, prefix: str) -> str | None:
 
 
 def _join_devices(
-    host: np.ndarray,
-    tf_op: np.ndarray,
-    node_devices: NodeDevices,
-    plane_names: list[str],
-    prefix: str,
-    strings: Strings,
-    device: np.ndarray,
-    category: np.ndarray,
+    host: np.ndarray, tf_op: np.ndarray, node_devices: NodeDevices, plane_names: list[str], prefix: str,
+    strings: Strings, device: np.ndarray, category: np.ndarray,
 ) -> None:
     """Host ops of mapped nodes move to their node's device where it has no plane of its own; those
     of nodes on a device with a plane stay on the host threads, as ``framework`` time (module doc)."""
@@ -245,12 +230,8 @@ def _join_devices(
 
 
 def _kernel_ops(
-    device_plane: np.ndarray,
-    tf_op_stat: StatColumn,
-    annotation: StatColumn,
-    strings: Strings,
-    tf_op: np.ndarray,
-    op_type: np.ndarray,
+    device_plane: np.ndarray, tf_op_stat: StatColumn, annotation: StatColumn, strings: Strings,
+    tf_op: np.ndarray, op_type: np.ndarray,
 ) -> None:
     """Kernels' TF node and op type from ``tf_op``, else the older ``annotation``."""
     parts = []

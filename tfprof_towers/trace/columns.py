@@ -23,20 +23,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _EVENT_COLUMNS: dict[str, object] = {
-    "plane": "category",
-    "device": "category",
-    "line": "category",
-    "name": "category",
-    "op_type": "category",
-    "tf_op": "category",
-    "start_ps": "int64",
-    "dur_ps": "int64",
-    "category": "category_codes",
-    "bytes": "int64",
-    "src_device": "category",
-    "dst_device": "category",
-    "edge": "category",
-    "step": "int64",
+    "plane": "category", "device": "category", "line": "category", "name": "category", "op_type": "category",
+    "tf_op": "category", "start_ps": "int64", "dur_ps": "int64", "category": "category_codes",
+    "bytes": "int64", "src_device": "category", "dst_device": "category", "edge": "category", "step": "int64",
 }
 
 
@@ -109,25 +98,22 @@ def events_frame(c: EventColumns) -> pd.DataFrame:
     s = c.strings
     line_cat = categorical(c.line_name, s)  # per line; then per event by its line
     plane_cat = categorical(c.line_plane, s)
-    return pd.DataFrame(
-        {
-            "plane": _per_event(plane_cat, c.line),
-            "device": categorical(c.device, s),
-            "line": _per_event(line_cat, c.line),
-            "name": categorical(c.name, s),
-            "op_type": categorical(c.op_type, s),
-            "tf_op": categorical(c.tf_op, s),
-            "start_ps": c.start_ps,
-            "dur_ps": c.dur_ps,
-            "category": pd.Categorical.from_codes(c.category, dtype=category_dtype(), validate=False),
-            "bytes": c.bytes,
-            "src_device": categorical(c.src, s),
-            "dst_device": categorical(c.dst, s),
-            "edge": categorical(c.edge, s),
-            "step": c.step.astype(np.int64),
-        },
-        copy=False,
-    )
+    return pd.DataFrame({
+        "plane": _per_event(plane_cat, c.line),
+        "device": categorical(c.device, s),
+        "line": _per_event(line_cat, c.line),
+        "name": categorical(c.name, s),
+        "op_type": categorical(c.op_type, s),
+        "tf_op": categorical(c.tf_op, s),
+        "start_ps": c.start_ps,
+        "dur_ps": c.dur_ps,
+        "category": pd.Categorical.from_codes(c.category, dtype=category_dtype(), validate=False),
+        "bytes": c.bytes,
+        "src_device": categorical(c.src, s),
+        "dst_device": categorical(c.dst, s),
+        "edge": categorical(c.edge, s),
+        "step": c.step.astype(np.int64),
+    }, copy=False)
 
 
 def _per_event(per_line: pd.Categorical, line: np.ndarray) -> pd.Categorical:
@@ -149,37 +135,18 @@ def merge(parts: Sequence[EventColumns]) -> EventColumns:
     if len(parts) == 1:
         return parts[0]
     strings = Strings()
-    recoded = []
-    line_base = 0
-    for p in parts:
-        lut = strings.codes(p.strings.items).astype(np.int32)
-        recoded.append((p, lut, 0, line_base))
-        line_base += p.line_name.size
+    luts = [strings.codes(p.strings.items).astype(np.int32) for p in parts]
+    line_base = np.cumsum([0] + [p.line_name.size for p in parts])
     offsets = np.cumsum([0] + [p.n for p in parts])
-
-    def cat(get, dtype=None) -> np.ndarray:
-        out = np.concatenate([get(p, lut, h, ln) for p, lut, h, ln in recoded])
-        return out.astype(dtype, copy=False) if dtype is not None else out
-
+    coded = ("line_name", "line_plane", "name", "device", "tf_op", "op_type", "src", "dst", "edge")
+    kept = ("line_kind", "category", "bytes", "start_ps", "dur_ps", "step")
     return EventColumns(
         strings=strings,
-        line_name=cat(lambda p, lut, h, ln: lut[p.line_name]),
-        line_plane=cat(lambda p, lut, h, ln: lut[p.line_plane]),
-        line_host=cat(lambda p, lut, h, ln: p.line_host, np.int16),
-        line_kind=cat(lambda p, lut, h, ln: p.line_kind),
-        line=cat(lambda p, lut, h, ln: p.line + ln, np.int32),
-        name=cat(lambda p, lut, h, ln: lut[p.name]),
-        device=cat(lambda p, lut, h, ln: lut[p.device]),
-        category=cat(lambda p, lut, h, ln: p.category),
-        tf_op=cat(lambda p, lut, h, ln: lut[p.tf_op]),
-        op_type=cat(lambda p, lut, h, ln: lut[p.op_type]),
-        bytes=cat(lambda p, lut, h, ln: p.bytes),
-        src=cat(lambda p, lut, h, ln: lut[p.src]),
-        dst=cat(lambda p, lut, h, ln: lut[p.dst]),
-        edge=cat(lambda p, lut, h, ln: lut[p.edge]),
-        start_ps=cat(lambda p, lut, h, ln: p.start_ps),
-        dur_ps=cat(lambda p, lut, h, ln: p.dur_ps),
-        step=cat(lambda p, lut, h, ln: p.step),
+        **{f: np.concatenate([lut[getattr(p, f)] for p, lut in zip(parts, luts)]) for f in coded},
+        **{f: np.concatenate([getattr(p, f) for p in parts]) for f in kept},
+        line_host=np.concatenate([p.line_host for p in parts]).astype(np.int16, copy=False),
+        line=np.concatenate([p.line + ln for p, ln in zip(parts, line_base[:-1].tolist())]).astype(
+            np.int32, copy=False),
         corr_index=np.concatenate([p.corr_index + o for p, o in zip(parts, offsets[:-1])]),
         corr=np.concatenate([p.corr for p in parts]),
     )

@@ -3,10 +3,8 @@
 ``memcpy_details`` reads ``kind_src:<k> kind_dst:<k> size:<bytes> dest:<dev> async:<0|1>``
 (older: ``size:<bytes> dest:<dev> async:<0|1>``).  The texts are nearly all distinct (every
 copy has its own size), so they are never made into Python strings: :func:`parse_details`
-reads every one at once with numpy over their bytes (the colons found once, every key checked
-against the eight bytes before each, the digits after them read from one 8-byte load and
-summed by place value);
-:func:`parse_memcpy_details` is the same parse of one text, in plain Python.  A
+reads every one at once with numpy over their bytes; :func:`parse_memcpy_details` is the same
+parse of one text, in plain Python.  A
 ``MemcpyOther`` takes the direction its memory kinds say, else device-to-device; a
 device-to-device copy whose ``dest`` is another device of the plane's type is a peer
 (P2P) copy to that device.  Host-to-device copies come from, and device-to-host copies
@@ -51,9 +49,7 @@ def parse_memcpy_details(text: str) -> CopyDetails:
         return value if 0 <= value < limit else default
 
     return CopyDetails(
-        as_int("size", 0, 1 << 62),
-        as_int("dest", -1, 1 << 20),
-        fields.get("kind_src", ""),
+        as_int("size", 0, 1 << 62), as_int("dest", -1, 1 << 20), fields.get("kind_src", ""),
         fields.get("kind_dst", ""),
     )
 
@@ -307,14 +303,8 @@ def _subset(t: _Text, found: tuple[np.ndarray, ...], wanted: np.ndarray | None) 
 
 
 def classify_copies(
-    raw: RawSpace,
-    device_plane: np.ndarray,
-    category: np.ndarray,
-    details: StatColumn,
-    nbytes: np.ndarray,
-    src: np.ndarray,
-    dst: np.ndarray,
-    prefix: str = "",
+    raw: RawSpace, device_plane: np.ndarray, category: np.ndarray, details: StatColumn, nbytes: np.ndarray,
+    src: np.ndarray, dst: np.ndarray, prefix: str = "",
 ) -> None:
     """Bytes, kind and endpoints of device copies (in place; arrays over the first ``n_kept`` events),
     from ``memcpy_details`` (read as bytes) parsed with numpy (:func:`parse_details`); device-plane

@@ -13,14 +13,9 @@ up to the cores available -- and joins them into one :class:`~.load.Trace`:
   one clock by their timestamps (nanoseconds since the epoch), i.e. the hosts' clocks are
   assumed to agree -- true on one machine (loopback), as close as NTP keeps them on a
   real cluster.  The notes say so.
-* **In parallel.** Hosts are decoded in worker processes, as many as the cores not already
-  busy (:func:`idle_cores`), each with its share of them as decoding threads; each hands
-  its columns back as files mapped by the parent (``/dev/shm`` where there is one), not
-  through a pipe.
-* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`),
-  and its devices are broken down within them (a device with a ``Steps`` line of its own
-  within that: :mod:`.steps`); every event belongs to the window of its device holding its
-  start.  The trace's table is their union per step number (earliest start, latest end).
+* **Steps.** Each host's step windows come from its own ``train`` markers (:class:`~.load.Host`;
+  devices with a ``Steps`` line of their own: :mod:`.steps`).  The trace's table is their union
+  per step number (earliest start, latest end).
 """
 
 from __future__ import annotations
@@ -103,19 +98,14 @@ def _read(args: tuple[Path, NodeDevices | None, str, int, str | None, int | None
 
 
 def _mapped(trace: Trace, out: str) -> Trace:
-    fields = {
-        name: np.load(Path(out) / f"{name}.npy", mmap_mode="r") if value is None else value
-        for name, value in trace.columns.items()
-    }
+    fields = {name: np.load(Path(out) / f"{name}.npy", mmap_mode="r") if value is None else value
+              for name, value in trace.columns.items()}
     return replace(trace, columns=EventColumns(**fields))
 
 
 def read_hosts(
-    files: Sequence[Path],
-    prefixes: Sequence[str],
-    node_devices: NodeDevices | None = None,
-    workers: int | None = None,
-    handoff: str | None = None,
+    files: Sequence[Path], prefixes: Sequence[str], node_devices: NodeDevices | None = None,
+    workers: int | None = None, handoff: str | None = None,
 ) -> list[Trace]:
     """Read each file (its devices named with its prefix), in parallel processes up to the idle cores
     (:func:`idle_cores`; ``workers`` says how many instead).
@@ -185,9 +175,8 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
     kinds = {h.window for h in hosts}
     window = kinds.pop() if len(kinds) == 1 else "markers" if "markers" in kinds else "steps-line"
     steps = StepTable.join([h.steps for h in hosts])
-    joined = StepSources(
-        tuple(n for s in sources for n in s.names), tuple(t for s in sources for t in s.tables), {}
-    )
+    joined = StepSources(tuple(n for s in sources for n in s.names),
+                         tuple(t for s in sources for t in s.tables), {})
     notes = [CLOCK_NOTE]
     if len({h.window for h in hosts}) > 1:
         how = ", ".join(f"{h.name}: {h.window}" for h in hosts)
@@ -196,18 +185,13 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
         notes += [n for n in t.notes if n not in notes]
     hostnames = tuple(dict.fromkeys(n for t in traces for n in t.hostnames))
     planes = tuple(p for t in traces for p in t.planes)
-    return Trace(
-        source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin, joined, device_steps,
-        planes,
-    )
+    return Trace(source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin, joined,
+                 device_steps, planes)
 
 
 def load_hosts(
-    path: Path | str,
-    run: str | None = None,
-    node_devices: NodeDevices | None = None,
-    tasks: Mapping[str, str] | None = None,
-    workers: int | None = None,
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
+    tasks: Mapping[str, str] | None = None, workers: int | None = None,
 ) -> Trace:
     """Every host of the run ``path`` names, as one trace (a single host: as :func:`~.load.load_trace`,
     named with its task's prefix only when ``tasks`` names it)."""

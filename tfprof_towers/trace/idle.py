@@ -92,10 +92,7 @@ class Launches:
 
 
 def idle_split(
-    trace: Trace,
-    ev: DeviceEvents,
-    steps: StepTable,
-    kernel_wait_ps: int = KERNEL_WAIT_PS,
+    trace: Trace, ev: DeviceEvents, steps: StepTable, kernel_wait_ps: int = KERNEL_WAIT_PS,
     launches: Launches | None = None,
 ) -> np.ndarray:
     """One accelerator's idle picoseconds per window and kind (module doc)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tfprof_towers.trace.attribute import exact_sums
 from tfprof_towers.trace.columns import EventColumns
 from tfprof_towers.trace.load import Trace
 from tfprof_towers.vocab.categories import COPY_CATEGORIES, EVENT_CATEGORIES
@@ -30,14 +31,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 LINK_COLUMNS = {
-    "src": "object",
-    "dst": "object",
-    "kind": "object",
-    "bytes": "Int64",
-    "count": "int64",
-    "seconds": "float64",
-    "gbps": "float64",
-    "measured": "bool",
+    "src": "object", "dst": "object", "kind": "object", "bytes": "Int64", "count": "int64",
+    "seconds": "float64", "gbps": "float64", "measured": "bool",
 }
 SEND_TYPES = ("_Send", "_HostSend")
 RECV_TYPES = ("_Recv", "_HostRecv")
@@ -69,18 +64,16 @@ def links_frame(links: list[Link]) -> pd.DataFrame:
 
     if not links:
         return empty_links()
-    return pd.DataFrame(
-        {
-            "src": [x.src for x in links],
-            "dst": [x.dst for x in links],
-            "kind": [x.kind for x in links],
-            "bytes": pd.array([x.bytes for x in links], dtype="Int64"),
-            "count": [x.count for x in links],
-            "seconds": [math.nan if x.seconds is None else x.seconds for x in links],
-            "gbps": [math.nan if x.gbps is None else x.gbps for x in links],
-            "measured": [x.measured for x in links],
-        }
-    ).astype(LINK_COLUMNS)
+    return pd.DataFrame({
+        "src": [x.src for x in links],
+        "dst": [x.dst for x in links],
+        "kind": [x.kind for x in links],
+        "bytes": pd.array([x.bytes for x in links], dtype="Int64"),
+        "count": [x.count for x in links],
+        "seconds": [math.nan if x.seconds is None else x.seconds for x in links],
+        "gbps": [math.nan if x.gbps is None else x.gbps for x in links],
+        "measured": [x.measured for x in links],
+    }).astype(LINK_COLUMNS)
 
 
 def link_table(
@@ -121,36 +114,16 @@ def copy_links(c: EventColumns, inside: np.ndarray) -> list[Link]:
         return []
     group, (src, dst, cat) = _groups(c.src[copies], c.dst[copies], c.category[copies].astype(np.int64))
     n = src.size
-    nbytes = _sums(group, c.bytes[copies], n)
+    nbytes = exact_sums(group, c.bytes[copies], n)
     count = np.bincount(group, minlength=n)
-    dur = _sums(group, c.dur_ps[copies], n)
+    dur = exact_sums(group, c.dur_ps[copies], n)
     items = c.strings.items
     out = []
     for i in range(n):
         seconds = int(dur[i]) / 1e12
-        out.append(
-            Link(
-                items[src[i]],
-                items[dst[i]],
-                EVENT_CATEGORIES[cat[i]],
-                int(nbytes[i]),
-                int(count[i]),
-                seconds,
-                int(nbytes[i]) / seconds / 1e9 if seconds > 0 else None,
-                True,
-            )
-        )
-    return out
-
-
-def _sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact int64 sums per group."""
-    out = np.zeros(n, dtype=np.int64)
-    if group.size:
-        order = np.argsort(group, kind="stable")
-        g = group[order]
-        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        out[g[starts]] = np.add.reduceat(values[order].astype(np.int64), starts)
+        gbps = int(nbytes[i]) / seconds / 1e9 if seconds > 0 else None
+        out.append(Link(items[src[i]], items[dst[i]], EVENT_CATEGORIES[cat[i]], int(nbytes[i]), int(count[i]),
+                        seconds, gbps, True))
     return out
 
 
@@ -191,7 +164,7 @@ def send_links(
     if edge_bytes is not None:
         uniq, inv = np.unique(c.edge[rows], return_inverse=True)
         per_edge = np.array([int(edge_bytes.get(items[e], 0)) for e in uniq.tolist()], dtype=np.int64)
-        nbytes = _sums(group, per_edge[inv.ravel()], n).tolist()
+        nbytes = exact_sums(group, per_edge[inv.ravel()], n).tolist()
     count = np.bincount(group, minlength=n)
     return [
         Link(items[src[i]], items[dst[i]], kind, nbytes[i], int(count[i]), None, None, False)

@@ -1,17 +1,7 @@
 """Load a TensorFlow trace: locate it, read it, classify its events, find its steps.
 
-``load_trace(path)`` accepts an ``*.xplane.pb`` file, or any directory holding
-``plugins/profile/<run>/<host>.xplane.pb`` (:mod:`.locate`; ``run=`` chooses), and
-returns a :class:`Trace`::
-
-    locate  ->  tfprof_towers.xplane.read_xspace (raw columns)  ->  classify  ->  steps  ->  frame
-
-No event ever becomes a Python object: a :class:`Trace` holds its events as numpy
-columns (:class:`~.columns.EventColumns`, what the analysis reads), and ``Trace.events``,
-the pandas frame below, is made from them the first time it is asked for.  Strings are
-codes: anything parsed from a string -- rendezvous keys, ``node:OpType`` names -- is
-parsed once per distinct string, and ``memcpy_details`` texts (nearly all distinct) with
-numpy over their bytes.
+A :class:`Trace` holds its events as numpy columns (:class:`~.columns.EventColumns`, what the
+analysis reads); ``Trace.events``, the pandas frame below, is made from them on first use.
 
 ``events`` columns (one row per event; derived lines such as ``Steps`` or
 ``TensorFlow Ops`` are left out, they only repeat other events):
@@ -55,7 +45,7 @@ from tfprof_towers.trace.classify import (
     NodeDevices,
     classify,
 )
-from tfprof_towers.trace.columns import EventColumns, empty_frame, events_frame
+from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
 from tfprof_towers.trace.steps import StepSources, StepTable, assign_steps, step_windows
 from tfprof_towers.vocab.errors import TraceError
@@ -67,7 +57,7 @@ if TYPE_CHECKING:
 
 WHOLE_TRACE_NOTE = "no step markers and no Steps line: the whole trace is analysed as one window"
 
-__all__ = ["Host", "Trace", "empty_events", "load_trace", "trace_from_bytes", "trace_from_raw"]
+__all__ = ["Host", "Trace", "load_trace", "trace_from_bytes", "trace_from_raw"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,14 +110,8 @@ class Trace:
         return self.step_table.frame()
 
 
-def empty_events() -> pd.DataFrame:
-    return empty_frame()
-
-
 def load_trace(
-    path: Path | str,
-    run: str | None = None,
-    node_devices: NodeDevices | None = None,
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
     threads: int | None = None,
 ) -> Trace:
     """Locate, read and decode one trace file (see the module docstring; ``threads``: see
@@ -138,10 +122,7 @@ def load_trace(
 
 
 def read_trace(
-    file: Path,
-    node_devices: NodeDevices | None = None,
-    prefix: str = "",
-    host: int = 0,
+    file: Path, node_devices: NodeDevices | None = None, prefix: str = "", host: int = 0,
     threads: int | None = None,
 ) -> Trace:
     """Read and decode the trace file ``file`` (``prefix``: its task's name, see :func:`trace_from_raw`;
@@ -222,10 +203,8 @@ def _from_box(
         corr=corr_value,
     )
     notes = (WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()
-    trace = Trace(
-        raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources, device_steps,
-        tuple(prefix + p for p in raw.planes.names),
-    )
+    trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources,
+                  device_steps, tuple(prefix + p for p in raw.planes.names))
     del raw, classes
     release_free_memory()
     return trace

@@ -108,12 +108,8 @@ def locate_hosts(path: Path | str, run: str | None = None) -> tuple[list[Path], 
         )
     chosen = profiles
     if run is not None:
-        chosen = [
-            p
-            for p in profiles
-            if run in (p.run, p.path.parent.name, f"{p.run}/{p.host}", p.host)
-            or p.run.startswith(run.rstrip("/") + "/")
-        ]
+        chosen = [p for p in profiles if run in (p.run, p.path.parent.name, f"{p.run}/{p.host}", p.host)
+                  or p.run.startswith(run.rstrip("/") + "/")]
         if not chosen:
             raise TraceError(
                 f"--run {run}: no such run under {path}; runs: {', '.join(sorted({p.run for p in profiles}))}"

@@ -24,28 +24,19 @@ _INPUT_TYPE = re.compile(r"Iterator|Dataset")
 INPUT_THREAD = "tf_data"
 COLLECTIVE_THREAD = "collective_ops"
 #: TF op types that are collective communication (their host time is ``collective``).
-COLLECTIVE_OP_TYPES = frozenset(
-    {
-        "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3",
-        "CollectiveGather", "CollectiveGatherV2",
-        "CollectiveBcastSend", "CollectiveBcastRecv", "CollectiveBcastSendV2", "CollectiveBcastRecvV2",
-        "CollectiveAllToAllV2", "CollectiveAllToAllV3", "CollectiveReduceScatterV2",
-        "CollectivePermute", "CollectiveAssignGroupV2", "CollectiveInitializeCommunicator",
-        "NcclAllReduce", "NcclReduce", "NcclBroadcast", "_NcclReduceSend", "_NcclReduceRecv",
-        "_NcclBroadcastSend", "_NcclBroadcastRecv", "XlaAllReduce", "XlaReduceScatter",
-    }
-)
+COLLECTIVE_OP_TYPES = frozenset({
+    "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3",
+    "CollectiveGather", "CollectiveGatherV2",
+    "CollectiveBcastSend", "CollectiveBcastRecv", "CollectiveBcastSendV2", "CollectiveBcastRecvV2",
+    "CollectiveAllToAllV2", "CollectiveAllToAllV3", "CollectiveReduceScatterV2",
+    "CollectivePermute", "CollectiveAssignGroupV2", "CollectiveInitializeCommunicator",
+    "NcclAllReduce", "NcclReduce", "NcclBroadcast", "_NcclReduceSend", "_NcclReduceRecv",
+    "_NcclBroadcastSend", "_NcclBroadcastRecv", "XlaAllReduce", "XlaReduceScatter",
+})
 _TF_OP = re.compile(r"^([^:\s#]+):([A-Za-z_][A-Za-z0-9_]*)$")
 _COPY_SUFFIX = {
-    "h2d": "h2d",
-    "htod": "h2d",
-    "d2h": "d2h",
-    "dtoh": "d2h",
-    "d2d": "d2d",
-    "dtod": "d2d",
-    "p2p": "p2p",
-    "ptop": "p2p",
-    "peer": "p2p",
+    "h2d": "h2d", "htod": "h2d", "d2h": "d2h", "dtoh": "d2h", "d2d": "d2d", "dtod": "d2d", "p2p": "p2p",
+    "ptop": "p2p", "peer": "p2p",
 }
 
 

@@ -88,13 +88,9 @@ class StepSources:
     tables: tuple[StepTable, ...]
     planes: dict[int, StepTable]
 
-
     def shifted(self, delta: int) -> StepSources:
-        return StepSources(
-            self.names,
-            tuple(t.shifted(delta) for t in self.tables),
-            {p: t.shifted(delta) for p, t in self.planes.items()},
-        )
+        return StepSources(self.names, tuple(t.shifted(delta) for t in self.tables),
+                           {p: t.shifted(delta) for p, t in self.planes.items()})
 
 
 def step_windows(

@@ -47,12 +47,8 @@ def task_steps(trace: Trace) -> list[dict[str, Any]]:
             win, cs, ce, _ = clip_to_windows(s, s + c.dur_ps[rows], ws, we)
             inside = sweep(win, np.zeros(win.size, np.int64), cs, ce, ws.size, 1, ws[win])
         steps = [
-            {
-                "step": int(step),
-                "start_s": (int(a) - t0) / _PS,
-                "end_s": (int(b) - t0) / _PS,
-                "collective_s": int(busy) / _PS,
-            }
+            {"step": int(step), "start_s": (int(a) - t0) / _PS, "end_s": (int(b) - t0) / _PS,
+             "collective_s": int(busy) / _PS}
             for step, a, b, busy in zip(h.steps.step.tolist(), ws.tolist(), we.tolist(), inside.tolist())
         ]
         out.append({"task": h.task, "host": h.name, "steps": steps})

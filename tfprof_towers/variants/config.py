@@ -39,20 +39,13 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset(
-            "tiny", batch=4, dim=16, warmup=1, steps=3, profile_steps=2,
-            variant_timeout_s=120.0, description="for tests: seconds per variant",
-        ),
-        Preset(
-            "cpu", batch=16, dim=256, warmup=3, steps=20, profile_steps=3,
-            variant_timeout_s=240.0,
-            description="default without GPUs: every built-in (TF1 and TF2) in under 2 minutes on 2 cores",
-        ),
-        Preset(
-            "seed", batch=64, dim=1000, warmup=3, steps=20, profile_steps=3,
-            variant_timeout_s=1800.0,
-            description="the original sizes (about 2.3 TFLOP per step): a GPU job",
-        ),
+        Preset("tiny", batch=4, dim=16, warmup=1, steps=3, profile_steps=2, variant_timeout_s=120.0,
+               description="for tests: seconds per variant"),
+        Preset("cpu", batch=16, dim=256, warmup=3, steps=20, profile_steps=3, variant_timeout_s=240.0,
+               description="default without GPUs: every built-in (TF1 and TF2) in under 2 minutes on 2 "
+                           "cores"),
+        Preset("seed", batch=64, dim=1000, warmup=3, steps=20, profile_steps=3, variant_timeout_s=1800.0,
+               description="the original sizes (about 2.3 TFLOP per step): a GPU job"),
     )
 }
 
@@ -61,9 +54,7 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise TowersError(
-            f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}"
-        ) from None
+        raise TowersError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
 
 
 @dataclass(frozen=True)

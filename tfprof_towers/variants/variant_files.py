@@ -17,13 +17,9 @@ from tfprof_towers.vocab.errors import VariantError
 
 
 def check_variant_file(path: str | Path) -> VariantSpec:
-    """A variant file must exist, parse, and define one family's function; its name is its stem.
-
-    The family is the one whose ``file_function`` (registry) the file defines:
-    ``build_variant`` (TF1 graph) or ``build_step`` (TF2 strategy).  A file that defines
-    several families' functions is refused, and so is one whose function is bound to
-    something that cannot be called (``build_variant = 42``) or takes too few arguments.
-    """
+    """A variant file must exist, parse, and define one family's function (module docstring); its
+    name is its stem.  A function bound to something that cannot be called (``build_variant = 42``)
+    or taking too few arguments is refused."""
     p = Path(path)
     tree = parse_file(p, "variant file")
     own = file_families()
@@ -214,8 +210,6 @@ def resolve_variants(builtin: tuple[str, ...], files: list[str]) -> tuple[Varian
     for s in specs:
         if s.name in seen:
             clash = "a built-in variant" if registry.builtin(s.name) and not seen[s.name].file else "another"
-            raise VariantError(
-                f"variant name {s.name!r} is used twice ({clash}); rename the variant file"
-            )
+            raise VariantError(f"variant name {s.name!r} is used twice ({clash}); rename the variant file")
         seen[s.name] = s
     return tuple(specs)

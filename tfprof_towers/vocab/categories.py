@@ -62,17 +62,15 @@ COPY_CATEGORIES: tuple[str, ...] = tuple(c.key for c in TABLE if c.copy)
 #: Computation, on accelerator planes and on the host (ops joined to their device).
 COMPUTE_CATEGORIES: tuple[str, ...] = ("compute", "host_compute")
 #: Categories every accelerator row lists (even at zero), and every host or CPU-device row.
-DEVICE_CATEGORIES: tuple[str, ...] = tuple(
-    c.key for c in TABLE if c.side == "device" or c.key == "collective"
-)
+DEVICE_CATEGORIES: tuple[str, ...] = tuple(c.key for c in TABLE
+                                           if c.side == "device" or c.key == "collective")
 HOST_CATEGORIES: tuple[str, ...] = tuple(c.key for c in TABLE if c.side == "host")
 #: The parts of an accelerator's idle time (the trace analysis's ``idle_split``, see
 #: :mod:`tfprof_towers.trace.idle`), with what the report and the terminal call them.
 IDLE_SPLIT: dict[str, str] = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other"}
 #: Keys in the report's stacking order (with ``other`` and ``idle``).
-DISPLAY_ORDER: tuple[str, ...] = tuple(
-    c.key for c in sorted((*TABLE, IDLE), key=lambda c: c.display) if c.display < 99
-)
+DISPLAY_ORDER: tuple[str, ...] = tuple(c.key for c in sorted((*TABLE, IDLE), key=lambda c: c.display)
+                                       if c.display < 99)
 
 
 def label(key: str) -> str:

@@ -10,7 +10,7 @@ tool stores or shows uses the canonical form of :func:`canonical_device`:
   dropped): ``/job:worker/task:1/device:CPU:0``; a task without a device part is
   ``/job:worker/task:1``;
 * the profiler's host plane ``/host:CPU`` (:data:`HOST_THREADS`), a cluster task's host
-  threads ``/job:worker/task:1/host:CPU`` (:func:`task_host_threads`; a multi-host
+  threads ``/job:worker/task:1/host:CPU`` (a multi-host
   analysis names each host's threads so) and anything that is not a device name are
   returned unchanged.
 """
@@ -85,11 +85,8 @@ def parse_device(name: str) -> DeviceName | None:
         if m and m.group(1).lower() not in ("job", "replica", "task", "device"):
             dtype, index = m.group(1).upper(), int(m.group(2))
     return DeviceName(
-        job=parts.get("job") or None,
-        replica=_int(parts.get("replica")),
-        task=_int(parts.get("task")),
-        type=dtype,
-        index=index,
+        job=parts.get("job") or None, replica=_int(parts.get("replica")), task=_int(parts.get("task")),
+        type=dtype, index=index,
     )
 
 
@@ -108,11 +105,6 @@ def canonical_device(name: str) -> str:
 def is_host_threads(name: str) -> bool:
     """True for the profiler's host plane, ``/host:CPU``, of a single process or of a task."""
     return name.startswith("/host:") or (name.startswith("/job:") and "/host:" in name)
-
-
-def task_host_threads(task: str) -> str:
-    """The host threads' name of a task: ``/job:worker/task:1/host:CPU`` (``/host:CPU`` for ``""``)."""
-    return f"{task}{HOST_THREADS}"
 
 
 def task_of(name: str) -> str:

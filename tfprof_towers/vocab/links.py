@@ -1,8 +1,4 @@
-"""A link between two devices as a bandwidth and a latency, and the time to move bytes over it.
-
-Shared by the hardware profiles (:mod:`tfprof_towers.projection.hardware`), the projection's
-model and the strategy advice, which reads a link back from ``summary.json``.
-"""
+"""A link between two devices as a bandwidth and a latency, and the time to move bytes over it."""
 
 from __future__ import annotations
 

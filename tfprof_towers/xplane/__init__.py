@@ -16,22 +16,15 @@ source reuses this reader and brings its own classifier.
     raw.stats["details"].parsed               # what ``parse`` made of each batch's bytes
     raw.strings.items, raw.hostnames
 
-Speed comes from never making an event a Python object: the file is mapped; every line's
-events are found by a speculative chunked walk; every event's fields and stats are read in
-lock-step rounds; stats that were not asked for are skipped at their metadata_id, and
-derived lines' stats are never read; anything parsed from a string is parsed once per
-distinct string -- or, for nearly-distinct texts, by the caller's numpy parser over the
-bytes; batches of lines are decoded on two threads (numpy's loops let go of the GIL).
-Memory stays bounded because lines are walked and decoded a batch at a time (a
-mapped file's pages let go as each batch is done), stats are stored for the events that
-have them, and columns are narrow.
+No event ever becomes a Python object; how the reader stays fast and bounded in memory is
+in the docstrings of :mod:`.layout`, :mod:`.events`, :mod:`.columns` and :mod:`.decode`.
 """
 
 from tfprof_towers.xplane.columns import Parser
 from tfprof_towers.xplane.decode import decode_space
 from tfprof_towers.xplane.ragged import Ragged
 from tfprof_towers.xplane.reader import decode_buffer, read_layout, read_xspace
-from tfprof_towers.xplane.strings import Strings, categorical, categorical_by, dense_unique, used_codes
+from tfprof_towers.xplane.strings import Strings, categorical, dense_unique, used_codes
 from tfprof_towers.xplane.tables import (
     DEVICE,
     HOST,
@@ -45,24 +38,7 @@ from tfprof_towers.xplane.tables import (
 )
 
 __all__ = [
-    "DEVICE",
-    "HOST",
-    "NUMBER",
-    "OTHER",
-    "LineTable",
-    "Parser",
-    "PlaneTable",
-    "Ragged",
-    "RawSpace",
-    "RowNames",
-    "StatColumn",
-    "Strings",
-    "categorical",
-    "categorical_by",
-    "decode_buffer",
-    "decode_space",
-    "dense_unique",
-    "read_layout",
-    "read_xspace",
-    "used_codes",
+    "DEVICE", "HOST", "NUMBER", "OTHER", "LineTable", "Parser", "PlaneTable", "Ragged", "RawSpace",
+    "RowNames", "StatColumn", "Strings", "categorical", "decode_buffer", "decode_space", "dense_unique",
+    "read_layout", "read_xspace", "used_codes"
 ]

@@ -1,10 +1,7 @@
 """Read an XSpace (a ``*.xplane.pb`` path, or its bytes) into :class:`~.tables.RawSpace` columns.
 
-``read_xspace(source, stats=("step", ...))`` maps the file (or, where its last page has
-no room for the zero padding, reads it: :class:`~.wire.Buffer`), walks its planes
-(:func:`~.layout.read_planes`) and decodes the lines a batch at a time
-(:func:`~.decode.decode_space`): every event's header, the stats asked for, names and
-string stats as codes.  Every way the bytes can be broken raises one
+The file is mapped (or, where its last page has no room for the zero padding, read:
+:class:`~.wire.Buffer`).  Every way the bytes can be broken raises one
 :class:`~tfprof_towers.vocab.errors.TraceError` with a one-line message.
 
 A call shares no state with another (its string table is its own), so several files can

@@ -143,8 +143,5 @@ def _cls(full_name: str):
 
 XSpace = _cls(f"{_PACKAGE}.XSpace")
 XPlane = _cls(f"{_PACKAGE}.XPlane")
-XLine = _cls(f"{_PACKAGE}.XLine")
 XEvent = _cls(f"{_PACKAGE}.XEvent")
 XStat = _cls(f"{_PACKAGE}.XStat")
-XEventMetadata = _cls(f"{_PACKAGE}.XEventMetadata")
-XStatMetadata = _cls(f"{_PACKAGE}.XStatMetadata")

@@ -257,16 +257,6 @@ def categorical(codes: np.ndarray, strings: Strings) -> pd.Categorical:
     return from_codes(remap[codes], [strings.items[u] for u in used.tolist()])
 
 
-def categorical_by(
-    group_codes: np.ndarray, groups: np.ndarray, present: np.ndarray, strings: Strings
-) -> pd.Categorical:
-    """:func:`categorical` of ``group_codes[groups]``, working on the few groups (``present``:
-    those that occur), not on every row (e.g. the plane or line of every event)."""
-    used = np.unique(group_codes[present])
-    per_group = np.searchsorted(used, group_codes).astype(np.int32)
-    return from_codes(per_group[groups], [strings.items[u] for u in used.tolist()])
-
-
 def from_codes(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
     import pandas as pd
 
