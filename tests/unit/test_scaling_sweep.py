@@ -9,11 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from reference_kit import is_point_name
 from report_kit import HOSTILE, make_run_dir
 
 from tfprof_towers.analysis.scaling import Point, projected_section
 from tfprof_towers.rundir.paths import RunDir
-from tfprof_towers.rundir.scaling import PlannedPoint, ScalingDoc, is_point_name, point_name, scaling_json
+from tfprof_towers.rundir.scaling import PlannedPoint, ScalingDoc, point_name, scaling_json
 from tfprof_towers.session import scaling as sweep
 from tfprof_towers.session.report import finish_run
 from tfprof_towers.variants.config import ProfileOptions, VariantSpec, get_preset

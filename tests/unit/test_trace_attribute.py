@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_kit import sweep_float
 from trace_kit import US, TraceBuilder, two_gpu_trace
 
-from tfprof_towers.trace.attribute import WALL_CATEGORIES, WALL_ORDER, _sweep, attribute
+from tfprof_towers.trace.attribute import WALL_CATEGORIES, WALL_ORDER, attribute
 from tfprof_towers.trace.load import trace_from_bytes
 
 
@@ -103,7 +104,7 @@ def test_sweep_matches_brute_force(items) -> None:
     r = np.array([i[1] for i in items])
     s = np.array([i[2] for i in items])
     e = s + np.array([i[3] for i in items])
-    got = _sweep(g, r, s, e, 3, len(WALL_ORDER))
+    got = sweep_float(g, r, s, e, 3, len(WALL_ORDER))
     want = brute_force(g.tolist(), r.tolist(), s.tolist(), e.tolist(), 3, len(WALL_ORDER))
     assert got.tolist() == want.tolist()
 

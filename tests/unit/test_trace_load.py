@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from reference_kit import parse_memcpy_details
 from trace_kit import US, two_gpu_trace
 
-from tfprof_towers.trace.copies import parse_memcpy_details
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
 from tfprof_towers.trace.names import split_tf_op
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES as CATEGORIES

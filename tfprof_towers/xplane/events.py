@@ -53,15 +53,6 @@ class StatFilter:
     table: np.ndarray  # int8 [groups, ids]
 
 
-def decode_events(chunks: list[bytes] | tuple[bytes, ...], lengths: np.ndarray | None = None) -> Events:
-    """Decode serialized XEvent messages (given one ``bytes`` per event) into arrays."""
-    n = len(chunks)
-    if lengths is None:
-        lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=n)
-    end = np.cumsum(lengths, dtype=np.int64)
-    return decode_event_ranges(Buffer.of(b"".join(chunks)), end - lengths, end)
-
-
 # XEvent fields: metadata_id = 1, offset_ps = 2, duration_ps = 3 (varints), stats = 4 (messages).
 _EVENT_STATS_TAG = (4 << 3) | 2
 _STAT_MD_TAG = 1 << 3

@@ -426,13 +426,6 @@ class Planes:
     line_end: np.ndarray
 
 
-@dataclass(frozen=True)
-class Space:
-    planes: list  # XPlane messages holding everything but the lines
-    hostnames: tuple[str, ...]
-    lines: Lines
-
-
 def read_planes(buf: Buffer, data: bytes | memoryview) -> Planes:
     """The planes of the XSpace in ``data`` (``buf`` wraps the same bytes), and their lines' ranges:
     one Python step per plane, line or metadata entry, none per event."""
@@ -451,12 +444,6 @@ def read_planes(buf: Buffer, data: bytes | memoryview) -> Planes:
     start = np.array([s for s, _ in flat], dtype=np.int64)
     end = np.array([e for _, e in flat], dtype=np.int64)
     return Planes(planes, tuple(hostnames), np.repeat(np.arange(len(planes)), counts), start, end)
-
-
-def read_space(buf: Buffer, data: bytes | memoryview) -> Space:
-    """The layout of the XSpace in ``data``, every line walked at once (small spaces, tests)."""
-    p = read_planes(buf, data)
-    return Space(p.planes, p.hostnames, read_lines(buf, p.line_plane, p.line_start, p.line_end))
 
 
 def _read_plane(data: bytes | memoryview, start: int, end: int):
