@@ -231,3 +231,17 @@ def test_the_package_exposes_frames_lazily() -> None:
             "print(callable(f.read_frames), callable(f.per_step), 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.split() == ["True", "True", "False"]
+
+
+def test_steps_are_each_devices_own_windows(tmp_path: Path) -> None:
+    """Two GPUs that stepped ~5 ms apart (trace_kit.apart_trace): each device's rows are its own
+    Steps line's windows, not one window spanning both."""
+    from trace_kit import apart_trace
+
+    path = tmp_path / "apart.xplane.pb"
+    path.write_bytes(apart_trace().to_bytes())
+    s = tt.load(path).steps.set_index(["device", "step"])
+    assert s.loc[("/device:GPU:0", 0), "start_s"] == 0.0
+    assert s.loc[("/device:GPU:0", 1), "end_s"] == pytest.approx(800e-6, abs=1e-12)
+    assert s.loc[("/device:GPU:1", 0), "start_s"] == pytest.approx(5000e-6, abs=1e-12)
+    assert s.loc[("/device:GPU:1", 1), "end_s"] == pytest.approx(5900e-6, abs=1e-12)

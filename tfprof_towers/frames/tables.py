@@ -47,14 +47,14 @@ def events(a: Analysis) -> pd.DataFrame:
 
 
 def steps(a: Analysis) -> pd.DataFrame:
-    """Each device's step windows (the windows its time is attributed in)."""
-    b = a.breakdown
-    n_dev, n_win = len(b.devices), len(b.steps)
+    """Each device's step windows: its own where the trace gives it some (a ``Steps`` line of its
+    plane, its host's markers), else the trace's -- the windows its time is attributed in."""
+    tables = [(d, a.trace.steps_of(d)) for d in a.breakdown.devices]
     return pd.DataFrame({
-        "device": np.repeat(np.array(b.devices, dtype=object), n_win),
-        "step": np.tile(b.steps.step.astype(np.int64), n_dev),
-        "start_s": np.tile(b.steps.start_ps, n_dev) / PS,
-        "end_s": np.tile(b.steps.end_ps, n_dev) / PS,
+        "device": np.repeat(np.array([d for d, _ in tables], dtype=object), [len(s) for _, s in tables]),
+        "step": np.concatenate([s.step for _, s in tables] or [np.zeros(0)]).astype(np.int64),
+        "start_s": np.concatenate([s.start_ps for _, s in tables] or [np.zeros(0)]) / PS,
+        "end_s": np.concatenate([s.end_ps for _, s in tables] or [np.zeros(0)]) / PS,
     })
 
 
