@@ -159,3 +159,26 @@ def test_readme_screenshot(browser, tmp_path: Path) -> None:
     assert 10_000 < shot.stat().st_size < MAX_README_SCREENSHOT
     if os.environ.get(WRITE_SCREENSHOT) == "1":
         shutil.copyfile(shot, README_SCREENSHOT)
+
+
+def test_diff_page_renders_offline_with_hostile_names(browser, tmp_path: Path) -> None:
+    """`diff --html` of two runs whose names and paths carry markup: the page loads with no request,
+    no script and no dialog, and shows them as text."""
+    from tfprof_towers.cli import main
+
+    markup = "<img src=x onerror=alert(1)>"  # a folder name cannot hold HOSTILE's "/"
+    base = make_run_dir(tmp_path / f"a{markup}", hostile=True)
+    new = make_run_dir(tmp_path / f"b{markup}", hostile=True)
+    out = tmp_path / "diff.html"
+    assert main(["diff", str(base), str(new), "--html", str(out)]) == 0
+    page = Page(browser)
+    try:
+        page.page.goto(out.resolve().as_uri())
+        page.page.wait_for_load_state("load")
+        assert page.errors == [] and page.dialogs == []
+        assert [u for u in page.requests if not u.startswith("file://")] == []
+        assert page.count("script") == 0 and page.count("img") == 0
+        assert f"a{markup}" in page.page.inner_text("body")
+        page.screenshot("diff.png")
+    finally:
+        page.close()
