@@ -13,6 +13,7 @@ tf2-strategy built-ins (NCCL skipped without GPUs).  ``fixture_8gpu``: the real
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if E2E in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Debian's chromium under playwright, once per module; skipped, with the reason, without them."""
+    from browser_kit import ARGS, CHROMIUM
+
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} is absent: `make browser` (part of `make test`) installs Debian's chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()

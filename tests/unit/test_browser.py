@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from browser_kit import Page, opened
 from report_kit import HOSTILE, make_run_dir, write_projection
 
 from tfprof_towers.rundir.paths import RunDir
@@ -22,78 +21,10 @@ from tfprof_towers.session.report import finish_run
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-OUTPUT = Path(__file__).resolve().parents[1] / "output"
 #: The README's screenshot, rewritten only when this variable is 1 (the PNG is committed).
 WRITE_SCREENSHOT = "TFPROF_TOWERS_WRITE_SCREENSHOT"
 README_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "report.png"
 MAX_README_SCREENSHOT = 300 * 1024
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is absent: `make browser` (part of `make test`) installs Debian's chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
-class Page:
-    """A page that records console errors, page errors, dialogs and every network request."""
-
-    def __init__(self, browser) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        self.requests: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-        self.page.on("request", lambda r: self.requests.append(r.url))
-
-    def open(self, path: Path) -> None:
-        self.page.goto(path.resolve().as_uri())
-        self.page.wait_for_selector("html[data-charts=ready]", timeout=15_000)
-
-    def count(self, selector: str) -> int:
-        return int(self.page.evaluate(f"document.querySelectorAll({selector!r}).length"))
-
-    def screenshot(self, name: str, selector: str | None = None, full_page: bool = True) -> Path:
-        """The whole page (or what the viewport shows), or only the element ``selector`` matches."""
-        OUTPUT.mkdir(exist_ok=True)
-        path = OUTPUT / name
-        if selector:
-            self.page.locator(selector).screenshot(path=str(path))
-        else:
-            self.page.screenshot(path=str(path), full_page=full_page)
-        return path
-
-    def close(self) -> None:
-        self.context.close()
-
-
-def check_offline(page: Page, report: Path) -> None:
-    assert page.errors == []
-    assert page.dialogs == []
-    assert [u for u in page.requests if u != report.resolve().as_uri()] == []
-
-
-@contextmanager
-def opened(browser, report: Path) -> Iterator[Page]:
-    """``report`` open in a fresh offline page, checked quiet and request-free after load."""
-    page = Page(browser)
-    try:
-        page.open(report)
-        check_offline(page, report)
-        yield page
-    finally:
-        page.close()
 
 
 def test_report_charts_render_offline(browser, tmp_path: Path) -> None:
