@@ -178,3 +178,43 @@ def test_only_settings_the_analysis_can_use_are_chosen_and_twins_are_a_noise_gau
     assert usable == {"host3", "host2+python"}  # host1 drops op events; -device drops GPU activity
     configs = {c.name: c.options() for c in (bench.TracerConfig("harness", 3, 0, 1), *bench.SWEEP)}
     assert bench.same_settings(configs) == [("harness", "host3")]
+
+
+def test_run_breakdown_sums_to_the_total_and_share_counts_only_the_harness() -> None:
+    run_doc = {"harness_s": {"setup": 0.1, "variants": 6.5, "finish": 0.4}}
+    parts = bench.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=7.5)
+    assert sum(parts.values()) == pytest.approx(7.5)
+    assert parts["runner bookkeeping"] == pytest.approx(0.5)
+    assert parts["CLI start and exit"] == pytest.approx(0.5)
+    not_own = 2 * (1.6 + 0.3 + 0.5 + 0.2)
+    assert bench.own_share(parts) == pytest.approx((7.5 - not_own) / 7.5)
+    assert {name for name, _ in bench.CATEGORIES} == set(parts)
+
+
+def test_the_default_bench_covers_every_family() -> None:
+    from tfprof_towers.variants import registry
+
+    opts = bench.parse_args([])
+    assert {registry.builtin(v).family for v in opts.variants} == {
+        registry.TF1_GRAPH, registry.TF2_STRATEGY, registry.CLUSTER}
+    assert set(registry.BUILTIN_NAMES) <= set(opts.variants)
+
+
+def test_run_breakdown_counts_the_projection_once() -> None:
+    run_doc = {"harness_s": {"setup": 0.1, "variants": 6.5, "finish": 2.4, "projection": 2.0}}
+    parts = bench.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=9.5)
+    assert sum(parts.values()) == pytest.approx(9.5)
+    assert parts["projection"] == pytest.approx(2.0) and parts["CLI start and exit"] == pytest.approx(0.5)
+
+
+def test_a_cluster_record_is_split_from_its_lead_task_s_phases() -> None:
+    record = {"family": "cluster", "status": "ok", "wall_s": 20.0, "cluster": {"tasks": [
+        {"task": "worker:0", "phases_s": {"tf_import": 5.0, "strategy_init": 1.0, "build": 0.5, "warmup": 0.2,
+                                          "first_call_placement": 2.0, "timed": 0.3, "wait_capture": 1.5,
+                                          "profiled": 0.4}},
+        {"task": "worker:1", "phases_s": {"tf_import": 9.0}}]}}
+    parts = bench.cluster_breakdown(record)
+    assert parts[bench.TF_STARTUP] == 6.0 and parts["cluster coordination"] == 1.5
+    assert parts["placement trace"] == 2.0 and parts["child bookkeeping"] == pytest.approx(20.0 - 10.9)
+    assert sum(parts.values()) == pytest.approx(20.0)
+    assert bench.cluster_breakdown({**record, "status": "failed"}) == {"failed variants": 20.0}
