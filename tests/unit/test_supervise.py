@@ -14,14 +14,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from child_kit import alive, wait_until
 
-from tfprof_towers.procs import supervise
+from tfprof_towers.procs import forkserver, supervise
 from tfprof_towers.procs.proctree import descendants, new_cgroup, remove_cgroup
-from tfprof_towers.procs.supervise import Command
+from tfprof_towers.procs.supervise import Command, Entry
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="Linux /proc needed")
 
@@ -50,11 +51,30 @@ def tracking(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(params=["exec", "fork-server"])
+def via(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """How the child starts: exec'd by its guard, or forked (guard and child) from a fork server;
+    the same guarantees must hold either way."""
+    if request.param == "exec":
+        yield "exec"
+        return
+    log = tmp_path_factory.mktemp("server") / "server.txt"
+    with forkserver.serving(("wave",), log, supervise.child_env()) as server:
+        if server is None:
+            pytest.skip(f"no fork server here ({forkserver.unavailable_reason()})")
+        assert server.wait_ready(60), server.broken
+        before = supervise.ENTRY_STARTS["forked"]
+        yield "fork-server"
+        assert supervise.ENTRY_STARTS["forked"] > before, "not forked from the server"
+
+
 def command(tmp_path: Path, script: str, tracking: str, **kw) -> Command:
-    return Command(("sh", "-c", script), tmp_path / "stderr.txt", cgroup=tracking == "cgroup", **kw)
+    """``sh -c script``; forked from the fork server, while one serves, as a call that execs sh."""
+    return Command(("sh", "-c", script), tmp_path / "stderr.txt", cgroup=tracking == "cgroup",
+                   entry=Entry("tfprof_towers.testing.procs:shell", (script,)), **kw)
 
 
-def test_exit_code_and_output(tmp_path: Path, tracking: str) -> None:
+def test_exit_code_and_output(tmp_path: Path, tracking: str, via: str) -> None:
     ended = supervise.run(command(tmp_path, "echo out; echo err >&2; exit 3", tracking))
     assert (ended.returncode, ended.timed_out, ended.stopped, ended.killed) == (3, False, False, 0)
     assert ended.tracking == tracking
@@ -62,7 +82,8 @@ def test_exit_code_and_output(tmp_path: Path, tracking: str) -> None:
     assert (ended.stderr_bytes, ended.stderr_kept) == (8, 8)
 
 
-def test_deadline_kills_every_process_even_setsid_and_orphans(tmp_path: Path, tracking: str) -> None:
+def test_deadline_kills_every_process_even_setsid_and_orphans(tmp_path: Path, tracking: str,
+                                                              via: str) -> None:
     pids = tmp_path / "pids"
     t0 = time.monotonic()
     ended = supervise.run(command(tmp_path, STUBBORN.format(pids=pids, tail="exec sleep 600"), tracking,
@@ -76,7 +97,7 @@ def test_deadline_kills_every_process_even_setsid_and_orphans(tmp_path: Path, tr
     assert "deadline of 1 s passed: sent SIGTERM to" in (tmp_path / "stderr.txt").read_text()
 
 
-def test_what_a_finished_child_leaves_running_is_killed(tmp_path: Path, tracking: str) -> None:
+def test_what_a_finished_child_leaves_running_is_killed(tmp_path: Path, tracking: str, via: str) -> None:
     pids = tmp_path / "pids"
     wait_then_exit = f"while [ $(wc -l < {pids}) -lt 3 ]; do sleep 0.02; done; exit 0"
     ended = supervise.run(command(tmp_path, STUBBORN.format(pids=pids, tail=wait_then_exit), tracking))
@@ -86,7 +107,7 @@ def test_what_a_finished_child_leaves_running_is_killed(tmp_path: Path, tracking
     assert "killed 2 process(es) the child left running" in (tmp_path / "stderr.txt").read_text()
 
 
-def test_the_guard_enforces_the_deadline_without_the_parent(tmp_path: Path, tracking: str) -> None:
+def test_the_guard_enforces_the_deadline_without_the_parent(tmp_path: Path, tracking: str, via: str) -> None:
     """Nobody waits on it: the child still ends at its deadline."""
     pids = tmp_path / "pids"
     sup = supervise.start(command(tmp_path, "echo $$ > " + str(pids) + "; exec sleep 600", tracking,
@@ -97,7 +118,7 @@ def test_the_guard_enforces_the_deadline_without_the_parent(tmp_path: Path, trac
     assert ended.timed_out and ended.returncode == -signal.SIGTERM
 
 
-def test_stop_on_request(tmp_path: Path, tracking: str) -> None:
+def test_stop_on_request(tmp_path: Path, tracking: str, via: str) -> None:
     pids = tmp_path / "pids"
     sup = supervise.start(command(tmp_path, STUBBORN.format(pids=pids, tail="exec sleep 600"), tracking,
                                   stop_grace_s=0.2))
@@ -136,7 +157,7 @@ def test_children_die_with_their_parent_sigkill(tmp_path: Path, tracking: str) -
     assert "parent process went away" in (tmp_path / "stderr.txt").read_text()
 
 
-def test_output_keeps_head_and_tail(tmp_path: Path, tracking: str) -> None:
+def test_output_keeps_head_and_tail(tmp_path: Path, tracking: str, via: str) -> None:
     """One 10 MB line, then a last word: the file keeps 1 KiB of head, 1 KiB of tail and says so."""
     script = "head -c 10000000 /dev/zero | tr '\\0' x; echo; echo the-last-word >&2; exit 1"
     ended = supervise.run(command(tmp_path, script, tracking, head_bytes=1024, tail_bytes=1024))

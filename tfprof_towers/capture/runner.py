@@ -126,7 +126,7 @@ def child_command(options: ProfileOptions, spec_path: Path, err_path: Path, labe
     return supervise.Command(
         argv=tuple(supervise.python_argv(CHILD_MODULE, str(spec_path), python=python)),
         stderr_path=err_path, deadline_s=options.variant_timeout_s, env=supervise.tf_child_env(), label=label,
-        **grace,
+        entry=supervise.Entry(f"{CHILD_MODULE}:main", (str(spec_path),)), **grace,
     )
 
 

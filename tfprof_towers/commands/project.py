@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from rich.table import Table
 
 from tfprof_towers.cli import add_command
 from tfprof_towers.commands import console
+from tfprof_towers.procs import forkserver, supervise
 from tfprof_towers.projection.api import PROJECTION_JSON, project, run_preset, run_variants
 from tfprof_towers.projection.hardware import BUILDS, builtin_names
 from tfprof_towers.rundir.paths import RunDir, json_text, write_json
@@ -24,6 +26,8 @@ from tfprof_towers.vocab.errors import EXIT_NOTHING_PROJECTED, TowersError
 from tfprof_towers.vocab.fmt import fmt_step
 
 DEFAULT_PRESET = "seed"
+#: What the fork server imports once for the graph builders (one child per variant, no new import).
+PROJECTION_PRELOAD = ("tfprof_towers.projection.graphcost", "tfprof_towers.projection.strategy_graphs")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,7 +120,9 @@ def run(args: argparse.Namespace) -> int:
     if run is not None and run.config is not None and run.config.cluster is not None:
         return _project_cluster_run(args, run_dir, run.config.cluster, preset)
     variants = _variants(args, run)
-    doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
+    with tempfile.TemporaryDirectory(prefix="tfprof-project-") as tmp, forkserver.serving(
+            PROJECTION_PRELOAD, Path(tmp) / "fork-server.txt", supervise.tf_child_env(), console.err):
+        doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
     if run_dir is not None:
         write_json(run_dir.root / PROJECTION_JSON, doc)
         _rerender(run_dir)  # the report's "measured vs projected" section shows it

@@ -8,6 +8,11 @@ every process of the child is killed before the guard reports, as one JSON line 
     {"event": "started", "pid": 123, "cgroup": "/sys/fs/cgroup/.../tfprof-towers-122"}
     {"event": "ended", "returncode": -9, "timed_out": true, "killed": 2, ...}
 
+A guard forked by a fork server (:mod:`.forkserver`) runs the same code with a ``call`` in its
+config (``"package.module:function"``): the child is then a fork of the guard that calls that
+function with ``argv``'s arguments (its return value the exit code) instead of exec'ing ``argv``,
+so what the server imported once is already in it.
+
 Stdlib only.
 """
 
@@ -63,6 +68,9 @@ class BoundedLog:
             self._fh = None
             self.error = f"cannot write {path}: {exc.strerror or exc}"
 
+    def fileno(self) -> int | None:
+        return None if self._fh is None else self._fh.fileno()
+
     def feed(self, data: bytes) -> None:
         room = max(0, self.head - self.total)
         self.total += len(data)
@@ -106,6 +114,11 @@ class Guard:
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.argv: list[str] = list(cfg["argv"])
+        self.call: str | None = cfg.get("call")  # "module:function": fork and call, no exec
+        self.call_args: list[str] = list(cfg.get("call_args") or ())
+        self.cwd: str | None = cfg.get("cwd")
+        self.env: dict[str, str] | None = cfg.get("env")  # the called child's os.environ, exactly
+        self._wake: tuple[int, int] | None = None
         self.control_fd: int = int(cfg["control_fd"])
         self.deadline_s: float | None = cfg.get("deadline_s")
         self.grace_s = float(cfg.get("grace_s", DEADLINE_GRACE_S))
@@ -131,8 +144,11 @@ class Guard:
         sync_r, sync_w = os.pipe()
         guard = os.getpid()
         cgroup_procs = None if self.cgroup is None else str(self.cgroup / "cgroup.procs")
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
+            with contextlib.suppress(Exception):
+                stream.flush()
         pid = os.fork()
-        if pid == 0:  # the child, until exec: nothing here may raise
+        if pid == 0:  # the child, until exec (or the call): nothing here may raise
             try:
                 os.close(read_fd)
                 os.close(sync_r)
@@ -153,6 +169,8 @@ class Guard:
                 os.dup2(null, 0)
                 os.dup2(write_fd, 1)
                 os.dup2(write_fd, 2)
+                if self.call is not None:
+                    os._exit(self._call_in_child(sync_w, write_fd, null))
                 os.execvp(self.argv[0], self.argv)
             except BaseException as exc:
                 with contextlib.suppress(BaseException):
@@ -171,6 +189,36 @@ class Guard:
         if self.cgroup is not None and b"C" not in said:  # the kernel refused: the tree walk alone
             remove_cgroup(self.cgroup)
             self.cgroup = None
+
+    def _call_in_child(self, *own_fds: int) -> int:
+        """In the forked child: drop the guard's descriptors (no exec closes them here), then call
+        ``self.call`` with the arguments; its return value is the exit code (an exception: 1)."""
+        import importlib
+        import traceback
+
+        fds = {*own_fds, *(self._wake or ()), *([self.log.fileno()] if self.log.fileno() is not None else [])}
+        for fd in fds - {0, 1, 2}:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        try:
+            if self.env is not None:
+                os.environ.clear()
+                os.environ.update(self.env)
+            if self.cwd:
+                os.chdir(self.cwd)
+            module, _, function = str(self.call).partition(":")
+            sys.argv = [module, *self.call_args]
+            code = getattr(importlib.import_module(module), function)(list(self.call_args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+            code = 1
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        return code if isinstance(code, int) else 0
 
     def tracked(self) -> set[int]:
         """Live processes of the child: the tree below the guard, and the cgroup's."""
@@ -254,6 +302,7 @@ class Guard:
         t0 = time.monotonic()
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake = (wake_r, wake_w)
         signal.set_wakeup_fd(wake_w)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, self._on_signal)

@@ -85,8 +85,9 @@ def build_graphs(
                 while todo and len(running) < _parallel():
                     name = todo.pop(0)
                     argv = supervise.python_argv(builder_module(families[name]), str(jobs[name][0]))
+                    entry = supervise.Entry(f"{builder_module(families[name])}:main", (str(jobs[name][0]),))
                     running[name] = supervise.start(supervise.Command(
-                        tuple(argv), jobs[name][2], deadline_s=timeout_s, env=env, label=name))
+                        tuple(argv), jobs[name][2], deadline_s=timeout_s, env=env, label=name, entry=entry))
                 sup = next(supervise.as_ended(running.values()))
                 name = next(n for n, s in running.items() if s is sup)
                 del running[name]

@@ -38,18 +38,14 @@ def chrome_trace(trace: Any, topology: Mapping[str, Any] | None = None, label: s
     threads = keys.drop_duplicates().sort_values(["device", "line"], kind="stable")
     threads["tid"] = np.arange(1, len(threads) + 1)
     tid = keys.merge(threads, on=["device", "line"], how="left")["tid"]
-    frame = pd.DataFrame({
-        "name": ev["name"].astype(str).to_numpy(),
-        "cat": ev["category"].astype(str).to_numpy(),
-        "ts": (ev["start_ps"].to_numpy() - t0) / 1e6,
-        "dur": ev["dur_ps"].to_numpy() / 1e6,
-        "pid": device.map(pid_of).to_numpy(),
-        "tid": tid.to_numpy(),
-        "tf_op": ev["tf_op"].astype(str).to_numpy(),
-        "op_type": ev["op_type"].astype(str).to_numpy(),
-        "bytes": ev["bytes"].to_numpy(),
-        "step": ev["step"].to_numpy(),
-    })
+    # plain Python lists, column by column (iterating Arrow-backed strings row by row is slow)
+    columns = (
+        _strings(ev["name"]), _strings(ev["category"]),
+        ((ev["start_ps"].to_numpy() - t0) / 1e6).tolist(), (ev["dur_ps"].to_numpy() / 1e6).tolist(),
+        device.map(pid_of).to_numpy().astype(np.int64).tolist(), tid.to_numpy().astype(np.int64).tolist(),
+        _strings(ev["tf_op"]), _strings(ev["op_type"]),
+        ev["bytes"].to_numpy().astype(np.int64).tolist(), ev["step"].to_numpy().astype(np.int64).tolist(),
+    )
     events: list[dict[str, Any]] = [
         _meta("process_name", STEPS_PID, 0, {"name": "Steps"}),
         _meta("process_sort_index", STEPS_PID, 0, {"sort_index": 0}),
@@ -63,22 +59,26 @@ def chrome_trace(trace: Any, topology: Mapping[str, Any] | None = None, label: s
         events.append({"name": f"step {s.step}", "cat": "step", "ph": "X", "pid": STEPS_PID, "tid": 1,
                        "ts": (s.start_ps - t0) / 1e6, "dur": (s.end_ps - s.start_ps) / 1e6,
                        "args": {"step": int(s.step)}})
-    for r in frame.itertuples(index=False):
-        args: dict[str, Any] = {"category": r.cat, "step": int(r.step)}
-        if r.tf_op:
-            args["tf_op"] = r.tf_op
-        if r.op_type:
-            args["op_type"] = r.op_type
-        if r.bytes:
-            args["bytes"] = int(r.bytes)
-        events.append({"name": r.name, "cat": r.cat, "ph": "X", "pid": int(r.pid), "tid": int(r.tid),
-                       "ts": float(r.ts), "dur": float(r.dur), "args": args})
+    for name, cat, ts, dur, pid, tid_, tf_op, op_type, nbytes, step in zip(*columns):
+        args: dict[str, Any] = {"category": cat, "step": step}
+        if tf_op:
+            args["tf_op"] = tf_op
+        if op_type:
+            args["op_type"] = op_type
+        if nbytes:
+            args["bytes"] = nbytes
+        events.append({"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid_,
+                       "ts": ts, "dur": dur, "args": args})
     return {
         "traceEvents": events,
         "displayTimeUnit": "ns",
         "otherData": {"source": str(getattr(trace, "source", "")), "exported_by": "tfprof-towers",
                       "variant": label},
     }
+
+
+def _strings(column: pd.Series) -> list[str]:
+    return column.astype(str).to_numpy(dtype=object).tolist()
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:

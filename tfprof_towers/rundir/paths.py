@@ -261,6 +261,11 @@ class RunDir:
         return self.root / REPORT_HTML
 
     @property
+    def fork_server_txt(self) -> Path:
+        """The output of the fork server the TensorFlow children were forked from (bounded)."""
+        return self.root / "fork-server.txt"
+
+    @property
     def tensorboard(self) -> Path:
         return self.root / "tensorboard"
 

@@ -247,6 +247,9 @@ class RunDoc(Record):
     nvidia_smi_topo: str | None = None
     harness_s: Mapping[str, float] | None = meta(None, omit=if_none)
     stopped: str | None = meta(None, omit=if_none)  # "no space left on device while writing X"
+    # How the TensorFlow children started: {"mode": "fork-server"|"fresh", "imports", "import_s",
+    # "forked", "fresh", "threads", "not_used"} (procs/forkserver.py); None before this existed.
+    tensorflow_starts: Mapping[str, Any] | None = meta(None, omit=if_none)
     tool: str = "tfprof-towers"
     schema: int = RUN_SCHEMA
     WHERE = "run.json"

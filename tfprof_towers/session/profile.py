@@ -10,11 +10,11 @@ import datetime as _dt
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tfprof_towers.capture.runner import (
     Interrupted,
@@ -24,6 +24,7 @@ from tfprof_towers.capture.runner import (
     gpu_topology_text,
     run_all,
 )
+from tfprof_towers.procs import forkserver, supervise
 from tfprof_towers.rundir.paths import (
     RunDir,
     check_writable,
@@ -135,34 +136,36 @@ def _capture_and_report(
     t1 = time.perf_counter()
     exit_code = EXIT_OK
     outcomes: list = []
-    try:
-        write_json(run_dir.run_json, run_doc.to_json())
-        with view.progress(options, run_dir) as ui:
-            outcomes = run_all(options, run_dir, ui.update)
-    except Interrupted as exc:
-        run_doc = replace(run_doc, interrupted=True, interrupted_by=exc.args[0])
-        exit_code = exc.exit_code
-    except KeyboardInterrupt:  # Ctrl-C outside a variant (while the run was starting)
-        run_doc = replace(run_doc, interrupted=True, interrupted_by="SIGINT")
-        exit_code = EXIT_SIGINT
-    timing["variants"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    run_doc = finished_run_doc(run_doc, run_dir, options, timing)
-    run_doc = replace(run_doc, stopped=disk_stop(run_dir, outcomes))
-    save_run_doc(run_dir, run_doc)  # a full disk: finish_run below says so, in one line
-    # a Keras model is not projected (the projection builds the seed workload and variant files)
-    hardware = None if options.keras_model else projection_hardware(
-        targets.project_on, run_doc.topology, cluster=options.cluster is not None)
-    if hardware:
-        preset = get_preset(targets.project_preset or PROJECT_PRESET)
-        if exit_code:  # interrupted: leave at once, and say why there is no projection
-            _save_failed_projection(run_dir, hardware, preset, "not projected: the run was interrupted")
-        else:
-            timing["projection"] = _project(run_dir, options, hardware, preset, view)
-    if targets.scaling is not None and not exit_code:  # --scaling: the sweep over accelerator counts
-        took, exit_code = run_scaling(targets.scaling, options, run_dir, hardware,
-                                      get_preset(targets.project_preset or PROJECT_PRESET), view.notice)
-        timing.update(took)
+    with tensorflow_children(run_dir, view) as starts:
+        try:
+            write_json(run_dir.run_json, run_doc.to_json())
+            with view.progress(options, run_dir) as ui:
+                outcomes = run_all(options, run_dir, ui.update)
+        except Interrupted as exc:
+            run_doc = replace(run_doc, interrupted=True, interrupted_by=exc.args[0])
+            exit_code = exc.exit_code
+        except KeyboardInterrupt:  # Ctrl-C outside a variant (while the run was starting)
+            run_doc = replace(run_doc, interrupted=True, interrupted_by="SIGINT")
+            exit_code = EXIT_SIGINT
+        timing["variants"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        run_doc = finished_run_doc(run_doc, run_dir, options, timing)
+        run_doc = replace(run_doc, stopped=disk_stop(run_dir, outcomes))
+        save_run_doc(run_dir, run_doc)  # a full disk: finish_run below says so, in one line
+        # a Keras model is not projected (the projection builds the seed workload and variant files)
+        hardware = None if options.keras_model else projection_hardware(
+            targets.project_on, run_doc.topology, cluster=options.cluster is not None)
+        if hardware:
+            preset = get_preset(targets.project_preset or PROJECT_PRESET)
+            if exit_code:  # interrupted: leave at once, and say why there is no projection
+                _save_failed_projection(run_dir, hardware, preset, "not projected: the run was interrupted")
+            else:
+                timing["projection"] = _project(run_dir, options, hardware, preset, view)
+        if targets.scaling is not None and not exit_code:  # --scaling: the sweep over accelerator counts
+            took, exit_code = run_scaling(targets.scaling, options, run_dir, hardware,
+                                          get_preset(targets.project_preset or PROJECT_PRESET), view.notice)
+            timing.update(took)
+    run_doc = replace(run_doc, tensorflow_starts=dict(starts))
     not_written: ReportNotWritten | None = None
     try:
         summary = finish_run(run_dir)
@@ -187,6 +190,31 @@ def _capture_and_report(
     if not exit_code and not done:
         return view.nothing_succeeded()
     return exit_code
+
+
+#: What the fork server imports once for every TensorFlow child of a profile: TensorFlow and the
+#: capture runners, and the projection's graph builders (see procs/forkserver.py).
+FORK_PRELOAD = ("tfprof_towers.capture.preload", "tfprof_towers.projection.graphcost",
+                "tfprof_towers.projection.strategy_graphs")
+
+
+@contextlib.contextmanager
+def tensorflow_children(run_dir: RunDir, view: ProfileView) -> Iterator[dict[str, Any]]:
+    """Within the block every TensorFlow child (variants, graph builders, sweep points) is forked
+    from one server that imported TensorFlow once; where none can run, each starts fresh (said
+    once).  Yields the dict that ``run.json`` keeps as ``tensorflow_starts``, filled on exit."""
+    before = dict(supervise.ENTRY_STARTS)
+    starts: dict[str, Any] = {}
+    with forkserver.serving(FORK_PRELOAD, run_dir.fork_server_txt, supervise.tf_child_env(),
+                            view.notice) as server:
+        try:
+            yield starts
+        finally:
+            fresh = supervise.ENTRY_STARTS["fresh"] - before["fresh"]
+            forked = supervise.ENTRY_STARTS["forked"] - before["forked"]
+            starts.update(server.summary() if server is not None else {"mode": "fresh"})
+            served = 1 if server is not None and server.ready_doc else 0
+            starts.update(forked=forked, fresh=fresh, imports=fresh + served)
 
 
 def disk_stop(run_dir: RunDir, outcomes: list) -> str | None:
