@@ -58,7 +58,8 @@ def test_forked_children_equal_fresh_ones(tmp_path: Path, monkeypatch: pytest.Mo
         assert a["math"] == b["math"], name  # the same losses and gradient norm, bit for bit
         assert _placement(a) == _placement(b), name
         assert a["topology"] == b["topology"]
-        ops = [set(load_trace(run / "tensorboard" / name).events["name"].astype(str)) for run in (fresh, forked)]
-        assert ops[0] == ops[1], name
+        fresh_ops, forked_ops = (set(load_trace(run / "tensorboard" / name).events["name"].astype(str))
+                                 for run in (fresh, forked))
+        assert fresh_ops == forked_ops, name
         if name != VARIANTS[0]:  # the first one waits for the server's import
             assert b["process_s"]["start"] < a["process_s"]["start"], "the forked child imported again"
