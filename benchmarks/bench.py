@@ -21,12 +21,23 @@ shared machine slows both sides of a comparison alike:
    profiled steps, trace collection, analysis and rendering, and the rest, from
    the phase times the children and the parent record in the run directory; and
    ``profile --workers 2`` runs, split from the lead task's phases the same way.
-3. **Parse speed**: the analysis issue's parse benchmark (``benchmarks.bench_parse``),
-   when it is present.
+   Each run also says how its TensorFlow children started (``run.json`` ->
+   ``tensorflow_starts``): how many TensorFlow imports, what the children's start-up cost,
+   and the import-free lower bound of the whole command (its wall time less that cost).
+3. **Fork server**: the same ``profile`` with every child fresh (``TFPROF_TOWERS_FORK_SERVER=0``)
+   and forked from the fork server, one after the other: the whole command's wall time, each
+   variant's median step time (forked over fresh), and whether losses, placements and trace
+   ops are identical.
+4. **Parse speed**: the analysis issue's parse benchmark (``benchmarks.bench_parse``) at small
+   sizes (``make bench-parse`` runs it at full size; ``--full-parse`` here).
 
-Every figure prints min / median / max over its repeated measurements.
+Every figure prints min / median / max over its repeated measurements.  ``reports/bench.json``
+is rewritten as each part finishes, so a bench stopped half-way keeps what it measured.  The
+overhead children are forked from a fork server too (TensorFlow imported once).  The default
+measures only the harness's own profiler setting; ``--sweep`` adds the four other tracer
+settings (about four times the overhead part's time).
 
-    python -m benchmarks.bench [--preset cpu] [--rounds 15] [--profile-runs 3] [--quick]
+    python -m benchmarks.bench [--preset cpu] [--rounds 10] [--profile-runs 3] [--sweep] [--quick]
 
 ``--quick`` (``make bench ARGS=--quick``) runs every part on small sizes; the test suite
 runs it on one variant of each family (tests/e2e/test_bench_e2e.py).
@@ -112,12 +123,14 @@ SWEEP: tuple[TracerConfig, ...] = (
 class BenchOptions:
     preset: str = "cpu"
     variants: tuple[str, ...] = DEFAULT_VARIANTS
-    rounds: int = 15
+    rounds: int = 10
     block_steps: int = 4
     warmup: int = 5
-    parts: tuple[str, ...] = ("overhead", "harness", "parse")
-    sweep: bool = True
+    parts: tuple[str, ...] = ("overhead", "harness", "fork", "parse")
+    sweep: bool = False
     profile_runs: int = 3
+    fork_variants: tuple[str, ...] = ("single", "mirrored")  # a TF1 graph and a TF2 strategy
+    full_parse: bool = False
     out: Path = DEFAULT_OUT
     timeout_s: float = 900.0
     python: str = field(default=sys.executable)
@@ -453,6 +466,9 @@ def overhead_child(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_child(opts: BenchOptions, variant: str, configs: Mapping[str, dict[str, int]],
                tmp: Path) -> dict[str, Any]:
+    """One variant's overhead child, supervised; forked from the fork server while one serves."""
+    from tfprof_towers.procs import supervise
+
     preset = PRESETS[opts.preset]
     spec = {
         "variant": variant, "preset": asdict(preset), "accelerators": None, "warmup": opts.warmup,
@@ -462,15 +478,27 @@ def _run_child(opts: BenchOptions, variant: str, configs: Mapping[str, dict[str,
     spec_path = tmp / f"{variant}.spec.json"
     result_path = tmp / f"{variant}.result.json"
     write_json(spec_path, spec)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-    proc = subprocess.run(
-        [opts.python, "-m", "benchmarks.bench", "--overhead-child", str(spec_path), str(result_path)],
-        capture_output=True, text=True, timeout=opts.timeout_s, env=env, start_new_session=True,
-    )
-    if proc.returncode != 0 or not result_path.is_file():
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"overhead child for {variant} failed (exit {proc.returncode}):\n{tail}")
+    args = (str(spec_path), str(result_path))
+    ended = supervise.run(supervise.Command(
+        (opts.python, "-m", "benchmarks.bench", "--overhead-child", *args), tmp / f"{variant}.stderr.txt",
+        deadline_s=opts.timeout_s, env=supervise.tf_child_env(), cwd=str(REPO), label=variant,
+        entry=supervise.Entry("benchmarks.bench:overhead_entry", args)))
+    if not ended.ok or not result_path.is_file():
+        err = tmp / f"{variant}.stderr.txt"
+        tail = "\n".join(err.read_text(errors="replace").strip().splitlines()[-5:]) if err.is_file() else ""
+        raise RuntimeError(f"overhead child for {variant} failed (exit {ended.returncode}):\n{tail}")
     return json.loads(result_path.read_text())
+
+
+def overhead_entry(args: Sequence[str]) -> int:
+    """The overhead child as a call (forked from the fork server): ``[SPEC, RESULT]``."""
+    write_json(Path(args[1]), overhead_child(json.loads(Path(args[0]).read_text())))
+    return 0
+
+
+#: What the bench's fork server imports once: TensorFlow and the runners, and this module.
+BENCH_PRELOAD = ("tfprof_towers.capture.preload", "benchmarks.bench")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def harness_config() -> TracerConfig:
@@ -485,7 +513,10 @@ def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str
     per_variant: dict[str, dict[str, Any]] = {}
     extra: dict[str, Any] = {}
     skipped: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="tfprof-bench-") as tmp:
+    from tfprof_towers.procs import forkserver, supervise
+
+    with tempfile.TemporaryDirectory(prefix="tfprof-bench-") as tmp, forkserver.serving(
+            BENCH_PRELOAD, Path(tmp) / "fork-server.txt", supervise.tf_child_env(), say):
         for v in opts.variants:
             say(f"  profiler overhead: {v} ...")
             if v in CLUSTER_NAMES:
@@ -500,7 +531,8 @@ def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str
             extra["devices"], extra["tensorflow"] = res["devices"], res["tensorflow"]
     choice = choose_config(per_variant, [c.name for c in configs if c.usable])
     return {
-        "method": (f"one process per variant; {opts.rounds} rounds per setting, each an un-profiled and "
+        "method": (f"one process per variant (forked from a fork server); {opts.rounds} rounds per setting, "
+                   "each an un-profiled and "
                    f"a profiled block of {opts.block_steps} steps back to back (order flips every round); "
                    "ratio = median over rounds of median profiled / median un-profiled step; "
                    "profiler start and stop timed apart"),
@@ -559,17 +591,32 @@ def measure_cluster_overhead(opts: BenchOptions, variant: str, out: Path) -> dic
 PROFILE_COMMAND: tuple[str, ...] = ("-m", "tfprof_towers")
 
 
-def _profile_once(opts: BenchOptions, out: Path, argv: Sequence[str] = ()) -> dict[str, float]:
+def _profile_once(opts: BenchOptions, out: Path, argv: Sequence[str] = (),
+                  env: Mapping[str, str] | None = None) -> dict[str, float]:
     cmd = [opts.python, *PROFILE_COMMAND, "profile", "--preset", opts.preset, *argv, "--out", str(out)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout_s)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout_s,
+                          env=None if env is None else dict(env))
     total = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}): {proc.stderr[-500:]}")
     run_doc = json.loads((out / "run.json").read_text())
     records = [json.loads(p.read_text()) for p in sorted(out.glob("variants/*/record.json"))]
     parts = run_breakdown(run_doc, records, total)
-    return {**parts, "total": total}
+    return {**parts, "total": total, **tensorflow_starts(run_doc, records, total)}
+
+
+def tensorflow_starts(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                      total: float) -> dict[str, float]:
+    """How a run's TensorFlow children started: ``tf_imports`` (run.json's count), ``tf_start_s`` (what
+    the children spent before their first line of work: spawn to main(), which holds an import
+    where one happened, or the wait for the fork server's), and ``lower_bound_s``, the whole
+    command less that: what it would take if no child ever waited on an import."""
+    starts = run_doc.get("tensorflow_starts") or {}
+    start_s = sum(float((r.get("process_s") or {}).get("start") or 0.0) for r in records)
+    return {"tf_imports": float(starts.get("imports") or 0), "tf_start_s": start_s,
+            "server_import_s": float(starts.get("import_s") or 0.0),
+            "lower_bound_s": max(0.0, total - start_s)}
 
 
 def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
@@ -589,7 +636,8 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
         return {"skipped": "--profile-runs 0"}
     for r in (*runs, *cluster_runs):
         r["own_share"] = own_share({k: v for k, v in r.items() if k != "total"})
-    keys = [name for name, _ in CATEGORIES] + ["total", "own_share"]
+    keys = [name for name, _ in CATEGORIES] + ["total", "own_share", "tf_imports", "tf_start_s",
+                                                "lower_bound_s"]
     cluster = None if not cluster_runs else {
         "command": f"profile --preset {opts.preset} {' '.join(cluster_argv(clusters[0]))}",
         "runs": cluster_runs,
@@ -606,13 +654,76 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
     }
 
 
+def measure_fork(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
+    """The same `profile` with every TensorFlow child fresh, then forked from the fork server."""
+    from tfprof_towers.procs.forkserver import ENV_SWITCH
+
+    variants = list(opts.fork_variants)
+    argv = ["--variants", ",".join(variants)]
+    runs: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="tfprof-bench-fork-") as tmp:
+        for mode in ("fresh", "forked"):
+            say(f"  fork server: `profile --preset {opts.preset} {' '.join(argv)}`, children {mode} ...")
+            env = {k: v for k, v in os.environ.items() if k != ENV_SWITCH}
+            if mode == "fresh":
+                env[ENV_SWITCH] = "0"
+            runs[mode] = _profile_once(opts, Path(tmp) / mode, argv, env)
+        compared = {v: compare_children(Path(tmp) / "fresh", Path(tmp) / "forked", v) for v in variants}
+    return {
+        "method": "one `profile` run with every TensorFlow child started fresh "
+                  "(TFPROF_TOWERS_FORK_SERVER=0), "
+                  "then one forked from the fork server; per variant: median step time forked / fresh, "
+                  "and whether losses, placements (node -> device and source lines) and trace ops are equal",
+        "preset": opts.preset, "variants": compared,
+        "runs": {m: {k: r[k] for k in ("total", "tf_imports", "tf_start_s", "lower_bound_s")}
+                 for m, r in runs.items()},
+        "identical": all(c["same_losses"] and c["same_placement"] and c["same_ops"]
+                         for c in compared.values()),
+    }
+
+
+def compare_children(fresh: Path, forked: Path, variant: str) -> dict[str, Any]:
+    """One variant's records and traces, fresh against forked."""
+    from tfprof_towers.trace.load import load_trace
+
+    recs = [json.loads((run / "variants" / variant / "record.json").read_text()) for run in (fresh, forked)]
+    if any(r.get("status") != "ok" for r in recs):
+        return {"status": [r.get("status") for r in recs], "same_losses": False, "same_placement": False,
+                "same_ops": False, "step_ratio": None}
+    medians = [r["timings"]["step_time_s"]["median"] for r in recs]
+    placements = [{n["name"]: (n["device"], [(x["file"], x["line"]) for x in n.get("sources") or ()])
+                   for n in r["placement"]["nodes"]} for r in recs]
+    ops = [set(load_trace(run / "tensorboard" / variant).events["name"].astype(str))
+           for run in (fresh, forked)]
+    return {"fresh_step_s": medians[0], "forked_step_s": medians[1],
+            "step_ratio": medians[1] / medians[0] if medians[0] else None,
+            "same_losses": recs[0].get("math") == recs[1].get("math"),
+            "same_placement": placements[0] == placements[1], "same_ops": ops[0] == ops[1]}
+
+
+def format_fork(doc: Mapping[str, Any]) -> list[str]:
+    lines = [f"Fork server: the same `profile --preset {doc['preset']}`, children fresh then forked"]
+    for mode, r in doc["runs"].items():
+        lines.append(f"  {mode:<7} whole command {r['total']:.1f} s, "
+                     f"{r['tf_imports']:.0f} TensorFlow import(s), "
+                     f"children's start-up {r['tf_start_s']:.1f} s")
+    for v, c in doc["variants"].items():
+        same = ", ".join(k[5:] for k in ("same_losses", "same_placement", "same_ops") if c.get(k))
+        lines.append(f"  {v:<22} step forked / fresh {_num(c.get('step_ratio'), 2):>5} "
+                     f"({_ms(c.get('forked_step_s'))} / {_ms(c.get('fresh_step_s'))}); "
+                     f"identical: {same or 'NOTHING'}")
+    lines.append(f"  losses, placements and trace ops identical: {'yes' if doc['identical'] else 'NO'}")
+    return lines
+
+
 #: --quick: the parse benchmark's sizes (every path it times, on a small trace).
 QUICK_PARSE = {"n_events": 20_000, "repeats": 1, "xprof": False, "big_events": 40_000, "whole_repeats": 1,
                "multihost": False}
 
 
-def measure_parse(say: Callable[[str], None], quick: bool = False) -> dict[str, Any]:
-    """The analysis issue's parse benchmark (``benchmarks.bench_parse``), through the function it exposes."""
+def measure_parse(say: Callable[[str], None], full: bool = False) -> dict[str, Any]:
+    """The analysis issue's parse benchmark (``benchmarks.bench_parse``), through the function it exposes:
+    at its small sizes, or with ``full`` at its own (``make bench-parse``)."""
     try:
         mod = importlib.import_module("benchmarks.bench_parse")
     except ImportError as exc:
@@ -621,7 +732,7 @@ def measure_parse(say: Callable[[str], None], quick: bool = False) -> dict[str, 
     if fn is None:
         return {"skipped": f"benchmarks.bench_parse exposes none of {', '.join(PARSE_ENTRY_POINTS)}"}
     say("  parse benchmark ...")
-    if not quick:
+    if full:
         return dict(fn())
     import inspect
 
@@ -700,6 +811,10 @@ def _format_runs(what: str, sp: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {'total':<24} {Spread(**sp['total']).fmt(2):>22}")
     if sp.get("own_share"):
         lines.append(f"  harness's own share: {Spread(**sp['own_share']).fmt(1, 100, ' %')}")
+    if sp.get("tf_imports") and sp.get("total"):
+        lines.append(f"  TensorFlow imports {Spread(**sp['tf_imports']).fmt(0)}; the children's start-up "
+                     f"{Spread(**sp['tf_start_s']).fmt(2)} s; import-free lower bound "
+                     f"{Spread(**sp['lower_bound_s']).fmt(2)} s (the whole command less that start-up)")
     return lines
 
 
@@ -745,9 +860,13 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     p.add_argument("--rounds", type=_positive, help=f"off/on block pairs per setting [{BenchOptions.rounds}]")
     p.add_argument("--block-steps", type=_positive, help=f"steps per block [{BenchOptions.block_steps}]")
     p.add_argument("--profile-runs", type=int, help=f"whole profile runs [{BenchOptions.profile_runs}]")
-    p.add_argument("--no-sweep", action="store_true", help="measure only the harness's profiler setting")
+    p.add_argument("--sweep", action="store_true",
+                   help="also measure four other tracer settings' overhead (about 4x the overhead part)")
+    p.add_argument("--no-sweep", action="store_true", help="the default: only the harness's profiler setting")
+    p.add_argument("--full-parse", action="store_true",
+                   help="the parse benchmark at its full size (as `make bench-parse`), not its small one")
     p.add_argument("--only", default=",".join(BenchOptions.parts), metavar="PARTS",
-                   help="which figures: overhead, harness, parse (comma-separated) [all]")
+                   help="which figures: overhead, harness, fork, parse (comma-separated) [all]")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: tiny preset, 2 rounds of 3 steps, 1 profile run (unless given)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -765,7 +884,8 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
         "profile_runs": a.profile_runs,
     }
     return replace(
-        base, variants=variants, sweep=not a.no_sweep, parts=parts, out=a.out,
+        base, variants=variants, sweep=a.sweep and not a.no_sweep, parts=parts, out=a.out,
+        full_parse=a.full_parse,
         **{k: v for k, v in given.items() if v is not None},
     )
 
@@ -778,7 +898,8 @@ def _positive(text: str) -> int:
 
 
 #: --quick: enough to see every code path run, not to trust the numbers.
-QUICK = BenchOptions(preset="tiny", rounds=2, block_steps=3, warmup=1, profile_runs=1, quick=True)
+QUICK = BenchOptions(preset="tiny", rounds=2, block_steps=3, warmup=1, profile_runs=1, quick=True,
+                     fork_variants=("single",))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -803,10 +924,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     measures = {
         "overhead": ("profiler_overhead", lambda: measure_overhead(opts, say)),
         "harness": ("harness_overhead", lambda: measure_harness(opts, say)),
-        "parse": ("parse", lambda: measure_parse(say, opts.quick)),
+        "fork": ("fork_server", lambda: measure_fork(opts, say)),
+        "parse": ("parse", lambda: measure_parse(say, opts.full_parse)),
     }
+    for part, (key, _) in measures.items():  # what is not measured yet says so, in every rewrite
+        doc[key] = {"skipped": "not measured yet (the bench stopped before it)"} if part in opts.parts else {
+            "skipped": f"not in --only {','.join(opts.parts)}"}
     for part, (key, measure) in measures.items():
-        doc[key] = measure() if part in opts.parts else {"skipped": f"not in --only {','.join(opts.parts)}"}
+        if part not in opts.parts:
+            continue
+        t0 = time.perf_counter()
+        doc[key] = measure()
+        doc.setdefault("part_wall_s", {})[part] = time.perf_counter() - t0
+        doc["bench_wall_s"] = time.perf_counter() - started
+        write_json(opts.out, doc)  # each part kept as soon as it is measured
+        say(f"  {part}: {doc['part_wall_s'][part]:.0f} s (wrote {opts.out})")
     doc["bench_wall_s"] = time.perf_counter() - started
     write_json(opts.out, doc)
     print("\n".join([*report_lines(doc), f"wrote {opts.out} ({doc['bench_wall_s']:.0f} s)"]))
@@ -817,7 +949,7 @@ def report_lines(doc: Mapping[str, Any]) -> list[str]:
     """The printed report of a bench.json document."""
     lines: list[str] = []
     for key, fmt in (("profiler_overhead", format_overhead), ("harness_overhead", format_harness),
-                     ("parse", format_parse)):
+                     ("fork_server", format_fork), ("parse", format_parse)):
         part = doc.get(key) or {"skipped": "absent"}
         lines += [f"{key}: skipped ({part['skipped']})"] if "skipped" in part else fmt(part)
         lines.append("")

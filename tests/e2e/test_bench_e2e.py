@@ -34,6 +34,12 @@ def test_a_quick_bench_runs_every_part_on_every_family(tmp_path: Path) -> None:
     for run in (*harness["runs"], *harness["cluster"]["runs"]):
         assert 0 < run["own_share"] < 1 and run["total"] > 0
     assert "skipped" not in doc["parse"]
+    fork = doc["fork_server"]  # the same tiny profile fresh and forked: identical math, placement, ops
+    assert fork["identical"] and fork["runs"]["forked"]["tf_imports"] == 1
+    assert fork["runs"]["fresh"]["tf_imports"] >= 2  # the variant and its projection's graph builder
+    for run in harness["runs"]:
+        assert run["tf_imports"] == 1 and 0 < run["lower_bound_s"] < run["total"]
     assert "Profiler overhead" in done.stdout and "Harness overhead" in done.stdout
+    assert "Fork server:" in done.stdout
 
 

@@ -93,9 +93,11 @@ def _doc() -> dict:
     figures = bench.overhead_figures({"on": [[1.01, 1.02]], "off": [[1.0, 1.0]], "on_cpu": [[1.0]],
                                       "off_cpu": [[1.0]], "start_s": [0.001], "stop_s": [0.02],
                                       "trace_bytes": [10]})
-    run = {**bench.run_breakdown({"harness_s": {"setup": 0.1, "variants": 3.2, "finish": 0.3}},
-                                 [RECORD], 4.0), "total": 4.0}
+    run_doc = {"harness_s": {"setup": 0.1, "variants": 3.2, "finish": 0.3},
+               "tensorflow_starts": {"imports": 1, "import_s": 1.4}}
+    run = {**bench.run_breakdown(run_doc, [RECORD], 4.0), "total": 4.0}
     run["own_share"] = bench.own_share({k: v for k, v in run.items() if k != "total"})
+    run.update(bench.tensorflow_starts(run_doc, [RECORD], 4.0))
     return {
         "profiler_overhead": {
             "method": "m", "preset": "cpu", "variants": {"single": {"harness": figures}},
@@ -104,6 +106,13 @@ def _doc() -> dict:
         "harness_overhead": {
             "preset": "cpu", "runs": [run], "meets_target": True,
             "spread": {k: bench._spread_json(bench.Spread.of([v])) for k, v in run.items()},
+        },
+        "fork_server": {
+            "preset": "cpu", "identical": True,
+            "runs": {"fresh": {"total": 40.0, "tf_imports": 4.0, "tf_start_s": 28.0, "lower_bound_s": 12.0},
+                     "forked": {"total": 19.0, "tf_imports": 1.0, "tf_start_s": 7.5, "lower_bound_s": 11.5}},
+            "variants": {"single": {"fresh_step_s": 0.04, "forked_step_s": 0.041, "step_ratio": 1.025,
+                                    "same_losses": True, "same_placement": True, "same_ops": True}},
         },
         "parse": {"events_per_s": 2.5e6, "trace": "synthetic"},
     }
@@ -119,6 +128,9 @@ def test_report_lines_show_ratios_breakdown_and_parse_figures(monkeypatch: pytes
     assert "chosen setting: harness" in text
     assert "TensorFlow start-up" in text and "harness's own share" in text
     assert "events_per_s: 2500000.0" in text
+    assert "TensorFlow imports 1 / 1 / 1" in text and "import-free lower bound 3.90 / 3.90 / 3.90 s" in text
+    assert "fresh   whole command 40.0 s, 4 TensorFlow import(s)" in text
+    assert "step forked / fresh  1.02 (41.0 ms / 40.0 ms); identical: losses, placement, ops" in text
     assert "skipped" in "\n".join(bench.format_parse({"skipped": "absent"}))
 
 
@@ -127,7 +139,9 @@ def test_quick_sets_defaults_that_explicit_options_override() -> None:
     assert (quick.preset, quick.rounds, quick.profile_runs) == ("tiny", 2, 0)
     full = bench.parse_args(["--variants", "single,replicated", "--no-sweep"])
     assert (full.preset, full.variants, full.sweep) == ("cpu", ("single", "replicated"), False)
-    assert full.parts == ("overhead", "harness", "parse")
+    assert full.parts == ("overhead", "harness", "fork", "parse")
+    assert bench.parse_args([]).sweep is False and bench.parse_args(["--sweep"]).sweep is True
+    assert bench.parse_args(["--full-parse"]).full_parse is True
     assert bench.parse_args(["--only", "harness"]).parts == ("harness",)
     for bad in (["--variants", "bogus"], ["--only", "speed"]):
         with pytest.raises(SystemExit):
@@ -152,20 +166,41 @@ def test_main_writes_bench_json_and_prints(
     doc = _doc()
     monkeypatch.setattr(bench, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
     monkeypatch.setattr(bench, "measure_harness", lambda opts, say: doc["harness_overhead"])
-    monkeypatch.setattr(bench, "measure_parse", lambda say, quick=False: doc["parse"])
+    monkeypatch.setattr(bench, "measure_fork", lambda opts, say: doc["fork_server"])
+    monkeypatch.setattr(bench, "measure_parse", lambda say, full=False: doc["parse"])
     out = tmp_path / "reports" / "bench.json"
     assert bench.main(["--out", str(out)]) == 0
     saved = json.loads(out.read_text())
     assert saved["profiler_overhead"]["chosen"] == "harness"
+    assert saved["fork_server"]["identical"] is True
     assert saved["schema"] == bench.SCHEMA
+    assert set(saved["part_wall_s"]) == {"overhead", "harness", "fork", "parse"}
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temporary left
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_a_stopped_bench_keeps_the_parts_it_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during the second part: bench.json already holds the first, and says the rest is missing."""
+    doc = _doc()
+
+    def interrupted(opts, say):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
+    monkeypatch.setattr(bench, "measure_harness", interrupted)
+    out = tmp_path / "bench.json"
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["profiler_overhead"]["chosen"] == "harness"
+    assert saved["harness_overhead"] == {"skipped": "not measured yet (the bench stopped before it)"}
+    assert saved["fork_server"] == saved["parse"] == saved["harness_overhead"]
 
 
 def test_parts_left_out_are_marked_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(bench, "measure_parse", lambda say, quick=False: {"skipped": "stubbed"})
+    monkeypatch.setattr(bench, "measure_parse", lambda say, full=False: {"skipped": "stubbed"})
     out = tmp_path / "bench.json"
     assert bench.main(["--only", "parse", "--out", str(out)]) == 0
     saved = json.loads(out.read_text())
