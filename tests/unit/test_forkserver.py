@@ -99,6 +99,17 @@ def test_a_server_that_cannot_import_is_not_used(tmp_path: Path, monkeypatch) ->
     assert srv.summary()["mode"] == "fresh" and "not_used" in srv.summary()
 
 
+def test_the_server_starts_only_for_a_command_it_serves(tmp_path: Path, monkeypatch) -> None:
+    """A run whose children are all something else (a test's stand-in interpreter) never pays for
+    the server's imports."""
+    monkeypatch.delenv(forkserver.ENV_SWITCH, raising=False)
+    with forkserver.serving(("wave",), tmp_path / "server.txt", supervise.child_env()) as srv:
+        assert supervise.run(Command(("sh", "-c", "exit 0"), tmp_path / "out.txt")).ok  # no entry
+        assert srv.proc is None and not (tmp_path / "server.txt").exists()
+        assert supervise.run(report_command(tmp_path)).ok
+        assert srv.proc is not None and srv.forked == 1
+
+
 def test_switched_off_every_child_starts_fresh(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(forkserver.ENV_SWITCH, "0")
     said: list[str] = []
@@ -118,6 +129,7 @@ def test_the_server_leaves_when_the_block_ends(tmp_path: Path, monkeypatch) -> N
         assert supervise.run(report_command(tmp_path)).ok
     wait_until(lambda: not alive(pid), 10, "the server to exit")
     assert "stopped" not in (tmp_path / "server.txt").read_text()  # it left by itself
+
     assert forkserver.active() is None and supervise._fork_server is None
 
 

@@ -126,8 +126,14 @@ def child_command(options: ProfileOptions, spec_path: Path, err_path: Path, labe
     return supervise.Command(
         argv=tuple(supervise.python_argv(CHILD_MODULE, str(spec_path), python=python)),
         stderr_path=err_path, deadline_s=options.variant_timeout_s, env=supervise.tf_child_env(), label=label,
-        entry=supervise.Entry(f"{CHILD_MODULE}:main", (str(spec_path),)), **grace,
+        entry=_entry(spec_path) if python == sys.executable else None, **grace,
     )
+
+
+def _entry(spec_path: Path) -> supervise.Entry:
+    """The child as a call, for the fork server (only when it runs this interpreter: a test's or a
+    user's other ``python`` always starts fresh)."""
+    return supervise.Entry(f"{CHILD_MODULE}:main", (str(spec_path),))
 
 
 def run_one(

@@ -120,15 +120,15 @@ class RemoteGuard:
 
 @dataclass
 class ForkServer:
-    """The parent's handle on a running server: :meth:`spawn_guard` is what ``supervise.start``
-    calls for a command it :meth:`serves`."""
+    """The parent's handle on a server: :meth:`spawn_guard` is what ``supervise.start`` calls for a
+    command it :meth:`serves`.  The server process starts with the first such command (a run whose
+    children are all something else never pays for its imports)."""
 
-    proc: subprocess.Popen
     stderr_path: Path
-    sock: socket.socket
     env: Mapping[str, str]
     preload: tuple[str, ...]
-    started: float = field(default_factory=time.perf_counter)
+    proc: subprocess.Popen | None = None
+    sock: socket.socket | None = None
     ready_doc: dict[str, Any] | None = None
     broken: str | None = None  # why it serves no more: children then start fresh
     forked: int = 0
@@ -136,22 +136,29 @@ class ForkServer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def start(cls, preload: Sequence[str], stderr_path: Path, env: Mapping[str, str]) -> ForkServer:
+    def make(cls, preload: Sequence[str], stderr_path: Path, env: Mapping[str, str]) -> ForkServer:
+        return cls(stderr_path=Path(stderr_path), env=supervise.child_env(base=env), preload=tuple(preload))
+
+    def _start(self) -> bool:
+        """Start the server process (once); False, and ``broken`` says why, when it cannot start."""
+        if self.proc is not None or self.broken is not None:
+            return self.broken is None
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        full_env = supervise.child_env(base=env)
         try:
             argv = supervise.python_argv(SERVER_MODULE, str(child.fileno()), str(os.getpid()),
-                                         ",".join(preload))
-            with open(stderr_path, "wb") as err:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT,
-                                        env=full_env, pass_fds=(child.fileno(),), start_new_session=True)
-        except BaseException:
+                                         ",".join(self.preload))
+            with open(self.stderr_path, "wb") as err:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err,
+                                             stderr=subprocess.STDOUT, env=dict(self.env),
+                                             pass_fds=(child.fileno(),), start_new_session=True)
+        except OSError as exc:
             parent.close()
-            raise
+            self._break(f"it could not start ({exc.strerror or exc})")
+            return False
         finally:
             child.close()
-        return cls(proc=proc, stderr_path=Path(stderr_path), sock=parent, env=full_env,
-                   preload=tuple(preload))
+        self.sock = parent
+        return True
 
     def serves(self, command: supervise.Command) -> bool:
         """True when ``command`` is a call the server can fork: the server's environment (but for
@@ -164,11 +171,13 @@ class ForkServer:
         return command_env(command)
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
-        """Block until the server has imported its modules; False (and ``broken`` says why) if it cannot."""
+        """Start the server if need be and block until it has imported its modules; False (and
+        ``broken`` says why) if it cannot."""
         if self.ready_doc is not None:
             return True
-        if self.broken is not None:
+        if not self._start():
             return False
+        assert self.sock is not None
         if not select.select([self.sock], [], [], timeout_s)[0]:
             self._break(f"its imports took longer than {timeout_s:g} s")
             return False
@@ -206,6 +215,7 @@ class ForkServer:
             return RemoteGuard(int(doc["pid"]), fds[0], report_r, cfg["argv"])
 
     def _receive(self, timeout_s: float | None = None) -> tuple[dict[str, Any] | None, list[int]]:
+        assert self.sock is not None
         if timeout_s is not None and not select.select([self.sock], [], [], timeout_s)[0]:
             return None, []
         try:
@@ -223,7 +233,7 @@ class ForkServer:
     def _server_said(self) -> str | None:
         from tfprof_towers.vocab import textcap
 
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        with contextlib.suppress(subprocess.TimeoutExpired, AttributeError):
             self.proc.wait(timeout=2.0)
         return textcap.last_cause(textcap.read_tail(self.stderr_path), 300) or None
 
@@ -234,6 +244,8 @@ class ForkServer:
 
     def close(self) -> None:
         """Stop the server (a child it forked runs on under its own guard until it ends)."""
+        if self.proc is None or self.sock is None:
+            return
         with contextlib.suppress(OSError):
             self.sock.close()  # the server leaves by itself when its socket closes
         try:
@@ -279,12 +291,7 @@ def serving(preload: Sequence[str], stderr_path: Path, env: Mapping[str, str],
     server can run, yields None (and ``notice`` is told why, once): every child starts fresh."""
     global _ACTIVE
     why = unavailable_reason()
-    server = None
-    if why is None:
-        try:
-            server = ForkServer.start(preload, stderr_path, env)
-        except OSError as exc:
-            why = f"the fork server could not start ({exc.strerror or exc})"
+    server = None if why is not None else ForkServer.make(preload, stderr_path, env)
     if server is None:
         if notice is not None and not os.environ.get(ENV_SWITCH):
             notice(f"TensorFlow is imported in every child ({why})")
@@ -292,13 +299,15 @@ def serving(preload: Sequence[str], stderr_path: Path, env: Mapping[str, str],
         return
     previous, _ACTIVE = _ACTIVE, server
     supervise.set_fork_server(server)
+    fresh_before = supervise.ENTRY_STARTS["fresh"]
     try:
         yield server
     finally:
         _ACTIVE = previous
         supervise.set_fork_server(previous)
         server.close()
-        if server.broken and notice is not None:
+        fell_back = supervise.ENTRY_STARTS["fresh"] > fresh_before
+        if server.broken and fell_back and notice is not None:
             notice(f"TensorFlow was imported in every child after the fork server failed ({server.broken})")
 
 
