@@ -126,7 +126,13 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     """The per-device wall table (seconds per step and % of step) and the per-link table."""
     steps = max(int(doc["steps"]), 1)
     out.write(f"trace: {doc['source']}\n")
-    window = {"markers": "step markers", "steps-line": "the Steps line", "whole-trace": "the whole trace"}
+    producer = doc.get("producer") or {}
+    if producer:
+        out.write(f"producer: framework {producer.get('framework')}, vendor {producer.get('vendor')}"
+                  + (f" ({'; '.join(producer.get('evidence') or [])})" if producer.get("evidence") else "")
+                  + "\n")
+    window = {"markers": "step markers", "steps-line": "the Steps line",
+              "modules": "the runs of the TPU chips' main XLA module", "whole-trace": "the whole trace"}
     out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")
     times = doc.get("step_time_s") or []
     if times:

@@ -18,7 +18,8 @@ from tfprof_towers.vocab import categories
 from tfprof_towers.vocab.errors import TowersError
 
 WINDOWS = {
-    "markers": "step markers", "steps-line": "the trace's Steps line", "whole-trace": "the whole trace",
+    "markers": "step markers", "steps-line": "the trace's Steps line",
+    "modules": "the runs of the TPU chips' main XLA module", "whole-trace": "the whole trace",
 }
 
 

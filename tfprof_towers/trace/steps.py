@@ -5,6 +5,9 @@
   their latest end.
 * ``steps-line``: the events of the derived ``Steps`` line, named by step number
   (numbered in order of name when the names are not numbers).
+* ``modules``: no markers and no ``Steps`` line, but TPU chips with an ``XLA Modules`` line (one event
+  per program run): each run of the program with the most time is a step, numbered in order on each
+  chip (each chip its own windows).
 * ``whole-trace``: one window over every event that counts as time.
 
 Windows are sorted by start, and each ends no later than the next one starts.  An
@@ -35,11 +38,13 @@ import numpy as np
 from tfprof_towers.trace.codes import CAT
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, TIME_CATEGORIES
 from tfprof_towers.xplane import HOST, RawSpace, StatColumn, dense_unique, used_codes
+from tfprof_towers.xplane.tables import tpu_planes
 
 if TYPE_CHECKING:
     import pandas as pd
 
 STEPS_LINE = "Steps"
+MODULES_LINE = "XLA Modules"
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,6 +140,9 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
             int(p): windows(step[plane == p], start[plane == p], end[plane == p]) for p in np.unique(plane)
         }
         return windows(step, start, end), "steps-line", planes
+    modules = module_windows(raw)
+    if modules:
+        return StepTable.join(list(modules.values())), "modules", modules
     is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
     is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
     counted = np.flatnonzero(is_time[category[:k]])
@@ -142,6 +150,28 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
         return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), "whole-trace", {}
     lo, hi = start_ps[counted].min(), (start_ps[counted] + dur_ps[counted]).max()
     return windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace", {}
+
+
+def module_windows(raw: RawSpace) -> dict[int, StepTable]:
+    """Per TPU plane with an ``XLA Modules`` line: the runs of the program with the most time over every
+    such line, as windows numbered 0, 1, ... in order of start (empty: no such line)."""
+    tpu = tpu_planes(raw.planes.names)
+    on_line = np.array([nm == MODULES_LINE and bool(tpu[p]) for nm, p in
+                        zip(raw.lines.names, raw.lines.plane.tolist())], dtype=bool)
+    if not on_line.any():
+        return {}
+    ev = np.flatnonzero(on_line[raw.event_line])
+    if not ev.size:
+        return {}
+    time = np.bincount(raw.name[ev], weights=raw.dur_ps[ev].astype(np.float64))
+    ev = ev[raw.name[ev] == int(np.argmax(time))]
+    plane = raw.event_plane[ev]
+    out = {}
+    for p in np.unique(plane).tolist():
+        rows = ev[plane == p]
+        rows = rows[np.argsort(raw.start_ps[rows], kind="stable")]
+        out[int(p)] = windows(np.arange(rows.size), raw.start_ps[rows], raw.start_ps[rows] + raw.dur_ps[rows])
+    return out
 
 
 def windows(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> StepTable:
