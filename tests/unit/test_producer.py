@@ -74,7 +74,8 @@ def test_hosts_combine_agreeing_signs_and_unknown_where_they_disagree() -> None:
     a = Producer("jax", "unknown", ("a",))
     b = Producer("jax", "amd", ("b", "a"))
     assert combine([a, b]) == Producer("jax", "amd", ("a", "b"))
-    assert combine([Producer("jax", "amd"), Producer("tensorflow", "nvidia")]) == Producer("unknown", "unknown")
+    mixed = combine([Producer("jax", "amd"), Producer("tensorflow", "nvidia")])
+    assert mixed == Producer("unknown", "unknown")
 
 
 FIXTURES = {
@@ -151,7 +152,8 @@ def firing(rule: str) -> Analysis:
                                                                              launch_us=0)
     elif rule == "collective_bound":
         t = GpuTrace().kernel(0, "volta_sgemm", 0, 300, launch_us=0)
-        t.kernel(0, "ncclKernel_AllReduce_RING_LL_Sum_float", 200, 400, launch_us=190, stream="Stream #2(Nccl)")
+        t.kernel(0, "ncclKernel_AllReduce_RING_LL_Sum_float", 200, 400, launch_us=190,
+                 stream="Stream #2(Nccl)")
     else:
         t = GpuTrace().kernel(0, "volta_sgemm_128x64_nn", 0, 500, launch_us=0)
     return t.analysis()
