@@ -197,3 +197,30 @@ def test_the_words_that_matter_are_there() -> None:
     tpu = suggestion("precision", Producer("tensorflow", "google-tpu"))
     assert "mixed_bfloat16" in tpu and "bfloat16 natively" in tpu
     assert "tensor cores" in suggestion("precision", tf_nv)
+
+
+# ------------------------------------------------------------------ where the user sees it
+
+
+def test_analyze_says_who_wrote_it_in_text_json_and_html_escaped(tmp_path, capsys) -> None:
+    from conftest import run_cli
+
+    t = GpuTrace().kernel(0, "volta_sgemm", 0, 500, launch_us=0)
+    t.executor.event("__inference_<script>alert(1)</script>", 0, 1000)  # a name from the trace, with markup
+    path = t.b.write(tmp_path / "t.xplane.pb")
+    assert run_cli("analyze", str(path)) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.startswith("producer:"))
+    assert line.startswith("producer: framework tensorflow, vendor nvidia (TensorFlow host threads: ")
+    assert "TensorFlow executor/function events: `__inference_<script>" in line
+    assert run_cli("analyze", str(path), "--json") == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["producer"]["framework"] == "tensorflow" and doc["source"] == str(path)
+    out = tmp_path / "page.html"
+    assert run_cli("analyze", str(path), "--html", str(out)) == 0
+    page = out.read_text()
+    assert 'id="producer"' in page
+    assert "<strong>TensorFlow</strong> on <strong>NVIDIA GPUs (CUDA)</strong>" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
