@@ -132,7 +132,9 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
                   + (f" ({'; '.join(producer.get('evidence') or [])})" if producer.get("evidence") else "")
                   + "\n")
     window = {"markers": "step markers", "steps-line": "the Steps line",
-              "modules": "the runs of the TPU chips' main XLA module", "whole-trace": "the whole trace"}
+              "modules": "the runs of the TPU chips' main XLA module",
+              "busy-regions": "the accelerators' busy regions (no steps in the trace)",
+              "whole-trace": "the whole trace"}
     out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")
     times = doc.get("step_time_s") or []
     if times:
@@ -149,7 +151,7 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     if idle:
         out.write(
             f"note: {len(idle)} accelerator(s) ran no kernel in the analysed window: {', '.join(idle)} "
-            "(check CUDA_VISIBLE_DEVICES and the devices the strategy uses)\n"
+            "(see the idle_accelerators finding)\n"
         )
     devices = doc["devices"]
     if not devices:

@@ -19,7 +19,9 @@ from tfprof_towers.vocab.errors import TowersError
 
 WINDOWS = {
     "markers": "step markers", "steps-line": "the trace's Steps line",
-    "modules": "the runs of the TPU chips' main XLA module", "whole-trace": "the whole trace",
+    "modules": "the runs of the TPU chips' main XLA module",
+    "busy-regions": "the accelerators' busy regions (no steps in the trace)",
+    "whole-trace": "the whole trace",
 }
 
 

@@ -49,7 +49,14 @@ from tfprof_towers.trace.classify import (
 from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
 from tfprof_towers.trace.producer import UNKNOWN, Producer, detect_producer
-from tfprof_towers.trace.steps import StepSources, StepTable, assign_steps, step_windows
+from tfprof_towers.trace.steps import (
+    REGION_GAP_PS,
+    StepSources,
+    StepTable,
+    assign_steps,
+    outside_ps,
+    step_windows,
+)
 from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import DEVICE, HOST, RawSpace, read_xspace, used_codes
 from tfprof_towers.xplane.memory import release_free_memory
@@ -58,7 +65,8 @@ from tfprof_towers.xplane.tables import TPU_OP_LINE, tpu_planes
 if TYPE_CHECKING:
     import pandas as pd
 
-WHOLE_TRACE_NOTE = "no step markers and no Steps line: the whole trace is analysed as one window"
+WHOLE_TRACE_NOTE = ("no step markers, no Steps line and no accelerator work: the whole trace is analysed as "
+                    "one window")
 
 __all__ = ["Host", "Trace", "load_trace", "trace_from_bytes", "trace_from_raw"]
 
@@ -81,7 +89,7 @@ class Trace:
     source: str
     columns: EventColumns
     step_table: StepTable  # the step windows (``steps`` as a DataFrame)
-    window: str  # "markers" | "steps-line" | "modules" | "whole-trace"
+    window: str  # "markers" | "steps-line" | "modules" | "busy-regions" | "whole-trace"
     hostnames: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     hosts: tuple[Host, ...] = ()  # per host file (task); empty: one host, not named
@@ -212,7 +220,8 @@ def _from_box(
         corr_index=corr_index,
         corr=corr_value,
     )
-    notes = ((WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()) + tuple(
+    notes = ((WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()) + (
+        (regions_note(raw, classes.category, steps),) if window == "busy-regions" else ()) + tuple(
         f"{plane}: {why}; left out of the findings (it is not idle)" for plane, why in unread.items())
     trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources,
                   device_steps, tuple(prefix + p for p in raw.planes.names), producer, unread)
@@ -258,3 +267,14 @@ def unread_planes(raw: RawSpace, prefix: str = "") -> dict[str, str]:
             why = f"a plane of a kind this tool does not read yet ({int(counts[p])} events)"
         out[prefix + name] = why
     return out
+
+
+def regions_note(raw: RawSpace, category: np.ndarray, steps: StepTable) -> str:
+    """What ``busy-regions`` windows mean, with the time they leave out."""
+    outside, span = outside_ps(raw, category, steps)
+    n = len(steps)
+    return (f"no step markers and no Steps line: the accelerators' {n} busy region{'s' if n != 1 else ''} "
+            f"(their work, split where all of them pause for {REGION_GAP_PS / 1e9:g} ms or more) "
+            f"{'are' if n != 1 else 'is'} analysed as the steps; {outside / 1e12:.6g} s of the trace's "
+            f"{span / 1e12:.6g} s is outside any accelerator work and is not analysed (not a launch or input "
+            "problem: the program was doing something other than issuing work)")

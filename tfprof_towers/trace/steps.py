@@ -8,7 +8,13 @@
 * ``modules``: no markers and no ``Steps`` line, but TPU chips with an ``XLA Modules`` line (one event
   per program run): each run of the program with the most time is a step, numbered in order on each
   chip (each chip its own windows).
-* ``whole-trace``: one window over every event that counts as time.
+* ``busy-regions``: none of those, but accelerators (GPU or TPU chip planes) did work: their busy
+  regions are the steps -- the union of their events that count as time, split where every
+  accelerator pauses for at least :data:`REGION_GAP_PS` and ten times the median pause -- each window
+  from a region's first event's start to its last one's end (micro-benchmarks, inference: XProf's
+  op profile measures such a trace over the same span).  Host time outside them is outside any
+  accelerator work, not a launch or input problem, and is not analysed.
+* ``whole-trace``: one window over every event that counts as time (no accelerator did work).
 
 Windows are sorted by start, and each ends no later than the next one starts.  An
 event belongs to the window holding its start.  They are a :class:`StepTable` (numpy;
@@ -29,6 +35,7 @@ a step do not overlap did not step together (:func:`apart`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,6 +52,10 @@ if TYPE_CHECKING:
 
 STEPS_LINE = "Steps"
 MODULES_LINE = "XLA Modules"
+#: The shortest pause of every accelerator that ends a busy region (and ten times the median pause).
+REGION_GAP_PS = 1_000_000_000
+REGION_GAP_FACTOR = 10
+_ACCELERATOR_PLANE = re.compile(r"^/device:(GPU|TPU):\d+$")
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,6 +154,9 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
     modules = module_windows(raw)
     if modules:
         return StepTable.join(list(modules.values())), "modules", modules
+    regions = busy_regions(raw, category)
+    if len(regions):
+        return regions, "busy-regions", {}
     is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
     is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
     counted = np.flatnonzero(is_time[category[:k]])
@@ -150,6 +164,41 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
         return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), "whole-trace", {}
     lo, hi = start_ps[counted].min(), (start_ps[counted] + dur_ps[counted]).max()
     return windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace", {}
+
+
+def busy_regions(raw: RawSpace, category: np.ndarray) -> StepTable:
+    """The accelerators' busy regions as windows numbered 0, 1, ... (module docstring); empty when no
+    accelerator plane has an event that counts as time."""
+    k = raw.n_kept
+    is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
+    is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
+    accelerator = np.array([bool(_ACCELERATOR_PLANE.match(nm)) for nm in raw.planes.names], dtype=bool)
+    rows = np.flatnonzero(accelerator[raw.event_plane[:k]] & is_time[category[:k]] & (raw.dur_ps[:k] > 0))
+    if not rows.size:
+        return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    order = np.argsort(raw.start_ps[rows], kind="stable")
+    start = raw.start_ps[rows][order]
+    reach = np.maximum.accumulate(start + raw.dur_ps[rows][order])  # the furthest end so far
+    pause = start[1:] - reach[:-1]
+    positive = pause[pause > 0]
+    cut = max(REGION_GAP_PS, REGION_GAP_FACTOR * int(np.median(positive))) if positive.size else REGION_GAP_PS
+    split = np.flatnonzero(pause >= cut)
+    first = np.r_[0, split + 1]
+    last = np.r_[split, start.size - 1]
+    return windows(np.arange(first.size), start[first], reach[last])
+
+
+def outside_ps(raw: RawSpace, category: np.ndarray, steps: StepTable) -> tuple[int, int]:
+    """``(outside, span)``: of the span of every event that counts as time, the time in no window."""
+    k = raw.n_kept
+    is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
+    is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
+    counted = np.flatnonzero(is_time[category[:k]])
+    if not counted.size:
+        return 0, 0
+    lo, hi = int(raw.start_ps[counted].min()), int((raw.start_ps[counted] + raw.dur_ps[counted]).max())
+    inside = int(np.clip(np.minimum(steps.end_ps, hi) - np.maximum(steps.start_ps, lo), 0, None).sum())
+    return hi - lo - inside, hi - lo
 
 
 def module_windows(raw: RawSpace) -> dict[int, StepTable]:
