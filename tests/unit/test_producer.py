@@ -11,6 +11,7 @@ from functools import cache
 import pytest
 from conftest import SHARED_FIXTURES
 from test_trace_rules import GpuTrace, by_rule, host_bound_trace, launch_trace, status
+from trace_kit import TraceBuilder
 
 from tfprof_towers.advice.trace_rules import evaluate_trace
 from tfprof_towers.advice.trace_rules.suggestions import TABLES, VENDOR_WORDS, copies_suggestion, suggestion
@@ -224,3 +225,19 @@ def test_analyze_says_who_wrote_it_in_text_json_and_html_escaped(tmp_path, capsy
     assert 'id="producer"' in page
     assert "<strong>TensorFlow</strong> on <strong>NVIDIA GPUs (CUDA)</strong>" in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_multi_host_logdir_has_one_producer_from_every_host(tmp_path) -> None:
+    """Host 0 shows TensorFlow and CUDA launches, host 1 only CUDA kernel names: together, TensorFlow on
+    NVIDIA, with each host's evidence once."""
+    a = GpuTrace().kernel(0, "volta_sgemm", 0, 500, launch_us=0)
+    b = TraceBuilder("worker-1")
+    b.plane("/device:GPU:0").line("Stream #1(Compute)").event("ampere_sgemm_64x64", 0, 100)
+    a.b.write_logdir(tmp_path, run="r1", host="worker-0")
+    b.write_logdir(tmp_path, run="r1", host="worker-1")
+    p = analyze_xplane(tmp_path).trace.producer
+    assert (p.framework, p.vendor) == ("tensorflow", "nvidia")
+    assert p.evidence == ("TensorFlow host threads: `tf_gpu_private_0/1`, `tf_Compute/2`",
+                          "CUDA launch/API calls on the host: `cudaLaunchKernel`",
+                          "CUDA kernel names: `volta_sgemm`",
+                          "CUDA kernel names: `ampere_sgemm_64x64`")

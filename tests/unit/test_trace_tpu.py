@@ -72,7 +72,7 @@ def test_planes_not_read_are_said_and_never_idle_and_an_idle_chip_is_named() -> 
     doc = a.to_doc()
     assert doc["unread_planes"] == {
         "/device:TPU:0 SparseCore 0": "a plane of a kind this tool does not read yet (2 events)",
-        "/device:TPU:5": "a TPU plane without an `XLA Ops` line (1 events on other lines)"}
+        "/device:TPU:5": "a TPU plane with no event on an `XLA Ops` line (1 events on other lines)"}
     assert doc["idle_accelerators"] == ["/device:TPU:3"]
     assert sum("left out of the findings (it is not idle)" in n for n in doc["notes"]) == 2
     ev = evaluate_trace(a)

@@ -262,7 +262,8 @@ def unread_planes(raw: RawSpace, prefix: str = "") -> dict[str, str]:
         if tpu[p]:
             if p in with_ops:
                 continue
-            why = f"a TPU plane without an `{TPU_OP_LINE}` line ({int(counts[p])} events on other lines)"
+            why = (f"a TPU plane with no event on an `{TPU_OP_LINE}` line ({int(counts[p])} events on other "
+                   "lines)")
         else:
             why = f"a plane of a kind this tool does not read yet ({int(counts[p])} events)"
         out[prefix + name] = why
