@@ -133,3 +133,27 @@ def test_without_a_steps_line_xprof_gives_no_step(xprof, tmp_path_factory) -> No
     page = overview(xprof, path)
     assert page[1]["rows"] == [] and float(page[1]["p"]["steptime_ms_average"]) == 0
     assert analyze_xplane(path).to_doc()["window"] == "modules"
+
+
+def test_a_chip_counts_only_its_xla_ops_line_whatever_the_ids_and_names_say() -> None:
+    """Lines named only by ``display_name``, ids far from the derived ones, and a counters line: the chip's
+    time is still its ``XLA Ops`` line alone, each op once."""
+    b = TraceBuilder()
+    chip = b.plane("/device:TPU:0")
+    ops = chip.line("", line_id=7)
+    ops.proto.display_name = "XLA Ops"
+    modules = chip.line("", line_id=8)
+    modules.proto.display_name = "XLA Modules"
+    counters = chip.line("_counters_", line_id=9)
+    for k in range(2):
+        t0 = k * 1_000_000_000
+        modules.event("jit_step(3)", t0, 900_000_000)
+        ops.event("fusion.1", t0 + 100_000_000, 300_000_000)
+        ops.event("fusion.2", t0 + 150_000_000, 100_000_000)  # inside fusion.1
+        counters.event("hbm_bytes", t0, 1_000_000_000)
+    doc = doc_of(b)
+    assert doc["window"] == "modules" and doc["steps"] == 2
+    d = doc["devices"]["/device:TPU:0"]
+    assert {k: (t["count"], us(t["seconds"])) for k, t in d["total"].items() if t["count"]} == {
+        "compute": (2, 600)}
+    assert us(d["wall"]["compute"]) == 600 and us(d["wall"]["idle"]) == 1200

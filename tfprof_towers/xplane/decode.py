@@ -163,7 +163,8 @@ def _decode_lines(
     lines = read_lines(buf, planes.line_plane[idx], planes.line_start[idx], planes.line_end[idx])
     origin = int(lines.timestamp_ns.min())
     pending = PendingStrings(strings, known)
-    derived = derived_lines(lines.name, lines.id, tpu_planes([p.name for p in planes.planes])[lines.plane])
+    named = [nm or dn for nm, dn in zip(lines.name, lines.display_name)]
+    derived = derived_lines(named, lines.id, tpu_planes([p.name for p in planes.planes])[lines.plane])
     ev_line = np.repeat(np.arange(lines.plane.size, dtype=np.int32), lines.event_count)
     starts, ends = lines.event_start, lines.event_end
     stamp = (lines.timestamp_ns - origin) * 1000
@@ -244,7 +245,8 @@ def _assemble(
     ts = np.concatenate([x.timestamp_ns for x in ls]) if ls else np.zeros(0, np.int64)
     counts = np.concatenate([x.event_count for x in ls]) if ls else np.zeros(0, np.int64)
     line_names = [nm or dn or str(i) for x in ls for nm, dn, i in zip(x.name, x.display_name, x.id.tolist())]
-    derived = derived_lines([nm for x in ls for nm in x.name], ids, tpu_planes(names)[plane])
+    named = [nm or dn for x in ls for nm, dn in zip(x.name, x.display_name)]
+    derived = derived_lines(named, ids, tpu_planes(names)[plane])
     origin = int(ts.min()) if ts.size else 0
     columns = {}
     for key, dtype in (("start", np.int64), ("dur", np.int64), ("name", np.int64), ("line", np.int32)):

@@ -40,8 +40,8 @@ DERIVED_LINE_NAMES = frozenset(
 )
 DERIVED_LINE_ID = -559038737
 #: A TPU chip's plane (``/device:TPU:0``): its ``XLA Ops`` line is the chip's own record of the ops it ran
-#: (XProf's op line for TPUs), not a copy of other lines' events; its ``XLA Modules``, ``Async XLA Ops``,
-#: ``XLA TraceMe`` and ``Steps`` lines stay derived (nested in, or beside, the same time).
+#: (XProf's op line for TPUs), not a copy of other lines' events; its other lines (``XLA Modules``,
+#: ``Async XLA Ops``, ``XLA TraceMe``, ``Steps``, ...) are derived (nested in, or beside, the same time).
 TPU_PLANE = re.compile(r"^/device:TPU:\d+$")
 TPU_OP_LINE = "XLA Ops"
 
@@ -171,11 +171,13 @@ def plane_kind(name: str) -> int:
 
 
 def derived_lines(names: list[str], ids: np.ndarray, on_tpu: np.ndarray | None = None) -> np.ndarray:
-    """Which lines are derived (repeat other lines' events), from their names and ids; ``on_tpu`` (per
-    line: on a TPU chip's plane, :data:`TPU_PLANE`) keeps those planes' ``XLA Ops`` lines."""
+    """Which lines are derived (repeat other lines' events), from their names (a line's name, else its
+    display name) and ids.  On a TPU chip's plane (``on_tpu``, per line: :data:`TPU_PLANE`) the ``XLA Ops``
+    line is the one line kept, whatever its id, and every other line (modules, async ops, TraceMe, steps,
+    counters) is not time: a chip's lines nest in, or sit beside, the same time."""
     tpu = on_tpu.tolist() if on_tpu is not None else [False] * len(names)
     return np.array(
-        [not (t and nm == TPU_OP_LINE) and (nm in DERIVED_LINE_NAMES or abs(i - DERIVED_LINE_ID) < 64)
+        [(nm != TPU_OP_LINE) if t else (nm in DERIVED_LINE_NAMES or abs(i - DERIVED_LINE_ID) < 64)
          for nm, i, t in zip(names, ids.tolist(), tpu)],
         dtype=bool,
     )
