@@ -241,3 +241,8 @@ def test_a_multi_host_logdir_has_one_producer_from_every_host(tmp_path) -> None:
                           "CUDA launch/API calls on the host: `cudaLaunchKernel`",
                           "CUDA kernel names: `volta_sgemm`",
                           "CUDA kernel names: `ampere_sgemm_64x64`")
+
+
+def test_describe_in_words() -> None:
+    assert Producer("jax", "amd").describe() == "JAX on AMD GPUs (ROCm)"
+    assert Producer("unknown", "google-tpu").describe() == "an unknown framework on Google TPUs"

@@ -14,6 +14,7 @@ from typing import Any
 
 from tfprof_towers.render.html import environment
 from tfprof_towers.rundir.paths import atomic_write_text
+from tfprof_towers.trace.producer import FRAMEWORK_NAMES, VENDOR_NAMES
 from tfprof_towers.vocab import categories
 from tfprof_towers.vocab.errors import TowersError
 
@@ -85,11 +86,6 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         "rows": rows,
         "data": {"breakdown": {"categories": categories.legend(), "rows": rows}, "timelines": []},
     }
-
-
-FRAMEWORK_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "unknown": "an unknown framework"}
-VENDOR_NAMES = {"nvidia": "NVIDIA GPUs (CUDA)", "amd": "AMD GPUs (ROCm)", "google-tpu": "Google TPUs",
-                "unknown": "an unknown vendor's devices"}
 
 
 def producer_view(producer: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -39,12 +39,15 @@ class Producer:
         return {"framework": self.framework, "vendor": self.vendor, "evidence": list(self.evidence)}
 
     def describe(self) -> str:
-        """One line: ``written by JAX on AMD GPUs (ROCm)``."""
-        fw = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(self.framework, "an unknown framework")
-        on = {"nvidia": "NVIDIA GPUs (CUDA)", "amd": "AMD GPUs (ROCm)", "google-tpu": "Google TPUs"}.get(
-            self.vendor, "an unknown vendor's devices")
-        return f"written by {fw} on {on}"
+        """One line: ``JAX on AMD GPUs (ROCm)``."""
+        framework = FRAMEWORK_NAMES.get(self.framework, self.framework)
+        return f"{framework} on {VENDOR_NAMES.get(self.vendor, self.vendor)}"
 
+
+#: What the report and the terminal call each framework and vendor.
+FRAMEWORK_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "unknown": "an unknown framework"}
+VENDOR_NAMES = {"nvidia": "NVIDIA GPUs (CUDA)", "amd": "AMD GPUs (ROCm)", "google-tpu": "Google TPUs",
+                "unknown": "an unknown vendor's devices"}
 
 UNKNOWN = Producer("unknown", "unknown", ())
 
