@@ -7,7 +7,8 @@ folder of its own: XProf caches per folder).  One table, one row per trace:
 
 * **our step**: ``analyze``'s average step time (``window`` says where the steps came from);
 * **XProf's step**: the overview page's ``steptime_ms_average`` -- "none" where XProf finds no step;
-* **our busy**: per step, the busiest accelerator's time not idle (its window less its idle time);
+* **our busy**: the busiest accelerator's time not idle (its windows less its idle time): per step beside
+  XProf's per-step compute, over all steps beside its whole-trace op time;
 * **XProf's compute**: the overview page's device compute per step where it gives steps (GPU), else XProf's
   op time over the whole trace (``op_profile``: every program's ops, idle left out) -- which counts only
   events of an XLA program, so a runtime copy outside any program (``hipMemcpy``'s ``copyBuffer`` kernels)
@@ -62,11 +63,11 @@ def ours(path: Path) -> dict:
     from tfprof_towers.trace.analysis import analyze_xplane
 
     a = analyze_xplane(path)
-    return {**a.to_doc(per_step=True), **evaluate_trace(a).to_json()}
+    return {**a.to_doc(), **evaluate_trace(a).to_json()}
 
 
 def busiest_ms(doc: dict) -> float | None:
-    """Per step: the busiest accelerator's time not idle (ms); None without an accelerator."""
+    """Over all steps: the busiest accelerator's time not idle (ms); None without an accelerator."""
     busy = [d["window_s"] - d["wall"].get("idle", 0.0) for d in doc["devices"].values() if "idle_split" in d]
     return max(busy) * 1e3 if busy else None
 
@@ -97,11 +98,14 @@ def corpus_rows(paths: Sequence[Path], work: Path) -> list[Row]:
     for path in paths:
         doc = ours(path)
         step, compute, where = xprof_figures(path, work)
+        busy = busiest_ms(doc)
+        if busy is not None and where == "overview (per step)":
+            busy /= max(doc["steps"], 1)
         p = doc["producer"]
         rows.append(Row(
             trace=path.name, window=doc["window"],
             our_step_ms=doc["step_time_avg_s"] * 1e3 if doc["steps"] else None,
-            xprof_step_ms=step, our_busy_ms=busiest_ms(doc), xprof_compute_ms=compute,
+            xprof_step_ms=step, our_busy_ms=busy, xprof_compute_ms=compute,
             xprof_compute_from=where, producer=f"{p['framework']}/{p['vendor']}",
             findings=tuple(f"{f['rule']} ({f['severity']})" for f in doc["findings"]),
         ))

@@ -13,12 +13,13 @@ XProf's device compute per trace:
   TensorFlow's ``MemcpyH2D``/``MemcpyD2H`` copies with a ``group_id`` counted as compute.  Our busy time
   is every GPU 6 event's union in its window (compute and copies): it differs by GPU 6's copies without a
   ``group_id``.
-* the two JAX ROCm traces (no step markers, no ``Steps`` line): XProf's overview finds no step; ours is
-  the GPU's busy region, the span ``op_profile`` measures (its total time, idle included: equal to the
-  picosecond).  XProf's device op time is ``op_profile``'s with idle left out, which counts the events of
-  XLA programs only, those with an ``hlo_op`` stat.  Ours counts every kernel: the difference is the
-  kernels without one (on the MI300X, twelve ``__amd_rocclr_copyBuffer`` copies ``hipMemcpy`` launched,
-  60.24 us).
+* the two JAX ROCm traces (no step markers, no ``Steps`` line): XProf's overview finds no step; ours are
+  the host's runs of the program it ran most often, the last window ending where the GPU's work ends --
+  where XProf's ``op_profile`` span (its total time, idle included) ends, to the picosecond.  XProf's
+  device op time is ``op_profile``'s with idle left out, which counts the kernels of XLA programs only
+  (those with an ``hlo_op`` stat), over the whole trace; ours counts every kernel in our windows: the
+  difference is the kernels without one inside them (on the MI300X, ``__amd_rocclr_copyBuffer`` copies
+  ``hipMemcpy`` launched) less the program kernels before the first run.
 """
 
 from __future__ import annotations
@@ -138,31 +139,55 @@ def test_8xv100_keras_agrees_with_xprof(xprof, tmp_path, capsys) -> None:
     assert "CUDA_VISIBLE_DEVICES" in doc["findings"][0]["suggestion"]
 
 
-@pytest.mark.parametrize(("name", "missing_ps"), [
-    ("jax_rocm_mi300x_gemm.xplane.pb", 60_240_000),  # twelve __amd_rocclr_copyBuffer kernels, no hlo_op
-    ("jax_rocm_gfx950_fused_attn.xplane.pb", 0),
+@pytest.mark.parametrize(("name", "runs", "program"), [
+    ("jax_rocm_mi300x_gemm.xplane.pb", 18, "jit_dot:XLA GPU module"),  # 6 GEMM programs, 3 runs each
+    ("jax_rocm_gfx950_fused_attn.xplane.pb", 5, "jit_loss_fn:XLA GPU module"),
 ])
-def test_jax_rocm_traces_agree_with_xprof(xprof, tmp_path, capsys, name: str, missing_ps: int) -> None:
+def test_jax_rocm_traces_agree_with_xprof(xprof, tmp_path, capsys, name: str, runs: int,
+                                          program: str) -> None:
     path = fixture(name, tmp_path)
     doc = analyze_json(path, capsys)
     assert (doc["producer"]["framework"], doc["producer"]["vendor"]) == ("jax", "amd")
     page = tool(xprof, path, "overview_page")
     assert page[1]["rows"] == [] and float(page[1]["p"]["steptime_ms_average"]) == 0.0  # XProf: no step
-    # nor have we: the GPU's busy region is the step, the span XProf's op profile measures (idle included)
+    # ours: the host's runs of one compiled program, the last to the end of the GPU's work
+    assert doc["window"] == "program-runs" and doc["steps"] == runs
+    assert any(f"the {runs} runs of `{program}`" in n for n in doc["notes"])
+    trace = analyze_xplane(path).trace
+    c = trace.columns
+    on_gpu = np.flatnonzero(c.device == c.code_of("/device:GPU:0"))
+    first, last = int(c.start_ps[on_gpu].min()), int((c.start_ps[on_gpu] + c.dur_ps[on_gpu]).max())
     profile = tool(xprof, path, "op_profile")
-    assert doc["window"] == "busy-regions" and doc["steps"] == 1
-    assert round(doc["step_time_s"][0] * 1e12) == profile["byProgram"]["metrics"]["rawTime"]
+    assert profile["byProgram"]["metrics"]["rawTime"] == last - first  # XProf's span: the GPU's work, exactly
+    assert int(trace.step_table.end_ps[-1]) == last
+    # busy: XProf's op time counts the kernels of XLA programs (an hlo_op stat) in the whole trace; ours
+    # every kernel that starts in a window -- the difference, exactly, from the trace's own stats
     ops_ps = profile["byProgramExcludeIdle"]["metrics"]["rawTime"]
+    assert device_sum_ps(path, "hlo_op", True) == ops_ps
     gpu0 = doc["devices"]["/device:GPU:0"]
     kernels_ps = round(gpu0["total"]["compute"]["seconds"] * 1e12)
-    assert kernels_ps - ops_ps == missing_ps  # exactly: the kernels outside any XLA program
-    assert device_sum_ps(path, "hlo_op", False) == missing_ps
-    assert device_sum_ps(path, "hlo_op", True) == ops_ps
+    in_windows_no_hlo, outside_with_hlo = split_by_windows(path, trace.step_table)
+    assert kernels_ps - ops_ps == in_windows_no_hlo - outside_with_hlo  # MI300X: 50.04 - 17.56 = 32.48 us
     assert busy_s(gpu0) * 1e12 == pytest.approx(ops_ps, rel=REL)
     assert busy_s(gpu0) <= gpu0["total"]["compute"]["seconds"] + 1e-12  # busy: their union
     check_findings_fit(doc)
     for f in doc["findings"]:
         assert "tf." not in f["suggestion"] and "CUDA" not in f["suggestion"]
-    for f in doc["findings"]:
         if f["rule"] == "launch_bound" or "launch overhead" in f["suggestion"]:
             assert "`jax.jit`" in f["suggestion"] and "HIP_FORCE_DEV_KERNARG" in f["suggestion"]
+
+
+def split_by_windows(path: Path, steps) -> tuple[int, int]:
+    """Device kernels' time: those without an ``hlo_op`` that start in a window, and those with one that
+    start in none."""
+    from tfprof_towers.trace.steps import assign_steps
+
+    raw = read_xspace(path, ("hlo_op",))
+    k = raw.n_kept
+    has = np.zeros(k, dtype=bool)
+    idx = raw.stats["hlo_op"].index
+    has[idx[idx < k]] = True
+    dev = raw.planes.kinds[raw.event_plane[:k]] == DEVICE
+    inside = assign_steps(raw.start_ps[:k], steps) >= 0
+    dur = raw.dur_ps[:k]
+    return int(dur[dev & ~has & inside].sum()), int(dur[dev & has & ~inside].sum())

@@ -133,6 +133,7 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
                   + "\n")
     window = {"markers": "step markers", "steps-line": "the Steps line",
               "modules": "the runs of the TPU chips' main XLA module",
+              "program-runs": "the runs of the program the host ran most often (no steps in the trace)",
               "busy-regions": "the accelerators' busy regions (no steps in the trace)",
               "whole-trace": "the whole trace"}
     out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")

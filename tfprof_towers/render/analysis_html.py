@@ -21,6 +21,7 @@ from tfprof_towers.vocab.errors import TowersError
 WINDOWS = {
     "markers": "step markers", "steps-line": "the trace's Steps line",
     "modules": "the runs of the TPU chips' main XLA module",
+    "program-runs": "the runs of the program the host ran most often (no steps in the trace)",
     "busy-regions": "the accelerators' busy regions (no steps in the trace)",
     "whole-trace": "the whole trace",
 }

@@ -55,6 +55,7 @@ from tfprof_towers.trace.steps import (
     StepTable,
     assign_steps,
     outside_ps,
+    program_run_name,
     step_windows,
 )
 from tfprof_towers.vocab.errors import TraceError
@@ -89,7 +90,7 @@ class Trace:
     source: str
     columns: EventColumns
     step_table: StepTable  # the step windows (``steps`` as a DataFrame)
-    window: str  # "markers" | "steps-line" | "modules" | "busy-regions" | "whole-trace"
+    window: str  # "markers" | "steps-line" | "modules" | "program-runs" | "busy-regions" | "whole-trace"
     hostnames: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     hosts: tuple[Host, ...] = ()  # per host file (task); empty: one host, not named
@@ -221,7 +222,8 @@ def _from_box(
         corr=corr_value,
     )
     notes = ((WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()) + (
-        (regions_note(raw, classes.category, steps),) if window == "busy-regions" else ()) + tuple(
+        (regions_note(raw, classes.category, steps),) if window == "busy-regions" else ()) + (
+        (runs_note(raw, classes.category, steps),) if window == "program-runs" else ()) + tuple(
         f"{plane}: {why}; left out of the findings (it is not idle)" for plane, why in unread.items())
     trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources,
                   device_steps, tuple(prefix + p for p in raw.planes.names), producer, unread)
@@ -279,3 +281,14 @@ def regions_note(raw: RawSpace, category: np.ndarray, steps: StepTable) -> str:
             f"{'are' if n != 1 else 'is'} analysed as the steps; {outside / 1e12:.6g} s of the trace's "
             f"{span / 1e12:.6g} s is outside any accelerator work and is not analysed (not a launch or input "
             "problem: the program was doing something other than issuing work)")
+
+
+def runs_note(raw: RawSpace, category: np.ndarray, steps: StepTable) -> str:
+    """What ``program-runs`` windows mean, with the time they leave out."""
+    outside, span = outside_ps(raw, category, steps)
+    name = program_run_name(raw, category)
+    return (f"no step markers and no Steps line: the {len(steps)} runs of `{name}`, the program the host ran "
+            "most often while the accelerators worked, are analysed as the steps "
+            f"(each from one run's start to the next one's); {outside / 1e12:.6g} s of the trace's "
+            f"{span / 1e12:.6g} s is outside them, outside any accelerator work or before the first run, "
+            "and is not analysed")

@@ -8,6 +8,11 @@
 * ``modules``: no markers and no ``Steps`` line, but TPU chips with an ``XLA Modules`` line (one event
   per program run): each run of the program with the most time is a step, numbered in order on each
   chip (each chip its own windows).
+* ``program-runs``: none of those, but the host ran one compiled program again and again (a JAX
+  ``jit_<f>:XLA GPU module`` execution, a ``tf.function``'s ``__inference_<f>`` call) while the
+  accelerators worked: the program run most often is the step, each window from one run's start to the
+  next one's (the last to the end of the accelerators' busy region it ends in) -- provided the windows
+  hold :data:`RUNS_COVER` of the accelerators' time in their busy regions (else the regions are the steps).
 * ``busy-regions``: none of those, but accelerators (GPU or TPU chip planes) did work: their busy
   regions are the steps -- the union of their events that count as time, split where every
   accelerator pauses for at least :data:`REGION_GAP_PS` and ten times the median pause -- each window
@@ -55,6 +60,8 @@ MODULES_LINE = "XLA Modules"
 #: The shortest pause of every accelerator that ends a busy region (and ten times the median pause).
 REGION_GAP_PS = 1_000_000_000
 REGION_GAP_FACTOR = 10
+#: The share of the accelerators' time in their busy regions that a program's runs must hold to be the steps.
+RUNS_COVER = 0.95
 _ACCELERATOR_PLANE = re.compile(r"^/device:(GPU|TPU):\d+$")
 
 
@@ -156,6 +163,9 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
         return StepTable.join(list(modules.values())), "modules", modules
     regions = busy_regions(raw, category)
     if len(regions):
+        runs = program_runs(raw, category, regions)
+        if len(runs):
+            return runs, "program-runs", {}
         return regions, "busy-regions", {}
     is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
     is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
@@ -166,14 +176,19 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
     return windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace", {}
 
 
-def busy_regions(raw: RawSpace, category: np.ndarray) -> StepTable:
-    """The accelerators' busy regions as windows numbered 0, 1, ... (module docstring); empty when no
-    accelerator plane has an event that counts as time."""
+def _accelerator_rows(raw: RawSpace, category: np.ndarray) -> np.ndarray:
+    """The events of accelerator planes (GPUs, TPU chips) that count as time, with a duration."""
     k = raw.n_kept
     is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
     is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
     accelerator = np.array([bool(_ACCELERATOR_PLANE.match(nm)) for nm in raw.planes.names], dtype=bool)
-    rows = np.flatnonzero(accelerator[raw.event_plane[:k]] & is_time[category[:k]] & (raw.dur_ps[:k] > 0))
+    return np.flatnonzero(accelerator[raw.event_plane[:k]] & is_time[category[:k]] & (raw.dur_ps[:k] > 0))
+
+
+def busy_regions(raw: RawSpace, category: np.ndarray) -> StepTable:
+    """The accelerators' busy regions as windows numbered 0, 1, ... (module docstring); empty when no
+    accelerator plane has an event that counts as time."""
+    rows = _accelerator_rows(raw, category)
     if not rows.size:
         return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     order = np.argsort(raw.start_ps[rows], kind="stable")
@@ -186,6 +201,60 @@ def busy_regions(raw: RawSpace, category: np.ndarray) -> StepTable:
     first = np.r_[0, split + 1]
     last = np.r_[split, start.size - 1]
     return windows(np.arange(first.size), start[first], reach[last])
+
+
+#: Host events that are one run of a compiled program: JAX's ``jit_<f>:XLA GPU module`` (``XLA CPU module``
+#: & co.) and a ``tf.function``'s ``__inference_<f>_<n>``.
+PROGRAM_RUN = re.compile(r"(^[\w.\-]+:XLA( \w+)? module$)|(^__inference_\w+$)")
+
+
+def program_runs(raw: RawSpace, category: np.ndarray, regions: StepTable) -> StepTable:
+    return _program_runs(raw, category, regions)[0]
+
+
+def program_run_name(raw: RawSpace, category: np.ndarray) -> str:
+    """The name of the program whose runs are the steps (``program-runs`` windows), "" when none."""
+    return _program_runs(raw, category, busy_regions(raw, category))[1]
+
+
+def _program_runs(raw: RawSpace, category: np.ndarray, regions: StepTable) -> tuple[StepTable, str]:
+    """Windows from the host's runs of the program it ran most often (module docstring): runs that
+    launch into the accelerators' busy ``regions`` (start in one, or less than :data:`REGION_GAP_PS` before
+    it), at least two, whose windows hold at least
+    :data:`RUNS_COVER` of the accelerators' time in the regions; empty otherwise."""
+    none = windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), ""
+    k = raw.n_kept
+    host = np.flatnonzero(raw.planes.kinds[raw.event_plane[:k]] == HOST)
+    items = raw.strings.items
+    program = [c for c in used_codes(raw.name[host]).tolist() if PROGRAM_RUN.match(items[c])]
+    if not program or not len(regions):
+        return none
+    best: tuple[int, int, np.ndarray, str] | None = None
+    for c in program:
+        rows = host[raw.name[host] == c]
+        rows = rows[np.argsort(raw.start_ps[rows], kind="stable")]
+        start, end = raw.start_ps[rows], raw.start_ps[rows] + raw.dur_ps[rows]
+        top = np.r_[True, start[1:] >= np.maximum.accumulate(end)[:-1]]  # nested or repeated: the outer run
+        start, end = start[top], end[top]
+        # the region each run launches work into: the first one ending after its start, which starts no
+        # more than a region gap after it (dispatch runs ahead of the device)
+        i = np.searchsorted(regions.end_ps, start, side="right")
+        ok = i < len(regions)
+        ok[ok] = regions.start_ps[i[ok]] - start[ok] < REGION_GAP_PS
+        start, end, i = start[ok], end[ok], i[ok]
+        key = (int(start.size), int((end - start).sum()))
+        if start.size >= 2 and (best is None or key > best[:2]):
+            best = (*key, np.stack([start, i]), items[c])
+    if best is None:
+        return none
+    start, region = best[2]
+    runs = windows(np.arange(start.size), start, np.r_[start[1:], regions.end_ps[region[-1]]])
+    work = _accelerator_rows(raw, category)
+    s = raw.start_ps[work]
+    held = assign_steps(s, runs) >= 0
+    in_regions = assign_steps(s, regions) >= 0
+    total = raw.dur_ps[work][in_regions].sum()
+    return (runs, best[3]) if total and raw.dur_ps[work][held].sum() >= RUNS_COVER * total else none
 
 
 def outside_ps(raw: RawSpace, category: np.ndarray, steps: StepTable) -> tuple[int, int]:
