@@ -94,3 +94,13 @@ def test_runs_that_miss_the_work_leave_the_busy_regions() -> None:
     assert trace_from_bytes(b.to_bytes()).window == "busy-regions"
     once = runs_of("jit_step:XLA GPU module", [2000], [2030])
     assert trace_from_bytes(once.to_bytes()).window == "busy-regions"
+
+
+def test_a_run_window_stops_at_the_end_of_its_busy_region() -> None:
+    """Runs at 2 ms and 2.7 ms, then one at 20 ms after a long pause: the second run's window ends with its
+    region (3.32 ms), not at the third run; the third ends with its own region."""
+    b = runs_of("jit_step:XLA GPU module", [2000, 2700, 20000], [2030, 2730, 20030])
+    t = trace_from_bytes(b.to_bytes())
+    assert t.window == "program-runs"
+    assert t.steps.values.tolist() == [[0, 2000 * US, 2700 * US], [1, 2700 * US, 3320 * US],
+                                       [2, 20000 * US, 20620 * US]]

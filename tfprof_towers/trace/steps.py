@@ -11,8 +11,9 @@
 * ``program-runs``: none of those, but the host ran one compiled program again and again (a JAX
   ``jit_<f>:XLA GPU module`` execution, a ``tf.function``'s ``__inference_<f>`` call) while the
   accelerators worked: the program run most often is the step, each window from one run's start to the
-  next one's (the last to the end of the accelerators' busy region it ends in) -- provided the windows
-  hold :data:`RUNS_COVER` of the accelerators' time in their busy regions (else the regions are the steps).
+  next one's or to the end of the accelerators' busy region it launched into, whichever comes first --
+  provided the windows hold :data:`RUNS_COVER` of the accelerators' time in their busy regions (else the
+  regions are the steps).
 * ``busy-regions``: none of those, but accelerators (GPU or TPU chip planes) did work: their busy
   regions are the steps -- the union of their events that count as time, split where every
   accelerator pauses for at least :data:`REGION_GAP_PS` and ten times the median pause -- each window
@@ -229,10 +230,14 @@ def _program_runs(raw: RawSpace, category: np.ndarray, regions: StepTable) -> tu
     program = [c for c in used_codes(raw.name[host]).tolist() if PROGRAM_RUN.match(items[c])]
     if not program or not len(regions):
         return none
+    is_program = np.zeros(len(items), dtype=bool)
+    is_program[program] = True
+    runs = host[is_program[raw.name[host]]]
+    runs = runs[np.lexsort((raw.start_ps[runs], raw.name[runs]))]  # by program, then by start
+    cuts = np.flatnonzero(np.diff(raw.name[runs])) + 1
     best: tuple[int, int, np.ndarray, str] | None = None
-    for c in program:
-        rows = host[raw.name[host] == c]
-        rows = rows[np.argsort(raw.start_ps[rows], kind="stable")]
+    for rows in np.split(runs, cuts):
+        c = int(raw.name[rows[0]])
         start, end = raw.start_ps[rows], raw.start_ps[rows] + raw.dur_ps[rows]
         top = np.r_[True, start[1:] >= np.maximum.accumulate(end)[:-1]]  # nested or repeated: the outer run
         start, end = start[top], end[top]
@@ -248,13 +253,15 @@ def _program_runs(raw: RawSpace, category: np.ndarray, regions: StepTable) -> tu
     if best is None:
         return none
     start, region = best[2]
-    runs = windows(np.arange(start.size), start, np.r_[start[1:], regions.end_ps[region[-1]]])
+    # each run's window ends at the next run, or at the end of the busy region it launched into
+    end = np.minimum(np.r_[start[1:], np.iinfo(np.int64).max], regions.end_ps[region])
+    table = windows(np.arange(start.size), start, end)
     work = _accelerator_rows(raw, category)
     s = raw.start_ps[work]
-    held = assign_steps(s, runs) >= 0
+    held = assign_steps(s, table) >= 0
     in_regions = assign_steps(s, regions) >= 0
     total = raw.dur_ps[work][in_regions].sum()
-    return (runs, best[3]) if total and raw.dur_ps[work][held].sum() >= RUNS_COVER * total else none
+    return (table, best[3]) if total and raw.dur_ps[work][held].sum() >= RUNS_COVER * total else none
 
 
 def outside_ps(raw: RawSpace, category: np.ndarray, steps: StepTable) -> tuple[int, int]:
