@@ -12,7 +12,7 @@ PORT ?= 6006
 STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 .DEFAULT_GOAL := help
-.PHONY: help install profile test test-fast lint tensorboard bench bench-parse clean browser
+.PHONY: help install profile test test-fast lint tensorboard bench bench-parse bench-corpus clean browser
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ bench: install ## measure the harness's own cost (writes reports/bench.json)
 
 bench-parse: install ## trace-parsing speed on a synthetic trace of 1M+ events
 	$(BIN)/python -m benchmarks.bench_parse $(ARGS)
+
+bench-corpus: install ## analyze and XProf side by side on every real trace of ../shared/fixtures (or ARGS='DIR ...')
+	$(BIN)/python -m benchmarks.bench_corpus $(ARGS)
 
 browser: ## install Debian's chromium for the headless report tests (skipped where apt is absent)
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \

@@ -19,6 +19,9 @@ Changes of meaning so far:
   GPUs ran no kernel (``idle_accelerators``).  The copy-heavy files only gained the new keys
   (``step_time_s``, ``step_time_avg_s``, ``idle_accelerators``): one host's markers, one
   window shared by every device, every number as before.
+* Issue 25, who wrote the trace.  Every file only gained two keys: ``producer`` (the framework
+  and vendor, with the evidence: TensorFlow on NVIDIA for both) and ``unread_planes`` (empty:
+  every plane here is a host or a GPU).  Every number as before.
 """
 
 from __future__ import annotations

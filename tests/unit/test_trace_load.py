@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from reference_kit import parse_memcpy_details
-from trace_kit import US, two_gpu_trace
+from trace_kit import US, TraceBuilder, two_gpu_trace
 
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
 from tfprof_towers.trace.names import split_tf_op
@@ -142,10 +142,25 @@ def test_steps_line_when_no_markers() -> None:
     assert t.steps.values.tolist() == [[0, 0, 500 * US], [1, 500 * US, 1000 * US]]
 
 
-def test_whole_trace_when_no_markers_and_no_steps_line() -> None:
+def test_busy_regions_when_no_markers_and_no_steps_line() -> None:
+    """The GPUs' work never pauses for 1 ms: one busy region, from the first device event's start to the
+    last one's end (issue 25; before, the whole trace: the same window here, as no host event lies
+    outside the GPUs' work)."""
     t = trace_from_bytes(two_gpu_trace(markers=False, steps_line=False).to_bytes())
-    assert t.window == "whole-trace"
+    assert t.window == "busy-regions"
     assert t.steps.values.tolist() == [[0, 0, 750 * US]]
+    assert any("1 busy region" in n and "0 s of the trace's 0.00075 s is outside" in n for n in t.notes)
+
+
+def test_whole_trace_when_no_accelerator_did_work() -> None:
+    b = TraceBuilder()
+    th = b.plane("/host:CPU").line("tf_Compute/1")
+    th.event("a:MatMul", 10 * US, 20 * US)
+    th.event("b:AddV2", 100 * US, 50 * US)
+    b.plane("/device:GPU:0")  # a plane without events
+    t = trace_from_bytes(b.to_bytes())
+    assert t.window == "whole-trace"
+    assert t.steps.values.tolist() == [[0, 10 * US, 150 * US]]
     assert any("whole trace" in n for n in t.notes)
 
 

@@ -27,7 +27,7 @@ def jax_like_trace() -> TraceBuilder:
     only by its display name, a derived line, and a plane that is neither host nor device."""
     b = TraceBuilder(hostname="worker-0")
     host = b.plane("/host:CPU")
-    dev = b.plane("/device:TPU:0")
+    dev = b.plane("/device:GPU:0")
     env = b.plane("Task Environment")
     host.event_metadata_id("jit_step", {"hlo_module": Ref("jit_step")})  # on the metadata, not the event
     py = host.line("python3", line_id=1, timestamp_ns=1_000)  # the earliest line: the origin
@@ -55,7 +55,7 @@ def text(raw, codes: np.ndarray) -> list[str | None]:
 
 def test_plane_and_line_tables(raw) -> None:
     assert raw.source == "jax-like" and raw.hostnames == ("worker-0",)
-    assert raw.planes.names == ("/host:CPU", "/device:TPU:0", "Task Environment")
+    assert raw.planes.names == ("/host:CPU", "/device:GPU:0", "Task Environment")
     assert raw.planes.kinds.tolist() == [HOST, DEVICE, OTHER]
     assert raw.lines.names == ("python3", "Stream #1", "XLA Ops", "42")
     assert raw.lines.plane.tolist() == [0, 1, 1, 2]
@@ -151,3 +151,28 @@ def test_the_reader_knows_no_tensorflow() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_tpu_chips_xla_ops_line_is_its_own_record_and_its_plane_stats_are_read() -> None:
+    """On a TPU chip's plane the ``XLA Ops`` line is the ops the chip ran (XProf's op line there), not a
+    copy of other lines: kept, with its stats; ``XLA Modules``, ``Async XLA Ops`` and ``Steps`` stay
+    derived.  On a GPU plane ``XLA Ops`` stays derived.  Plane-level stats come back by name."""
+    b = TraceBuilder()
+    tpu = b.plane("/device:TPU:0").stats({"device_vendor": "Google", "core_count": 1})
+    tpu.line("XLA Modules").event("jit_step", 0, 10 * US)
+    tpu.line("XLA Ops").event("fusion.1", 0, 4 * US, {"step": 2})
+    tpu.line("Async XLA Ops").event("all-reduce-start", 0, 9 * US)
+    tpu.line("Steps").event("0", 0, 10 * US)
+    gpu = b.plane("/device:GPU:0")
+    gpu.line("Stream #1").event("k", 0, 1 * US)
+    gpu.line("XLA Ops").event("k", 0, 1 * US)
+    raw = read_xspace(b.to_bytes(), ("step",))
+    derived = dict(zip([(raw.planes.names[p], n) for p, n in zip(raw.lines.plane.tolist(), raw.lines.names)],
+                       raw.lines.derived.tolist()))
+    assert derived == {("/device:TPU:0", "XLA Modules"): True, ("/device:TPU:0", "XLA Ops"): False,
+                       ("/device:TPU:0", "Async XLA Ops"): True, ("/device:TPU:0", "Steps"): True,
+                       ("/device:GPU:0", "Stream #1"): False, ("/device:GPU:0", "XLA Ops"): True}
+    assert raw.n_kept == 2
+    assert raw.stats["step"].index.tolist() == [0] and raw.stats["step"].nums.tolist() == [2]
+    assert raw.planes.stats[0] == {"device_vendor": "Google", "core_count": 1}
+    assert raw.planes.stats[1] == {}

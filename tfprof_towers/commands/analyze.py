@@ -126,7 +126,16 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     """The per-device wall table (seconds per step and % of step) and the per-link table."""
     steps = max(int(doc["steps"]), 1)
     out.write(f"trace: {doc['source']}\n")
-    window = {"markers": "step markers", "steps-line": "the Steps line", "whole-trace": "the whole trace"}
+    producer = doc.get("producer") or {}
+    if producer:
+        out.write(f"producer: framework {producer.get('framework')}, vendor {producer.get('vendor')}"
+                  + (f" ({'; '.join(producer.get('evidence') or [])})" if producer.get("evidence") else "")
+                  + "\n")
+    window = {"markers": "step markers", "steps-line": "the Steps line",
+              "modules": "the runs of the TPU chips' main XLA module",
+              "program-runs": "the runs of the program the host ran most often (no steps in the trace)",
+              "busy-regions": "the accelerators' busy regions (no steps in the trace)",
+              "whole-trace": "the whole trace"}
     out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")
     times = doc.get("step_time_s") or []
     if times:
@@ -143,7 +152,7 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     if idle:
         out.write(
             f"note: {len(idle)} accelerator(s) ran no kernel in the analysed window: {', '.join(idle)} "
-            "(check CUDA_VISIBLE_DEVICES and the devices the strategy uses)\n"
+            "(see the idle_accelerators finding)\n"
         )
     devices = doc["devices"]
     if not devices:

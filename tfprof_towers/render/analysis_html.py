@@ -1,7 +1,7 @@
 """The HTML page of ``tfprof-towers analyze PATH --html OUT``: one trace's time attribution.
 
 Input is the analysis document of :meth:`tfprof_towers.trace.analysis.Analysis.to_doc`
-(``steps``, ``window``, ``devices`` with ``window_s``/``total``/``wall``/``idle_split``,
+(``producer``, ``steps``, ``window``, ``devices`` with ``window_s``/``total``/``wall``/``idle_split``,
 ``links``, ``tasks``, ``notes``); totals over all steps are shown per step.  Same page machinery as
 the report (:mod:`.html`): autoescaped templates, inlined assets, no network.
 """
@@ -14,11 +14,16 @@ from typing import Any
 
 from tfprof_towers.render.html import environment
 from tfprof_towers.rundir.paths import atomic_write_text
+from tfprof_towers.trace.producer import FRAMEWORK_NAMES, VENDOR_NAMES
 from tfprof_towers.vocab import categories
 from tfprof_towers.vocab.errors import TowersError
 
 WINDOWS = {
-    "markers": "step markers", "steps-line": "the trace's Steps line", "whole-trace": "the whole trace",
+    "markers": "step markers", "steps-line": "the trace's Steps line",
+    "modules": "the runs of the TPU chips' main XLA module",
+    "program-runs": "the runs of the program the host ran most often (no steps in the trace)",
+    "busy-regions": "the accelerators' busy regions (no steps in the trace)",
+    "whole-trace": "the whole trace",
 }
 
 
@@ -76,11 +81,21 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         "title": f"tfprof-towers analysis — {Path(source).name}",
         "doc": d,
         "source": source,
+        "producer": producer_view(doc.get("producer")),
         "window": WINDOWS.get(str(doc.get("window")), str(doc.get("window"))),
         "categories": categories.legend(),
         "rows": rows,
         "data": {"breakdown": {"categories": categories.legend(), "rows": rows}, "timelines": []},
     }
+
+
+def producer_view(producer: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Who wrote the trace, in words (trace text: shown escaped), or None for a document without it."""
+    if not producer:
+        return None
+    fw, vendor = str(producer.get("framework", "unknown")), str(producer.get("vendor", "unknown"))
+    return {"framework": FRAMEWORK_NAMES.get(fw, fw), "vendor": VENDOR_NAMES.get(vendor, vendor),
+            "evidence": [str(e) for e in producer.get("evidence") or ()]}
 
 
 def render_analysis_html(analysis_doc: dict[str, Any], out: Path) -> None:

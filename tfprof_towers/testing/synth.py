@@ -17,8 +17,17 @@ from tfprof_towers.testing.build import (
 )
 
 __all__ = [
-    "DERIVED_LINE_ID", "DERIVED_LINE_IDS", "LineBuilder", "PlaneBuilder", "Ref", "TraceBuilder",
-    "copy_heavy_trace", "group_steps", "memcpy_details"
+    "DERIVED_LINE_ID",
+    "DERIVED_LINE_IDS",
+    "TPU_OPS",
+    "LineBuilder",
+    "PlaneBuilder",
+    "Ref",
+    "TraceBuilder",
+    "copy_heavy_trace",
+    "group_steps",
+    "memcpy_details",
+    "tpu_trace"
 ]
 
 
@@ -165,3 +174,53 @@ def _group_of(start: np.ndarray, step_len: int, steps: int):
     k = start // step_len
     inside = (k < steps) & (start - k * step_len < step_len - 1000)
     return BulkStat("int", np.where(inside, k, 0), present=inside)
+
+
+#: One step of :func:`tpu_trace` on one chip: the ``XLA Ops`` line's ops as ``(name, start_us, dur_us)``
+#: after the step's start.  ``while.2`` holds ``convolution.3`` and ``fusion.4`` (nested, as a TPU's op
+#: line nests a loop's body): the chip is busy 700 us per step (outermost ops: fusion.1 200, while.2 400,
+#: all-reduce.5 100), of which 100 us collective; the ops' durations add up to 1,070 us.
+TPU_OPS = (("fusion.1", 20, 200), ("while.2", 250, 400), ("convolution.3", 260, 200), ("fusion.4", 470, 170),
+           ("all-reduce.5", 700, 100))
+
+
+def tpu_trace(chips: int = 4, steps: int = 3, step_us: int = 1000, steps_line: bool = True,
+              idle_chips: Sequence[int] = (), sparse_core: bool = False) -> TraceBuilder:
+    """A JAX-on-TPU-shaped trace: a host plane (``PjitFunction(train_step)`` per step, PJRT execution), and
+    per chip ``/device:TPU:<n>`` the lines a TPU plane has: ``XLA Modules`` (one ``jit_train_step(1)`` run
+    per step, [10, 910) us), ``XLA Ops`` (:data:`TPU_OPS`, nested), ``Async XLA Ops`` (an all-reduce
+    start..done spanning [650, 850)), ``XLA TraceMe`` and, with ``steps_line``, ``Steps`` (one event per
+    step named by its number, [0, step_us)).  Chip ``n`` starts each step ``n`` us later.  Events carry
+    ``group_id`` (the step) as XProf's TPU step events need.  ``idle_chips``: chips whose plane has only
+    an empty ``XLA Ops`` line.  ``sparse_core``: a ``/device:TPU:0 SparseCore 0`` plane with ops (a plane
+    of a kind the analysis does not read)."""
+    us = 1_000_000
+    b = TraceBuilder("tpu-host")
+    host = b.plane("/host:CPU")
+    py = host.line("python3")
+    for k in range(steps):
+        py.event("PjitFunction(train_step)", k * step_us * us, 5 * us)
+        py.event("PjRtCApiLoadedExecutable::Execute", (k * step_us + 1) * us, 3 * us)
+    for n in range(chips):
+        plane = b.plane(f"/device:TPU:{n}").stats({"core_count": 1})
+        modules, ops = plane.line("XLA Modules", line_id=1), plane.line("XLA Ops", line_id=2)
+        asyncs, traceme = plane.line("Async XLA Ops", line_id=3), plane.line("XLA TraceMe", line_id=4)
+        marks = plane.line("Steps", line_id=5) if steps_line else None
+        if n in idle_chips:
+            continue
+        for k in range(steps):
+            t0 = (k * step_us + n) * us
+            g = {"group_id": k}
+            modules.event("jit_train_step(1)", t0 + 10 * us, 900 * us, g)
+            for name, start, dur in TPU_OPS:
+                ops.event(name, t0 + start * us, dur * us, g)
+            asyncs.event("all-reduce-start.5", t0 + 650 * us, 200 * us, g)
+            traceme.event("MarkerTraceMe", t0 + 10 * us, 1 * us, g)
+            if marks is not None:
+                marks.event(str(k), t0, step_us * us, {**g, "step_name": str(k)})
+    if sparse_core:
+        sc = b.plane("/device:TPU:0 SparseCore 0")
+        line = sc.line("Sparse Core Ops", line_id=1)
+        for k in range(steps):
+            line.event("sparse_gather.1", (k * step_us + 100) * us, 50 * us)
+    return b

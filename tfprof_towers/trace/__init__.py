@@ -1,5 +1,6 @@
-"""TensorFlow profiler traces -> numpy columns -> per-device time attribution.  Never imports TensorFlow
-(nor pandas, unless a DataFrame is asked for).
+"""Profiler traces (XSpace, as TensorFlow and JAX write them, on GPUs and TPUs) -> numpy columns ->
+per-device time attribution.  Never imports TensorFlow (nor pandas, unless a DataFrame is asked for).
+Who wrote a trace is :attr:`Trace.producer` (:mod:`.producer`).
 
 The modules and their data flow are in ARCHITECTURE.md (``trace/``); a run directory's traces are
 analysed through :mod:`tfprof_towers.analysis.run_traces` (this package never reads its format).

@@ -65,15 +65,16 @@ class Analysis:
     @cached_property
     def idle_accelerators(self) -> tuple[str, ...]:
         """Accelerators the trace knows of (a device plane, even one without lines) that ran no kernel
-        (``compute`` or ``collective``) in their step windows, sorted."""
+        (``compute`` or ``collective``) in their step windows, sorted; a plane this tool cannot read
+        (``trace.unread``) is never among them."""
         b = self.breakdown
         t = b.totals
         kernels = np.isin(t.category, [EVENT_CATEGORIES.index(c) for c in ("compute", "collective")])
         busy = {b.devices[d] for d in np.unique(t.device[kernels & (t.count > 0)]).tolist()}
         known = dict.fromkeys([*self.trace.planes, *b.devices])
-        return tuple(
-            sorted((d for d in known if is_accelerator_plane(d) and d not in busy), key=device_sort_key)
-        )
+        unread = self.trace.unread
+        idle = (d for d in known if is_accelerator_plane(d) and d not in busy and d not in unread)
+        return tuple(sorted(idle, key=device_sort_key))
 
     def step_notes(self) -> list[str]:
         """Where owners of step windows did not step together: one note per pair, with the gap(s)."""
@@ -107,6 +108,7 @@ class Analysis:
         step_s = self.step_time_ps / _PS
         doc: dict[str, Any] = {
             "source": self.trace.source,
+            "producer": self.trace.producer.to_json(),
             "steps": self.n_steps,
             "step_numbers": self.trace.step_table.step.tolist(),
             "window": self.trace.window,
@@ -114,6 +116,7 @@ class Analysis:
             "step_time_s": step_s.tolist(),
             "step_time_avg_s": float(step_s.mean()) if step_s.size else 0.0,
             "idle_accelerators": list(self.idle_accelerators),
+            "unread_planes": dict(self.trace.unread),
             "devices": devices_doc(self.breakdown, scale),
             "links": links_doc(self.link_rows, scale),
             "tasks": task_steps(self.trace),

@@ -30,6 +30,7 @@ step             int64       step whose window holds the event's start, -1 when 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -47,15 +48,26 @@ from tfprof_towers.trace.classify import (
 )
 from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
-from tfprof_towers.trace.steps import StepSources, StepTable, assign_steps, step_windows
+from tfprof_towers.trace.producer import UNKNOWN, Producer, detect_producer
+from tfprof_towers.trace.steps import (
+    REGION_GAP_PS,
+    StepSources,
+    StepTable,
+    assign_steps,
+    outside_ps,
+    program_run_name,
+    step_windows,
+)
 from tfprof_towers.vocab.errors import TraceError
-from tfprof_towers.xplane import RawSpace, read_xspace
+from tfprof_towers.xplane import DEVICE, HOST, RawSpace, read_xspace, used_codes
 from tfprof_towers.xplane.memory import release_free_memory
+from tfprof_towers.xplane.tables import TPU_OP_LINE, tpu_planes
 
 if TYPE_CHECKING:
     import pandas as pd
 
-WHOLE_TRACE_NOTE = "no step markers and no Steps line: the whole trace is analysed as one window"
+WHOLE_TRACE_NOTE = ("no step markers, no Steps line and no accelerator work: the whole trace is analysed as "
+                    "one window")
 
 __all__ = ["Host", "Trace", "load_trace", "trace_from_bytes", "trace_from_raw"]
 
@@ -78,7 +90,7 @@ class Trace:
     source: str
     columns: EventColumns
     step_table: StepTable  # the step windows (``steps`` as a DataFrame)
-    window: str  # "markers" | "steps-line" | "whole-trace"
+    window: str  # "markers" | "steps-line" | "modules" | "program-runs" | "busy-regions" | "whole-trace"
     hostnames: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     hosts: tuple[Host, ...] = ()  # per host file (task); empty: one host, not named
@@ -89,6 +101,11 @@ class Trace:
     #: trace their host's windows), by name; every other device uses ``step_table``
     device_steps: dict[str, StepTable] = field(default_factory=dict)
     planes: tuple[str, ...] = ()  # every plane's name (with its task prefix), lines or not
+    #: the framework and vendor that wrote the trace (:mod:`.producer`)
+    producer: Producer = UNKNOWN
+    #: device planes with events that this tool cannot yet read right, and why (:func:`unread_planes`):
+    #: left out of the findings, never called idle
+    unread: dict[str, str] = field(default_factory=dict)
 
     def steps_of(self, device: str) -> StepTable:
         """The step windows ``device`` is broken down in."""
@@ -160,6 +177,8 @@ def _from_box(
     """:func:`trace_from_raw` of the space in ``box``, which it empties: where the caller keeps no
     other reference, the space's columns are let go as soon as they are used up."""
     raw = box.pop()
+    producer = producer_of(raw)
+    unread = unread_planes(raw, prefix)
     stats = raw.stats
     raw = replace(raw, stats={})  # each stat column is let go as soon as it is used up
     classes = classify(raw, stats, node_devices, prefix)
@@ -202,9 +221,74 @@ def _from_box(
         corr_index=corr_index,
         corr=corr_value,
     )
-    notes = (WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()
+    notes = ((WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()) + (
+        (regions_note(raw, classes.category, steps),) if window == "busy-regions" else ()) + (
+        (runs_note(raw, classes.category, steps),) if window == "program-runs" else ()) + tuple(
+        f"{plane}: {why}; left out of the findings (it is not idle)" for plane, why in unread.items())
     trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources,
-                  device_steps, tuple(prefix + p for p in raw.planes.names))
+                  device_steps, tuple(prefix + p for p in raw.planes.names), producer, unread)
     del raw, classes
     release_free_memory()
     return trace
+
+
+def producer_of(raw: RawSpace) -> Producer:
+    """Who wrote ``raw`` (:func:`~.producer.detect_producer`), from its planes, host threads and the
+    distinct names of its host and device events (every event, derived lines' too)."""
+    kinds = raw.planes.kinds
+    items = raw.strings.items
+    on = kinds[raw.event_plane]
+
+    def names(kind: int) -> list[str]:
+        return [items[c] for c in used_codes(raw.name[on == kind]).tolist()]
+
+    threads = [n for n, p in zip(raw.lines.names, raw.lines.plane.tolist()) if kinds[p] == HOST]
+    return detect_producer(raw.planes.names, raw.planes.stats, threads, names(HOST), names(DEVICE))
+
+
+_GPU_PLANE = re.compile(r"^/device:GPU:\d+$")
+
+
+def unread_planes(raw: RawSpace, prefix: str = "") -> dict[str, str]:
+    """Device planes with events whose kind this tool cannot yet read right, and why: a GPU's streams
+    and a TPU chip's ``XLA Ops`` line are read; any other device plane with events (a TPU's SparseCore,
+    a custom or vendor plane) is not, nor a TPU chip's plane without an ``XLA Ops`` line."""
+    counts = np.bincount(raw.event_plane, minlength=len(raw.planes.names))
+    tpu = tpu_planes(raw.planes.names)
+    with_ops = {int(p) for nm, p, n in zip(raw.lines.names, raw.lines.plane.tolist(), raw.lines.event_count)
+                if nm == TPU_OP_LINE and n > 0}
+    out = {}
+    for p, name in enumerate(raw.planes.names):
+        if raw.planes.kinds[p] != DEVICE or not counts[p] or _GPU_PLANE.match(name):
+            continue
+        if tpu[p]:
+            if p in with_ops:
+                continue
+            why = (f"a TPU plane with no event on an `{TPU_OP_LINE}` line ({int(counts[p])} events on other "
+                   "lines)")
+        else:
+            why = f"a plane of a kind this tool does not read yet ({int(counts[p])} events)"
+        out[prefix + name] = why
+    return out
+
+
+def regions_note(raw: RawSpace, category: np.ndarray, steps: StepTable) -> str:
+    """What ``busy-regions`` windows mean, with the time they leave out."""
+    outside, span = outside_ps(raw, category, steps)
+    n = len(steps)
+    return (f"no step markers and no Steps line: the accelerators' {n} busy region{'s' if n != 1 else ''} "
+            f"(their work, split where all of them pause for {REGION_GAP_PS / 1e9:g} ms or more) "
+            f"{'are' if n != 1 else 'is'} analysed as the steps; {outside / 1e12:.6g} s of the trace's "
+            f"{span / 1e12:.6g} s is outside any accelerator work and is not analysed (not a launch or input "
+            "problem: the program was doing something other than issuing work)")
+
+
+def runs_note(raw: RawSpace, category: np.ndarray, steps: StepTable) -> str:
+    """What ``program-runs`` windows mean, with the time they leave out."""
+    outside, span = outside_ps(raw, category, steps)
+    name = program_run_name(raw, category)
+    return (f"no step markers and no Steps line: the {len(steps)} runs of `{name}`, the program the host ran "
+            "most often while the accelerators worked, are analysed as the steps "
+            f"(each from one run's start to the next one's); {outside / 1e12:.6g} s of the trace's "
+            f"{span / 1e12:.6g} s is outside them, outside any accelerator work or before the first run, "
+            "and is not analysed")

@@ -14,7 +14,8 @@ from tfprof_towers.vocab.device_names import canonical_device
 MARKER_NAMES = frozenset({"train", "SessionRun", "TraceContext", "test", "eval", "predict"})
 SEND_RECV_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
 _COLLECTIVE = re.compile(
-    r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|collective_?permute|collectivereduce",
+    r"nccl|rccl|all[-_]?reduce|all[-_]?gather|reduce[-_]?scatter|all[-_]?to[-_]?all|collective[-_]?permute|"
+    r"collectivereduce",
     re.IGNORECASE,
 )
 _INPUT_NAME = re.compile(

@@ -5,7 +5,22 @@
   their latest end.
 * ``steps-line``: the events of the derived ``Steps`` line, named by step number
   (numbered in order of name when the names are not numbers).
-* ``whole-trace``: one window over every event that counts as time.
+* ``modules``: no markers and no ``Steps`` line, but TPU chips with an ``XLA Modules`` line (one event
+  per program run): each run of the program with the most time is a step, numbered in order on each
+  chip (each chip its own windows).
+* ``program-runs``: none of those, but the host ran one compiled program again and again (a JAX
+  ``jit_<f>:XLA GPU module`` execution, a ``tf.function``'s ``__inference_<f>`` call) while the
+  accelerators worked: the program run most often is the step, each window from one run's start to the
+  next one's or to the end of the accelerators' busy region it launched into, whichever comes first --
+  provided the windows hold :data:`RUNS_COVER` of the accelerators' time in their busy regions (else the
+  regions are the steps).
+* ``busy-regions``: none of those, but accelerators (GPU or TPU chip planes) did work: their busy
+  regions are the steps -- the union of their events that count as time, split where every
+  accelerator pauses for at least :data:`REGION_GAP_PS` and ten times the median pause -- each window
+  from a region's first event's start to its last one's end (micro-benchmarks, inference: XProf's
+  op profile measures such a trace over the same span).  Host time outside them is outside any
+  accelerator work, not a launch or input problem, and is not analysed.
+* ``whole-trace``: one window over every event that counts as time (no accelerator did work).
 
 Windows are sorted by start, and each ends no later than the next one starts.  An
 event belongs to the window holding its start.  They are a :class:`StepTable` (numpy;
@@ -26,6 +41,7 @@ a step do not overlap did not step together (:func:`apart`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,11 +51,19 @@ import numpy as np
 from tfprof_towers.trace.codes import CAT
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, TIME_CATEGORIES
 from tfprof_towers.xplane import HOST, RawSpace, StatColumn, dense_unique, used_codes
+from tfprof_towers.xplane.tables import tpu_planes
 
 if TYPE_CHECKING:
     import pandas as pd
 
 STEPS_LINE = "Steps"
+MODULES_LINE = "XLA Modules"
+#: The shortest pause of every accelerator that ends a busy region (and ten times the median pause).
+REGION_GAP_PS = 1_000_000_000
+REGION_GAP_FACTOR = 10
+#: The share of the accelerators' time in their busy regions that a program's runs must hold to be the steps.
+RUNS_COVER = 0.95
+_ACCELERATOR_PLANE = re.compile(r"^/device:(GPU|TPU):\d+$")
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,6 +159,15 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
             int(p): windows(step[plane == p], start[plane == p], end[plane == p]) for p in np.unique(plane)
         }
         return windows(step, start, end), "steps-line", planes
+    modules = module_windows(raw)
+    if modules:
+        return StepTable.join(list(modules.values())), "modules", modules
+    regions = busy_regions(raw, category)
+    if len(regions):
+        runs = program_runs(raw, category, regions)
+        if len(runs):
+            return runs, "program-runs", {}
+        return regions, "busy-regions", {}
     is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
     is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
     counted = np.flatnonzero(is_time[category[:k]])
@@ -142,6 +175,128 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
         return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), "whole-trace", {}
     lo, hi = start_ps[counted].min(), (start_ps[counted] + dur_ps[counted]).max()
     return windows(np.array([0]), np.array([lo]), np.array([hi])), "whole-trace", {}
+
+
+def _accelerator_rows(raw: RawSpace, category: np.ndarray) -> np.ndarray:
+    """The events of accelerator planes (GPUs, TPU chips) that count as time, with a duration."""
+    k = raw.n_kept
+    is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
+    is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
+    accelerator = np.array([bool(_ACCELERATOR_PLANE.match(nm)) for nm in raw.planes.names], dtype=bool)
+    return np.flatnonzero(accelerator[raw.event_plane[:k]] & is_time[category[:k]] & (raw.dur_ps[:k] > 0))
+
+
+def busy_regions(raw: RawSpace, category: np.ndarray) -> StepTable:
+    """The accelerators' busy regions as windows numbered 0, 1, ... (module docstring); empty when no
+    accelerator plane has an event that counts as time."""
+    rows = _accelerator_rows(raw, category)
+    if not rows.size:
+        return windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    order = np.argsort(raw.start_ps[rows], kind="stable")
+    start = raw.start_ps[rows][order]
+    reach = np.maximum.accumulate(start + raw.dur_ps[rows][order])  # the furthest end so far
+    pause = start[1:] - reach[:-1]
+    positive = pause[pause > 0]
+    cut = max(REGION_GAP_PS, REGION_GAP_FACTOR * int(np.median(positive))) if positive.size else REGION_GAP_PS
+    split = np.flatnonzero(pause >= cut)
+    first = np.r_[0, split + 1]
+    last = np.r_[split, start.size - 1]
+    return windows(np.arange(first.size), start[first], reach[last])
+
+
+#: Host events that are one run of a compiled program: JAX's ``jit_<f>:XLA GPU module`` (``XLA CPU module``
+#: & co.) and a ``tf.function``'s ``__inference_<f>_<n>``.
+PROGRAM_RUN = re.compile(r"(^[\w.\-]+:XLA( \w+)? module$)|(^__inference_\w+$)")
+
+
+def program_runs(raw: RawSpace, category: np.ndarray, regions: StepTable) -> StepTable:
+    return _program_runs(raw, category, regions)[0]
+
+
+def program_run_name(raw: RawSpace, category: np.ndarray) -> str:
+    """The name of the program whose runs are the steps (``program-runs`` windows), "" when none."""
+    return _program_runs(raw, category, busy_regions(raw, category))[1]
+
+
+def _program_runs(raw: RawSpace, category: np.ndarray, regions: StepTable) -> tuple[StepTable, str]:
+    """Windows from the host's runs of the program it ran most often (module docstring): runs that
+    launch into the accelerators' busy ``regions`` (start in one, or less than :data:`REGION_GAP_PS` before
+    it), at least two, whose windows hold at least
+    :data:`RUNS_COVER` of the accelerators' time in the regions; empty otherwise."""
+    none = windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), ""
+    k = raw.n_kept
+    host = np.flatnonzero(raw.planes.kinds[raw.event_plane[:k]] == HOST)
+    items = raw.strings.items
+    program = [c for c in used_codes(raw.name[host]).tolist() if PROGRAM_RUN.match(items[c])]
+    if not program or not len(regions):
+        return none
+    is_program = np.zeros(len(items), dtype=bool)
+    is_program[program] = True
+    runs = host[is_program[raw.name[host]]]
+    runs = runs[np.lexsort((raw.start_ps[runs], raw.name[runs]))]  # by program, then by start
+    cuts = np.flatnonzero(np.diff(raw.name[runs])) + 1
+    best: tuple[int, int, np.ndarray, str] | None = None
+    for rows in np.split(runs, cuts):
+        c = int(raw.name[rows[0]])
+        start, end = raw.start_ps[rows], raw.start_ps[rows] + raw.dur_ps[rows]
+        top = np.r_[True, start[1:] >= np.maximum.accumulate(end)[:-1]]  # nested or repeated: the outer run
+        start, end = start[top], end[top]
+        # the region each run launches work into: the first one ending after its start, which starts no
+        # more than a region gap after it (dispatch runs ahead of the device)
+        i = np.searchsorted(regions.end_ps, start, side="right")
+        ok = i < len(regions)
+        ok[ok] = regions.start_ps[i[ok]] - start[ok] < REGION_GAP_PS
+        start, end, i = start[ok], end[ok], i[ok]
+        key = (int(start.size), int((end - start).sum()))
+        if start.size >= 2 and (best is None or key > best[:2]):
+            best = (*key, np.stack([start, i]), items[c])
+    if best is None:
+        return none
+    start, region = best[2]
+    # each run's window ends at the next run, or at the end of the busy region it launched into
+    end = np.minimum(np.r_[start[1:], np.iinfo(np.int64).max], regions.end_ps[region])
+    table = windows(np.arange(start.size), start, end)
+    work = _accelerator_rows(raw, category)
+    s = raw.start_ps[work]
+    held = assign_steps(s, table) >= 0
+    in_regions = assign_steps(s, regions) >= 0
+    total = raw.dur_ps[work][in_regions].sum()
+    return (table, best[3]) if total and raw.dur_ps[work][held].sum() >= RUNS_COVER * total else none
+
+
+def outside_ps(raw: RawSpace, category: np.ndarray, steps: StepTable) -> tuple[int, int]:
+    """``(outside, span)``: of the span of every event that counts as time, the time in no window."""
+    k = raw.n_kept
+    is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
+    is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
+    counted = np.flatnonzero(is_time[category[:k]])
+    if not counted.size:
+        return 0, 0
+    lo, hi = int(raw.start_ps[counted].min()), int((raw.start_ps[counted] + raw.dur_ps[counted]).max())
+    inside = int(np.clip(np.minimum(steps.end_ps, hi) - np.maximum(steps.start_ps, lo), 0, None).sum())
+    return hi - lo - inside, hi - lo
+
+
+def module_windows(raw: RawSpace) -> dict[int, StepTable]:
+    """Per TPU plane with an ``XLA Modules`` line: the runs of the program with the most time over every
+    such line, as windows numbered 0, 1, ... in order of start (empty: no such line)."""
+    tpu = tpu_planes(raw.planes.names)
+    on_line = np.array([nm == MODULES_LINE and bool(tpu[p]) for nm, p in
+                        zip(raw.lines.names, raw.lines.plane.tolist())], dtype=bool)
+    if not on_line.any():
+        return {}
+    ev = np.flatnonzero(on_line[raw.event_line])
+    if not ev.size:
+        return {}
+    time = np.bincount(raw.name[ev], weights=raw.dur_ps[ev].astype(np.float64))
+    ev = ev[raw.name[ev] == int(np.argmax(time))]
+    plane = raw.event_plane[ev]
+    out = {}
+    for p in np.unique(plane).tolist():
+        rows = ev[plane == p]
+        rows = rows[np.argsort(raw.start_ps[rows], kind="stable")]
+        out[int(p)] = windows(np.arange(rows.size), raw.start_ps[rows], raw.start_ps[rows] + raw.dur_ps[rows])
+    return out
 
 
 def windows(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> StepTable:

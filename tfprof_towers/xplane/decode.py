@@ -53,6 +53,7 @@ from tfprof_towers.xplane.tables import (
     derived_lines,
     empty_stat,
     plane_kind,
+    tpu_planes,
 )
 from tfprof_towers.xplane.wire import Buffer
 
@@ -162,7 +163,8 @@ def _decode_lines(
     lines = read_lines(buf, planes.line_plane[idx], planes.line_start[idx], planes.line_end[idx])
     origin = int(lines.timestamp_ns.min())
     pending = PendingStrings(strings, known)
-    derived = derived_lines(lines.name, lines.id)
+    named = [nm or dn for nm, dn in zip(lines.name, lines.display_name)]
+    derived = derived_lines(named, lines.id, tpu_planes([p.name for p in planes.planes])[lines.plane])
     ev_line = np.repeat(np.arange(lines.plane.size, dtype=np.int32), lines.event_count)
     starts, ends = lines.event_start, lines.event_end
     stamp = (lines.timestamp_ns - origin) * 1000
@@ -243,7 +245,8 @@ def _assemble(
     ts = np.concatenate([x.timestamp_ns for x in ls]) if ls else np.zeros(0, np.int64)
     counts = np.concatenate([x.event_count for x in ls]) if ls else np.zeros(0, np.int64)
     line_names = [nm or dn or str(i) for x in ls for nm, dn, i in zip(x.name, x.display_name, x.id.tolist())]
-    derived = derived_lines([nm for x in ls for nm in x.name], ids)
+    named = [nm or dn for x in ls for nm, dn in zip(x.name, x.display_name)]
+    derived = derived_lines(named, ids, tpu_planes(names)[plane])
     origin = int(ts.min()) if ts.size else 0
     columns = {}
     for key, dtype in (("start", np.int64), ("dur", np.int64), ("name", np.int64), ("line", np.int32)):
@@ -277,7 +280,8 @@ def _assemble(
     narrow = np.int16 if len(names) < (1 << 15) else np.int32
     return RawSpace(
         source=source,
-        planes=PlaneTable(tuple(names), np.array([plane_kind(nm) for nm in names], dtype=np.int8)),
+        planes=PlaneTable(tuple(names), np.array([plane_kind(nm) for nm in names], dtype=np.int8),
+                          tuple(plane_stats(p) for p in planes.planes)),
         lines=LineTable(tuple(line_names), plane, derived, counts, (ts - origin) * 1000),
         event_line=columns["line"],
         event_plane=plane.astype(narrow)[columns["line"]],
@@ -290,3 +294,21 @@ def _assemble(
         hostnames=planes.hostnames,
         origin_ns=origin,
     )
+
+
+def plane_stats(plane) -> dict[str, str | int | float]:
+    """A plane's own stats (an ``XPlane`` message without its lines) by name; a reference value as the
+    text it names."""
+    meta = {k: v.name for k, v in plane.stat_metadata.items()}
+    out: dict[str, str | int | float] = {}
+    for st in plane.stats:
+        kind = st.WhichOneof("value")
+        if kind is None or st.metadata_id not in meta:
+            continue
+        value = getattr(st, kind)
+        if kind == "ref_value":
+            value = meta.get(value, "")
+        elif kind == "bytes_value":
+            continue
+        out[meta[st.metadata_id]] = value
+    return out

@@ -9,8 +9,9 @@ classifier's business, not the reader's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,9 +35,15 @@ DERIVED_LINE_NAMES = frozenset(
         "Framework Ops",
         "Framework Name Scope",
         "SparseCore Ops",
+        "Async XLA Ops",
     }
 )
 DERIVED_LINE_ID = -559038737
+#: A TPU chip's plane (``/device:TPU:0``): its ``XLA Ops`` line is the chip's own record of the ops it ran
+#: (XProf's op line for TPUs), not a copy of other lines' events; its other lines (``XLA Modules``,
+#: ``Async XLA Ops``, ``XLA TraceMe``, ``Steps``, ...) are derived (nested in, or beside, the same time).
+TPU_PLANE = re.compile(r"^/device:TPU:\d+$")
+TPU_OP_LINE = "XLA Ops"
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,9 @@ class PlaneTable:
 
     names: tuple[str, ...]
     kinds: np.ndarray  # int8 per plane: HOST, DEVICE or OTHER
+    #: per plane, its own stats (``XPlane.stats``: ``device_vendor``, ``compute_cap_major``, ...) by name;
+    #: a reference value is given as the text it names
+    stats: tuple[Mapping[str, str | int | float], ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -160,9 +170,19 @@ def plane_kind(name: str) -> int:
     return HOST if name.startswith("/host:") else DEVICE if name.startswith("/device:") else OTHER
 
 
-def derived_lines(names: list[str], ids: np.ndarray) -> np.ndarray:
-    """Which lines are derived (repeat other lines' events), from their names and ids."""
+def derived_lines(names: list[str], ids: np.ndarray, on_tpu: np.ndarray | None = None) -> np.ndarray:
+    """Which lines are derived (repeat other lines' events), from their names (a line's name, else its
+    display name) and ids.  On a TPU chip's plane (``on_tpu``, per line: :data:`TPU_PLANE`) the ``XLA Ops``
+    line is the one line kept, whatever its id, and every other line (modules, async ops, TraceMe, steps,
+    counters) is not time: a chip's lines nest in, or sit beside, the same time."""
+    tpu = on_tpu.tolist() if on_tpu is not None else [False] * len(names)
     return np.array(
-        [nm in DERIVED_LINE_NAMES or abs(i - DERIVED_LINE_ID) < 64 for nm, i in zip(names, ids.tolist())],
+        [(nm != TPU_OP_LINE) if t else (nm in DERIVED_LINE_NAMES or abs(i - DERIVED_LINE_ID) < 64)
+         for nm, i, t in zip(names, ids.tolist(), tpu)],
         dtype=bool,
     )
+
+
+def tpu_planes(names: list[str] | tuple[str, ...]) -> np.ndarray:
+    """Per plane: a TPU chip's (:data:`TPU_PLANE`)."""
+    return np.array([bool(TPU_PLANE.match(nm)) for nm in names], dtype=bool)

@@ -1,0 +1,71 @@
+"""Rules on moving data: ``exposed_copies`` (host<->device copies not hidden behind compute) and
+``collective_bound`` (time in collectives)."""
+
+from __future__ import annotations
+
+from tfprof_towers.advice.findings import Finding, Rule
+from tfprof_towers.advice.trace_rules.facts import TraceFacts
+from tfprof_towers.advice.trace_rules.suggestions import copies_suggestion, suggestion
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_rate, fmt_seconds
+
+
+def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
+    d = f.devices
+    rows = []
+    for dev in d.index:
+        window = float(d.at[dev, "window_s"])
+        exposed = f.wall_s(dev, "h2d") + f.wall_s(dev, "d2h")
+        if window <= 0 or exposed / window < rule.param("min_exposed_share"):
+            continue
+        cp = f.copies.loc[dev] if dev in f.copies.index else None
+        seconds = float(cp.seconds) if cp is not None else 0.0
+        nbytes = float(cp.bytes) if cp is not None else 0.0
+        rows.append({"device": dev, "exposed_s": exposed, "step_s": window, "share": exposed / window,
+                     "copy_s": seconds, "bytes_per_step": nbytes,
+                     "gbps": nbytes / seconds / 1e9 if seconds > 0 else None,
+                     "h2d_exposed_s": f.wall_s(dev, "h2d"), "d2h_exposed_s": f.wall_s(dev, "d2h")})
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -r["share"])
+    r = rows[0]
+    rate = fmt_rate(r["gbps"] * 1e9) if r["gbps"] is not None else "–"
+    msg = (f"host↔device copies not hidden behind other work on {r['device']} are {fmt_percent(r['share'])} "
+           f"of its {fmt_seconds(r['step_s'])} step ({fmt_seconds(r['exposed_s'])}: host→device "
+           f"{fmt_seconds(r['h2d_exposed_s'])}, device→host {fmt_seconds(r['d2h_exposed_s'])}); "
+           f"{fmt_bytes(r['bytes_per_step'])} per step at {rate} achieved")
+    if len(rows) > 1:
+        msg += "; also " + ", ".join(f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:])
+    slow = r["gbps"] is not None and r["gbps"] < rule.param("slow_gbps")
+    text = copies_suggestion(f.producer, slow, rule.param("slow_gbps"))
+    return Finding(rule.name, rule.tier(r["share"]), f.name, msg, text,
+                   {**r, "others": rows[1:]}, (), tuple(x["device"] for x in rows))
+
+
+
+def check_collective_bound(rule: Rule, f: TraceFacts) -> Finding | None:
+    d = f.devices
+    rows = []
+    for dev, union in f.collective_union_s.items():
+        window = float(d.at[dev, "window_s"]) if dev in d.index else 0.0
+        if window <= 0 or union / window < rule.param("min_collective_share"):
+            continue
+        exposed = f.wall_s(dev, "collective")
+        overlap = max(0.0, union - exposed)
+        rows.append({"device": dev, "collective_s": union, "step_s": window, "share": union / window,
+                     "exposed_s": exposed, "overlap_s": overlap, "overlap_share": overlap / union})
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -r["share"])
+    r = rows[0]
+    msg = (f"{r['device']} spends {fmt_percent(r['share'])} of its {fmt_seconds(r['step_s'])} step in "
+           f"collectives ({fmt_seconds(r['collective_s'])}); {fmt_percent(r['overlap_share'])} of that "
+           f"overlaps compute, {fmt_seconds(r['exposed_s'])} per step does not")
+    if len(rows) > 1:
+        msg += "; also " + ", ".join(f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:])
+    overlapped = r["overlap_share"] >= rule.param("min_overlap_share")
+    text = suggestion("collective_bound.overlapped" if overlapped else "collective_bound.overlap", f.producer)
+    return Finding(rule.name, rule.tier(r["share"]), f.name, msg, text,
+                   {**r, "others": rows[1:]}, (), tuple(x["device"] for x in rows))
+
+
+# Kernel names that tell their precision.  TF32 tensor-core kernels (``tf32``) read and write
