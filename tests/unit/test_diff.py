@@ -94,7 +94,8 @@ def test_run_against_run(runs) -> None:
     assert single["samples"] == "timed steps (record.json)" and single["base_steps_s"] == SINGLE
     bug = pairs["towers_bug"]["step_time"]
     assert bug["change_pct"] == 0 and bug["beyond_noise"] is False and bug["test"]["p"] == 1.0
-    assert doc["gate"]["slower"] == ["single"] and doc["gate"]["untested"] == ["broken"]
+    assert doc["gate"]["slower"] == ["single"] and doc["gate"]["not_gated"] == ["broken"]  # failed on both sides
+    assert doc["gate"]["regressed"] == [] and doc["gate"]["passed"] == ["towers_bug"]
 
 
 def test_placement_moves_with_their_source_lines(runs) -> None:
@@ -148,7 +149,8 @@ def test_gate_exit_codes_json_and_html(runs, tmp_path: Path, capsys) -> None:
     base, new = runs
     assert main(["diff", str(base), str(new), "--fail-if-slower", "10"]) == EXIT_SLOWER == 5
     out = capsys.readouterr().out
-    assert "FAIL: slower by more than 10% beyond noise: single" in out
+    assert "FAIL: more than 10% slower, or no longer runs: single" in out
+    assert "  single: slower: median +50.0%, beyond noise (p = 0.00216), more than 10%" in out
     assert "placement moves (1 nodes" in out and f"{HOSTILE}.py:12".rsplit("/", 1)[-1] in out
     assert main(["diff", str(base), str(new), "--fail-if-slower", "60"]) == 0
     assert "pass: no variant slower by more than 60%" in capsys.readouterr().out

@@ -41,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
     from tfprof_towers.advice.trace_rules import evaluate_trace
 
+    if args.html is not None:  # refused before the trace is read: a device, an input, a run's own file
+        from tfprof_towers.rundir.outputs import output_path
+
+        output_path(args.html, [args.path], "--html")
     analysis = analyze_path(args.path, run=args.run)
     doc = analysis.to_doc(per_step=False)
     doc.update(evaluate_trace(analysis).to_json())  # "findings" (most severe first) and "rules"
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             from tfprof_towers.render.analysis_html import render_analysis_html
         except ImportError:
             raise TowersError("--html: the HTML renderer is not available in this build") from None
-        render_analysis_html(doc, args.html)
+        render_analysis_html(doc, args.html, [args.path])
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
     else:
