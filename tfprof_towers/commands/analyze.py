@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -10,6 +11,7 @@ from typing import Any, TextIO
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
 from tfprof_towers.vocab.errors import TowersError
+from tfprof_towers.vocab.textcap import visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,11 +58,13 @@ def run(args: argparse.Namespace) -> int:
         render_analysis_html(doc, args.html, [args.path])
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
-    else:
-        print_tables(doc, sys.stdout)
-        print_findings(doc, sys.stdout)
+    else:  # names from the trace are printed with their control and bidi characters made visible
+        buf = io.StringIO()
+        print_tables(doc, buf)
+        print_findings(doc, buf)
         if args.html is not None:
-            print(f"\nwrote {args.html}")
+            buf.write(f"\nwrote {args.html}\n")
+        sys.stdout.write(visible(buf.getvalue()))
     return 0
 
 

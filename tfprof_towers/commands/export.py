@@ -28,7 +28,10 @@ def run(args: argparse.Namespace) -> int:
     For a run directory the numbers are the ones `report` computes.  Never imports TensorFlow.
     """
     from tfprof_towers.frames import load
+    from tfprof_towers.rundir.outputs import output_folder
 
+    folder, what = (args.parquet, "--parquet") if args.parquet is not None else (args.csv, "--csv")
+    output_folder(folder, [args.path], what, make=False)  # refused before the trace is read
     profile = load(args.path)
     if args.parquet is not None:
         written = profile.to_parquet(args.parquet)

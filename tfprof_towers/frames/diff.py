@@ -262,7 +262,8 @@ def diff_pair(b: Side, n: Side, alpha: float = ALPHA) -> dict[str, Any]:
 
 
 #: The gate's outcome per variant (:func:`judge`).
-SLOWER, REGRESSED, INCONCLUSIVE, PASSED, NOT_GATED = "slower", "regressed", "inconclusive", "passed", "not gated"
+SLOWER, REGRESSED, INCONCLUSIVE = "slower", "regressed", "inconclusive"
+PASSED, NOT_GATED = "passed", "not gated"
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,8 @@ def judge(pair: Mapping[str, Any], pct: float, kind: str = RUN) -> Verdict:
     name, st = str(pair["new"]), pair["step_time"]
     bs, ns = pair.get("base_status"), pair.get("new_status")
     if bs not in (None, "ok"):
-        return Verdict(name, NOT_GATED, f"BASE did not run ({bs}: {pair.get('base_error') or 'no reason given'})")
+        why = pair.get("base_error") or "no reason given"
+        return Verdict(name, NOT_GATED, f"BASE did not run ({bs}: {why})")
     if ns not in (None, "ok"):
         return Verdict(name, REGRESSED, f"ok -> {ns}: {pair.get('new_error') or 'no reason given'}")
     xs, ys = st["base_steps_s"], st["new_steps_s"]

@@ -51,7 +51,8 @@ def status_text(p: Mapping[str, Any]) -> str | None:
         return None
     def side(status: Any, error: Any) -> str:
         return f"{status} ({error})" if error and status not in (None, "ok") else str(status)
-    return f"status: {side(p['base_status'], p.get('base_error'))} -> {side(p['new_status'], p.get('new_error'))}"
+    before, after = side(p["base_status"], p.get("base_error")), side(p["new_status"], p.get("new_error"))
+    return f"status: {before} -> {after}"
 
 
 def no_data_text(p: Mapping[str, Any]) -> str | None:
@@ -169,7 +170,8 @@ def gate_text(gate: Mapping[str, Any]) -> str:
         if gate["inconclusive"]:
             head += f" (inconclusive, allowed: {', '.join(gate['inconclusive'])})"
     elif failed == INCONCLUSIVE:
-        head = (f"INCONCLUSIVE: too few steps to tell whether {', '.join(gate['inconclusive']) or 'any variant'} "
+        which = ", ".join(gate["inconclusive"]) or "any variant"
+        head = (f"INCONCLUSIVE: too few steps to tell whether {which} "
                 f"got more than {pct:g}% slower (fails the gate; --allow-inconclusive lets it pass)")
     else:
         bad = gate["slower"] + gate["regressed"]

@@ -37,7 +37,8 @@ from tfprof_towers.rundir.paths import (
 from tfprof_towers.vocab.errors import TowersError
 
 #: Files of a run directory's top level that the tool writes (and reads back): never a user's OUT.
-OWNED_FILES = frozenset({RUN_JSON, SUMMARY_JSON, REPORT_HTML, PROJECTION_JSON, "scaling.json", "cluster.json"})
+OWNED_FILES = frozenset({RUN_JSON, SUMMARY_JSON, REPORT_HTML, PROJECTION_JSON, "scaling.json",
+                         "cluster.json"})
 #: Folders of a run directory whose whole contents the tool owns.
 OWNED_FOLDERS = frozenset({"variants", "tensorboard"})
 TRACE_SUFFIXES = (".xplane.pb", ".xplane.riegeli")
@@ -117,9 +118,10 @@ def write_error(exc: OSError) -> str:
     return f"cannot write ({exc.strerror or exc})"
 
 
-def output_folder(folder: Path | str, inputs: Iterable[Path | str] = (), what: str = "--parquet") -> Path:
-    """A folder to write files into: made if needed; refused when it exists and is not a folder, or is
-    (or is inside) a folder the tool owns in a run directory."""
+def output_folder(folder: Path | str, inputs: Iterable[Path | str] = (), what: str = "--parquet",
+                  make: bool = True) -> Path:
+    """A folder to write files into: made if needed (``make``); refused when it exists and is not a
+    folder, or is (or is inside) a folder the tool owns in a run directory."""
     folder = Path(folder)
     label = f"{what} {folder}"
     try:
@@ -140,7 +142,8 @@ def output_folder(folder: Path | str, inputs: Iterable[Path | str] = (), what: s
         if _same(resolved, Path(inp)):
             raise TowersError(f"{label}: is one of the inputs ({inp})")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        if make:
+            folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TowersError(f"{label}: {write_error(exc)}") from None
     return folder

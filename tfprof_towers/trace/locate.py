@@ -49,7 +49,8 @@ def find_profiles(root: Path) -> list[Profile]:
             run = p.parent.name if logdir == "." else f"{logdir}/{p.parent.name}"
             found.append(Profile(p, run, host_name(p)))
     if not found and root.name == "profile" and root.parent.name == "plugins":
-        found = [Profile(p, p.parent.name, host_name(p)) for pattern in PATTERNS for p in root.glob(f"*/{pattern}")]
+        found = [Profile(p, p.parent.name, host_name(p))
+                 for pattern in PATTERNS for p in root.glob(f"*/{pattern}")]
     if not found:
         name = root.resolve().name or str(root)
         found = [Profile(p, name, host_name(p)) for pattern in PATTERNS for p in root.glob(pattern)]

@@ -118,8 +118,9 @@ def _check_head(head: bytes, size: int, name: str) -> None:
 
     tag, p = varint(0)
     if tag < 0 or tag & 7 != 2 or tag >> 3 not in SPACE_FIELDS:
-        raise TraceError(f"{name}: not a readable XSpace trace (its first bytes, {head[:4].hex(' ')}, are not an "
-                         f"XSpace field){_size_note(size)}")
+        first = head[:4].hex(" ")
+        raise TraceError(f"{name}: not a readable XSpace trace (its first bytes, {first}, are not an XSpace "
+                         f"field){_size_note(size)}")
     length, p = varint(p)
     if length < 0 or p + length > size:
         raise TraceError(f"{name}: not a readable XSpace trace (its first field is longer than the file: "
@@ -131,7 +132,7 @@ def _size_note(size: int) -> str:
 
 
 def _available_memory() -> int | None:
-    """Bytes the system can still give (``MemAvailable``; the cgroup's limit when lower); None when unknown."""
+    """Bytes the system can still give (``MemAvailable``; the cgroup's limit when lower); None if unknown."""
     avail = None
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
