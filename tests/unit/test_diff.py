@@ -371,3 +371,27 @@ def test_bidi_names_are_isolated_in_the_page_and_visible_in_the_terminal(runs, t
     assert "\u202e" not in out and "<U+202E>evil/MatMul" in out
     html = page.read_text()
     assert "\u202e" not in html and "<bdi>&lt;U+202E&gt;evil/MatMul</bdi>" in html
+
+
+def test_the_smallest_p_value_each_sample_size_allows() -> None:
+    from tfprof_towers.frames.noise import smallest_p
+
+    assert smallest_p(3, 3) == pytest.approx(0.1)  # 2 / C(6, 3): the tiny preset can never reach 0.05
+    assert smallest_p(3, 4) == pytest.approx(2 / 35)  # 0.057: still not
+    assert smallest_p(4, 4) == pytest.approx(2 / 70)  # 0.029: the first that can
+    assert smallest_p(2000, 2000) == 0.0  # lgamma: no overflow of C(4000, 2000)
+    tied = mann_whitney([1, 1, 2], [2, 3, 3])  # ties: the normal approximation, read against the same bound
+    assert "normal" in tied.method and tied.min_p == pytest.approx(0.1) and not tied.can_reach(0.05)
+    assert mann_whitney([1, 2, 3, 4], [5, 6, 7, 8]).can_reach(0.05)
+
+
+def test_nothing_gated_is_inconclusive(runs, tmp_path: Path, capsys) -> None:
+    base, new = runs
+    dead = tmp_path / "dead"
+    shutil.copytree(base, dead)
+    for name in ("single", "towers_bug"):
+        _edit(dead, name, _fail_all)
+    assert main(["diff", str(dead), str(new), "--fail-if-slower", "5"]) == EXIT_INCONCLUSIVE
+    out = capsys.readouterr().out
+    assert "no variant could be gated: none ran on BASE" in out
+    assert "single: not gated: BASE did not run (failed: ran out of memory (OOM killer))" in out

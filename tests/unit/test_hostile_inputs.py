@@ -201,3 +201,14 @@ def test_terminal_output_shows_bidi_controls(tmp_path: Path, capsys) -> None:
     assert main(["analyze", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "\u202e" not in out and "<U+202E>evil" in out
+
+
+def test_export_takes_run_and_says_which_run_it_took(tmp_path: Path, capsys) -> None:
+    logdir = _logdir(tmp_path / "logs", "2024_01_01")
+    _logdir(logdir, "2024_02_01")
+    assert main(["export", str(logdir), "--csv", str(tmp_path / "a")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"note: 2 runs under {logdir}; using the newest, 2024_02_01 (choose with --run)\n"
+    assert str(tmp_path / "a" / "events.csv") in captured.out
+    assert main(["export", str(logdir), "--run", "2024_01_01", "--csv", str(tmp_path / "b")]) == 0
+    assert capsys.readouterr().err == ""

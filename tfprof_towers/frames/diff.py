@@ -282,10 +282,14 @@ def more_samples_hint(samples: str, kind: str) -> str:
     """The option that gives the compared samples more steps: ``--steps`` for a run's timed steps,
     ``--profile-steps`` for a run's trace windows, a longer capture for traces from elsewhere."""
     if "record.json" in samples and "step windows" not in samples:
-        return "profile both sides with more --steps (6 or more a side can reach p < 0.05)"
+        return f"profile both sides with more --steps ({_REACH})"
     if kind == TRACE:
-        return "capture more steps in each trace (6 or more a side can reach p < 0.05)"
-    return "profile both sides with more --profile-steps (the trace's steps are the samples)"
+        return f"capture more steps in each trace ({_REACH})"
+    return f"profile both sides with more --profile-steps (the trace's steps are the samples; {_REACH})"
+
+
+#: The smallest sizes at which the exact test can give p < 0.05: 4 and 4 (2 / C(8, 4) = 0.029).
+_REACH = "p < 0.05 needs at least 4 steps a side, and more to find a small change"
 
 
 def slower(pair: Mapping[str, Any], pct: float) -> bool:
