@@ -212,3 +212,14 @@ def test_export_takes_run_and_says_which_run_it_took(tmp_path: Path, capsys) -> 
     assert str(tmp_path / "a" / "events.csv") in captured.out
     assert main(["export", str(logdir), "--run", "2024_01_01", "--csv", str(tmp_path / "b")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_plausible_first_field_then_20_gb_of_holes_is_refused_unread(tmp_path: Path) -> None:
+    huge = tmp_path / "h.xplane.pb"
+    with open(huge, "wb") as f:
+        f.write(b"\x22\x03abc")  # a hostname "abc": a valid first field
+        f.truncate(20 * 1024**3)
+    with pytest.raises(TraceError) as info:
+        read_xspace(huge)
+    assert str(info.value) == (f"{huge}: not a readable XSpace trace (no protobuf field at byte 5: the data "
+                               "is corrupt or truncated); 21.5 GB, not read")

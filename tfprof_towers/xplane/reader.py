@@ -77,10 +77,16 @@ def read_xspace(
         raise TraceError(f"{name}: out of memory decoding it ({size / 1e9:.1f} GB file)") from None
 
 
+#: Top-level fields walked by :func:`check_file` before the rest is left to the reader (a real trace
+#: has one per plane and hostname: tens).
+MAX_CHECKED_FIELDS = 100_000
+
+
 def check_file(path: Path, name: str) -> int:
-    """The file's size, after refusing what cannot be an XSpace: not a regular file, or leading
-    bytes that are not an XSpace field (see the module docstring).  Opened with ``O_NONBLOCK``, so a
-    FIFO is refused, not waited on."""
+    """The file's size, after refusing what cannot be an XSpace: not a regular file, or top-level
+    fields that do not tile the file (see the module docstring).  Opened with ``O_NONBLOCK``, so a
+    FIFO is refused, not waited on; the fields are walked with small ``pread`` calls, so a 20 GB
+    file of zeros after a plausible first field is refused without being read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -94,37 +100,52 @@ def check_file(path: Path, name: str) -> int:
         kind = next((what for test, what in _KINDS if test(st.st_mode)), None)
         if kind is not None or not stat.S_ISREG(st.st_mode):
             raise TraceError(f"{name}: {kind or 'not a regular file'}, not a trace file")
-        head = os.pread(fd, 16, 0)
+        if st.st_size and os.pread(fd, len(RIEGELI_MAGIC), 0) != RIEGELI_MAGIC:
+            _check_fields(fd, st.st_size, name)
     except OSError as exc:
         raise TraceError(f"{name}: cannot read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
-    if st.st_size and head[: len(RIEGELI_MAGIC)] != RIEGELI_MAGIC:
-        _check_head(head, st.st_size, name)
     return st.st_size
 
 
-def _check_head(head: bytes, size: int, name: str) -> None:
-    """The first field of an XSpace: a known field number, length-delimited, its length within the file."""
-    def varint(p: int) -> tuple[int, int]:
-        value = shift = 0
-        while p < len(head) and shift < 64:
-            b = head[p]
-            value |= (b & 0x7F) << shift
-            p, shift = p + 1, shift + 7
-            if b < 0x80:
-                return value, p
-        return -1, p
+def _varint(head: bytes, p: int) -> tuple[int, int]:
+    """A varint of ``head`` at ``p`` and the position after it; -1 when it does not end in ``head``."""
+    value = shift = 0
+    while p < len(head) and shift < 64:
+        b = head[p]
+        value |= (b & 0x7F) << shift
+        p, shift = p + 1, shift + 7
+        if b < 0x80:
+            return value, p
+    return -1, p
 
-    tag, p = varint(0)
-    if tag < 0 or tag & 7 != 2 or tag >> 3 not in SPACE_FIELDS:
-        first = head[:4].hex(" ")
-        raise TraceError(f"{name}: not a readable XSpace trace (its first bytes, {first}, are not an XSpace "
-                         f"field){_size_note(size)}")
-    length, p = varint(p)
-    if length < 0 or p + length > size:
-        raise TraceError(f"{name}: not a readable XSpace trace (its first field is longer than the file: "
-                         f"the protobuf data is corrupt or truncated){_size_note(size)}")
+
+def _check_fields(fd: int, size: int, name: str) -> None:
+    """The XSpace's top-level fields must tile the file: the first is one of :data:`SPACE_FIELDS`
+    (length-delimited), each a valid tag, none running past the end."""
+    pos = count = 0
+    while pos < size and count < MAX_CHECKED_FIELDS:
+        head = os.pread(fd, 24, pos)
+        tag, p = _varint(head, 0)
+        number, wire = tag >> 3, tag & 7
+        if pos == 0 and (tag < 0 or wire != 2 or number not in SPACE_FIELDS):
+            first = head[:4].hex(" ")
+            raise TraceError(f"{name}: not a readable XSpace trace (its first bytes, {first}, are not an "
+                             f"XSpace field){_size_note(size)}")
+        if tag < 0 or number == 0 or wire not in (0, 1, 2, 5):
+            raise TraceError(f"{name}: not a readable XSpace trace (no protobuf field at byte {pos}: the "
+                             f"data is corrupt or truncated){_size_note(size)}")
+        if wire in (0, 2):
+            value, q = _varint(head, p)
+            end = size + 1 if value < 0 else pos + q + (value if wire == 2 else 0)
+        else:
+            end = pos + p + (8 if wire == 1 else 4)
+        if end > size:
+            what = "its first field" if pos == 0 else f"the field at byte {pos}"
+            raise TraceError(f"{name}: not a readable XSpace trace ({what} is longer than the file: the "
+                             f"protobuf data is corrupt or truncated){_size_note(size)}")
+        pos, count = end, count + 1
 
 
 def _size_note(size: int) -> str:
