@@ -223,3 +223,20 @@ def test_a_plausible_first_field_then_20_gb_of_holes_is_refused_unread(tmp_path:
         read_xspace(huge)
     assert str(info.value) == (f"{huge}: not a readable XSpace trace (no protobuf field at byte 5: the data "
                                "is corrupt or truncated); 21.5 GB, not read")
+
+
+@pytest.mark.parametrize("name", ["projection.json", "summary.json", "variants/single/record.json"])
+def test_a_fifo_among_a_runs_documents_is_not_waited_on(tmp_path: Path, name: str) -> None:
+    from report_kit import make_run_dir
+
+    run = make_run_dir(tmp_path / "run")
+    doc = run / name
+    doc.unlink(missing_ok=True)
+    os.mkfifo(doc)
+    code = f"import sys; from tfprof_towers.cli import main; sys.exit(main(['report', {str(run)!r}]))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})  # before: projection.json hung
+    assert r.returncode in (0, 4), r.stderr  # the run still reports; the document is a problem or a failure
+    summary = (run / "summary.json").read_text() if name != "summary.json" else ""
+    if name == "projection.json":
+        assert f"{doc}: not a regular file" in summary
