@@ -239,4 +239,4 @@ def test_a_fifo_among_a_runs_documents_is_not_waited_on(tmp_path: Path, name: st
     assert r.returncode in (0, 4), r.stderr  # the run still reports; the document is a problem or a failure
     summary = (run / "summary.json").read_text() if name != "summary.json" else ""
     if name == "projection.json":
-        assert f"{doc}: not a regular file" in summary
+        assert f"{doc}: cannot read (not a regular file)" in summary

@@ -115,6 +115,14 @@ def test_write_errors_name_the_users_path_and_the_cause(tmp_path: Path, monkeypa
     assert str(info.value) == (f"--html {tmp_path / 'out.html'}: no space left on the device (the disk or "
                                "quota is full); nothing was written")
 
+    def denied(path, data):  # mkstemp in a folder we may not write: the error names the temporary file
+        raise PermissionError(errno.EACCES, "Permission denied", str(path.parent / ".x.html.0i_odv9d.tmp"))
+
+    monkeypatch.setattr(outputs, "atomic_write_bytes", denied)
+    with pytest.raises(TowersError) as info:
+        write_output(tmp_path / "x.html", "page", what="--parquet")
+    assert str(info.value) == f"--parquet {tmp_path / 'x.html'}: cannot write (Permission denied)"
+
 
 def test_output_path_decisions(tmp_path: Path) -> None:
     plain = tmp_path / "new" / "x.html"

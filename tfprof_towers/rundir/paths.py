@@ -170,7 +170,7 @@ def read_json(path: Path) -> Any:
     path = Path(path)
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read until killed
-            raise TowersError(f"{path}: not a regular file")
+            raise TowersError(f"{path}: cannot read (not a regular file)")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TowersError(f"{path}: file not found") from None
