@@ -8,7 +8,9 @@ report.  Only ``capture`` imports TensorFlow, and only inside child processes.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load"]
+from tfprof_towers.vocab.errors import TowersError, TraceError
+
+__all__ = ["TowersError", "TraceError", "__version__", "load"]
 
 
 def __getattr__(name: str):

@@ -72,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except MemoryError:  # numpy's _ArrayMemoryError too: an input too big for this machine, not a bug
+        _say("tfprof-towers: error: out of memory (the input is too large for the memory available)")
+        return EXIT_INPUT
     except OSError as exc:  # a place that cannot be used (permissions, a full disk), not a bug
         where = f"{exc.filename}: " if exc.filename else ""
         _say(f"tfprof-towers: error: {where}{exc.strerror or exc}")

@@ -70,6 +70,22 @@ def test_the_gate_fails_on_50_ms_of_sleep_and_passes_on_itself(run: Path, capsys
     assert doc["pairs"][0]["step_time"]["change_pct"] == 0
 
 
+def test_the_gate_fails_on_50_ms_of_sleep_at_the_tiny_presets_3_steps(tmp_path: Path, capsys) -> None:
+    """Issue 27: 3 and 3 steps can never reach p < 0.05, so the gate decides without a p-value."""
+    out = tmp_path / "run"
+    assert main(["profile", "--preset", "tiny", "--variant-file", str(FIXED), "--variant-file", str(SLEEPY),
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    v = out / "variants"
+    code, doc = _diff(capsys, str(v / "towers_fixed"), str(v / "sleepy_towers"), "--fail-if-slower", "5")
+    st = doc["pairs"][0]["step_time"]
+    assert len(st["base_steps_s"]) == len(st["new_steps_s"]) == 3  # the tiny preset's default --steps
+    assert st["beyond_noise"] is False and st["test"]["min_p"] == pytest.approx(0.1)
+    assert code == EXIT_SLOWER, doc["gate"]
+    assert doc["gate"]["slower"] == ["sleepy_towers"]
+    assert min(st["new_steps_s"]) > 1.05 * max(st["base_steps_s"])
+
+
 def test_load_agrees_with_summary_json_on_a_real_run(run: Path) -> None:
     """Wall time and links (send/recv between logical devices) of every variant, to the picosecond."""
     import numpy as np

@@ -17,7 +17,7 @@ from tfprof_towers.cli import main
 from tfprof_towers.frames import load
 from tfprof_towers.frames.diff import diff
 from tfprof_towers.frames.noise import mann_whitney, u_counts
-from tfprof_towers.vocab.errors import EXIT_SLOWER
+from tfprof_towers.vocab.errors import EXIT_INCONCLUSIVE, EXIT_SLOWER
 
 SINGLE = [0.010, 0.011, 0.009, 0.0105, 0.012, 0.0095]
 BUG = [0.050, 0.051, 0.049, 0.0505, 0.052, 0.0495]
@@ -94,7 +94,9 @@ def test_run_against_run(runs) -> None:
     assert single["samples"] == "timed steps (record.json)" and single["base_steps_s"] == SINGLE
     bug = pairs["towers_bug"]["step_time"]
     assert bug["change_pct"] == 0 and bug["beyond_noise"] is False and bug["test"]["p"] == 1.0
-    assert doc["gate"]["slower"] == ["single"] and doc["gate"]["untested"] == ["broken"]
+    assert doc["gate"]["slower"] == ["single"]
+    assert doc["gate"]["not_gated"] == ["broken"]  # failed on both sides: nothing to regress from
+    assert doc["gate"]["regressed"] == [] and doc["gate"]["passed"] == ["towers_bug"]
 
 
 def test_placement_moves_with_their_source_lines(runs) -> None:
@@ -148,7 +150,8 @@ def test_gate_exit_codes_json_and_html(runs, tmp_path: Path, capsys) -> None:
     base, new = runs
     assert main(["diff", str(base), str(new), "--fail-if-slower", "10"]) == EXIT_SLOWER == 5
     out = capsys.readouterr().out
-    assert "FAIL: slower by more than 10% beyond noise: single" in out
+    assert "FAIL: more than 10% slower, or no longer runs: single" in out
+    assert "  single: slower: median +50.0%, beyond noise (p = 0.00216), more than 10%" in out
     assert "placement moves (1 nodes" in out and f"{HOSTILE}.py:12".rsplit("/", 1)[-1] in out
     assert main(["diff", str(base), str(new), "--fail-if-slower", "60"]) == 0
     assert "pass: no variant slower by more than 60%" in capsys.readouterr().out
@@ -181,3 +184,214 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path: Path, capsys, case: st
     assert main(["diff", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tfprof-towers: error:"), err
+
+
+# ------------------------------------------------------------------------------------------
+# The gate under hostile use (issue 27): too few steps, a side that did not run, the hint
+
+
+NAP_BASE = [623e-6, 610e-6, 640e-6]  # the tiny preset's 3 timed steps
+NAP_NEW = [0.0520, 0.0518, 0.0523]  # the same step plus a 50 ms nap (tests/variants/sleepy_towers.py)
+
+
+def _pair_runs(top: Path, base_steps, new_steps) -> tuple[Path, Path]:
+    """Two run directories that differ only in ``single``'s timed steps (towers_bug: identical)."""
+    base = make_run_dir(top / "base")
+    _edit(base, "single", _times(base_steps))
+    _edit(base, "towers_bug", _times(BUG))
+    new = top / "new"
+    shutil.copytree(base, new)
+    _edit(new, "single", _times(new_steps))
+    return base, new
+
+
+def test_a_huge_slowdown_on_three_steps_fails_the_gate(tmp_path: Path, capsys) -> None:
+    base, new = _pair_runs(tmp_path, NAP_BASE, NAP_NEW)
+    doc = diff(load(base), load(new), only=["single"], fail_if_slower=5)
+    st = doc["pairs"][0]["step_time"]
+    assert st["test"]["p"] == pytest.approx(0.1) and st["beyond_noise"] is False  # the test cannot decide
+    assert st["change_pct"] == pytest.approx((0.0520 - 623e-6) / 623e-6 * 100)  # +8,247%
+    assert doc["gate"]["slower"] == ["single"]
+    (v,) = doc["gate"]["verdicts"]
+    assert v["outcome"] == "slower"
+    assert "every NEW step is more than 5% slower than every BASE step" in v["why"]
+    assert main(["diff", str(base), str(new), "--variant", "single", "--fail-if-slower", "5"]) == EXIT_SLOWER
+    out = capsys.readouterr().out
+    assert "FAIL: more than 5% slower, or no longer runs: single" in out
+    assert "decided without a p-value" in out
+
+
+def test_too_few_overlapping_steps_are_inconclusive_and_fail_unless_allowed(tmp_path: Path, capsys) -> None:
+    base, new = _pair_runs(tmp_path, [0.001, 0.002, 0.003], [0.0015, 0.0025, 0.0035])
+    argv = ["diff", str(base), str(new), "--variant", "single", "--fail-if-slower", "5"]
+    assert main(argv) == EXIT_INCONCLUSIVE == 6
+    out = capsys.readouterr().out
+    assert "INCONCLUSIVE: too few steps to tell whether single got more than 5% slower" in out
+    assert "profile both sides with more --steps" in out  # the samples are record.json's timed steps
+    assert main([*argv, "--allow-inconclusive"]) == 0
+    out = capsys.readouterr().out
+    assert "pass: no variant slower by more than 5% (inconclusive, allowed: single)" in out
+    assert main(["diff", str(base), str(new), "--allow-inconclusive"]) == 2  # only with the gate
+    assert "applies with --fail-if-slower" in capsys.readouterr().err
+
+
+def test_too_few_steps_all_within_pct_pass_without_a_p_value(tmp_path: Path) -> None:
+    base, new = _pair_runs(tmp_path, [0.0100, 0.0101, 0.0102], [0.0100, 0.0101, 0.0103])
+    doc = diff(load(base), load(new), only=["single"], fail_if_slower=5)
+    # max(NEW) = 10.3 ms <= min(BASE) * 1.05 = 10.5 ms
+    assert doc["gate"]["passed"] == ["single"]
+    assert "within 5% of the fastest BASE step" in doc["gate"]["verdicts"][0]["why"]
+    strict = diff(load(base), load(new), only=["single"], fail_if_slower=2)
+    assert strict["gate"]["inconclusive"] == ["single"]  # 10.3 ms > 10.0 ms * 1.02: neither rule decides
+
+
+def _fail_all(doc: dict) -> None:
+    doc.update(status="failed", error="ran out of memory (OOM killer)", timings={})
+
+
+@pytest.mark.parametrize("case", ["failed", "corrupt", "nan", "missing"])
+def test_ok_to_failed_missing_or_unreadable_fails_the_gate(runs, tmp_path: Path, capsys, case: str) -> None:
+    base, _ = runs
+    new = tmp_path / "new"
+    shutil.copytree(base, new)
+    rec = new / "variants" / "single" / "record.json"
+    if case == "failed":
+        for name in ("single", "towers_bug"):
+            _edit(new, name, _fail_all)
+    elif case == "corrupt":
+        rec.write_text(rec.read_text()[:40])
+    elif case == "nan":
+        doc = json.loads(rec.read_text())
+        doc["timings"]["step_times_s"][1] = float("nan")
+        rec.write_text(json.dumps(doc))  # json writes NaN
+    else:
+        shutil.rmtree(new / "variants" / "single")
+        run = json.loads((new / "run.json").read_text())
+        run["config"]["variants"] = [v for v in run["config"]["variants"] if v["name"] != "single"]
+        (new / "run.json").write_text(json.dumps(run))
+    assert main(["diff", str(base), str(new), "--fail-if-slower", "5"]) == EXIT_SLOWER
+    out = capsys.readouterr().out
+    why = {"failed": "single: regressed: ok -> failed: ran out of memory (OOM killer)",
+           "corrupt": "single: regressed: ok -> failed: record.json is unreadable:",
+           "nan": "single: regressed: ok -> failed: record.json is",
+           "missing": "single: regressed: ok -> missing: not in NEW"}[case]
+    assert why in out, out
+    if case == "failed":
+        assert "towers_bug: regressed: ok -> failed: ran out of memory" in out
+
+
+def test_a_side_without_data_shows_its_reason_and_no_change_tables(runs, tmp_path: Path, capsys) -> None:
+    base, _ = runs
+    new = tmp_path / "new"
+    shutil.copytree(base, new)
+    rec = new / "variants" / "single" / "record.json"
+    rec.write_text(rec.read_text()[:40])
+    assert main(["diff", str(base), str(new), "--variant", "single"]) == 0
+    out = capsys.readouterr().out
+    assert f"status: ok -> failed (record.json is unreadable: {rec}: corrupt JSON" in out
+    assert "not compared: NEW has no data (failed): no change tables against it" in out
+    assert "wall time per step" not in out and "after" not in out and "math:" not in out
+    (p,) = diff(load(base), load(new), only=["single"])["pairs"]
+    assert p["devices"] == [] and p["ops"] == {"op_type": [], "op": []} and p["no_data"] == {"NEW": "failed"}
+
+
+def test_the_hint_names_the_option_for_what_was_compared(tmp_path: Path) -> None:
+    from tfprof_towers.frames.diff import more_samples_hint
+    from tfprof_towers.frames.diff_view import verdict
+
+    assert "--steps" in more_samples_hint("timed steps (record.json)", "run")
+    assert "--profile-steps" in more_samples_hint("the trace's step windows", "run")
+    hint = more_samples_hint("the trace's step windows", "trace")
+    assert hint.startswith("capture more steps in each trace")
+    a = two_gpu_trace().write(tmp_path / "a" / "host.xplane.pb")
+    doc = diff(load(a), load(a))
+    text = verdict(doc["pairs"][0]["step_time"], doc["kind"])
+    assert "2 and 2 steps can never reach p < 0.05: capture more steps in each trace" in text
+    assert "--steps" not in text
+
+
+def test_a_logdir_with_several_runs_says_which_and_takes_run(tmp_path: Path, capsys) -> None:
+    from trace_kit import logical_cpu_trace
+
+    logdir = tmp_path / "logs"
+    two_gpu_trace().write(logdir / "plugins" / "profile" / "2024_01" / "h.xplane.pb")
+    logical_cpu_trace().write(logdir / "plugins" / "profile" / "2024_02" / "h.xplane.pb")
+    doc = diff(load(logdir), load(logdir))
+    assert doc["notes"][0] == f"BASE: 2 runs under {logdir}; using the newest, 2024_02 (choose with --run)"
+    assert main(["diff", f"{logdir}:2024_01", str(logdir)]) == 0
+    out = capsys.readouterr().out
+    assert f"note: NEW: 2 runs under {logdir}; using the newest" in out and "note: BASE:" not in out
+    assert "/device:GPU:0" in out  # BASE is the older run, the GPU trace
+    assert main(["diff", str(logdir), str(logdir), "--run", "2024_01"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert main(["diff", f"{logdir}:nope", str(logdir)]) == 2
+    assert "--run nope: no such run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", ["loop", "fifo", "inf"])
+def test_more_bad_input_is_one_line_and_exit_2(runs, tmp_path: Path, capsys, case: str) -> None:
+    import os
+
+    base, _ = runs
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    fifo = tmp_path / "f.xplane.pb"
+    os.mkfifo(fifo)
+    argv = {"loop": [str(loop), str(base)], "fifo": [str(base), str(fifo)],
+            "inf": [str(base), str(base), "--fail-if-slower", "inf"]}[case]
+    try:
+        code = main(["diff", *argv])
+    except SystemExit as exc:  # a usage error: argparse exits
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tfprof-towers") and "Traceback" not in err[0], err
+    expect = {"loop": "symbolic link loop", "fifo": "a FIFO", "inf": "must be a finite percentage"}[case]
+    assert expect in err[0]
+
+
+def test_bidi_names_are_isolated_in_the_page_and_visible_in_the_terminal(runs, tmp_path: Path,
+                                                                          capsys) -> None:
+    base, _ = runs
+    evil = "\u202eevil"
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(base, a)
+
+    def rename(device: str):
+        def fn(doc):
+            doc["placement"]["nodes"][0].update(name=f"{evil}/MatMul", device=device)
+        return fn
+
+    _edit(a, "single", rename(ACC0))
+    shutil.copytree(a, b)
+    _edit(b, "single", rename(HOST))
+    page = tmp_path / "d.html"
+    assert main(["diff", str(a), str(b), "--variant", "single", "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "<U+202E>evil/MatMul" in out
+    html = page.read_text()
+    assert "\u202e" not in html and "<bdi>&lt;U+202E&gt;evil/MatMul</bdi>" in html
+
+
+def test_the_smallest_p_value_each_sample_size_allows() -> None:
+    from tfprof_towers.frames.noise import smallest_p
+
+    assert smallest_p(3, 3) == pytest.approx(0.1)  # 2 / C(6, 3): the tiny preset can never reach 0.05
+    assert smallest_p(3, 4) == pytest.approx(2 / 35)  # 0.057: still not
+    assert smallest_p(4, 4) == pytest.approx(2 / 70)  # 0.029: the first that can
+    assert smallest_p(2000, 2000) == 0.0  # lgamma: no overflow of C(4000, 2000)
+    tied = mann_whitney([1, 1, 2], [2, 3, 3])  # ties: the normal approximation, read against the same bound
+    assert "normal" in tied.method and tied.min_p == pytest.approx(0.1) and not tied.can_reach(0.05)
+    assert mann_whitney([1, 2, 3, 4], [5, 6, 7, 8]).can_reach(0.05)
+
+
+def test_nothing_gated_is_inconclusive(runs, tmp_path: Path, capsys) -> None:
+    base, new = runs
+    dead = tmp_path / "dead"
+    shutil.copytree(base, dead)
+    for name in ("single", "towers_bug"):
+        _edit(dead, name, _fail_all)
+    assert main(["diff", str(dead), str(new), "--fail-if-slower", "5"]) == EXIT_INCONCLUSIVE
+    out = capsys.readouterr().out
+    assert "no variant could be gated: none ran on BASE" in out
+    assert "single: not gated: BASE did not run (failed: ran out of memory (OOM killer))" in out

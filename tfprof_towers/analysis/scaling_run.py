@@ -123,9 +123,13 @@ def recommendation_for(summary: Summary, section: dict[str, Any]) -> dict[str, A
                 else section.get("recommendation"))
     text = f"the recommendation ({rec.variant}) is for {count} {unit if count > 1 else unit.rstrip('s')}"
     text += where
-    if by_count:
-        text += (f"; the fastest at each count of the sweep: {by_count}" if differs
-                 else f"; it is the fastest at every count of the sweep from 2 up ({by_count})")
+    above = sorted({p["count"] for p in picks if isinstance(p.get("count"), int) and p["count"] > 1})
+    if by_count and differs:
+        text += f"; the fastest at each count of the sweep: {by_count}"
+    elif by_count and above:
+        text += f"; it is the fastest at every count of the sweep from {above[0]} up ({by_count})"
+    elif by_count:  # `--scaling 1,1`: nothing ran above one, so nothing can be said of more
+        text += f"; the sweep measured no count above 1 ({by_count})"
     return {"variant": rec.variant, "count": count, "unit": unit, "basis": rec.basis, "text": text}
 
 

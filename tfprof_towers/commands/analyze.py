@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -10,6 +11,7 @@ from typing import Any, TextIO
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
 from tfprof_towers.vocab.errors import TowersError
+from tfprof_towers.vocab.textcap import visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
     from tfprof_towers.advice.trace_rules import evaluate_trace
 
+    if args.html is not None:  # refused before the trace is read: a device, an input, a run's own file
+        from tfprof_towers.rundir.outputs import output_path
+
+        output_path(args.html, [args.path], "--html")
     analysis = analyze_path(args.path, run=args.run)
     doc = analysis.to_doc(per_step=False)
     doc.update(evaluate_trace(analysis).to_json())  # "findings" (most severe first) and "rules"
@@ -49,14 +55,16 @@ def run(args: argparse.Namespace) -> int:
             from tfprof_towers.render.analysis_html import render_analysis_html
         except ImportError:
             raise TowersError("--html: the HTML renderer is not available in this build") from None
-        render_analysis_html(doc, args.html)
+        render_analysis_html(doc, args.html, [args.path])
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
-    else:
-        print_tables(doc, sys.stdout)
-        print_findings(doc, sys.stdout)
+    else:  # names from the trace are printed with their control and bidi characters made visible
+        buf = io.StringIO()
+        print_tables(doc, buf)
+        print_findings(doc, buf)
         if args.html is not None:
-            print(f"\nwrote {args.html}")
+            buf.write(f"\nwrote {args.html}\n")
+        sys.stdout.write(visible(buf.getvalue()))
     return 0
 
 

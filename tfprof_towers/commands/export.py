@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tfprof_towers.vocab.errors import TowersError
@@ -14,6 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "export", run)
     p.add_argument("path", metavar="PATH",
                    help="an *.xplane.pb file, a logdir, a run directory or RUN_DIR/variants/NAME")
+    p.add_argument("--run", metavar="NAME", default=None,
+                   help="which profile run of a logdir (or variant of a run directory); default: the newest")
     fmt = p.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--parquet", metavar="DIR", type=Path, help="write DIR/<frame>.parquet (pyarrow)")
     fmt.add_argument("--csv", metavar="DIR", type=Path, help="write DIR/<frame>.csv")
@@ -28,8 +31,13 @@ def run(args: argparse.Namespace) -> int:
     For a run directory the numbers are the ones `report` computes.  Never imports TensorFlow.
     """
     from tfprof_towers.frames import load
+    from tfprof_towers.rundir.outputs import output_folder
 
-    profile = load(args.path)
+    folder, what = (args.parquet, "--parquet") if args.parquet is not None else (args.csv, "--csv")
+    output_folder(folder, [args.path], what, make=False)  # refused before the trace is read
+    profile = load(args.path, run=args.run)
+    for note in profile.notes:  # which run of a logdir was taken; stdout keeps only the files written
+        print(f"note: {note}", file=sys.stderr)
     if args.parquet is not None:
         written = profile.to_parquet(args.parquet)
     elif args.csv is not None:

@@ -231,29 +231,161 @@ def math(b: Side, n: Side) -> dict[str, Any]:
     return doc
 
 
+def no_data(s: Side) -> str | None:
+    """Why a side has nothing to compare (it did not run, or its trace could not be analysed); None
+    when it has data."""
+    entry = s.part.entry or {}
+    status = entry.get("status")
+    if status not in (None, "ok"):
+        return str(status)  # the reason is the pair's ``base_error``/``new_error``
+    if s.part.analysis is None and not s.samples()[0]:
+        return "no trace and no step times"
+    return None
+
+
 def diff_pair(b: Side, n: Side, alpha: float = ALPHA) -> dict[str, Any]:
-    return {"base": b.name, "new": n.name, "base_status": (b.part.entry or {}).get("status"),
-            "new_status": (n.part.entry or {}).get("status"), "steps": {"base": b.n_steps, "new": n.n_steps},
-            "step_time": step_time(b, n, alpha), "devices": devices(b, n), "ops": ops(b, n),
-            "placement_moves": placement_moves(b, n), "links": links(b, n), "findings": findings(b, n),
-            "math": math(b, n)}
+    """One pair compared.  When a side has no data (``no_data``), only its status and reason: no
+    change tables against nothing (every row would read "after 0 s")."""
+    eb, en = b.part.entry or {}, n.part.entry or {}
+    doc: dict[str, Any] = {"base": b.name, "new": n.name, "base_status": eb.get("status"),
+                           "new_status": en.get("status"), "base_error": eb.get("error"),
+                           "new_error": en.get("error"), "steps": {"base": b.n_steps, "new": n.n_steps},
+                           "step_time": step_time(b, n, alpha)}
+    missing = {side: why for side, why in (("BASE", no_data(b)), ("NEW", no_data(n))) if why}
+    doc["no_data"] = missing
+    if missing:
+        return doc | {"devices": [], "ops": {"op_type": [], "op": []}, "placement_moves": [], "links": [],
+                      "findings": {"appeared": [], "gone": [], "kept": []},
+                      "math": {"same": None, "why": f"{' and '.join(missing)} did not run"}}
+    return doc | {"devices": devices(b, n), "ops": ops(b, n), "placement_moves": placement_moves(b, n),
+                  "links": links(b, n), "findings": findings(b, n), "math": math(b, n)}
+
+
+#: The gate's outcome per variant (:func:`judge`).
+SLOWER, REGRESSED, INCONCLUSIVE = "slower", "regressed", "inconclusive"
+PASSED, NOT_GATED = "passed", "not gated"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate decided for one variant, and why (one line)."""
+
+    variant: str
+    outcome: str  # SLOWER | REGRESSED | INCONCLUSIVE | PASSED | NOT_GATED
+    why: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"variant": self.variant, "outcome": self.outcome, "why": self.why}
+
+
+def more_samples_hint(samples: str, kind: str) -> str:
+    """The option that gives the compared samples more steps: ``--steps`` for a run's timed steps,
+    ``--profile-steps`` for a run's trace windows, a longer capture for traces from elsewhere."""
+    if "record.json" in samples and "step windows" not in samples:
+        return f"profile both sides with more --steps ({_REACH})"
+    if kind == TRACE:
+        return f"capture more steps in each trace ({_REACH})"
+    return f"profile both sides with more --profile-steps (the trace's steps are the samples; {_REACH})"
+
+
+#: The smallest sizes at which the exact test can give p < 0.05: 4 and 4 (2 / C(8, 4) = 0.029).
+_REACH = "p < 0.05 needs at least 4 steps a side, and more to find a small change"
 
 
 def slower(pair: Mapping[str, Any], pct: float) -> bool:
-    """The gate: NEW's median step time is more than ``pct`` % above BASE's, and beyond noise."""
+    """NEW's median step time is more than ``pct`` % above BASE's, and beyond noise."""
     st = pair["step_time"]
     return bool(st["change_pct"] is not None and st["change_pct"] > pct and st["beyond_noise"])
 
 
+def judge(pair: Mapping[str, Any], pct: float, kind: str = RUN) -> Verdict:
+    """The gate on one pair of variants.
+
+    * BASE ran and NEW did not (failed, skipped, an unreadable or invalid ``record.json``): REGRESSED,
+      with NEW's reason; a BASE that did not run is NOT_GATED (nothing to regress from).
+    * Enough steps for the Mann–Whitney test to reach alpha: SLOWER when the median is more than
+      ``pct`` % slower and the change is beyond noise, else PASSED.
+    * Too few steps for the test ever to reach alpha (3 and 3 steps: p >= 0.1), a rule that needs no
+      p-value: SLOWER when every NEW step is more than ``pct`` % slower than every BASE step
+      (``min(NEW) > max(BASE) * (1 + pct / 100)``); PASSED when every NEW step is within ``pct`` % of
+      the fastest BASE step (``max(NEW) <= min(BASE) * (1 + pct / 100)``); otherwise INCONCLUSIVE,
+      which fails the gate unless ``--allow-inconclusive``.  This is what asv does when its samples
+      are too few for its Mann–Whitney test (``asv.statistics.is_different`` runs the test only when
+      ``p_min`` can reach the threshold, else calls two results different only when their
+      confidence intervals do not overlap), with the samples' range as the interval; and the
+      failing half is a stricter form of pytest-benchmark's ``--benchmark-compare-fail=min:PCT%``
+      (NEW's fastest step against BASE's slowest, not its fastest).
+    """
+    name, st = str(pair["new"]), pair["step_time"]
+    bs, ns = pair.get("base_status"), pair.get("new_status")
+    if bs not in (None, "ok"):
+        why = pair.get("base_error") or "no reason given"
+        return Verdict(name, NOT_GATED, f"BASE did not run ({bs}: {why})")
+    if ns not in (None, "ok"):
+        return Verdict(name, REGRESSED, f"ok -> {ns}: {pair.get('new_error') or 'no reason given'}")
+    xs, ys = st["base_steps_s"], st["new_steps_s"]
+    bad = [side for side, v in (("BASE", xs), ("NEW", ys)) if not np.isfinite(np.asarray(v, float)).all()]
+    if bad:
+        return Verdict(name, REGRESSED, f"a step time on {' and '.join(bad)} is not a finite number")
+    if not xs or not ys:
+        side = "either side" if not xs and not ys else "BASE" if not xs else "NEW"
+        return Verdict(name, INCONCLUSIVE, f"no step times on {side}")
+    change = f"median {st['change_pct']:+.1f}%" if st["change_pct"] is not None else "median unknown"
+    test = st["test"]
+    if test["p"] is not None and (test["min_p"] is None or test["min_p"] < st["alpha"]):
+        p = f"p = {test['p']:.3g}"
+        if slower(pair, pct):
+            return Verdict(name, SLOWER, f"{change}, beyond noise ({p}), more than {pct:g}%")
+        return Verdict(name, PASSED, f"{change}, {'beyond' if st['beyond_noise'] else 'within'} noise ({p})")
+    factor = 1.0 + pct / 100.0
+    steps = f"{len(xs)} and {len(ys)} steps can never reach p < {st['alpha']:g}"
+    if min(ys) > max(xs) * factor:
+        return Verdict(name, SLOWER, f"{change}: every NEW step is more than {pct:g}% slower than every "
+                                     f"BASE step ({steps}: decided without a p-value)")
+    if max(ys) <= min(xs) * factor:
+        return Verdict(name, PASSED, f"{change}: every NEW step is within {pct:g}% of the fastest BASE step "
+                                     f"({steps}: decided without a p-value)")
+    return Verdict(name, INCONCLUSIVE, f"{change}; {steps} and the steps of the two sides overlap: "
+                                       f"{more_samples_hint(str(st['samples']), kind)}")
+
+
+def gate(pairs_: Sequence[Mapping[str, Any]], only_in_base: Sequence[Mapping[str, Any]], pct: float,
+         kind: str = RUN, allow_inconclusive: bool = False) -> dict[str, Any]:
+    """Every verdict, and the variants per outcome (``slower`` and ``regressed`` fail the gate;
+    ``inconclusive`` fails it too unless allowed)."""
+    verdicts = [judge(p, pct, kind) for p in pairs_]
+    for e in only_in_base:  # ok -> missing: the variant is gone from NEW
+        if e.get("status") in (None, "ok"):
+            verdicts.append(Verdict(str(e["name"]), REGRESSED, "ok -> missing: not in NEW"))
+    doc: dict[str, Any] = {"fail_if_slower_pct": pct, "allow_inconclusive": allow_inconclusive,
+                           "verdicts": [v.to_json() for v in verdicts]}
+    for outcome in (SLOWER, REGRESSED, INCONCLUSIVE, PASSED, NOT_GATED):
+        doc[outcome.replace(" ", "_")] = [v.variant for v in verdicts if v.outcome == outcome]
+    if not any(v.outcome != NOT_GATED for v in verdicts):
+        doc["inconclusive_all"] = "no variant could be gated: none ran on BASE"
+    return doc
+
+
+def gate_failed(g: Mapping[str, Any]) -> str | None:
+    """``"slower"`` (exit 5), ``"inconclusive"`` (exit 6) or None (pass)."""
+    if g["slower"] or g["regressed"]:
+        return SLOWER
+    if (g["inconclusive"] or g.get("inconclusive_all")) and not g.get("allow_inconclusive"):
+        return INCONCLUSIVE
+    return None
+
+
 def diff(base: Profile, new: Profile, only: Sequence[str] = (), alpha: float = ALPHA,
-         fail_if_slower: float | None = None) -> dict[str, Any]:
-    """The whole comparison as one document (module docstring)."""
+         fail_if_slower: float | None = None, allow_inconclusive: bool = False) -> dict[str, Any]:
+    """The whole comparison as one document (module docstring); ``gate`` with ``fail_if_slower``."""
     chosen, notes = pairs(base, new, only)
     compared = [diff_pair(b, n, alpha) for b, n in chosen]
+    notes = [f"BASE: {x}" for x in base.notes] + [f"NEW: {x}" for x in new.notes] + notes
     doc: dict[str, Any] = {"base": base.source, "new": new.source, "kind": base.kind, "alpha": alpha,
                            "notes": notes, "pairs": compared}
     if fail_if_slower is not None:
-        doc["gate"] = {"fail_if_slower_pct": fail_if_slower,
-                       "slower": [p["new"] for p in compared if slower(p, fail_if_slower)],
-                       "untested": [p["new"] for p in compared if p["step_time"]["beyond_noise"] is None]}
+        gone = [] if only or base.kind != RUN else [
+            {"name": p.name, "status": (p.entry or {}).get("status")}
+            for p in base.parts if p.name not in new.variant_names]
+        doc["gate"] = gate(compared, gone, fail_if_slower, base.kind, allow_inconclusive)
     return doc

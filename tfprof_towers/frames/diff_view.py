@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from tfprof_towers.vocab.categories import label as category_label
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_seconds
+from tfprof_towers.vocab.textcap import has_invisible, visible
 
 MAX_TEXT_ROWS = 10
 
@@ -29,16 +30,37 @@ def _signed_b(x: float) -> str:
     return ("+" if x > 0 else "-") + fmt_bytes(abs(x)) if x else "0 B"
 
 
-def verdict(st: Mapping[str, Any]) -> str:
-    """"beyond noise (p = 0.002)" / "within noise (p = 0.4)" / "not tested (...)"."""
+def verdict(st: Mapping[str, Any], kind: str = "run") -> str:
+    """"beyond noise (p = 0.002)" / "within noise (p = 0.4)" / "not tested (...)"; with too few steps,
+    the option that gives more of the samples compared (:func:`~.diff.more_samples_hint`)."""
+    from tfprof_towers.frames.diff import more_samples_hint
+
     t = st["test"]
     if t["p"] is None:
         return "not tested: fewer than 2 steps on a side"
     text = f"{'beyond' if st['beyond_noise'] else 'within'} noise (p = {t['p']:.3g}, alpha {st['alpha']:g})"
     if t.get("min_p") is not None and t["min_p"] >= st["alpha"]:
         text += (f"; {t['n_base']} and {t['n_new']} steps can never reach p < {st['alpha']:g}: "
-                 "profile with more --steps")
+                 f"{more_samples_hint(str(st['samples']), kind)}")
     return text
+
+
+def status_text(p: Mapping[str, Any]) -> str | None:
+    """"status: ok -> failed (record.json is unreadable: ...)"; None when both sides ran."""
+    if p["base_status"] == p["new_status"] and p["new_status"] in (None, "ok"):
+        return None
+    def side(status: Any, error: Any) -> str:
+        return f"{status} ({error})" if error and status not in (None, "ok") else str(status)
+    before, after = side(p["base_status"], p.get("base_error")), side(p["new_status"], p.get("new_error"))
+    return f"status: {before} -> {after}"
+
+
+def no_data_text(p: Mapping[str, Any]) -> str | None:
+    missing = p.get("no_data") or {}
+    if not missing:
+        return None
+    return ("not compared: " + "; ".join(f"{side} has no data ({why})" for side, why in missing.items())
+            + ": no change tables against it")
 
 
 def pair_title(p: Mapping[str, Any]) -> str:
@@ -81,11 +103,16 @@ def write_text(doc: Mapping[str, Any], out: TextIO) -> None:
     for p in doc["pairs"]:
         st = p["step_time"]
         out.write(f"\n== {pair_title(p)}\n")
-        if p["base_status"] != p["new_status"] or p["new_status"] not in (None, "ok"):
-            out.write(f"status: {p['base_status']} -> {p['new_status']}\n")
+        status = status_text(p)
+        if status:
+            out.write(status + "\n")
+        missing = no_data_text(p)
+        if missing:
+            out.write(missing + "\n")
+            continue
         out.write(f"step time (median of {st['samples']}): {fmt_seconds(st['base_median_s'])} -> "
-                  f"{fmt_seconds(st['new_median_s'])} ({_pct(st['change_pct'])}), {verdict(st)}; "
-                  f"{st['test']['method']}\n")
+                  f"{fmt_seconds(st['new_median_s'])} ({_pct(st['change_pct'])}), "
+                  f"{verdict(st, doc.get('kind', 'run'))}; {st['test']['method']}\n")
         dev = [r for r in p["devices"] if r["change"]][:MAX_TEXT_ROWS]
         if dev:
             out.write("\nwall time per step, by device and category (biggest change first):\n")
@@ -133,13 +160,26 @@ def math_text(m: Mapping[str, Any]) -> str:
 
 
 def gate_text(gate: Mapping[str, Any]) -> str:
+    """The gate's outcome, then one line per variant with its reason (``--fail-if-slower``)."""
+    from tfprof_towers.frames.diff import INCONCLUSIVE, gate_failed
+
     pct = gate["fail_if_slower_pct"]
-    if gate["slower"]:
-        return f"FAIL: slower by more than {pct:g}% beyond noise: {', '.join(gate['slower'])}"
-    text = f"pass: no variant slower by more than {pct:g}% beyond noise"
-    if gate.get("untested"):
-        text += f" (not tested, too few steps: {', '.join(gate['untested'])})"
-    return text
+    failed = gate_failed(gate)
+    if failed is None:
+        head = f"pass: no variant slower by more than {pct:g}%"
+        if gate["inconclusive"]:
+            head += f" (inconclusive, allowed: {', '.join(gate['inconclusive'])})"
+    elif failed == INCONCLUSIVE:
+        which = ", ".join(gate["inconclusive"]) or "any variant"
+        head = (f"INCONCLUSIVE: too few steps to tell whether {which} "
+                f"got more than {pct:g}% slower (fails the gate; --allow-inconclusive lets it pass)")
+    else:
+        bad = gate["slower"] + gate["regressed"]
+        head = f"FAIL: more than {pct:g}% slower, or no longer runs: {', '.join(bad)}"
+    lines = [head] + [f"  {v['variant']}: {v['outcome']}: {v['why']}" for v in gate.get("verdicts") or ()]
+    if gate.get("inconclusive_all"):
+        lines.append(f"  {gate['inconclusive_all']}")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------
@@ -147,7 +187,12 @@ def gate_text(gate: Mapping[str, Any]) -> str:
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+    """Escaped, and text with control or bidi characters isolated in ``<bdi>`` with them made visible
+    (a name with U+202E cannot reorder the text around it, nor show "evil" as "live")."""
+    text = str(x)
+    if has_invisible(text):
+        return f"<bdi>{html.escape(visible(text), quote=True)}</bdi>"
+    return html.escape(text, quote=True)
 
 
 def _html_table(head: Sequence[str], rows: Sequence[Sequence[Any]], text: int = 1) -> str:
@@ -161,13 +206,17 @@ def _html_table(head: Sequence[str], rows: Sequence[Sequence[Any]], text: int = 
     return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _pair_html(p: Mapping[str, Any]) -> str:
+def _pair_html(p: Mapping[str, Any], kind: str = "run") -> str:
     st = p["step_time"]
-    parts = [f"<section><h2>{_e(pair_title(p))}</h2>",
-             f"<p><strong>Step time</strong> (median of {_e(st['samples'])}): "
-             f"{_e(fmt_seconds(st['base_median_s']))}"
-             f" → {_e(fmt_seconds(st['new_median_s']))} ({_e(_pct(st['change_pct']))}), {_e(verdict(st))}. "
-             f"<small>{_e(st['test']['method'])}</small></p>"]
+    parts = [f"<section><h2>{_e(pair_title(p))}</h2>"]
+    status, missing = status_text(p), no_data_text(p)
+    parts += [f"<p>{_e(x)}</p>" for x in (status, missing) if x]
+    if missing:
+        return "".join(parts) + "</section>"
+    parts.append(f"<p><strong>Step time</strong> (median of {_e(st['samples'])}): "
+                 f"{_e(fmt_seconds(st['base_median_s']))}"
+                 f" → {_e(fmt_seconds(st['new_median_s']))} ({_e(_pct(st['change_pct']))}), "
+                 f"{_e(verdict(st, kind))}. <small>{_e(st['test']['method'])}</small></p>")
     dev = [r for r in p["devices"] if r["change"]]
     if dev:
         parts.append("<h3>Wall time per step, by device and category</h3>")
@@ -214,7 +263,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<h1>tfprof-towers diff</h1><p>BASE: <code>{_e(doc['base'])}</code><br>"
         f"NEW: <code>{_e(doc['new'])}</code></p>"
         + (f"<ul>{notes}</ul>" if notes else "")
-        + (f'<div class="banner"><strong>{_e(gate_text(gate))}</strong></div>' if gate else "")
-        + "".join(_pair_html(p) for p in doc["pairs"])
+        + (f'<div class="banner"><strong>{"<br>".join(_e(x) for x in gate_text(gate).splitlines())}'
+           "</strong></div>" if gate else "")
+        + "".join(_pair_html(p, doc.get("kind", "run")) for p in doc["pairs"])
         + "</main></body></html>\n"
     )

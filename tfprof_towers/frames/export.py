@@ -9,10 +9,13 @@ each categorical column's categories (schema metadata ``tfprof_towers.categories
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import stat
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tfprof_towers.rundir.outputs import output_folder, output_path, write_output
 from tfprof_towers.vocab.errors import TowersError
 
 if TYPE_CHECKING:
@@ -31,27 +34,28 @@ def _pyarrow():
     return pa, pq
 
 
-def write_frames(frames: Mapping[str, pd.DataFrame], folder: Path, fmt: str) -> list[Path]:
-    """``folder/<frame>.<fmt>`` for each frame; the paths written."""
+def write_frames(frames: Mapping[str, pd.DataFrame], folder: Path, fmt: str,
+                 inputs: Sequence[Path | str] = ()) -> list[Path]:
+    """``folder/<frame>.<fmt>`` for each frame; the paths written.  Every file goes through
+    :func:`~tfprof_towers.rundir.outputs.write_output` (``inputs``: paths it must not overwrite), so a
+    failure is one line naming the user's path and the cause."""
     if fmt not in FORMATS:
         raise ValueError(fmt)
     if fmt == "parquet":
         _pyarrow()
-    if folder.exists() and not folder.is_dir():
-        raise TowersError(f"{folder}: exists and is not a directory")
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
+    what = f"--{fmt}"
+    output_folder(folder, inputs, what)
+    paths = {name: folder / f"{name}.{fmt}" for name in frames}
+    for path in paths.values():  # refuse before anything is written
+        output_path(path, inputs, what)
     for name, df in frames.items():
-        path = folder / f"{name}.{fmt}"
-        if fmt == "parquet":
-            write_parquet(df, path)
-        else:
-            df.to_csv(path, index=False)
-        out.append(path)
-    return out
+        data = parquet_bytes(df) if fmt == "parquet" else df.to_csv(index=False)
+        write_output(paths[name], data, inputs, what)
+    return list(paths.values())
 
 
-def write_parquet(df: pd.DataFrame, path: Path) -> None:
+def parquet_bytes(df: pd.DataFrame) -> bytes:
+    """One frame as a Parquet file's bytes, with its categories (module docstring)."""
     import pandas as pd
 
     pa, pq = _pyarrow()
@@ -60,7 +64,13 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
             if isinstance(df[c].dtype, pd.CategoricalDtype)}
     meta = dict(table.schema.metadata or {})
     meta[META_KEY] = json.dumps(cats).encode()
-    pq.write_table(table.replace_schema_metadata(meta), path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(meta), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    write_output(path, parquet_bytes(df), what="parquet")
 
 
 def read_parquet(path: Path | str) -> pd.DataFrame:
@@ -68,7 +78,17 @@ def read_parquet(path: Path | str) -> pd.DataFrame:
     import pandas as pd
 
     _, pq = _pyarrow()
-    table = pq.read_table(path)
+    try:  # opened here first: the cause in words, not pyarrow's "Failed to open local file ... errno 13"
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open forever
+            raise TowersError(f"{path}: not a regular file")
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise TowersError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:
+        raise TowersError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0][:200]})") from None
     df = table.to_pandas()
     cats = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
     for col, values in cats.items():  # every categorical of a profile's frames is ordered

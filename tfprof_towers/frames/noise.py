@@ -31,10 +31,14 @@ class Test:
     method: str  # "Mann–Whitney U, two-sided, <EXACT | NORMAL>"; or why there is no test
     n_base: int
     n_new: int
-    min_p: float | None = None  # the smallest p-value these sample sizes can give (exact test)
+    min_p: float | None = None  # the smallest p-value these sample sizes can give: 2 / C(m + n, m)
 
     def beyond_noise(self, alpha: float = ALPHA) -> bool | None:
         return None if self.p is None else self.p < alpha
+
+    def can_reach(self, alpha: float = ALPHA) -> bool:
+        """Whether these sample sizes can give p < ``alpha`` at all (3 and 3 steps never can: 0.1)."""
+        return self.p is not None and (self.min_p is None or self.min_p < alpha)
 
     def to_json(self) -> dict[str, object]:
         return {"method": self.method, "u": self.u, "p": self.p, "n_base": self.n_base, "n_new": self.n_new,
@@ -69,6 +73,14 @@ def u_counts(m: int, n: int) -> np.ndarray:
     return prev[n]
 
 
+def smallest_p(m: int, n: int) -> float:
+    """The smallest two-sided p-value of the exact test at sizes ``m`` and ``n``: every BASE sample
+    below every NEW one (U = 0), ``2 / C(m + n, m)``.  Ties only make a sample less extreme, so no
+    outcome at these sizes can do better (the normal approximation is read against this bound too)."""
+    log_comb = math.lgamma(m + n + 1) - math.lgamma(m + 1) - math.lgamma(n + 1)
+    return min(1.0, 2.0 * math.exp(-log_comb))  # lgamma: C(m + n, m) overflows a float past ~1000 steps
+
+
 def mann_whitney(base: Sequence[float], new: Sequence[float]) -> Test:
     x, y = np.asarray(base, dtype=np.float64), np.asarray(new, dtype=np.float64)
     m, n = x.size, y.size
@@ -83,12 +95,12 @@ def mann_whitney(base: Sequence[float], new: Sequence[float]) -> Test:
         k = round(u)
         lo, hi = float(counts[: k + 1].sum() / total), float(counts[k:].sum() / total)
         p = min(1.0, 2.0 * min(lo, hi))
-        return Test(u, p, f"{name}, {EXACT}", m, n, min(1.0, float(2.0 * counts[0] / total)))
+        return Test(u, p, f"{name}, {EXACT}", m, n, smallest_p(m, n))
     big_n = m + n
     tie_term = float((ties.astype(np.float64) ** 3 - ties).sum()) / (big_n * (big_n - 1))
     var = m * n / 12.0 * ((big_n + 1) - tie_term)
     mu = m * n / 2.0
     if var <= 0:  # every value equal
-        return Test(u, 1.0, f"{name}, {NORMAL}", m, n)
+        return Test(u, 1.0, f"{name}, {NORMAL}", m, n, smallest_p(m, n))
     z = max(abs(u - mu) - 0.5, 0.0) / math.sqrt(var)
-    return Test(u, min(1.0, math.erfc(z / math.sqrt(2.0))), f"{name}, {NORMAL}", m, n)
+    return Test(u, min(1.0, math.erfc(z / math.sqrt(2.0))), f"{name}, {NORMAL}", m, n, smallest_p(m, n))

@@ -209,13 +209,13 @@ class Profile:
         """One ``<frame>.parquet`` per frame in ``folder`` (made if needed), with pyarrow."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(), Path(folder), "parquet")
+        return write_frames(self.frames(), Path(folder), "parquet", inputs=(self.source,))
 
     def to_csv(self, folder: Path | str) -> list[Path]:
         """One ``<frame>.csv`` per frame in ``folder`` (dtypes are not kept: use Parquet for that)."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(), Path(folder), "csv")
+        return write_frames(self.frames(), Path(folder), "csv", inputs=(self.source,))
 
     def __repr__(self) -> str:
         return f"<Profile {self.kind} {self.source!r}: {', '.join(self.variant_names)}>"
@@ -244,17 +244,29 @@ def _trace_devices(a: Analysis) -> set[str]:
 # load
 
 
-def load(path: Path | str) -> Profile:
-    """A trace file, a logdir (all hosts), a run directory (all variants) or ``RUN/variants/NAME``."""
+def load(path: Path | str, run: str | None = None) -> Profile:
+    """A trace file, a logdir (all hosts), a run directory (all variants) or ``RUN/variants/NAME``.
+
+    ``run``: which profile run of a logdir (``--run``; without it the newest, and ``notes`` say so),
+    or which variant of a run directory; refused for a single trace file or one variant's directory.
+
+    Raises :class:`~tfprof_towers.TraceError` (a path that is missing, a symbolic link loop, a FIFO
+    or a device, no profile in a folder, a trace that cannot be read) and its base class
+    :class:`~tfprof_towers.TowersError` (anything else that cannot be loaded: a run directory that
+    cannot be used, an unknown variant); both carry one line (``str(exc)``) and an ``exit_code``.
+    """
+    from tfprof_towers.trace.locate import check_path
+
     p = Path(path)
-    if not (p.exists() or p.is_symlink()):
-        raise TowersError(f"{p}: no such file or directory")
+    check_path(p)  # one line for a missing path, a link loop, a FIFO or a device: before any resolve()
     if p.is_dir() and is_run_dir(p):
-        return load_run(p)
+        return load_run(p, only=run)
     q = p.resolve()  # "." inside a variant's directory is that variant
     if q.is_dir() and q.parent.name == "variants" and is_run_dir(q.parent.parent):
+        if run is not None:
+            raise TowersError(f"--run {run}: does not apply to one variant's directory ({p})")
         return load_run(q.parent.parent, only=q.name)
-    return load_trace(p)
+    return load_trace(p, run)
 
 
 def trace_label(path: Path) -> str:
@@ -265,12 +277,12 @@ def trace_label(path: Path) -> str:
     return name or str(path)
 
 
-def load_trace(path: Path) -> Profile:
+def load_trace(path: Path, run: str | None = None) -> Profile:
     from tfprof_towers.trace.analysis import analyze_xplane
     from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()
-    analysis = analyze_xplane(path)
+    analysis = analyze_xplane(path, run=run)
     return Profile(str(path), TRACE, (Part(trace_label(path), analysis),), None, analysis.trace.notes)
 
 

@@ -8,15 +8,14 @@ the report (:mod:`.html`): autoescaped templates, inlined assets, no network.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tfprof_towers.render.html import environment
-from tfprof_towers.rundir.paths import atomic_write_text
+from tfprof_towers.rundir.outputs import write_output
 from tfprof_towers.trace.producer import FRAMEWORK_NAMES, VENDOR_NAMES
 from tfprof_towers.vocab import categories
-from tfprof_towers.vocab.errors import TowersError
 
 WINDOWS = {
     "markers": "step markers", "steps-line": "the trace's Steps line",
@@ -98,10 +97,8 @@ def producer_view(producer: Mapping[str, Any] | None) -> dict[str, Any] | None:
             "evidence": [str(e) for e in producer.get("evidence") or ()]}
 
 
-def render_analysis_html(analysis_doc: dict[str, Any], out: Path) -> None:
-    """Write the analysis page for ``analysis_doc`` to ``out`` (atomically)."""
+def render_analysis_html(analysis_doc: dict[str, Any], out: Path, inputs: Sequence[Path | str] = ()) -> None:
+    """Write the analysis page for ``analysis_doc`` to ``out`` (atomically, through
+    :func:`~tfprof_towers.rundir.outputs.write_output`: never over a device, an input or a run's file)."""
     text = environment().get_template("analysis.html").render(**analysis_view(analysis_doc))
-    try:
-        atomic_write_text(Path(out), text)
-    except OSError as exc:
-        raise TowersError(f"--html {out}: cannot write ({exc.strerror or exc})") from None
+    write_output(Path(out), text, inputs, "--html")

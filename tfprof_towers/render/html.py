@@ -30,6 +30,7 @@ from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.paths import RunDir, atomic_write_text
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import categories
+from tfprof_towers.vocab.textcap import has_invisible, visible
 
 
 @lru_cache(maxsize=1)
@@ -41,10 +42,21 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=["jinja2.ext.do"],
+        finalize=isolate,
     )
     env.filters.update(FILTERS)
     env.globals["assets"] = assets
     return env
+
+
+def isolate(value: object) -> object:
+    """Every ``{{ ... }}`` of the templates passes here before it is escaped: a text with control or
+    bidi characters (U+202E shows "evil" as "live" and reorders what follows) is shown in ``<bdi>``
+    with those characters made visible (``<U+202E>``); the text itself is still escaped
+    (``Markup.format`` escapes its argument).  Other values are left to autoescape."""
+    if isinstance(value, str) and not isinstance(value, Markup) and has_invisible(value):
+        return Markup("<bdi>{}</bdi>").format(visible(value))
+    return value
 
 
 @lru_cache(maxsize=1)

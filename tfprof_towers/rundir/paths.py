@@ -22,6 +22,7 @@ import errno
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,6 +169,8 @@ def read_json(path: Path) -> Any:
     """Read a JSON file, turning every way it can be broken into a one-line TowersError."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read until killed
+            raise TowersError(f"{path}: cannot read (not a regular file)")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TowersError(f"{path}: file not found") from None

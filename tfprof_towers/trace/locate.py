@@ -2,8 +2,14 @@
 ``plugins/profile/<run>/<host>.xplane.pb`` (a TensorBoard logdir, or a run directory's
 ``tensorboard/<variant>/``).
 
+``path`` may also be ``plugins/profile`` itself, one ``plugins/profile/<run>/`` folder, or any
+plain folder holding ``*.xplane.pb`` files (the folder is then the run, its files the hosts).
+
 With several runs or hosts, :func:`locate` picks the newest run's first host and says
-so in its notes; ``run`` (``--run``) chooses a run, ``RUN/HOST`` a host.
+so in its notes; ``run`` (``--run``) chooses a run, ``RUN/HOST`` a host (a single file has
+no runs: ``run`` is refused there).  Every file a walk finds is checked before it is opened
+(:func:`check_path`): a FIFO, a device, a socket or a symbolic link loop named like a trace is
+refused in one line, never opened (opening a FIFO would wait for a writer forever).
 :func:`locate_hosts` picks a run the same way but keeps all its hosts (a multi-host
 profile: one file per task).
 """
@@ -28,15 +34,26 @@ class Profile:
     host: str
 
 
+PATTERNS = ("*.xplane.pb", "*.xplane.riegeli")
+
+
 def find_profiles(root: Path) -> list[Profile]:
-    """Every ``plugins/profile/<run>/<host>.xplane.{pb,riegeli}`` under ``root``, oldest run first."""
+    """Every ``plugins/profile/<run>/<host>.xplane.{pb,riegeli}`` under ``root``, oldest run first;
+    without any, the runs of ``root`` when it is ``plugins/profile`` (``<run>/<host>...``), else
+    ``root``'s own trace files as one run named after the folder."""
     root = Path(root)
     found = []
-    for pattern in ("*.xplane.pb", "*.xplane.riegeli"):
+    for pattern in PATTERNS:
         for p in root.glob(f"**/plugins/profile/*/{pattern}"):
             logdir = p.parent.parent.parent.parent.relative_to(root).as_posix()
             run = p.parent.name if logdir == "." else f"{logdir}/{p.parent.name}"
-            found.append(Profile(p, run, p.name.split(".xplane.")[0]))
+            found.append(Profile(p, run, host_name(p)))
+    if not found and root.name == "profile" and root.parent.name == "plugins":
+        found = [Profile(p, p.parent.name, host_name(p))
+                 for pattern in PATTERNS for p in root.glob(f"*/{pattern}")]
+    if not found:
+        name = root.resolve().name or str(root)
+        found = [Profile(p, name, host_name(p)) for pattern in PATTERNS for p in root.glob(pattern)]
     return sorted(found, key=lambda f: (f.path.parent.name, f.run, f.host))
 
 
@@ -44,8 +61,9 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character de
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def check_path(path: Path) -> None:
-    """One line for a path that cannot hold a trace: missing, a link loop, a FIFO or device, unreadable."""
+def check_path(path: Path, file_only: bool = False) -> None:
+    """One line for a path that cannot hold a trace: missing, a link loop, a FIFO or device, unreadable
+    (``file_only``: a folder too, for a path a walk found by its trace-like name)."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -57,6 +75,8 @@ def check_path(path: Path) -> None:
             raise TraceError(f"{path}: a symbolic link loop (it leads back to itself)") from None
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
+        if file_only:
+            raise TraceError(f"{path}: a directory, not a trace file")
         if not os.access(path, os.R_OK | os.X_OK):
             raise TraceError(f"{path}: permission denied (cannot list the directory)")
         return
@@ -99,12 +119,16 @@ def locate_hosts(path: Path | str, run: str | None = None) -> tuple[list[Path], 
     ``run`` names a host), and notes on which run was picked."""
     path = Path(path)
     check_path(path)
-    if path.is_file():
+    if not path.is_dir():
+        if run is not None:
+            raise TraceError(f"--run {run}: does not apply to a single trace file ({path}); it chooses a run "
+                             "of a logdir (or a variant of a run directory)")
         return [path], ()
     profiles = find_profiles(path)
     if not profiles:
         raise TraceError(
-            f"{path}: no profile found (expected plugins/profile/<run>/<host>.xplane.pb below it)"
+            f"{path}: no profile found (expected plugins/profile/<run>/<host>.xplane.pb below it, "
+            "or *.xplane.pb files in it)"
         )
     chosen = profiles
     if run is not None:
@@ -121,4 +145,6 @@ def locate_hosts(path: Path | str, run: str | None = None) -> tuple[list[Path], 
     if len(runs) > 1 and run is None:
         pick = candidates[0].run
         notes.append(f"{len(runs)} runs under {path}; using the newest, {pick} (choose with --run)")
+    for p in candidates:  # a FIFO named like a trace would block the reader's open() forever
+        check_path(p.path, file_only=True)
     return [p.path for p in candidates], tuple(notes)

@@ -112,3 +112,18 @@ def read_tail(path: Path, max_bytes: int = READ_TAIL_BYTES) -> str:
 def file_tail(path: Path, max_lines: int = TAIL_MAX_LINES) -> str:
     """A record's ``stderr_tail`` from a child's ``stderr.txt``: its last lines, bounded in bytes."""
     return tail_text(read_tail(path), max_lines=max_lines)
+
+
+#: Characters that change how the text around them is shown: C0/C1 controls (but newline and tab),
+#: and the bidirectional embeddings, overrides, isolates and marks (U+202E shows "evil" as "live").
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every control and bidi character shown as ``<U+202E>``: a name from a trace
+    printed on a terminal cannot reorder, hide or recolour what follows it."""
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
+def has_invisible(text: str) -> bool:
+    return _INVISIBLE.search(text) is not None
