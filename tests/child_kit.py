@@ -41,6 +41,30 @@ def alive(pid: int) -> bool:
     return fields[0] not in ("Z", "X")
 
 
+def processes_using(path: Path | str, exclude: int | None = None) -> dict[int, str]:
+    """Live processes that name ``path`` in their command line or hold a file under it open (a child
+    forked from the fork server has the server's command line; its guard holds its stderr.txt):
+    ``{pid: what}``."""
+    root = str(path)
+    found: dict[int, str] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        pid = int(d.name)
+        if pid in (os.getpid(), exclude) or not alive(pid):
+            continue
+        with contextlib.suppress(OSError):
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if root in cmd:
+                found[pid] = cmd[:160]
+                continue
+            for fd in (d / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith(root):
+                        found[pid] = f"{cmd[:100]} (open: {target})"
+                        break
+    return found
+
+
 def wait_until(predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():

@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_kit import processes_using
 
 from tfprof_towers.capture.cluster.spec import free_ports
 
@@ -47,19 +48,9 @@ FAULTS = "TFPROF_TOWERS_CLUSTER_FAULTS"
 
 
 def left_over(root: Path) -> list[str]:
-    """Live processes whose command line names ``root`` (tasks, their guards, the profiler client)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(root) in cmd and state != "Z":
-            out.append(f"{d}: {cmd[:160]}")
-    return out
+    """Live processes that name ``root`` or hold a file under it open (tasks, their guards, the
+    profiler client, and the driver, which is forked from the fork server)."""
+    return [f"{pid}: {what}" for pid, what in sorted(processes_using(root).items())]
 
 
 def no_process_left(root: Path, within_s: float = 3.0) -> None:

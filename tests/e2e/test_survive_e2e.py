@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from child_kit import (
     alive,
+    processes_using,
     read_pids,
     wait_until,
 )
@@ -55,23 +56,15 @@ def _first_done_second_started(out: Path) -> bool:
 
 
 def _child_running(out: Path, name: str) -> bool:
-    """The variant's capture child is alive (its command line names its spec.json): a state, not a time."""
-    spec = str(out / "variants" / name / "spec.json")
-    for d in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            cmd = (d / "cmdline").read_bytes().decode(errors="replace")
-            if "tfprof_towers.capture.child" in cmd and spec in cmd and alive(int(d.name)):
-                return True
-    return False
+    """The variant's capture child runs: a process names its spec.json (started fresh) or its guard
+    holds its stderr.txt open (forked from the fork server, or fresh): a state, not a time."""
+    return bool(processes_using(out / "variants" / name / "spec.json")
+                or processes_using(out / "variants" / name / "stderr.txt"))
 
 
 def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for d in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if text in (d / "cmdline").read_bytes().decode(errors="replace") and alive(int(d.name)):
-                found.append(int(d.name))
-    return found
+    """Processes that name ``text`` or hold a file under it open (forked children included)."""
+    return sorted(processes_using(text))
 
 
 @pytest.mark.slow
