@@ -47,6 +47,7 @@ from tfprof_towers.trace.classify import (
 )
 from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
+from tfprof_towers.trace.memory import MEMORY_STATS, MemoryEvents, memory_events
 from tfprof_towers.trace.steps import StepSources, StepTable, assign_steps, step_windows
 from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import RawSpace, read_xspace
@@ -55,6 +56,8 @@ from tfprof_towers.xplane.memory import release_free_memory
 if TYPE_CHECKING:
     import pandas as pd
 
+#: Every stat a trace is read with: classification's and the allocators' (:mod:`.memory`).
+READ_STATS = tuple(dict.fromkeys(STATS + MEMORY_STATS))
 WHOLE_TRACE_NOTE = "no step markers and no Steps line: the whole trace is analysed as one window"
 
 __all__ = ["Host", "Trace", "load_trace", "trace_from_bytes", "trace_from_raw"]
@@ -89,6 +92,7 @@ class Trace:
     #: trace their host's windows), by name; every other device uses ``step_table``
     device_steps: dict[str, StepTable] = field(default_factory=dict)
     planes: tuple[str, ...] = ()  # every plane's name (with its task prefix), lines or not
+    memory: MemoryEvents = field(default_factory=MemoryEvents)  # the allocators' events (:mod:`.memory`)
 
     def steps_of(self, device: str) -> StepTable:
         """The step windows ``device`` is broken down in."""
@@ -132,7 +136,8 @@ def read_trace(
             f"{file}: the newer .xplane.riegeli form is not supported; "
             "export the profile as .xplane.pb (the TensorFlow profiler's default)"
         )
-    box = [read_xspace(file, STATS, as_bytes=AS_BYTES, threads=threads)]  # no other reference: see _from_box
+    # no other reference: see _from_box
+    box = [read_xspace(file, READ_STATS, as_bytes=AS_BYTES, threads=threads)]
     return _from_box(box, node_devices, prefix, host)
 
 
@@ -140,7 +145,7 @@ def trace_from_bytes(
     data: bytes, source: str = "<bytes>", node_devices: NodeDevices | None = None
 ) -> Trace:
     """Decode a serialized XSpace; every way it can be broken raises :class:`TraceError`."""
-    return _from_box([read_xspace(data, STATS, label=source, as_bytes=AS_BYTES)], node_devices)
+    return _from_box([read_xspace(data, READ_STATS, label=source, as_bytes=AS_BYTES)], node_devices)
 
 
 def trace_from_raw(
@@ -161,6 +166,7 @@ def _from_box(
     other reference, the space's columns are let go as soon as they are used up."""
     raw = box.pop()
     stats = raw.stats
+    memory = memory_events(raw, stats, prefix)
     raw = replace(raw, stats={})  # each stat column is let go as soon as it is used up
     classes = classify(raw, stats, node_devices, prefix)
     k = raw.n_kept
@@ -204,7 +210,7 @@ def _from_box(
     )
     notes = (WHOLE_TRACE_NOTE,) if window == "whole-trace" else ()
     trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources,
-                  device_steps, tuple(prefix + p for p in raw.planes.names))
+                  device_steps, tuple(prefix + p for p in raw.planes.names), memory)
     del raw, classes
     release_free_memory()
     return trace
