@@ -288,3 +288,101 @@ def test_fixture_gpu1_holds_4gb_and_runs_nothing(fixture_8gpu) -> None:
     assert g1.peak_bytes == 4_013_344_768 and g1.device_memory_bytes == 16_945_512_448
     assert g1.peak_in_steps_bytes is None  # its 19 events all fall outside the analysed windows
     assert by["/device:GPU:6"].fragmentation == pytest.approx(0.000961762)
+
+
+# ---------------------------------------------------------------- analyze: text, --json, --html
+
+
+def test_analyze_prints_memory_table_json_and_html(tmp_path: Path, capsys) -> None:
+    from tfprof_towers.cli import main
+
+    path = memory_trace().write(tmp_path / "t" / "host.xplane.pb")
+    assert main(["analyze", str(path)]) == 0
+    text = capsys.readouterr().out
+    block = text[text.index("memory per device"):]
+    row = next(line for line in block.splitlines() if line.startswith("/device:GPU:0"))
+    assert row.split()[:6] == ["/device:GPU:0", "GPU_0_bfc", "6.50", "MB", "5.50", "MB"]
+    assert "0.1%" in row and "0.2500" in row and "d/late (4.00 MB)" in row
+    assert main(["analyze", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["memory"]["devices"]["/device:GPU:1"]["peak_bytes"] == 300 * MIB + 256
+    out = tmp_path / "page.html"
+    assert main(["analyze", str(path), "--html", str(out), "--json"]) == 0
+    html = out.read_text()
+    section = html[html.index('<section id="memory">'):html.index('<section id="links">')]
+    assert section.count('<svg class="memory-timeline"') == 3
+    assert 'class="capacity"' in section and "6.50 MB" in section
+
+
+def test_analyze_without_allocator_events_says_so(tmp_path: Path, capsys) -> None:
+    from trace_kit import two_gpu_trace
+
+    from tfprof_towers.cli import main
+
+    path = two_gpu_trace().write(tmp_path / "host.xplane.pb")
+    out = tmp_path / "page.html"
+    assert main(["analyze", str(path), "--html", str(out)]) == 0
+    text = capsys.readouterr().out
+    head = "memory per device (the allocators' events; peak = most bytes in use):"
+    assert f"{head}\n{NO_EVENTS_NOTE}\n" in text
+    html = out.read_text()
+    assert "memory-timeline" not in html and NO_EVENTS_NOTE in html
+
+
+def test_memory_names_from_a_trace_are_escaped_in_the_page(tmp_path: Path) -> None:
+    from tfprof_towers.cli import main
+
+    b = TraceBuilder()
+    line = b.plane("/host:CPU").line("t")
+    allocator_events(line, "<b>pool</b>", [Alloc(US, 1024, 1, "<script>alert(1)</script>")], limit=4096)
+    path = b.write(tmp_path / "host.xplane.pb")
+    out = tmp_path / "page.html"
+    assert main(["analyze", str(path), "--html", str(out), "--json"]) == 0
+    html = out.read_text()
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<b>pool</b>" not in html and "&lt;b&gt;pool&lt;/b&gt;" in html
+
+
+# ---------------------------------------------------------------- load() and export
+
+
+def test_load_gives_the_memory_frame_and_export_writes_it(tmp_path: Path) -> None:
+    import tfprof_towers
+    from tfprof_towers.frames.export import read_frames
+    from tfprof_towers.frames.schema import COLUMNS
+
+    path = memory_trace().write(tmp_path / "t" / "host.xplane.pb")
+    prof = tfprof_towers.load(path)
+    m = prof.memory
+    assert list(m.columns) == list(COLUMNS["memory"])
+    g0 = m[m.device == "/device:GPU:0"]
+    assert g0.bytes_in_use.tolist()[-1] == 6_500_000 and g0.start_s.tolist()[-1] == pytest.approx(2500e-6)
+    assert g0.step.tolist() == [0, 0, 0, 0, 1, 1, -1]
+    assert int(m.groupby("device", observed=True).bytes_in_use.max()["/device:GPU:1"]) == 300 * MIB + 256
+    assert "/device:GPU:1" in list(prof.device_dtype.categories)  # held memory, no kernel: still a device
+    written = prof.to_parquet(tmp_path / "out")
+    assert "memory.parquet" in {p.name for p in written}
+    back = read_frames(tmp_path / "out")["memory"]
+    assert back.bytes_in_use.tolist() == m.bytes_in_use.tolist()
+    assert back.op.astype(str).tolist() == m.op.astype(str).tolist()
+
+
+def test_diff_compares_the_peaks(tmp_path: Path, capsys) -> None:
+    from tfprof_towers.cli import main
+
+    base = memory_trace().write(tmp_path / "a" / "host.xplane.pb")
+    b = memory_trace()  # the same, with GPU 0 allocating 1 MB more at the end
+    allocator_events(b.plane("/host:CPU").line("later"), "GPU_0_bfc",
+                     [Alloc(2600 * US, 1_000_000, 0x50, "e")], held=6_500_000, limit=LIMIT)
+    new = b.write(tmp_path / "b" / "host.xplane.pb")
+    assert main(["diff", str(base), str(new), "--json"]) == 0
+    rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)["pairs"][0]["memory"]}
+    assert rows["/device:GPU:0"] == {"device": "/device:GPU:0", "base_peak_bytes": 6_500_000,
+                                     "new_peak_bytes": 7_500_000, "change": 1_000_000,
+                                     "change_pct": pytest.approx(100 / 6.5)}
+    assert rows["/device:GPU:1"]["change"] == 0
+    assert main(["diff", str(base), str(new)]) == 0
+    text = capsys.readouterr().out
+    assert "peak memory per device" in text
+    assert next(ln for ln in text.splitlines() if ln.strip().startswith("/device:GPU:0")).split()[-2:] == [
+        "MB", "(+15.4%)"]

@@ -197,6 +197,25 @@ def links(b: Side, n: Side) -> list[dict[str, Any]]:
     return [r for r in rows if r["change"] != 0]
 
 
+def memory(b: Side, n: Side) -> list[dict[str, Any]]:
+    """Per device either side's allocators name: its peak bytes in use on each side (None: no allocator
+    events for it there) and the change, by device order."""
+    from tfprof_towers.vocab.device_names import device_sort_key
+
+    def peaks(s: Side) -> dict[str, int]:
+        a = s.part.analysis
+        return {d.device: d.peak_bytes for d in a.memory} if a is not None else {}
+
+    pb, pn = peaks(b), peaks(n)
+    rows = []
+    for dev in sorted(set(pb) | set(pn), key=device_sort_key):
+        before, after = pb.get(dev), pn.get(dev)
+        change = None if before is None or after is None else after - before
+        rows.append({"device": dev, "base_peak_bytes": before, "new_peak_bytes": after, "change": change,
+                     "change_pct": None if change is None or not before else 100.0 * change / before})
+    return rows
+
+
 def findings(b: Side, n: Side) -> dict[str, list[dict[str, Any]]]:
     """Findings (by rule) that appeared in NEW or went away."""
     fb, fn = b.frame("findings"), n.frame("findings")
@@ -235,7 +254,8 @@ def diff_pair(b: Side, n: Side, alpha: float = ALPHA) -> dict[str, Any]:
     return {"base": b.name, "new": n.name, "base_status": (b.part.entry or {}).get("status"),
             "new_status": (n.part.entry or {}).get("status"), "steps": {"base": b.n_steps, "new": n.n_steps},
             "step_time": step_time(b, n, alpha), "devices": devices(b, n), "ops": ops(b, n),
-            "placement_moves": placement_moves(b, n), "links": links(b, n), "findings": findings(b, n),
+            "placement_moves": placement_moves(b, n), "links": links(b, n), "memory": memory(b, n),
+            "findings": findings(b, n),
             "math": math(b, n)}
 
 

@@ -8,11 +8,12 @@ the report (:mod:`.html`): autoescaped templates, inlined assets, no network.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tfprof_towers.render.html import environment
+from tfprof_towers.render.memory import timelines_view
 from tfprof_towers.rundir.paths import atomic_write_text
 from tfprof_towers.vocab import categories
 from tfprof_towers.vocab.errors import TowersError
@@ -83,9 +84,16 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_analysis_html(analysis_doc: dict[str, Any], out: Path) -> None:
-    """Write the analysis page for ``analysis_doc`` to ``out`` (atomically)."""
-    text = environment().get_template("analysis.html").render(**analysis_view(analysis_doc))
+def render_analysis_html(
+    analysis_doc: dict[str, Any], out: Path,
+    memory_series: Mapping[str, tuple[Sequence[float], Sequence[int]]] | None = None,
+) -> None:
+    """Write the analysis page for ``analysis_doc`` to ``out`` (atomically); ``memory_series``: per device,
+    its bytes in use over time (:func:`tfprof_towers.trace.memory.timelines`), drawn in the Memory section."""
+    view = analysis_view(analysis_doc)
+    view["memory_rows"] = timelines_view(analysis_doc.get("memory") or {}, memory_series or {})
+    view["memory_note"] = (analysis_doc.get("memory") or {}).get("note", "")
+    text = environment().get_template("analysis.html").render(**view)
     try:
         atomic_write_text(Path(out), text)
     except OSError as exc:

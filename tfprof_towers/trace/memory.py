@@ -405,6 +405,16 @@ def memory_doc(devices: Sequence[DeviceMemory]) -> dict[str, Any]:
             "note": EVENTS_NOTE if devices else NO_EVENTS_NOTE}
 
 
+def timelines(ev: MemoryEvents, devices: Sequence[DeviceMemory], points: int = TIMELINE_POINTS
+              ) -> dict[str, tuple[list[float], list[int]]]:
+    """:func:`timeline` of each device, as lists (what the HTML pages draw)."""
+    out = {}
+    for d in devices:
+        t, b = timeline(ev, d.device, points)
+        out[d.device] = (t.tolist(), b.tolist())
+    return out
+
+
 def timeline(ev: MemoryEvents, device: str, points: int = TIMELINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """One device's bytes in use over time, (seconds, bytes): every event, or where there are more than
     ``points``, the largest of each of ``points`` equal stretches of events (XProf's max box filter)."""
