@@ -306,6 +306,7 @@ class DeviceMemory:
     before_trace_bytes: int  # of the peak, what no allocation in the trace accounts for
     top_ops: tuple[OpBytes, ...]  # what was live at the peak, largest first
     events: int
+    peak_op: str = ""  # the op whose allocation reached the peak ("" when the peak event names none)
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -321,6 +322,7 @@ class DeviceMemory:
             "before_trace_bytes": self.before_trace_bytes,
             "top_ops": [{"op": o.op, "bytes": o.bytes, "count": o.count} for o in self.top_ops],
             "events": self.events,
+            "peak_op": self.peak_op,
         }
 
 
@@ -389,6 +391,7 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
             before_trace_bytes=max(0, top - int(ev.nbytes[live].sum())),
             top_ops=_top_ops(ev, live),
             events=int(rows.size),
+            peak_op=ev.texts[int(ev.tf_op[at])] if ev.allocation[at] else "",
         ))
     out.sort(key=lambda d: (device_sort_key(d.device), -d.peak_bytes))
     named: set[str] = set()
