@@ -166,6 +166,7 @@ def compact_projection(doc: Mapping[str, Any]) -> dict[str, Any]:
         "calibrated": [str(c) for c in (doc.get("rates") or {}).get("calibrated") or ()],
         "calibration_notes": [str(n) for n in calibration.get("notes") or ()],
         "variants": [_projected_variant(e) for e in doc["variants"]],
+        **({"memory": _plain(doc["memory"])} if isinstance(doc.get("memory"), Mapping) else {}),
         "ranking": [str(n) for n in doc.get("ranking") or ()],
         "recommendation": {"variant": _optional_text(doc["recommendation"].get("variant")),
                            "reason": str(doc["recommendation"].get("reason") or "")},
@@ -178,12 +179,16 @@ def _projected_variant(entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"name": name, "error": str(entry.get("error") or "not projected")}
     step = entry["projected_step_s"]
     rank = entry.get("rank")
-    return {
+    out = {
         "name": name,
         "rank": None if rank is None else int(rank),
         "projected_step_s": {"overlapped": _seconds(step["overlapped"]), "serial": _seconds(step["serial"])},
         "bottleneck": str((entry.get("bottleneck") or {}).get("text") or ""),
     }
+    if isinstance(entry.get("memory_fit"), Mapping):  # projection.json schema 2
+        out["memory"] = {str(d): _plain(r) for d, r in (entry.get("memory") or {}).items()}
+        out["memory_fit"] = _plain(entry["memory_fit"])
+    return out
 
 
 def _seconds(value: Any) -> float:

@@ -15,7 +15,9 @@ from tfprof_towers.advice.recommend import stand_in_why
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
+from tfprof_towers.vocab.device_names import short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
+from tfprof_towers.vocab.fmt import fmt_gib
 
 
 def _console(stderr: bool = False) -> Console:
@@ -123,6 +125,15 @@ def ranked_table(summary: dict[str, Any]) -> Table:
     return t
 
 
+def memory_cell(fit: dict[str, Any] | None) -> str:
+    """A variant's peak memory on the target, for a table: its tightest device's estimated peak, red when
+    it does not fit (rich markup, escaped)."""
+    if not fit or fit.get("peak_bytes") is None:
+        return "-"
+    text = f"{fmt_gib(fit['peak_bytes'])} {short_device(str(fit.get('device') or ''))}"
+    return f"[red]{_escape(text)} (does not fit)[/]" if fit.get("fits") is False else _escape(text)
+
+
 def projected_table(summary: dict[str, Any]) -> Table | None:
     """The projection the recommendation came from (None when there is none to show)."""
     proj = summary.get("projection") or {}
@@ -133,7 +144,7 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
         if preset.get("name") else ""
     t = Table(title=f"PROJECTED on {proj.get('hardware')}{size}, fastest first: not measured")
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped - serial", "right"),
-                      ("bottleneck", "left"), ("note", "left")):
+                      ("peak memory", "right"), ("bottleneck", "left"), ("note", "left")):
         t.add_column(col, justify=just)
     excluded = (summary.get("recommendation") or {}).get("excluded") or {}
     by_name = {v["name"]: v for v in proj["variants"]}
@@ -143,7 +154,8 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
         step = v.get("projected_step_s")
         span = f"{_ms(step['overlapped'])} - {_ms(step['serial'])}" if step else "-"
         note = v.get("error") or (f"not recommended: {excluded[name]}" if name in excluded else "")
-        t.add_row(str(v.get("rank") or "-"), _escape(name), span, _escape(str(v.get("bottleneck") or "-")),
+        t.add_row(str(v.get("rank") or "-"), _escape(name), span, memory_cell(v.get("memory_fit")),
+                  _escape(str(v.get("bottleneck") or "-")),
                   f"[yellow]{_escape(note)}[/]" if note else "")
     return t
 

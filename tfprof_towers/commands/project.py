@@ -158,7 +158,7 @@ def projection_table(doc: dict[str, Any]) -> Table:
     t = Table(title=escape(title))
     baseline = registry.baseline_name(registry.CLUSTER if doc.get("cluster") else registry.TF1_GRAPH)
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
-                      (f"vs {baseline}", "right"), ("bottleneck", "left")):
+                      (f"vs {baseline}", "right"), ("peak memory", "right"), ("bottleneck", "left")):
         t.add_column(col, justify=just)
     by_name = {e["name"]: e for e in doc["variants"]}
     base = by_name.get(baseline, {}).get("projected_step_s", {}).get("overlapped")
@@ -168,10 +168,10 @@ def projection_table(doc: dict[str, Any]) -> Table:
         speed = f"{base / s['overlapped']:.2f}x" if base else "-"
         b = e["bottleneck"]
         t.add_row(str(e["rank"]), escape(name), fmt_step(s["overlapped"]), fmt_step(s["serial"]), speed,
-                  escape(f"{b['text']} ({b['share']:.0%} of step)"))
+                  console.memory_cell(e.get("memory_fit")), escape(f"{b['text']} ({b['share']:.0%} of step)"))
     for e in doc["variants"]:
         if "error" in e:
-            t.add_row("-", escape(e["name"]), "-", "-", "-", f"[red]{escape(e['error'])}[/]")
+            t.add_row("-", escape(e["name"]), "-", "-", "-", "-", f"[red]{escape(e['error'])}[/]")
     return t
 
 
@@ -181,6 +181,16 @@ def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
     rec = doc["recommendation"]
     if rec.get("variant"):
         out.print(f"Projected recommendation: [bold]{escape(rec['variant'])}[/] — {escape(rec['reason'])}")
+    elif rec.get("reason"):
+        out.print(f"[yellow]No projected recommendation[/]: {escape(rec['reason'])}")
+    mem = doc.get("memory") or {}
+    if mem:
+        out.print(escape(f"Memory: {mem['basis']}, on each device of the target; "
+                         + (mem["note"] if mem.get("note") else mem["headroom_why"]) + "."))
+        for e in doc["variants"]:
+            fit = e.get("memory_fit") or {}
+            if fit.get("fits") is False and fit.get("why"):
+                out.print(escape(f"{e['name']} {fit['verdict']}: {fit['why']}."))
     prof = doc["profile"]
     host = prof["host"]
     out.print(
