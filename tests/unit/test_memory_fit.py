@@ -133,3 +133,33 @@ def test_summary_keeps_the_verdicts(tmp_path: Path) -> None:
     assert by["single"]["memory"][GPU0]["peak_bytes"] == int(7.2 * GIB)
     assert proj["memory"]["headroom"] == HEADROOM
     assert memory_estimate({GPU0: 1.0})["devices"][GPU0]["peak_bytes"] == GIB
+    from tfprof_towers.rundir.summary import MemoryPeak, Summary
+
+    typed = Summary.from_json(summary)
+    row = typed.entry("single").memory[GPU0]
+    assert row == MemoryPeak(int(7.2 * GIB), "estimated", int(0.07 * GIB), 6 * GIB, False)
+    assert summary["schema"] == 4
+
+
+def test_measured_rows_keep_the_estimate_beside_them() -> None:
+    """A variant whose trace has allocator events: measured peaks, the estimate next to a device both give."""
+    from test_trace_memory import memory_trace
+
+    from tfprof_towers.analysis.pipeline import VariantTrace, with_memory
+    from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
+    from tfprof_towers.trace.analysis import analyze_trace
+    from tfprof_towers.trace.load import trace_from_bytes
+
+    analysis = analyze_trace(trace_from_bytes(memory_trace().to_bytes()))
+    projection = {"variants": [{"name": "single", "memory": {
+        GPU0: {"peak_bytes": 13_000_000, "persistent_bytes": 1_000, "capacity_bytes": 6 * GIB, "fits": True},
+        "/device:GPU:3": {"peak_bytes": 5, "persistent_bytes": 0, "capacity_bytes": 6 * GIB, "fits": True}}}]}
+    summary = Summary("run", variants=(SummaryEntry("single", status="ok"),), projection=projection)
+    out = with_memory(summary, {"single": VariantTrace({}, analysis.trace, analysis)})
+    mem = out.entry("single").memory
+    assert mem[GPU0] == MemoryPeak(6_500_000, "measured", 1_000_000, 6_000_000_000, True, 13_000_000)
+    assert mem[GPU0].estimate_vs_measured == 2.0
+    assert mem["/device:GPU:3"].basis == "estimated" and mem["/device:GPU:3"].estimate_vs_measured is None
+    assert mem["/host:CPU"] == MemoryPeak(4096, "measured", 0, None, None)
+    back = Summary.from_json(out.to_json()).entry("single").memory
+    assert back == mem

@@ -19,6 +19,7 @@ from tfprof_towers.analysis.pipeline import (
     with_audits,
     with_breakdowns,
     with_cluster,
+    with_memory,
     with_projection,
 )
 from tfprof_towers.analysis.scaling_run import with_scaling
@@ -98,6 +99,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     summary = with_projection(summary, load_projection(run_dir))
     analyses = analyse_traces(run_dir, summary, records)
     summary = with_breakdowns(summary, analyses)
+    summary = with_memory(summary, analyses)
     summary = with_audits(summary, records)
     summary = with_cluster(summary, records)
     summary = with_advice(summary)
