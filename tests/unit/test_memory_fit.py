@@ -163,3 +163,57 @@ def test_measured_rows_keep_the_estimate_beside_them() -> None:
     assert mem["/host:CPU"] == MemoryPeak(4096, "measured", 0, None, None)
     back = Summary.from_json(out.to_json()).entry("single").memory
     assert back == mem
+
+
+# ------------------------------------------------------------------ the report's Memory section
+
+
+def _report(tmp_path: Path, measured: bool) -> str:
+    import json
+
+    from report_kit import STEPS, build_trace, make_run_dir, write_projection
+
+    from tfprof_towers.rundir.paths import RunDir
+    from tfprof_towers.session.report import finish_run
+    from tfprof_towers.testing.synth import Alloc, allocator_events
+
+    run = make_run_dir(tmp_path, hostile=True)
+    write_projection(run, memory=True)
+    if measured:  # single's trace gets GPU 0's allocator: 1 MiB then 3 MiB in use, of 8 MiB
+        rec = json.loads((run / "variants" / "single" / "record.json").read_text())
+        b = build_trace(rec["placement"]["nodes"])
+        events = [Alloc(STEPS[0][0] + 1000, 1 << 20, 1, "<i>x</i>"), Alloc(STEPS[0][0] + 2000, 2 << 20, 2, "y")]
+        allocator_events(b.plane("/host:CPU").line("alloc"), "GPU_0_bfc", events, limit=8 << 20)
+        b.write(run / rec["xplane_files"][0])
+    finish_run(RunDir(run))
+    return (run / "report.html").read_text()
+
+
+def test_report_shows_each_variants_peaks_verdicts_and_why(tmp_path: Path) -> None:
+    import re
+
+    html = _report(tmp_path, measured=False)
+    assert '<a href="#memory">memory</a>' in html
+    sec = html[html.index('<section id="memory">'):]
+    sec = sec[:sec.index("</section>")]
+    single = re.search(r'<div class="memory-variant" data-variant="single">(.*?)</div>', sec, re.S).group(1)
+    assert '<span class="no-fit">— does not fit: 7.20 GiB on GPU:0 of 6 GiB</span>' in single
+    assert "big/&lt;b&gt;act&lt;/b&gt; 1.80 GiB" in single and "<b>act</b>" not in single
+    assert single.count('class="peak estimated"') == 1 and 'class="capacity"' in single  # GPU 0, vs 6 GiB
+    assert "<td>estimated</td>" in single
+    bug = re.search(r'data-variant="towers_bug">(.*?)</div>', sec, re.S).group(1)  # the run has no replicated
+    assert "— fits: peak 3 GiB of 16 GiB on CPU:0" in bug and bug.count('class="peak estimated"') == 2
+    assert "10% of each device" in sec
+
+
+def test_report_draws_measured_peaks_and_their_timeline(tmp_path: Path) -> None:
+    import re
+
+    html = _report(tmp_path, measured=True)
+    sec = html[html.index('<section id="memory">'):]
+    single = re.search(r'<div class="memory-variant" data-variant="single">(.*?)</div>', sec, re.S).group(1)
+    assert 'class="peak measured"' in single  # GPU 0's peak from the trace: solid
+    assert '<svg class="memory-timeline" data-device="/device:GPU:0"' in single
+    # GPU 0 has both: the measured 3 MiB, the estimate 7.2 GiB beside it
+    row = re.search(r'<tr><td class="mono">/device:GPU:0</td>(.*?)</tr>', single, re.S).group(1)
+    assert "<td>measured</td>" in row and "7.20 GiB estimated, 2457.60× the measured" in row

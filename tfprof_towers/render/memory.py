@@ -14,7 +14,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from tfprof_towers.vocab.fmt import fmt_bytes, fmt_seconds
+from tfprof_towers.vocab.device_names import short_device
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib, fmt_seconds
 
 W, H = 660, 200
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 14, 34
@@ -113,7 +114,7 @@ def peaks_svg(variant: str, bars: Sequence[Mapping[str, Any]], capacity: int | N
            f'<line x1="{x0}" y1="{y0}" x2="{width - 10}" y2="{y0}" stroke="#667085"/>']
     for v in _ticks(ymax / 1.1):
         out.append(f'<text class="tick" x="{x0 - 6}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="11">'
-                   f'{escape(fmt_bytes(v))}</text>')
+                   f'{escape(fmt_gib(v))}</text>')
     for i, b in enumerate(bars):
         bx = x0 + 20 + 90 * i
         peak = float(b["peak_bytes"])
@@ -123,14 +124,69 @@ def peaks_svg(variant: str, bars: Sequence[Mapping[str, Any]], capacity: int | N
         verdict = "" if b.get("fits") is None else (" — fits" if b["fits"] else " — does not fit")
         out.append(f'<rect class="peak {escape(basis)}" x="{bx}" y="{y(peak):.1f}" width="50" '
                    f'height="{y0 - y(peak):.1f}" {style}><title>{escape(b["device"])}: '
-                   f'{escape(fmt_bytes(peak))} ({escape(basis)}){verdict}</title></rect>'
+                   f'{escape(fmt_gib(peak))} ({escape(basis)}){verdict}</title></rect>'
                    f'<text x="{bx + 25}" y="{y0 + 14}" text-anchor="middle" font-size="10">'
-                   f'{escape(str(b["device"]).rsplit("/", 1)[-1])}</text>'
+                   f'{escape(short_device(str(b["device"])))}</text>'
                    f'<text x="{bx + 25}" y="{y(peak) - 3:.1f}" text-anchor="middle" font-size="10">'
-                   f'{escape(fmt_bytes(peak))}</text>')
+                   f'{escape(fmt_gib(peak))}</text>')
     if capacity:
         out.append(f'<line class="capacity" x1="{x0}" y1="{y(capacity):.1f}" x2="{width - 10}" '
                    f'y2="{y(capacity):.1f}" stroke="{CAPACITY}" stroke-dasharray="6 4"><title>the target\'s '
-                   f'capacity: {escape(fmt_bytes(capacity))}</title></line>')
+                   f'capacity: {escape(fmt_gib(capacity))}</title></line>')
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def memory_view(summary: Mapping[str, Any],
+                series: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[int]]]] | None = None
+                ) -> dict[str, Any] | None:
+    """The report's Memory section: per variant, each device's peak (``variants[].memory``, read typed)
+    against the target's capacity, its fit verdict (the projection's), and its measured timelines
+    (``series``: variant -> device -> (seconds, bytes in use)); None when no variant has a figure."""
+    from tfprof_towers.rundir.summary import MemoryPeak
+    from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
+
+    projection = summary.get("projection") or {}
+    fits = {str(v.get("name")): v.get("memory_fit") or {} for v in projection.get("variants") or ()}
+    series = series or {}
+    rows = []
+    for v in summary.get("variants") or ():
+        memory = {d: MemoryPeak.from_json(r) for d, r in (v.get("memory") or {}).items()}
+        if not memory:
+            continue
+        devices = sorted(memory, key=device_sort_key)
+        shown = [d for d in devices if is_accelerator_plane(d)] or devices
+        caps = {memory[d].capacity_bytes for d in shown if memory[d].capacity_bytes}
+        bars = [{"device": d, "peak_bytes": memory[d].peak_bytes, "basis": memory[d].basis,
+                 "fits": memory[d].fits} for d in shown]
+        name = str(v["name"])
+        timelines = []
+        for d, (t, b) in (series.get(name) or {}).items():
+            if len(b):
+                top = max(b)
+                cap = memory[d].capacity_bytes if d in memory else None
+                timelines.append({"device": d, "svg": timeline_svg(d, t, b, cap, top, t[list(b).index(top)])})
+        rows.append({
+            "variant": name,
+            "devices": [{"device": d, "row": memory[d], "apart": memory[d].estimate_vs_measured}
+                        for d in devices],
+            "svg": peaks_svg(name, bars, max(caps) if len(caps) == 1 else None),
+            "verdict": fits.get(name, {}).get("verdict") or "",
+            "fits": fits.get(name, {}).get("fits"),
+            "why": fits.get(name, {}).get("why") or "",
+            "timelines": timelines,
+        })
+    keras = (summary.get("config") or {}).get("keras_model")
+    if not rows and not keras:
+        return None
+    mem = projection.get("memory") or {}
+    return {
+        "rows": rows,
+        "hardware": projection.get("hardware"),
+        "basis": mem.get("basis"),
+        "headroom_why": mem.get("headroom_why"),
+        "note": mem.get("note"),
+        "keras": (f"Not estimated for --keras-model ({keras}): the projection builds the seed workload and "
+                  "variant files, not Keras models; only memory measured in a GPU run's trace is shown.")
+        if keras else None,
+    }
