@@ -182,7 +182,8 @@ def _report(tmp_path: Path, measured: bool) -> str:
     if measured:  # single's trace gets GPU 0's allocator: 1 MiB then 3 MiB in use, of 8 MiB
         rec = json.loads((run / "variants" / "single" / "record.json").read_text())
         b = build_trace(rec["placement"]["nodes"])
-        events = [Alloc(STEPS[0][0] + 1000, 1 << 20, 1, "<i>x</i>"), Alloc(STEPS[0][0] + 2000, 2 << 20, 2, "y")]
+        events = [Alloc(STEPS[0][0] + 1000, 1 << 20, 1, "<i>x</i>"),
+                  Alloc(STEPS[0][0] + 2000, 2 << 20, 2, "y")]
         allocator_events(b.plane("/host:CPU").line("alloc"), "GPU_0_bfc", events, limit=8 << 20)
         b.write(run / rec["xplane_files"][0])
     finish_run(RunDir(run))
