@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "see `tfprof-towers hardware`")
     p.add_argument("--preset", default=None, choices=list(PRESETS),
                    help=f"workload size (default: the run's preset, or {DEFAULT_PRESET} without RUN_DIR)")
+    p.add_argument("--batch", type=_batch, default=None, metavar="N",
+                   help="the preset's batch size instead (the seed workload's input is [N, dim, dim]): "
+                        "memory and time grow with it")
     p.add_argument("--variants", default=None, metavar="A,B,...",
                    help="built-in variants to project (default: the run's, or all built-ins)")
     p.add_argument("--variant-file", action="append", default=[], metavar="PATH",
@@ -57,6 +61,20 @@ def _hosts(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if not 1 <= v <= MAX_HOSTS:
         raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_HOSTS}: {text}")
+    return v
+
+
+#: Largest --batch taken (the seed's is 64).
+MAX_BATCH = 1 << 16
+
+
+def _batch(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= v <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_BATCH}: {text}")
     return v
 
 
@@ -113,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         preset = get_preset(args.preset)
     else:
         preset = run_preset(run) if run is not None else get_preset(DEFAULT_PRESET)
+    if args.batch is not None:  # a size of its own: named so, and never calibrated as the run's preset
+        preset = dataclasses.replace(preset, batch=args.batch, name=f"{preset.name}-batch{args.batch}")
     if run is not None and run.config is not None and run.config.cluster is not None:
         return _project_cluster_run(args, run_dir, run.config.cluster, preset)
     variants = _variants(args, run)
