@@ -47,7 +47,8 @@ def test_device_rows_and_a_verdict_that_does_not_fit(hw) -> None:
                           "capacity_bytes": 6 * GIB, "fits": False}
     assert rows[HOST]["capacity_bytes"] == 16 * GIB and rows[HOST]["fits"] is True
     fit = fit_of(rows, MEMORY["single"])
-    assert (fit.fits, fit.verdict, fit.device) == (False, "does not fit: 7.20 GiB on GPU:0 of 6 GiB", GPU0)
+    assert (fit.fits, fit.device) == (False, GPU0)
+    assert fit.verdict == "does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)"
     assert fit.why == ("the variables and their optimizer slots (38 tensors, 0.07 GiB) on GPU:0; the "
                        "largest tensors live at the peak: big/<b>act</b> 1.80 GiB, small 0.00 GiB; 7.13 GiB "
                        "of tensors live at once in all")
@@ -56,7 +57,8 @@ def test_device_rows_and_a_verdict_that_does_not_fit(hw) -> None:
 def test_a_verdict_that_fits_names_the_tightest_device(hw) -> None:
     fit = fit_of(device_rows(MEMORY["towers_bug"], hw), MEMORY["towers_bug"])
     # 3.0 of 16 GiB on the host is 19%; 0.6 of 6 GiB on a GPU is 10%
-    assert (fit.fits, fit.verdict, fit.device) == (True, "fits: peak 3 GiB of 16 GiB on CPU:0", HOST)
+    assert (fit.fits, fit.device) == (True, HOST)
+    assert fit.verdict == "fits: peak 3 GiB of 16 GiB (14.4 GiB usable) on CPU:0"
     assert fit.why == ""
 
 
@@ -105,7 +107,8 @@ def test_projection_marks_single_as_not_fitting_and_recommends_one_that_fits() -
     assert doc["schema"] == 2
     assert doc["memory"]["basis"] == ESTIMATED and doc["memory"]["headroom"] == HEADROOM
     assert doc["memory"]["accelerator_memory_gb"] == 6.0 and doc["memory"]["note"] is None
-    assert by["single"]["memory_fit"]["verdict"] == "does not fit: 7.20 GiB on GPU:0 of 6 GiB"
+    verdict = "does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)"
+    assert by["single"]["memory_fit"]["verdict"] == verdict
     assert set(by["single"]["memory"][GPU0]) == {"peak_bytes", "basis", "persistent_bytes", "transient_bytes",
                                                 "capacity_bytes", "fits"}
     assert "single" in doc["ranking"]  # it stays in the ranking
@@ -114,7 +117,7 @@ def test_projection_marks_single_as_not_fitting_and_recommends_one_that_fits() -
     assert doc["ranking"] == ["replicated", "single", "towers_bug"]
     # the runner-up named is the next one that fits (single, second, is not a choice)
     assert rec["reason"].endswith(
-        "; next: towers_bug (+1463.5%); memory: fits: peak 3.10 GiB of 6 GiB on GPU:1")
+        "; next: towers_bug (+1463.5%); memory: fits: peak 3.10 GiB of 6 GiB (5.40 GiB usable) on GPU:1")
     assert by["replicated"]["memory"][GPU1]["fits"] is True
 
 
@@ -198,12 +201,14 @@ def test_report_shows_each_variants_peaks_verdicts_and_why(tmp_path: Path) -> No
     sec = html[html.index('<section id="memory">'):]
     sec = sec[:sec.index("</section>")]
     single = re.search(r'<div class="memory-variant" data-variant="single">(.*?)</div>', sec, re.S).group(1)
-    assert '<span class="no-fit">— does not fit: 7.20 GiB on GPU:0 of 6 GiB</span>' in single
+    verdict = "does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)"
+    assert f'<span class="no-fit">— {verdict}</span>' in single
     assert "big/&lt;b&gt;act&lt;/b&gt; 1.80 GiB" in single and "<b>act</b>" not in single
     assert single.count('class="peak estimated"') == 1 and 'class="capacity"' in single  # GPU 0, vs 6 GiB
     assert "<td>estimated</td>" in single
     bug = re.search(r'data-variant="towers_bug">(.*?)</div>', sec, re.S).group(1)  # the run has no replicated
-    assert "— fits: peak 3 GiB of 16 GiB on CPU:0" in bug and bug.count('class="peak estimated"') == 2
+    assert "— fits: peak 3 GiB of 16 GiB (14.4 GiB usable) on CPU:0" in bug
+    assert bug.count('class="peak estimated"') == 2
     assert "10% of each device" in sec
 
 

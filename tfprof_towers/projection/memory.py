@@ -82,7 +82,8 @@ def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | 
     tight = max((r["peak_bytes"] / r["capacity_bytes"], d) for d, r in checked.items())
     dev = (max(over) if over else tight)[1]
     r = checked[dev]
-    peak, cap, where = fmt_gib(r["peak_bytes"]), fmt_gib(r["capacity_bytes"]), short_device(dev)
+    peak, where = fmt_gib(r["peak_bytes"]), short_device(dev)
+    cap = f"{fmt_gib(r['capacity_bytes'])} ({fmt_gib(r['capacity_bytes'] * (1 - HEADROOM))} usable)"
     if over:
         verdict = f"does not fit: {peak} on {where} of {cap}"
         return Fit(False, verdict, dev, r["peak_bytes"], r["capacity_bytes"],
