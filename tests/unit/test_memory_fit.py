@@ -135,6 +135,10 @@ def test_summary_keeps_the_verdicts(tmp_path: Path) -> None:
     assert by["single"]["memory_fit"]["fits"] is False
     assert by["single"]["memory"][GPU0]["peak_bytes"] == int(7.2 * GIB)
     assert proj["memory"]["headroom"] == HEADROOM
+    # a CPU stand-in run: the headline comes from the projection, and never names what does not fit
+    rec = summary["recommendation"]
+    assert rec["basis"] == "projected" and rec["variant"] != "single"
+    assert rec["excluded"]["single"] == "does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)"
     assert memory_estimate({GPU0: 1.0})["devices"][GPU0]["peak_bytes"] == GIB
     from tfprof_towers.rundir.summary import MemoryPeak, Summary
 

@@ -13,9 +13,10 @@ from rich.table import Table
 
 from tfprof_towers.advice.recommend import stand_in_why
 from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.summary import MemoryPeak
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
-from tfprof_towers.vocab.device_names import short_device
+from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
 from tfprof_towers.vocab.fmt import fmt_gib
 
@@ -110,8 +111,8 @@ def ranked_table(summary: dict[str, Any]) -> Table:
              "Placements, fastest first (median un-profiled step time)")
     t = Table(title=title)
     for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),
-                      ("p10-p90", "right"), (_speedup_title(summary), "right"), ("same math", "left"),
-                      ("status", "left")):
+                      ("p10-p90", "right"), (_speedup_title(summary), "right"), ("peak memory", "right"),
+                      ("same math", "left"), ("status", "left")):
         t.add_column(col, justify=just)
     by_name = {v["name"]: v for v in summary["variants"]}
     math = {r["variant"]: r["status"] for r in (summary.get("math") or {}).get("variants") or ()}
@@ -121,8 +122,21 @@ def ranked_table(summary: dict[str, Any]) -> Table:
         spread = f"{_ms(st['p10'])} - {_ms(st['p90'])}" if st.get("p10") is not None else "-"
         sp = v.get("speedup_vs_single")
         t.add_row(str(v["rank"] or "-"), _escape(name), _ms(st["median"]), spread,
-                  "-" if sp is None else f"{sp:.2f}x", MATH_MARK.get(math.get(name, ""), "-"), _status(v))
+                  "-" if sp is None else f"{sp:.2f}x", peak_cell(v.get("memory") or {}),
+                  MATH_MARK.get(math.get(name, ""), "-"), _status(v))
     return t
+
+
+def peak_cell(memory: dict[str, Any]) -> str:
+    """A variant's largest accelerator peak (``variants[].memory``, read typed), whether measured or
+    estimated, red when it does not fit (rich markup, escaped); "-" without one."""
+    rows = {d: MemoryPeak.from_json(r) for d, r in memory.items()}
+    acc = {d: r for d, r in rows.items() if is_accelerator_plane(d)} or rows
+    if not acc:
+        return "-"
+    dev, r = max(acc.items(), key=lambda x: (x[1].peak_bytes, x[0]))
+    text = f"{fmt_gib(r.peak_bytes)} {short_device(dev)} ({'est.' if r.basis == 'estimated' else 'meas.'})"
+    return f"[red]{_escape(text)} does not fit[/]" if r.fits is False else _escape(text)
 
 
 def memory_cell(fit: dict[str, Any] | None) -> str:
