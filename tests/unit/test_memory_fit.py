@@ -227,3 +227,31 @@ def test_report_draws_measured_peaks_and_their_timeline(tmp_path: Path) -> None:
     # GPU 0 has both: the measured 3 MiB, the estimate 7.2 GiB beside it
     row = re.search(r'<tr><td class="mono">/device:GPU:0</td>(.*?)</tr>', single, re.S).group(1)
     assert "<td>measured</td>" in row and "7.20 GiB estimated, 2457.60× the measured" in row
+
+
+# ------------------------------------------------------------------ the run's finding
+
+
+def test_a_run_finding_says_which_tensors_make_the_difference(tmp_path: Path) -> None:
+    from report_kit import make_run_dir, write_projection
+
+    from tfprof_towers.advice.memory_rules import DOES_NOT_FIT
+    from tfprof_towers.rundir.paths import RunDir
+    from tfprof_towers.session.report import finish_run
+
+    assert DOES_NOT_FIT.param("headroom") == HEADROOM  # the rule judges as the projection does
+    run = make_run_dir(tmp_path / "with")
+    write_projection(run, memory=True)
+    summary = finish_run(RunDir(run))
+    found = [f for f in summary["findings"] if f["rule"] == "does_not_fit"]
+    assert [f["variant"] for f in found] == ["single"]  # towers_bug fits
+    assert found[0]["message"] == (
+        "on 2x-gtx1060-pcie3, this placement does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable): "
+        "the variables and their optimizer slots (38 tensors, 0.07 GiB) on GPU:0; the largest tensors live "
+        "at the peak: big/<b>act</b> 1.80 GiB, small 0.00 GiB; 7.13 GiB of tensors live at once in all")
+    assert found[0]["severity"] == "medium" and found[0]["evidence"]["device"] == GPU0
+    rule = next(r for r in summary["rules"] if r["rule"] == "does_not_fit")
+    assert rule["evaluated"]
+    bare = make_run_dir(tmp_path / "without")  # no projection: not evaluated, and why
+    rules = {r["rule"]: r for r in finish_run(RunDir(bare))["rules"]}
+    assert not rules["does_not_fit"]["evaluated"]

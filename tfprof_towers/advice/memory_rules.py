@@ -13,9 +13,10 @@ trace in one place, :func:`_producer`.  No TensorFlow.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tfprof_towers.advice.findings import ALLOCATOR_EVENTS, LOW, MEDIUM, Finding, Rule
+from tfprof_towers.advice.findings import ALLOCATOR_EVENTS, LOW, MEDIUM, MEMORY_FIT, Facts, Finding, Rule
 from tfprof_towers.vocab.device_names import is_accelerator_plane
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_ratio
 
@@ -223,3 +224,53 @@ MEMORY_RULES: tuple[Rule, ...] = (
          severity=LOW, high_at=3.0, check=check_memory_imbalance,
          params={"min_peak_ratio": 1.5}, primary="min_peak_ratio", needs=(ALLOCATOR_EVENTS,)),
 )
+
+
+# ------------------------------------------------------------------------------------------
+# The run's rule: a placement that does not fit the projection's target
+
+
+def projected_fit(f: Facts) -> Mapping[str, Any] | None:
+    """The variant's memory verdict on the projection's target (``summary.projection.variants[].memory_fit``),
+    None where there is none or it was not checked."""
+    for v in (f.projection or {}).get("variants") or ():
+        if isinstance(v, Mapping) and v.get("name") == f.name:
+            fit = v.get("memory_fit")
+            return fit if isinstance(fit, Mapping) and fit.get("fits") is not None else None
+    return None
+
+
+def memory_fit_unmet(rule: Rule, f: Facts) -> str | None:
+    """Why the run's memory rule cannot be evaluated on this variant (None: it can, or not this rule)."""
+    if MEMORY_FIT not in rule.needs or projected_fit(f) is not None:
+        return None
+    proj = f.projection or {}
+    if not proj or proj.get("error"):
+        return "no projection on a hardware profile (profile --project-on NAME)"
+    note = (proj.get("memory") or {}).get("note")
+    return str(note) if note else "the projection has no memory verdict for it (its memory was not estimated)"
+
+
+def check_does_not_fit(rule: Rule, f: Facts) -> Finding | None:
+    fit = projected_fit(f)
+    if fit is None or fit.get("peak_bytes") is None or not fit.get("capacity_bytes"):
+        return None
+    # the verdict's device is its worst; judged with this rule's headroom (the projection's, kept equal)
+    if int(fit["peak_bytes"]) <= int(fit["capacity_bytes"]) * (1 - float(rule.param("headroom"))):
+        return None
+    hardware = (f.projection or {}).get("hardware") or "the target"
+    msg = f"on {hardware}, this placement {fit['verdict']}" + (f": {fit['why']}" if fit.get("why") else "")
+    suggestion = ("Suggestion: a placement that splits the batch over the accelerators (towers, replicated, "
+                  "mirrored) or keeps the variables and their optimizer slots on the host (towers_host_vars, "
+                  "central_storage); a smaller per-replica batch; mixed precision.")
+    evidence = {"hardware": hardware, **{k: fit.get(k) for k in ("device", "peak_bytes", "capacity_bytes")}}
+    device = str(fit.get("device") or "")
+    devices = (device,) if device else ()
+    return Finding(rule.name, rule.severity, f.name, msg, suggestion, evidence, (), devices)
+
+
+#: The run's memory rule (``rules.RULES`` appends it): projected, so it informs and never disqualifies a
+#: measured pick; the projected recommender itself never picks a placement that does not fit.
+DOES_NOT_FIT = Rule("does_not_fit", "the placement does not fit the projection target's memory",
+                    severity=MEDIUM, check=check_does_not_fit, params={"headroom": 0.10}, primary="headroom",
+                    needs=(MEMORY_FIT,))
