@@ -153,7 +153,8 @@ def test_timeline_keeps_every_event_or_the_largest_of_each_stretch(analysis) -> 
 
 @pytest.mark.parametrize(("allocator", "device"), [
     ("GPU_0_bfc", "/device:GPU:0"), ("GPU_12_bfc", "/device:GPU:12"), ("gpu_host_bfc", "/host:CPU"),
-    ("cpu", "/host:CPU"), ("cuda_host_bfc", "/host:CPU"), ("mystery_pool", "mystery_pool"),
+    ("cpu", "/host:CPU"), ("cuda_host_bfc", "/host:CPU"), ("xla_gpu_host_bfc", "/host:CPU"),
+    ("mklcpu", "/host:CPU"), ("mystery_pool", "mystery_pool"), ("hostile", "hostile"),
 ])
 def test_allocator_names_its_device(allocator: str, device: str) -> None:
     assert allocator_device(allocator) == device
@@ -386,3 +387,19 @@ def test_diff_compares_the_peaks(tmp_path: Path, capsys) -> None:
     assert "peak memory per device" in text
     assert next(ln for ln in text.splitlines() if ln.strip().startswith("/device:GPU:0")).split()[-2:] == [
         "MB", "(+15.4%)"]
+
+
+@pytest.mark.parametrize("name", ["jax_rocm_mi300x_gemm", "jax_rocm_gfx950_fused_attn"])
+def test_xprof_agrees_on_the_jax_rocm_fixtures(xprof, tmp_path_factory, name: str) -> None:
+    """JAX (XLA's BFC allocators) on AMD GPUs writes the same events: the same figures as XProf's."""
+    src = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / f"{name}.xplane.pb"
+    if not src.is_file():
+        pytest.skip(f"the shared fixture {src.name} is absent; it ships beside the repo in CI")
+    own = tmp_path_factory.mktemp(name) / src.name
+    own.write_bytes(src.read_bytes())
+    want, got = xprof_memory(xprof, own), ours(own)
+    assert set(got) == set(want) and "GPU_0_bfc" in got
+    for a in want:
+        assert within(got[a][0], want[a][0]) and within(got[a][1], want[a][1]), (a, got[a], want[a])
+    assert got["GPU_0_bfc"] == {"jax_rocm_mi300x_gemm": (482_345_216, 154_606_239_744),
+                                "jax_rocm_gfx950_fused_attn": (663_228_416, 299_944_250_900)}[name]

@@ -21,7 +21,8 @@ older writers: ``shape``).  :func:`memory_events` reads them into :class:`Memory
   was allocated before the trace began (variables, optimizer slots, a pre-allocated pool).
 
 An allocator is named as the device it serves: ``GPU_6_bfc`` -> ``/device:GPU:6``,
-``gpu_host_bfc`` / ``cpu`` -> the host plane (``/host:CPU``), anything else by its own name.
+``gpu_host_bfc`` / ``xla_gpu_host_bfc`` / ``mklcpu`` -> the host plane (``/host:CPU``), anything else by
+its own name.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ _DTYPES = {
     22: "uint32", 23: "uint64",
 }
 _INDEXED = re.compile(r"^([A-Za-z]+)_(\d+)_")
-_HOST_ALLOCATORS = re.compile(r"^(gpu_host|cuda_host|cpu|mklcpu|mkl_cpu|host)(_bfc)?$", re.IGNORECASE)
+#: Host memory: pinned (``gpu_host_bfc``, ``cuda_host_bfc``, XLA's ``xla_gpu_host_bfc``) or the CPU's own.
+_HOST_ALLOCATORS = re.compile(r"(^|_)(host|cpu|mklcpu)(_|$)", re.IGNORECASE)
 
 
 def allocator_device(allocator: str, prefix: str = "", host: str = HOST_THREADS) -> str:
@@ -78,7 +80,7 @@ def allocator_device(allocator: str, prefix: str = "", host: str = HOST_THREADS)
     m = _INDEXED.match(allocator)
     if m and m.group(1).upper() in ("GPU", "TPU", "XPU"):
         return f"{prefix}/device:{m.group(1).upper()}:{int(m.group(2))}"
-    if _HOST_ALLOCATORS.match(allocator):
+    if _HOST_ALLOCATORS.search(allocator):
         return prefix + host
     return allocator
 
