@@ -387,6 +387,13 @@ def test_diff_compares_the_peaks(tmp_path: Path, capsys) -> None:
     assert "peak memory per device" in text
     assert next(ln for ln in text.splitlines() if ln.strip().startswith("/device:GPU:0")).split()[-2:] == [
         "MB", "(+15.4%)"]
+    page = tmp_path / "diff.html"
+    assert main(["diff", str(base), str(new), "--html", str(page)]) == 0
+    html = page.read_text()
+    table = html[html.index("<h3>Peak memory per device</h3>"):]
+    table = table[:table.index("</table>")]
+    assert "<td>/device:GPU:0</td><td class=\"num\">6.50 MB</td><td class=\"num\">7.50 MB</td>" in table
+    assert "+1.00 MB (+15.4%)" in table
 
 
 @pytest.mark.parametrize("name", ["jax_rocm_mi300x_gemm", "jax_rocm_gfx950_fused_attn"])
