@@ -219,11 +219,20 @@ def _texts(column: StatColumn, rows: np.ndarray, raw: RawSpace, index: dict[str,
         return out
     at = np.minimum(np.searchsorted(column.index, rows), column.index.size - 1)
     has = np.flatnonzero(column.index[at] == rows)
-    codes, nums = column.codes[at[has]], column.nums[at[has]]
+    if not has.size:
+        return out
+    codes, nums = column.codes[at[has]].astype(np.int64), column.nums[at[has]]
     items = raw.strings.items
-    for c, v in set(zip(codes.tolist(), nums.tolist())):  # one step per distinct value, not per event
-        text = (numbers.get(v, str(v)) if numbers is not None else str(v)) if c < 0 else items[c]
-        out[has[(codes == c) & (nums == v)]] = index.setdefault(text, len(index))
+    text = codes >= 0  # a string's code; else a number (its value in nums)
+    for part, values in ((np.flatnonzero(text), codes), (np.flatnonzero(~text), nums)):
+        if not part.size:
+            continue
+        distinct, inverse = np.unique(values[part], return_inverse=True)
+        lut = np.zeros(distinct.size, dtype=np.int32)
+        for i, v in enumerate(distinct.tolist()):  # one step per distinct value, not per event
+            shown = items[v] if values is codes else (numbers or {}).get(v, str(v))
+            lut[i] = index.setdefault(shown, len(index))
+        out[has[part]] = lut[inverse.ravel()]
     return out
 
 
