@@ -125,13 +125,39 @@ def _work_copy(tensor: str, src_op: int, src: str, dst: str, nbytes: int) -> dic
     return {"tensor": tensor, "src_op": src_op, "src": src, "dst": dst, "bytes": nbytes}
 
 
-def projection_graphs() -> dict[str, Any]:
-    """Graph-work documents in the form ``project.graphcost`` writes (two accelerators)."""
+GIB = 1 << 30
+
+
+def memory_estimate(peaks_gib: dict[str, float], variables: int = 0, persistent_gib: float = 0.0
+                    ) -> dict[str, Any]:
+    """A graph child's memory estimate (``graphcost.estimate_memory``): per device its peak in GiB, the
+    largest live tensor a quarter of it; ``variables``/``persistent_gib`` on the first device."""
+    devices = {}
+    for i, (dev, g) in enumerate(peaks_gib.items()):
+        peak = int(g * GIB)
+        persistent = int(persistent_gib * GIB) if i == 0 else 0
+        devices[dev] = {"peak_bytes": peak, "transient_bytes": peak - persistent,
+                        "persistent_bytes": persistent, "variables": variables if i == 0 else 0,
+                        "top_tensors": [["big/<b>act</b>", peak // 4], ["small", 1024]]}
+    return {"devices": devices, "estimator": "grappler"}
+
+
+#: Estimates for :func:`projection_graphs` (``memory=True``): on 2x 6 GiB, single does not fit.
+MEMORY = {
+    "single": memory_estimate({GPU0: 7.2, HOST: 0.25}, variables=38, persistent_gib=0.07),
+    "towers_bug": memory_estimate({HOST: 3.0, GPU0: 0.6, GPU1: 0.6}, variables=38, persistent_gib=0.07),
+    "replicated": memory_estimate({GPU0: 3.1, GPU1: 3.1, HOST: 0.5}, variables=38, persistent_gib=0.07),
+}
+
+
+def projection_graphs(memory: bool = False) -> dict[str, Any]:
+    """Graph-work documents in the form ``project.graphcost`` writes (two accelerators); ``memory``: with
+    the memory estimates of :data:`MEMORY`."""
     def work(name: str, ops: list[dict[str, Any]], copies: list[dict[str, Any]]) -> dict[str, Any]:
         return {"variant": name, "host": HOST, "accelerators": [GPU0, GPU1], "ops": ops, "copies": copies,
                 "collectives": []}
 
-    return {
+    graphs: dict[str, Any] = {
         "tensorflow": "2.99.0",
         "variants": {
             "single": work("single", [_work_op("x", HOST, 1e6, 1e6),
@@ -147,10 +173,15 @@ def projection_graphs() -> dict[str, Any]:
             "broken": {"error": "building the graph failed: ValueError: no"},
         },
     }
+    if memory:
+        for name, estimate in MEMORY.items():
+            graphs["variants"][name]["memory"] = estimate
+    return graphs
 
 
-def make_projection(hardware_name: str | None = None) -> dict[str, Any]:
-    """A projection document from the real model; ``hardware_name`` renames the profile."""
+def make_projection(hardware_name: str | None = None, memory: bool = False) -> dict[str, Any]:
+    """A projection document from the real model; ``hardware_name`` renames the profile; ``memory``: the
+    graphs carry :data:`MEMORY`'s estimates."""
     from dataclasses import replace
 
     from tfprof_towers.projection.api import project
@@ -161,12 +192,12 @@ def make_projection(hardware_name: str | None = None) -> dict[str, Any]:
     if hardware_name is not None:
         hw = replace(hw, name=hardware_name, description=f"renamed: {hardware_name}")
     variants = [VariantSpec(n) for n in ("single", "towers_bug", "replicated", "broken")]
-    return project(hw, Preset("tiny", batch=4, dim=16), variants, graphs=projection_graphs())
+    return project(hw, Preset("tiny", batch=4, dim=16), variants, graphs=projection_graphs(memory))
 
 
-def write_projection(root: Path, hardware_name: str | None = None) -> dict[str, Any]:
+def write_projection(root: Path, hardware_name: str | None = None, memory: bool = False) -> dict[str, Any]:
     """Write ``root/projection.json`` (as ``profile --project-on`` does) and return the document."""
-    doc = make_projection(hardware_name)
+    doc = make_projection(hardware_name, memory)
     (root / "projection.json").write_text(json.dumps(doc))
     return doc
 

@@ -40,3 +40,17 @@ def test_a_run_without_a_projection_prints_the_measured_ranking(tmp_path: Path,
     run = make_run_dir(tmp_path / "run")
     text = printed(finish_run(RunDir(run)), run, monkeypatch)
     assert "PROJECTED" not in text and "Recommendation: single — single has the fastest" in text
+
+
+def test_both_tables_have_a_peak_memory_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The projection's estimates on 2x 6 GiB (report_kit.MEMORY): single does not fit, the towers do."""
+    run = make_run_dir(tmp_path / "run")
+    write_projection(run, memory=True)
+    text = printed(finish_run(RunDir(run)), run, monkeypatch)
+    assert text.count("peak memory") == 2  # the projected table and the ranked one
+    single = [line for line in text.splitlines() if "│ single" in line or " single " in line]
+    projected = next(line for line in single if "7.20 GiB GPU:0 (does not fit)" in line)
+    assert "not recommended: does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)" in projected
+    assert any("7.20 GiB GPU:0 (est.) does not fit" in line for line in single)  # the ranked table
+    bug = next(line for line in text.splitlines() if "towers_bug" in line and "(est.)" in line)
+    assert "0.60 GiB GPU:1 (est.)" in bug  # its largest accelerator peak (GPU 0 and 1 tie: the last named)

@@ -148,7 +148,7 @@ def test_no_breakdown_anywhere_says_why_per_variant(run: Path) -> None:
 def test_finish_run_writes_what_it_returns(run: Path) -> None:
     doc = finish_run(RunDir(run))
     assert json.loads((run / "summary.json").read_text()) == json.loads(json.dumps(doc))
-    assert doc["schema"] == 3 and doc["problems"] == [] and doc["projection"] is None  # 3: basis
+    assert doc["schema"] == 4 and doc["problems"] == [] and doc["projection"] is None  # 4: memory
     assert load_projection(RunDir(run)) is None
 
 

@@ -62,3 +62,32 @@ def test_importing_the_package_does_not_import_tensorflow() -> None:
             "tfprof_towers.commands.hardware; print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize(("batch", "why"), [("0", "must be between 1 and 65536: 0"),
+                                            ("many", "not a whole number: 'many'")])
+def test_a_bad_batch_is_a_usage_error(batch: str, why: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_cli("project", "--hardware", "2x-gtx1060-pcie3", "--batch", batch)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --batch: {why}" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_batch_renames_the_preset_it_projects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--batch N``: the preset's sizes with batch N, named so (never taken for the run's own preset)."""
+    from tfprof_towers.commands import project as command
+
+    seen = {}
+
+    def fake_project(hardware, preset, variants, run_dir=None, host_build=None):
+        seen["preset"] = preset
+        return {"ranking": []}
+
+    monkeypatch.setattr(command, "project", fake_project)
+    monkeypatch.setattr(command, "show", lambda doc, run_dir, as_json: None)
+    run_cli("project", "--hardware", "2x-gtx1060-pcie3", "--preset", "seed", "--batch", "192",
+            "--variants", "single")
+    p = seen["preset"]
+    assert (p.name, p.batch, p.dim) == ("seed-batch192", 192, 1000)

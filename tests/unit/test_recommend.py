@@ -217,3 +217,51 @@ def test_a_run_without_any_projection_keeps_the_measured_basis() -> None:
 def test_schema_2_free_text_basis_reads_as_measured() -> None:
     old = {"variant": "single", "reason": "why", "basis": "median un-profiled step time"}
     assert recommend.Recommendation.from_json(old).basis == "measured"
+
+
+# ------------------------------------------------------------------------------------------
+# memory: a placement that does not fit the target is never recommended
+
+
+GIB = 1 << 30
+
+
+def _fit(entry: dict, peak_gib: float, capacity_gib: float = 6.0, device: str = "/device:GPU:0") -> dict:
+    peak, cap = int(peak_gib * GIB), int(capacity_gib * GIB)
+    fits = peak <= cap * 0.9
+    verdict = (f"fits: peak {peak_gib:.2f} GiB of {capacity_gib:g} GiB on GPU:0" if fits
+               else f"does not fit: {peak_gib:.2f} GiB on GPU:0 of {capacity_gib:g} GiB")
+    return {**entry, "memory_fit": {"fits": fits, "verdict": verdict, "device": device, "peak_bytes": peak,
+                                    "capacity_bytes": cap, "why": ""}}
+
+
+def test_a_placement_that_does_not_fit_is_never_recommended_and_stays_ranked() -> None:
+    entries = [_fit(_projected("single", 1.00, 1.00), 7.2),
+               _fit(_projected("towers_host_vars", 1.45, 1.60), 3.1),
+               _fit(_projected("replicated", 1.40, 1.70), 3.2)]
+    ranking = ["single", "replicated", "towers_host_vars"]
+    rec = recommend.projected(entries, ranking, "toy")
+    assert rec.variant == "towers_host_vars"  # within 5% of replicated and simpler; single does not fit
+    assert rec.fastest == "single"
+    assert rec.excluded == {"single": "does not fit: 7.20 GiB on GPU:0 of 6 GiB"}
+    assert rec.reason.startswith("single is projected fastest (1.000 s) but is not recommended: does not "
+                                 "fit: 7.20 GiB on GPU:0 of 6 GiB; ")
+    assert rec.reason.endswith("; memory: fits: peak 3.10 GiB of 6 GiB on GPU:0")
+
+
+def test_when_nothing_fits_there_is_no_recommendation_and_the_smallest_peak_is_named() -> None:
+    entries = [_fit(_projected("single", 1.00, 1.00), 7.2), _fit(_projected("replicated", 1.40, 1.70), 6.5)]
+    rec = recommend.projected(entries, ["single", "replicated"], "toy")
+    assert rec.variant is None and rec.fastest == "single"
+    assert rec.reason == ("no variant fits the memory of toy, so none is recommended: the smallest peak is "
+                          "replicated's, 6.50 GiB on GPU:0 of 6 GiB")
+    assert set(rec.excluded) == {"single", "replicated"}
+
+
+def test_fits_unknown_does_not_exclude() -> None:
+    unknown = {**_projected("single", 1.00, 1.00),
+               "memory_fit": {"fits": None,
+                              "verdict": "memory fit not checked: the hardware profile gives no memory_gb"}}
+    rec = recommend.projected([unknown, _projected("replicated", 2.0, 2.0)], ["single", "replicated"], "toy")
+    assert rec.variant == "single" and rec.excluded == {}
+    assert rec.reason.endswith("; memory: memory fit not checked: the hardware profile gives no memory_gb")

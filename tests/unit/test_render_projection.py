@@ -52,7 +52,8 @@ def test_summary_carries_the_compact_projection(run: Path) -> None:
     assert proj["recommendation"] == doc["recommendation"]
     assert proj["ranking"] == ["replicated", "single", "towers_bug"]
     by = {v["name"]: v for v in proj["variants"]}
-    assert set(by["towers_bug"]) == {"name", "rank", "projected_step_s", "bottleneck"}
+    assert set(by["towers_bug"]) == {"name", "rank", "projected_step_s", "bottleneck", "memory", "memory_fit"}
+    assert by["towers_bug"]["memory_fit"]["verdict"] == "memory not estimated"  # the kit's graphs carry none
     assert by["towers_bug"]["bottleneck"] == "host compute (/device:CPU:0)"
     assert by["towers_bug"]["projected_step_s"] == next(
         v for v in doc["variants"] if v["name"] == "towers_bug")["projected_step_s"]

@@ -27,6 +27,8 @@ PEER_PATH, TASKS = "peer_path", "tasks"
 #: What a trace rule (:mod:`.trace_rules`) may need of the one trace it reads.
 ACCELERATOR_PLANES, KERNELS, LAUNCHES = "accelerator_planes", "kernels", "launches"
 TWO_ACCELERATORS, PRECISION_NAMES = "two_accelerators", "precision_names"
+ALLOCATOR_EVENTS = "allocator_events"  # the memory rules' (:mod:`.memory_rules`)
+MEMORY_FIT = "memory_fit"  # the run's does_not_fit rule (:mod:`.memory_rules`)
 NEEDS: dict[str, str] = {
     TASKS: "per-task step windows from the traces of two or more step-running tasks (a cluster variant)",
     PLACEMENT: "the variant's placement (partition graphs)",
@@ -41,6 +43,10 @@ NEEDS: dict[str, str] = {
     TWO_ACCELERATORS: "two or more accelerators that ran kernels",
     PRECISION_NAMES: "kernel names that tell their precision (hgemm, h884, s1688, fp16, bf16, sgemm, "
                      "fp32...) for enough of the compute time",
+    MEMORY_FIT: "a projection on a hardware profile that gives its memory (memory_gb), with the variant's "
+                "memory verdict (profile --project-on NAME, or a run on logical CPU devices)",
+    ALLOCATOR_EVENTS: "allocator events in the trace (MemoryAllocation/MemoryDeallocation: TensorFlow's "
+                      "BFC allocators)",
 }
 
 

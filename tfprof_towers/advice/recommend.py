@@ -26,7 +26,8 @@ from typing import Any
 
 from tfprof_towers.rundir.summary import MEASURED, PROJECTED, Recommendation
 from tfprof_towers.variants import registry
-from tfprof_towers.vocab.fmt import fmt_ratio, fmt_seconds, fmt_step
+from tfprof_towers.vocab.device_names import short_device
+from tfprof_towers.vocab.fmt import fmt_gib, fmt_ratio, fmt_seconds, fmt_step
 
 #: The projected basis: a simpler variant whose projected (overlapped) step is within this
 #: fraction of the fastest's counts as within noise.
@@ -200,13 +201,19 @@ def projected(
     sources = sources or {}
     excluded = dict(excluded or {})
     by_name = {e["name"]: e for e in entries}
+    unfit = {n: fit["verdict"] for n in ranking
+             if (fit := memory_fit(by_name[n])) is not None and fit.get("fits") is False}
+    if len(unfit) == len(ranking):
+        return Recommendation(None, nothing_fits([by_name[n] for n in ranking], hardware), PROJECTED,
+                              hardware=hardware, fastest=ranking[0], excluded=unfit)
+    excluded = {**unfit, **excluded}  # a placement that does not fit is never recommended
 
     def candidate(name: str) -> Candidate:
         step = by_name[name]["projected_step_s"]
         source = sources.get(name, "builtin")
         return Candidate(name, step["overlapped"], registry.simplicity(name, source), source=source)
 
-    names, every_one = eligible(ranking, excluded)
+    names, every_one = eligible([n for n in ranking if n not in unfit], excluded)
     choice = choose([candidate(n) for n in names], within_fraction(PROJECTED_WITHIN))
     assert choice is not None
     overall = by_name[ranking[0]]
@@ -216,11 +223,32 @@ def projected(
         passed_over = f"{overall['name']} is projected fastest ({t}) but is not recommended: " \
                       f"{excluded[overall['name']]}; "
     rec = _projected_choice(choice, by_name, names, hardware, sources, bool(passed_over))
-    reason = passed_over + rec.reason + (f". {_every_one_excluded(rec.variant)}" if every_one else "")
+    fit = memory_fit(by_name[rec.variant])
+    headroom = f"; memory: {fit['verdict']}" if fit and fit.get("verdict") else ""
+    reason = passed_over + rec.reason + headroom
+    reason += f". {_every_one_excluded(rec.variant)}" if every_one else ""
     runner = next((n for n in ranking if n != rec.variant), None)  # eligible or not, as measured()
     return replace(rec, reason=reason, fastest=overall["name"], runner_up=runner,
                    projected_step_s=dict(by_name[rec.variant]["projected_step_s"]),
                    excluded={n: w for n, w in excluded.items() if n in by_name})
+
+
+def memory_fit(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A projected entry's memory verdict (``projection.memory.Fit.to_json``), None where it has none."""
+    fit = entry.get("memory_fit")
+    return fit if isinstance(fit, Mapping) else None
+
+
+def nothing_fits(entries: Sequence[Mapping[str, Any]], hardware: str) -> str:
+    """Why there is no recommendation when no projected variant fits: say so, and name the smallest peak."""
+    peaks = [(int(f["peak_bytes"]), e["name"], f) for e in entries
+             if (f := memory_fit(e)) is not None and f.get("peak_bytes") is not None]
+    if not peaks:
+        return f"no variant fits the memory of {hardware}"
+    peak, name, f = min(peaks, key=lambda x: (x[0], x[1]))
+    where, of = short_device(str(f["device"])), fmt_gib(f.get("capacity_bytes"))
+    return (f"no variant fits the memory of {hardware}, so none is recommended: the smallest peak is "
+            f"{name}'s, {fmt_gib(peak)} on {where} of {of}")
 
 
 def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], ranking: Sequence[str],

@@ -36,6 +36,7 @@ from tfprof_towers.advice.findings import (
     Rule,
     by_severity,
 )
+from tfprof_towers.advice.memory_rules import DOES_NOT_FIT, memory_fit_unmet
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
 from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS
@@ -394,6 +395,7 @@ RULES: tuple[Rule, ...] = (
     Rule("straggler", "one task reaches the all-reduce late, step after step, and the others wait for it",
          severity=MEDIUM, high_at=0.25, check=cluster_advice.check_straggler,
          params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,)),
+    DOES_NOT_FIT,
 )
 
 
@@ -471,6 +473,8 @@ def unmet(rule: Rule, f: Facts) -> str | None:
             and strategy_advice.profile(f) is None):
         return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
                 "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
+    if (why := memory_fit_unmet(rule, f)) is not None:
+        return why
     if MATH in rule.needs:
         return samemath.not_compared_why(f.entry, f.math_reference)
     return cluster_advice.unmet_tasks(f) if TASKS in rule.needs else None

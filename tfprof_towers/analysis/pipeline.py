@@ -16,7 +16,7 @@ from typing import Any
 from tfprof_towers.analysis import audit
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json
 from tfprof_towers.rundir.records import VariantRecord
-from tfprof_towers.rundir.summary import Summary, SummaryEntry
+from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
 from tfprof_towers.vocab.device_names import device_role
 from tfprof_towers.vocab.errors import TowersError
 
@@ -79,6 +79,31 @@ def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> S
                    for dev, d in (t.breakdown.get("devices") or {}).items()}
         bd = {**t.breakdown, "devices": devices} if "devices" in t.breakdown else dict(t.breakdown)
         return replace(e, breakdown=bd)
+
+    return summary.map_entries(one)
+
+
+def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
+    """Each variant's peak memory per device: measured where its trace has allocator events, estimated
+    (the projection's target, grappler's estimator) for the devices the trace does not show; a device
+    with both keeps the measured peak and the estimate beside it."""
+    projected = {str(v.get("name")): v.get("memory") or {}
+                 for v in (summary.projection or {}).get("variants") or () if isinstance(v, Mapping)}
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        rows: dict[str, MemoryPeak] = {}
+        t = analyses.get(e.name)
+        for d in (t.analysis.memory if t is not None and t.analysis is not None else ()):
+            cap = d.capacity_bytes
+            rows[d.device] = MemoryPeak(d.peak_bytes, "measured", d.before_trace_bytes, cap,
+                                        None if cap is None else d.peak_bytes <= cap)
+        for dev, r in projected.get(e.name, {}).items():
+            if dev in rows:
+                rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]))
+            else:
+                rows[dev] = MemoryPeak(int(r["peak_bytes"]), "estimated", r.get("persistent_bytes"),
+                                       r.get("capacity_bytes"), r.get("fits"))
+        return replace(e, memory=rows)
 
     return summary.map_entries(one)
 
@@ -166,6 +191,7 @@ def compact_projection(doc: Mapping[str, Any]) -> dict[str, Any]:
         "calibrated": [str(c) for c in (doc.get("rates") or {}).get("calibrated") or ()],
         "calibration_notes": [str(n) for n in calibration.get("notes") or ()],
         "variants": [_projected_variant(e) for e in doc["variants"]],
+        **({"memory": _plain(doc["memory"])} if isinstance(doc.get("memory"), Mapping) else {}),
         "ranking": [str(n) for n in doc.get("ranking") or ()],
         "recommendation": {"variant": _optional_text(doc["recommendation"].get("variant")),
                            "reason": str(doc["recommendation"].get("reason") or "")},
@@ -178,12 +204,16 @@ def _projected_variant(entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"name": name, "error": str(entry.get("error") or "not projected")}
     step = entry["projected_step_s"]
     rank = entry.get("rank")
-    return {
+    out = {
         "name": name,
         "rank": None if rank is None else int(rank),
         "projected_step_s": {"overlapped": _seconds(step["overlapped"]), "serial": _seconds(step["serial"])},
         "bottleneck": str((entry.get("bottleneck") or {}).get("text") or ""),
     }
+    if isinstance(entry.get("memory_fit"), Mapping):  # projection.json schema 2
+        out["memory"] = {str(d): _plain(r) for d, r in (entry.get("memory") or {}).items()}
+        out["memory_fit"] = _plain(entry["memory_fit"])
+    return out
 
 
 def _seconds(value: Any) -> float:

@@ -55,12 +55,15 @@ def run(args: argparse.Namespace) -> int:
             from tfprof_towers.render.analysis_html import render_analysis_html
         except ImportError:
             raise TowersError("--html: the HTML renderer is not available in this build") from None
-        render_analysis_html(doc, args.html, [args.path])
+        from tfprof_towers.trace.memory import timelines
+
+        render_analysis_html(doc, args.html, [args.path], timelines(analysis.trace.memory, analysis.memory))
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
     else:  # names from the trace are printed with their control and bidi characters made visible
         buf = io.StringIO()
         print_tables(doc, buf)
+        print_memory(doc, buf)
         print_findings(doc, buf)
         if args.html is not None:
             buf.write(f"\nwrote {args.html}\n")
@@ -200,6 +203,29 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
         rows.append([link["src"], link["dst"], link["kind"], _fmt_bytes(b), f"{link['count'] / steps:g}",
                      _fmt_s(t) if measured else "not measured", gbps])
     _table(rows, out)
+
+
+def print_memory(doc: dict[str, Any], out: TextIO) -> None:
+    """Per device: the allocator's peak (over the trace and within the steps), its capacity, the
+    fragmentation and the largest op live at the peak; or why there is nothing to show."""
+    memory = doc.get("memory") or {}
+    devices = memory.get("devices") or {}
+    out.write("\nmemory per device (the allocators' events; peak = most bytes in use):\n")
+    if not devices:
+        out.write(f"{memory.get('note') or 'no allocator events in this trace'}\n")
+        return
+    rows = [["device", "allocator", "peak", "in steps", "capacity", "of capacity", "fragmentation",
+             "before trace", "largest op live at the peak"]]
+    for name, d in devices.items():
+        cap, peak = d.get("capacity_bytes"), d["peak_bytes"]
+        top = d["top_ops"][0] if d["top_ops"] else None
+        frag = d.get("fragmentation")
+        rows.append([name, d["allocator"], _fmt_bytes(peak), _fmt_bytes(d.get("peak_in_steps_bytes")),
+                     _fmt_bytes(cap), f"{100.0 * peak / cap:.1f}%" if cap else "-",
+                     "-" if frag is None else f"{frag:.4f}", _fmt_bytes(d.get("before_trace_bytes")),
+                     f"{top['op']} ({_fmt_bytes(top['bytes'])})" if top else "-"])
+    _table(rows, out)
+    out.write(f"note: {memory.get('note')}\n")
 
 
 def print_findings(doc: dict[str, Any], out: TextIO) -> None:

@@ -13,9 +13,12 @@ from rich.table import Table
 
 from tfprof_towers.advice.recommend import stand_in_why
 from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.summary import MemoryPeak
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
+from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
+from tfprof_towers.vocab.fmt import fmt_gib
 
 
 def _console(stderr: bool = False) -> Console:
@@ -108,8 +111,8 @@ def ranked_table(summary: dict[str, Any]) -> Table:
              "Placements, fastest first (median un-profiled step time)")
     t = Table(title=title)
     for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),
-                      ("p10-p90", "right"), (_speedup_title(summary), "right"), ("same math", "left"),
-                      ("status", "left")):
+                      ("p10-p90", "right"), (_speedup_title(summary), "right"), ("peak memory", "right"),
+                      ("same math", "left"), ("status", "left")):
         t.add_column(col, justify=just)
     by_name = {v["name"]: v for v in summary["variants"]}
     math = {r["variant"]: r["status"] for r in (summary.get("math") or {}).get("variants") or ()}
@@ -119,8 +122,30 @@ def ranked_table(summary: dict[str, Any]) -> Table:
         spread = f"{_ms(st['p10'])} - {_ms(st['p90'])}" if st.get("p10") is not None else "-"
         sp = v.get("speedup_vs_single")
         t.add_row(str(v["rank"] or "-"), _escape(name), _ms(st["median"]), spread,
-                  "-" if sp is None else f"{sp:.2f}x", MATH_MARK.get(math.get(name, ""), "-"), _status(v))
+                  "-" if sp is None else f"{sp:.2f}x", peak_cell(v.get("memory") or {}),
+                  MATH_MARK.get(math.get(name, ""), "-"), _status(v))
     return t
+
+
+def peak_cell(memory: dict[str, Any]) -> str:
+    """A variant's largest accelerator peak (``variants[].memory``, read typed), whether measured or
+    estimated, red when it does not fit (rich markup, escaped); "-" without one."""
+    rows = {d: MemoryPeak.from_json(r) for d, r in memory.items()}
+    acc = {d: r for d, r in rows.items() if is_accelerator_plane(d)} or rows
+    if not acc:
+        return "-"
+    dev, r = max(acc.items(), key=lambda x: (x[1].peak_bytes, x[0]))
+    text = f"{fmt_gib(r.peak_bytes)} {short_device(dev)} ({'est.' if r.basis == 'estimated' else 'meas.'})"
+    return f"[red]{_escape(text)} does not fit[/]" if r.fits is False else _escape(text)
+
+
+def memory_cell(fit: dict[str, Any] | None) -> str:
+    """A variant's peak memory on the target, for a table: its tightest device's estimated peak, red when
+    it does not fit (rich markup, escaped)."""
+    if not fit or fit.get("peak_bytes") is None:
+        return "-"
+    text = f"{fmt_gib(fit['peak_bytes'])} {short_device(str(fit.get('device') or ''))}"
+    return f"[red]{_escape(text)} (does not fit)[/]" if fit.get("fits") is False else _escape(text)
 
 
 def projected_table(summary: dict[str, Any]) -> Table | None:
@@ -133,7 +158,7 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
         if preset.get("name") else ""
     t = Table(title=f"PROJECTED on {proj.get('hardware')}{size}, fastest first: not measured")
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped - serial", "right"),
-                      ("bottleneck", "left"), ("note", "left")):
+                      ("peak memory", "right"), ("bottleneck", "left"), ("note", "left")):
         t.add_column(col, justify=just)
     excluded = (summary.get("recommendation") or {}).get("excluded") or {}
     by_name = {v["name"]: v for v in proj["variants"]}
@@ -143,7 +168,8 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
         step = v.get("projected_step_s")
         span = f"{_ms(step['overlapped'])} - {_ms(step['serial'])}" if step else "-"
         note = v.get("error") or (f"not recommended: {excluded[name]}" if name in excluded else "")
-        t.add_row(str(v.get("rank") or "-"), _escape(name), span, _escape(str(v.get("bottleneck") or "-")),
+        t.add_row(str(v.get("rank") or "-"), _escape(name), span, memory_cell(v.get("memory_fit")),
+                  _escape(str(v.get("bottleneck") or "-")),
                   f"[yellow]{_escape(note)}[/]" if note else "")
     return t
 

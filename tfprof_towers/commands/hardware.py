@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(
             f"[bold]{escape(h.name)}[/]",
             escape(f"{h.host.model}, {h.host.peak_flops() / 1e9:.0f} GFLOP/s peak"),
-            escape(f"{h.accelerator.count}x {h.accelerator.model}"), escape(h.host_link.name), escape(peer),
+            escape(f"{h.accelerator.count}x {h.accelerator.model}"
+                   + (f", {h.accelerator.memory_gb:g} GB each" if h.accelerator.memory_gb else "")),
+            escape(h.host_link.name), escape(peer),
             escape(h.network.name) if h.network is not None else "-",
         )
     Console(highlight=False, width=160).print(table)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "see `tfprof-towers hardware`")
     p.add_argument("--preset", default=None, choices=list(PRESETS),
                    help=f"workload size (default: the run's preset, or {DEFAULT_PRESET} without RUN_DIR)")
+    p.add_argument("--batch", type=_batch, default=None, metavar="N",
+                   help="the preset's batch size instead (the seed workload's input is [N, dim, dim]): "
+                        "memory and time grow with it")
     p.add_argument("--variants", default=None, metavar="A,B,...",
                    help="built-in variants to project (default: the run's, or all built-ins)")
     p.add_argument("--variant-file", action="append", default=[], metavar="PATH",
@@ -61,6 +65,20 @@ def _hosts(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if not 1 <= v <= MAX_HOSTS:
         raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_HOSTS}: {text}")
+    return v
+
+
+#: Largest --batch taken (the seed's is 64).
+MAX_BATCH = 1 << 16
+
+
+def _batch(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= v <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_BATCH}: {text}")
     return v
 
 
@@ -117,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         preset = get_preset(args.preset)
     else:
         preset = run_preset(run) if run is not None else get_preset(DEFAULT_PRESET)
+    if args.batch is not None:  # a size of its own: named so, and never calibrated as the run's preset
+        preset = dataclasses.replace(preset, batch=args.batch, name=f"{preset.name}-batch{args.batch}")
     if run is not None and run.config is not None and run.config.cluster is not None:
         return _project_cluster_run(args, run_dir, run.config.cluster, preset)
     variants = _variants(args, run)
@@ -164,7 +184,7 @@ def projection_table(doc: dict[str, Any]) -> Table:
     t = Table(title=escape(title))
     baseline = registry.baseline_name(registry.CLUSTER if doc.get("cluster") else registry.TF1_GRAPH)
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
-                      (f"vs {baseline}", "right"), ("bottleneck", "left")):
+                      (f"vs {baseline}", "right"), ("peak memory", "right"), ("bottleneck", "left")):
         t.add_column(col, justify=just)
     by_name = {e["name"]: e for e in doc["variants"]}
     base = by_name.get(baseline, {}).get("projected_step_s", {}).get("overlapped")
@@ -174,10 +194,10 @@ def projection_table(doc: dict[str, Any]) -> Table:
         speed = f"{base / s['overlapped']:.2f}x" if base else "-"
         b = e["bottleneck"]
         t.add_row(str(e["rank"]), escape(name), fmt_step(s["overlapped"]), fmt_step(s["serial"]), speed,
-                  escape(f"{b['text']} ({b['share']:.0%} of step)"))
+                  console.memory_cell(e.get("memory_fit")), escape(f"{b['text']} ({b['share']:.0%} of step)"))
     for e in doc["variants"]:
         if "error" in e:
-            t.add_row("-", escape(e["name"]), "-", "-", "-", f"[red]{escape(e['error'])}[/]")
+            t.add_row("-", escape(e["name"]), "-", "-", "-", "-", f"[red]{escape(e['error'])}[/]")
     return t
 
 
@@ -187,6 +207,16 @@ def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
     rec = doc["recommendation"]
     if rec.get("variant"):
         out.print(f"Projected recommendation: [bold]{escape(rec['variant'])}[/] — {escape(rec['reason'])}")
+    elif rec.get("reason"):
+        out.print(f"[yellow]No projected recommendation[/]: {escape(rec['reason'])}")
+    mem = doc.get("memory") or {}
+    if mem:
+        out.print(escape(f"Memory: {mem['basis']}, on each device of the target; "
+                         + (mem["note"] if mem.get("note") else mem["headroom_why"]) + "."))
+        for e in doc["variants"]:
+            fit = e.get("memory_fit") or {}
+            if fit.get("fits") is False and fit.get("why"):
+                out.print(escape(f"{e['name']} {fit['verdict']}: {fit['why']}."))
     prof = doc["profile"]
     host = prof["host"]
     out.print(

@@ -197,6 +197,25 @@ def links(b: Side, n: Side) -> list[dict[str, Any]]:
     return [r for r in rows if r["change"] != 0]
 
 
+def memory(b: Side, n: Side) -> list[dict[str, Any]]:
+    """Per device either side's allocators name: its peak bytes in use on each side (None: no allocator
+    events for it there) and the change, by device order."""
+    from tfprof_towers.vocab.device_names import device_sort_key
+
+    def peaks(s: Side) -> dict[str, int]:
+        a = s.part.analysis
+        return {d.device: d.peak_bytes for d in a.memory} if a is not None else {}
+
+    pb, pn = peaks(b), peaks(n)
+    rows = []
+    for dev in sorted(set(pb) | set(pn), key=device_sort_key):
+        before, after = pb.get(dev), pn.get(dev)
+        change = None if before is None or after is None else after - before
+        rows.append({"device": dev, "base_peak_bytes": before, "new_peak_bytes": after, "change": change,
+                     "change_pct": None if change is None or not before else 100.0 * change / before})
+    return rows
+
+
 def findings(b: Side, n: Side) -> dict[str, list[dict[str, Any]]]:
     """Findings (by rule) that appeared in NEW or went away."""
     fb, fn = b.frame("findings"), n.frame("findings")
@@ -255,10 +274,11 @@ def diff_pair(b: Side, n: Side, alpha: float = ALPHA) -> dict[str, Any]:
     doc["no_data"] = missing
     if missing:
         return doc | {"devices": [], "ops": {"op_type": [], "op": []}, "placement_moves": [], "links": [],
-                      "findings": {"appeared": [], "gone": [], "kept": []},
+                      "memory": [], "findings": {"appeared": [], "gone": [], "kept": []},
                       "math": {"same": None, "why": f"{' and '.join(missing)} did not run"}}
     return doc | {"devices": devices(b, n), "ops": ops(b, n), "placement_moves": placement_moves(b, n),
-                  "links": links(b, n), "findings": findings(b, n), "math": math(b, n)}
+                  "links": links(b, n), "memory": memory(b, n), "findings": findings(b, n),
+                  "math": math(b, n)}
 
 
 #: The gate's outcome per variant (:func:`judge`).

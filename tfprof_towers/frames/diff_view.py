@@ -26,6 +26,16 @@ def _signed_s(x: float) -> str:
     return ("+" if x > 0 else "-" if x < 0 else "") + fmt_seconds(abs(x)) if x else "0 s"
 
 
+def _memory_rows(memory: list[dict[str, Any]]) -> list[list[str]]:
+    """The header and a row per device: peak before, after, the change (and in %)."""
+    rows = [["device", "before", "after", "change"]]
+    for r in memory:
+        pct = "" if r["change_pct"] is None else f" ({r['change_pct']:+.1f}%)"
+        change = "-" if r["change"] is None else _signed_b(r["change"]) + pct
+        rows.append([r["device"], fmt_bytes(r["base_peak_bytes"]), fmt_bytes(r["new_peak_bytes"]), change])
+    return rows
+
+
 def _signed_b(x: float) -> str:
     return ("+" if x > 0 else "-") + fmt_bytes(abs(x)) if x else "0 B"
 
@@ -140,6 +150,9 @@ def write_text(doc: Mapping[str, Any], out: TextIO) -> None:
             rows += [[r["src"], r["dst"], r["kind"], fmt_bytes(r["base_bytes"]), fmt_bytes(r["new_bytes"]),
                       _signed_b(r["change"])] for r in p["links"][:MAX_TEXT_ROWS]]
             _table(rows, out)
+        if p.get("memory"):
+            out.write("\npeak memory per device (the allocators' events):\n")
+            _table(_memory_rows(p["memory"]), out)
         f = p["findings"]
         for what in ("appeared", "gone"):
             for x in f[what]:
@@ -241,6 +254,10 @@ def _pair_html(p: Mapping[str, Any], kind: str = "run") -> str:
                                  [[r["src"], r["dst"], r["kind"], fmt_bytes(r["base_bytes"]),
                                    fmt_bytes(r["new_bytes"]), _signed_b(r["change"])]
                                   for r in p["links"]], 3))
+    if p.get("memory"):
+        rows = _memory_rows(p["memory"])
+        parts.append("<h3>Peak memory per device</h3>")
+        parts.append(_html_table(rows[0], rows[1:], 1))
     f = p["findings"]
     items = [f'<div class="finding {_e(x["severity"])}"><strong>{_e(w)}</strong>: '
              f'<span class="sev sev-{_e(x["severity"])}">{_e(x["severity"])}</span> {_e(x["rule"])}: '

@@ -2,4 +2,4 @@
 (their columns and dtypes: :data:`tfprof_towers.frames.schema.COLUMNS`).  No pandas."""
 
 FRAMES: tuple[str, ...] = ("events", "steps", "wall", "total", "idle", "links", "findings", "variants",
-                           "step_times", "losses", "placement")
+                           "step_times", "losses", "placement", "memory")

@@ -162,6 +162,13 @@ class Profile:
         return self._trace_frame("links", "links")
 
     @cached_property
+    def memory(self) -> pd.DataFrame:
+        """variant, device, allocator, step, start_s, activity, bytes_in_use, bytes_available,
+        requested_bytes, allocation_bytes, op, region_type, data_type, tensor_shape: one row per
+        allocator event (none for a trace without them)."""
+        return self._trace_frame("memory", "memory")
+
+    @cached_property
     def findings(self) -> pd.DataFrame:
         """variant, rule, severity, message, suggestion (run directories: the report's findings)."""
         from tfprof_towers.frames import tables
@@ -237,7 +244,9 @@ def _trace_devices(a: Analysis) -> set[str]:
     """The device names the trace's events carry (device, copy source and destination)."""
     c = a.trace.columns
     codes = np.unique(np.concatenate([np.unique(c.device), np.unique(c.src), np.unique(c.dst)]))
-    return {c.text(int(k)) for k in codes.tolist()} - {""}
+    m = a.trace.memory
+    held = {m.texts[k] for k in np.unique(m.device).tolist()}  # allocators' devices, kernels or not
+    return ({c.text(int(k)) for k in codes.tolist()} | held) - {""}
 
 
 # ------------------------------------------------------------------------------------------

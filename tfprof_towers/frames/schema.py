@@ -63,6 +63,11 @@ COLUMNS: dict[str, dict[str, Any]] = {
     "placement": {"variant": "category", "node": TEXT, "op_type": TEXT, "kernel": TEXT, "fused": TEXT,
                   "device": "category", "requested": TEXT, "flops": "int64", "source_file": TEXT,
                   "source_line": "Int64", "sources": TEXT},
+    "memory": {"variant": "category", "device": "category", "allocator": "category", "step": "int64",
+               "start_s": "float64", "activity": "category", "bytes_in_use": "int64",
+               "bytes_available": "int64", "requested_bytes": "int64", "allocation_bytes": "int64",
+               "op": "category", "region_type": "category", "data_type": "category",
+               "tensor_shape": "category"},
 }
 assert tuple(COLUMNS) == FRAMES, "frames/names.py lists the frames of COLUMNS, in its order"
 #: Columns holding device names (one ordered dtype per profile).

@@ -91,6 +91,21 @@ def links(a: Analysis) -> pd.DataFrame:
 # Run directories: the summary report computes, and the records
 
 
+def memory(a: Analysis) -> pd.DataFrame:
+    """One row per allocator event (``trace/memory.py``): the device it serves, bytes in use after it
+    (``bytes_available`` -1 where the allocator does not say), the block and the op that asked for it."""
+    t = a.trace
+    f = t.memory.frame(t.step_table, t.device_steps)
+    return pd.DataFrame({
+        "device": f["device"], "allocator": f["allocator"], "step": f["step"],
+        "start_s": f["start_ps"].to_numpy() / PS, "activity": f["activity"],
+        "bytes_in_use": f["bytes_in_use"], "bytes_available": f["bytes_available"],
+        "requested_bytes": f["requested_bytes"], "allocation_bytes": f["allocation_bytes"],
+        "op": f["tf_op"], "region_type": f["region_type"], "data_type": f["data_type"],
+        "tensor_shape": f["tensor_shape"],
+    })
+
+
 def _rows(frame: str, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     cols = [c for c in COLUMNS[frame] if c != "variant"]
     dtypes = {c: t for c, t in COLUMNS[frame].items() if c != "variant" and t != "category"}

@@ -18,6 +18,7 @@ from typing import Any
 from tfprof_towers.advice import recommend as recommender
 from tfprof_towers.projection.calibrate import Calibration, calibrate, placement_check
 from tfprof_towers.projection.hardware import Hardware, load_hardware
+from tfprof_towers.projection.memory import ESTIMATED, HEADROOM, HEADROOM_WHY, NOT_CHECKED, with_memory
 from tfprof_towers.projection.model import GraphWork, Rates, project_work
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json, write_json
 from tfprof_towers.rundir.records import RunDoc, load_record, load_run
@@ -26,7 +27,7 @@ from tfprof_towers.variants.config import Preset, VariantSpec
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.errors import TowersError
 
-SCHEMA = 1
+SCHEMA = 2  # 2: variants[].memory (per device, estimated) and memory_fit; "memory" (the headroom, the basis)
 #: Per-variant limit on building a graph when neither a run nor a preset gives one.
 BUILD_TIMEOUT_S = 900.0
 
@@ -140,6 +141,14 @@ def build_timeout(run: RunDoc | None, preset: Preset) -> float | None:
     return preset.variant_timeout_s
 
 
+def memory_assumptions(hw: Hardware) -> dict[str, Any]:
+    """What the memory verdicts assume: the basis, the headroom and why, the target's sizes."""
+    checked = hw.accelerator.memory_gb is not None
+    return {"basis": ESTIMATED, "headroom": HEADROOM, "headroom_why": HEADROOM_WHY,
+            "accelerator_memory_gb": hw.accelerator.memory_gb, "host_memory_gb": hw.host.memory_gb,
+            "note": None if checked else NOT_CHECKED}
+
+
 def rank(entries: Sequence[dict[str, Any]]) -> list[str]:
     ok = [e for e in entries if "projected_step_s" in e]
     ok.sort(key=lambda e: (e["projected_step_s"]["overlapped"], e["projected_step_s"]["serial"], e["name"]))
@@ -178,7 +187,7 @@ def project(
         if "error" in doc:
             entries.append({"name": v.name, "error": doc["error"]})
             continue
-        entries.append(project_work(GraphWork.from_json(doc), hw, rates))
+        entries.append(with_memory(project_work(GraphWork.from_json(doc), hw, rates), doc.get("memory"), hw))
     ranking = rank(entries)
     for e in entries:
         e["rank"] = ranking.index(e["name"]) + 1 if e["name"] in ranking else None
@@ -192,6 +201,7 @@ def project(
         "rates": {**{k: v for k, v in asdict(rates).items() if k != "calibrated"},
                   "calibrated": list(rates.calibrated)},
         "variants": entries,
+        "memory": memory_assumptions(hw),
         "ranking": ranking,
         "recommendation": recommend(entries, ranking, hw.name, {v.name: v.source for v in variants}),
         "calibration": None,

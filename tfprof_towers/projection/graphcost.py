@@ -250,6 +250,85 @@ def _copy(copies: list, copy_of: dict, tensor: str, src_op: int, src: str, dst: 
     return copy_of[key]
 
 
+#: The live tensors at a device's peak the estimate keeps (the largest).
+TOP_TENSORS = 8
+
+
+def _full_name(device: str) -> str:
+    """A canonical device as the virtual cluster names it (``/job:localhost/replica:0/task:0/...``)."""
+    return "/job:localhost/replica:0/task:0" + device
+
+
+def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
+                    variables: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
+    """TensorFlow's own static memory estimate of one step, per device: grappler's
+    ``Cluster(devices=[NamedDevice...]).DeterminePeakMemoryUsage(Item(metagraph))`` over a virtual
+    cluster of ``work``'s host and accelerators, each op on the device ``work`` placed it on.
+
+    Per device (canonical name): ``transient_bytes`` (grappler's peak: the tensors live at once),
+    ``persistent_bytes`` (``variables``: (name, device, bytes) -- the variables and optimizer slots on
+    it, which the estimator counts as 0-byte resource handles), ``peak_bytes`` (their sum, less any
+    variable the live list already counts), and ``top_tensors`` (the largest live at the peak).
+    Devices the estimator leaves unused are absent.  Any failure: ``{"error": why}``.
+    """
+    import tensorflow as tf
+    from tensorflow.core.protobuf import device_properties_pb2, meta_graph_pb2
+    from tensorflow.python.grappler import cluster as gcluster
+    from tensorflow.python.grappler import item as gitem
+
+    placed = {op["name"]: op["device"] for op in work["ops"]}
+    default = work["accelerators"][0] if work["accelerators"] else work["host"]
+    graph_def = graph.as_graph_def()
+    for node in graph_def.node:
+        node.device = _full_name(placed.get(node.name, default))
+    roots = [f if isinstance(f, tf.Operation) else f.op for f in tf.nest.flatten(fetches)]
+    meta = meta_graph_pb2.MetaGraphDef()  # built by hand: export_meta_graph refuses eager mode (TF2)
+    meta.graph_def.CopyFrom(graph_def)
+    meta.collection_def["train_op"].node_list.value.extend(sorted({op.name for op in roots}))
+    named = []
+    for dev, kind in [(work["host"], "CPU"), *((a, "GPU") for a in work["accelerators"])]:
+        d = device_properties_pb2.NamedDevice(name=_full_name(dev))
+        d.properties.type = kind
+        named.append(d)
+    try:
+        peaks = gcluster.Cluster(devices=named).DeterminePeakMemoryUsage(gitem.Item(meta))
+    except Exception as exc:  # the estimator's own limits: say so, the rest of the projection stands
+        return {"error": f"grappler's memory estimator failed: {type(exc).__name__}: "
+                         + " ".join(str(exc).split())[:300]}
+    per_var: dict[str, list[tuple[str, int]]] = {}
+    for name, dev, nbytes in variables:
+        per_var.setdefault(dev, []).append((name, int(nbytes)))
+    out: dict[str, Any] = {}
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    for full, (peak, live) in peaks.items():
+        dev = canonical_device(full)
+        counted = {str(t[0]) for t in live if int(t[2]) > 0}
+        own = per_var.get(dev, [])
+        persistent = sum(b for _, b in own)
+        uncounted = sum(b for n, b in own if n not in counted)
+        transient = max(int(peak), 0)
+        if transient == 0 and not own:
+            continue
+        top = sorted(((str(t[0]), int(t[2])) for t in live if int(t[2]) > 0), key=lambda x: (-x[1], x[0]))
+        out[dev] = {"peak_bytes": transient + uncounted, "transient_bytes": transient,
+                    "persistent_bytes": persistent, "variables": len(own),
+                    "top_tensors": [list(t) for t in top[:TOP_TENSORS]]}
+    return {"devices": out, "estimator": "grappler"}
+
+
+def graph_variables(graph: Any, placed: dict[str, str]) -> list[tuple[str, str, int]]:
+    """(op name, device, bytes) of each variable in a TF1 graph, on the device the projection placed it."""
+    import tensorflow as tf
+
+    out = []
+    for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES):
+        op = v.op
+        if op.name in placed and v.shape.is_fully_defined():
+            out.append((op.name, placed[op.name], v.dtype.size * math.prod(v.shape.as_list())))
+    return out
+
+
 def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
     """Build one variant's graph; returns (graph, fetches)."""
     import tensorflow as tf
@@ -272,6 +351,9 @@ def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tu
 def work_for(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
     graph, fetches = build_variant(spec, preset, host, accelerators, kind)
     work = extract_work(graph, fetches, host, accelerators, default_to_accelerator=(kind == "gpu"))
+    if kind == "gpu":  # the memory the target's GPUs would need (not estimated for CPU stand-ins)
+        placed = {op["name"]: op["device"] for op in work["ops"]}
+        work["memory"] = estimate_memory(graph, fetches, work, graph_variables(graph, placed))
     work["variant"] = spec["name"]
     work["preset"] = preset.name
     return work

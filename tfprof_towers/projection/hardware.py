@@ -7,7 +7,10 @@ each direction its own channel) and how accelerators reach each other: a
 ``staged`` through host memory (no peer access).  An optional ``[network]`` section
 describes each host's network card (per direction: bandwidth, efficiency, latency),
 which makes the profile one host of a cluster: ``project --workers N`` projects the
-cluster variants on N such hosts (:mod:`.cluster`).  Built-in profiles live in
+cluster variants on N such hosts (:mod:`.cluster`).  ``memory_gb`` of ``[host]`` and
+``[accelerator]`` (optional: a profile without them is accepted, and the projection says that
+memory fit was not checked) is each one's memory in GB as datasheets write it, binary
+(2^30 bytes: a "6 GB" GTX 1060 holds 6144 MiB).  Built-in profiles live in
 ``tfprof_towers/projection/profiles/*.toml`` with a public source next to every number.
 """
 
@@ -34,6 +37,9 @@ from tfprof_towers.vocab.links import Link
 BUILDS = ("vectorised", "unvectorised")
 PEER_KINDS = ("direct", "staged")
 PEER_TOPOLOGIES = ("mesh", "switch")
+GIB = 1 << 30
+#: Keys a profile may leave out (the dataclass default is used).
+_OPTIONAL = frozenset({"memory_gb"})
 
 
 class HardwareError(TowersError):
@@ -53,6 +59,7 @@ class Host:
     memory_efficiency: float
     op_overhead_us: float
     source: str
+    memory_gb: float | None = None  # the host's RAM; None: not given
 
     def peak_flops(self, build: str | None = None) -> float:
         """Nominal fp32 FLOP/s of all cores for ``build`` (default: the profile's)."""
@@ -72,6 +79,11 @@ class Accelerator:
     memory_efficiency: float
     op_overhead_us: float
     source: str
+    memory_gb: float | None = None  # each accelerator's memory; None: not given
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return None if self.memory_gb is None else int(self.memory_gb * GIB)
 
 
 @dataclass(frozen=True)
@@ -107,9 +119,10 @@ class Hardware:
             "name": self.name,
             "description": self.description,
             "host": {**_fields(h, "model", "tensorflow_build"), "peak_gflops": h.peak_flops() / 1e9,
-                     **_fields(h, "efficiency", "memory_bandwidth_gbs", "op_overhead_us", "source")},
+                     **_fields(h, "efficiency", "memory_bandwidth_gbs", "op_overhead_us", "source",
+                               "memory_gb")},
             "accelerator": _fields(a, "model", "count", "fp32_tflops", "matmul_tflops", "efficiency",
-                                   "memory_bandwidth_gbs", "op_overhead_us", "source"),
+                                   "memory_bandwidth_gbs", "op_overhead_us", "source", "memory_gb"),
             "host_link": dataclasses.asdict(self.host_link),
             "peer": {**_fields(self.peer, "kind", "topology"), **dataclasses.asdict(self.peer.link)},
             "origin": self.origin,
@@ -141,6 +154,7 @@ _AT_MOST: dict[str, tuple[float, str]] = {
     "matmul_tflops": (100_000.0, "TFLOPS per accelerator"),
     "bandwidth_gbs": (100_000.0, "GB/s"),
     "latency_us": (1_000_000.0, "µs, one second"),
+    "memory_gb": (1_000_000.0, "GB"),
 }
 #: Longest text a profile may hold; names are one line.
 _NAME_MAX = 100
@@ -240,13 +254,17 @@ def _table(doc: dict[str, Any], section: str, keys: dict[str, type], where: str)
     out: dict[str, Any] = {}
     for key, kind in keys.items():
         if key not in table:
+            if key in _OPTIONAL:
+                continue
             raise HardwareError(f"{where}: [{section}] missing key {key!r}")
         out[key] = _value(table[key], kind, where, section, key)
     return out
 
 
-def _value(value: Any, kind: type, where: str, section: str, key: str) -> Any:
+def _value(value: Any, kind: Any, where: str, section: str, key: str) -> Any:
     label = f"{where}: [{section}] {key}"
+    if key in _OPTIONAL:  # ``float | None``: a number when given
+        kind = float
     if kind is str:
         if not isinstance(value, str):
             raise HardwareError(f"{label} must be a string, got {_short(value)}")

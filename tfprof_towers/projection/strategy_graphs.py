@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 
-def build_step(spec: dict[str, Any], devices: Any) -> tuple[Any, Any]:
-    """The variant's strategy and traced step: ``(strategy, concrete function)``."""
+def build_step(spec: dict[str, Any], devices: Any) -> tuple[Any, Any, Any]:
+    """The variant's strategy, its step and the traced step: ``(strategy, tf.function, concrete function)``
+    (the step holds the variables the concrete function captures: keep it while they are read)."""
     import tensorflow as tf
 
     from tfprof_towers.capture import seed_step
@@ -52,7 +53,7 @@ def build_step(spec: dict[str, Any], devices: Any) -> tuple[Any, Any]:
         with tf.device(devices.host):
             batch = tf.zeros(values.x.shape, tf.float32)
         step = seed_step.seed_step(strategy, values, devices.host, batch=batch)
-    return strategy, step.get_concrete_function()
+    return strategy, step, step.get_concrete_function()
 
 
 def capture_devices(concrete: Any, host: str) -> dict[str, str]:
@@ -89,18 +90,33 @@ def rename_devices(work: dict[str, Any], mapping: dict[str, str]) -> dict[str, A
     }
 
 
+def strategy_variables(concrete: Any, mapping: dict[str, str]) -> list[tuple[str, str, int]]:
+    """(name, device, bytes) of each variable the traced step captures (a mirrored variable: one per
+    replica), on the layout's device (``mapping`` renames the stand-ins)."""
+    import math
+
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    out = []
+    for v in concrete.variables:
+        if v.shape.is_fully_defined() and getattr(v, "device", ""):
+            dev = canonical_device(v.device)
+            out.append((v.name, mapping.get(dev, dev), v.dtype.size * math.prod(v.shape.as_list())))
+    return out
+
+
 def work_for(spec: dict[str, Any], preset: Any, layout: dict[str, Any]) -> dict[str, Any]:
     """One variant's work on ``layout``, traced on logical CPU devices standing in for its accelerators."""
     from tfprof_towers.capture.devices import Devices
     from tfprof_towers.capture.seed_values import stand_in_values
-    from tfprof_towers.projection.graphcost import extract_work
+    from tfprof_towers.projection.graphcost import estimate_memory, extract_work
     from tfprof_towers.vocab.device_names import canonical_device
 
     n = len(layout["accelerators"])
     # never run: zero-cost stand-ins of the shared values (the seed batch alone is 256 MB)
     values = stand_in_values(preset.batch, preset.dim, preset.blocks)
     cpu = Devices("/cpu:0", tuple(f"/cpu:{i + 1}" for i in range(n)), "logical-cpu", preset, values)
-    _strategy, concrete = build_step(spec, cpu)
+    _strategy, step, concrete = build_step(spec, cpu)
     fetches = [*concrete.graph.outputs, *concrete.graph.control_outputs]
     work = extract_work(concrete.graph, fetches, cpu.host, cpu.accelerators,
                         default_to_accelerator=(layout["kind"] == "gpu"),
@@ -109,6 +125,9 @@ def work_for(spec: dict[str, Any], preset: Any, layout: dict[str, Any]) -> dict[
     mapping.update({canonical_device(c): canonical_device(g) for c, g in zip(cpu.accelerators,
                                                                             layout["accelerators"])})
     work = rename_devices(work, mapping)
+    if layout["kind"] == "gpu":  # the memory the target's GPUs would need, on the strategy's own graph
+        work["memory"] = estimate_memory(concrete.graph, fetches, work, strategy_variables(concrete, mapping))
+    del step
     work["variant"] = spec["name"]
     work["preset"] = preset.name
     return work

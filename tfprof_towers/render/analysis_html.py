@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tfprof_towers.render.html import environment
+from tfprof_towers.render.memory import timelines_view
 from tfprof_towers.rundir.outputs import write_output
 from tfprof_towers.trace.producer import FRAMEWORK_NAMES, VENDOR_NAMES
 from tfprof_towers.vocab import categories
@@ -97,8 +98,16 @@ def producer_view(producer: Mapping[str, Any] | None) -> dict[str, Any] | None:
             "evidence": [str(e) for e in producer.get("evidence") or ()]}
 
 
-def render_analysis_html(analysis_doc: dict[str, Any], out: Path, inputs: Sequence[Path | str] = ()) -> None:
+def render_analysis_html(
+    analysis_doc: dict[str, Any], out: Path, inputs: Sequence[Path | str] = (),
+    memory_series: Mapping[str, tuple[Sequence[float], Sequence[int]]] | None = None,
+) -> None:
     """Write the analysis page for ``analysis_doc`` to ``out`` (atomically, through
-    :func:`~tfprof_towers.rundir.outputs.write_output`: never over a device, an input or a run's file)."""
-    text = environment().get_template("analysis.html").render(**analysis_view(analysis_doc))
+    :func:`~tfprof_towers.rundir.outputs.write_output`: never over a device, an input or a run's file);
+    ``memory_series``: per device, its bytes in use over time (:func:`tfprof_towers.trace.memory.timelines`),
+    drawn in the Memory section."""
+    view = analysis_view(analysis_doc)
+    view["memory_rows"] = timelines_view(analysis_doc.get("memory") or {}, memory_series or {})
+    view["memory_note"] = (analysis_doc.get("memory") or {}).get("note", "")
+    text = environment().get_template("analysis.html").render(**view)
     write_output(Path(out), text, inputs, "--html")

@@ -10,6 +10,7 @@ from tfprof_towers.vocab.fmt import (
     fmt_count,
     fmt_float,
     fmt_flops,
+    fmt_gib,
     fmt_percent,
     fmt_rate,
     fmt_ratio,
@@ -21,4 +22,5 @@ __all__ = ["FILTERS", "MISSING", "fmt_bytes", "fmt_count", "fmt_float", "fmt_flo
            "fmt_rate", "fmt_ratio", "fmt_rel", "fmt_seconds"]
 
 FILTERS: dict[str, Callable[..., str]] = {f.__name__: f for f in (
-    fmt_seconds, fmt_bytes, fmt_rate, fmt_percent, fmt_count, fmt_flops, fmt_ratio, fmt_float, fmt_rel)}
+    fmt_seconds, fmt_bytes, fmt_rate, fmt_percent, fmt_count, fmt_flops, fmt_ratio, fmt_float, fmt_rel,
+    fmt_gib)}

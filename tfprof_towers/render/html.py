@@ -24,6 +24,7 @@ from tfprof_towers.advice import recommend
 from tfprof_towers.advice.findings import by_severity
 from tfprof_towers.render.cluster import cluster_views
 from tfprof_towers.render.filters import FILTERS
+from tfprof_towers.render.memory import memory_view
 from tfprof_towers.render.projection import projection_view
 from tfprof_towers.render.scaling import scaling_view
 from tfprof_towers.rundir import nonfinite
@@ -142,7 +143,8 @@ def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> di
 
 
 def view_model(
-    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = ()
+    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = (),
+    memory_series: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     topology = summary.get("topology") or {}
     variants = list(summary.get("variants") or [])
@@ -184,6 +186,7 @@ def view_model(
         "ok": [v for v in ranked if v["status"] == "ok"],
         "projection": projection_view(summary, ranked),
         "scaling": scaling_view(summary),
+        "memory": memory_view(summary, memory_series),
         "clusters": cluster_views(ranked),
         "failed": [v for v in ranked if v["status"] not in ("ok", "skipped")],
         "per_variant": per_variant,
@@ -221,16 +224,20 @@ def _dom_id(name: str) -> str:
 
 
 def render_report_text(
-    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = ()
+    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = (),
+    memory_series: Mapping[str, Any] | None = None,
 ) -> str:
-    return environment().get_template("report.html").render(**view_model(summary, run_root, timelines))
+    return environment().get_template("report.html").render(
+        **view_model(summary, run_root, timelines, memory_series))
 
 
 def render_report(
-    summary: Mapping[str, Any], run_dir: RunDir | Path, timelines: Sequence[Mapping[str, Any]] = ()
+    summary: Mapping[str, Any], run_dir: RunDir | Path, timelines: Sequence[Mapping[str, Any]] = (),
+    memory_series: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``RUN_DIR/report.html`` (atomically) and return its path."""
+    """Write ``RUN_DIR/report.html`` (atomically) and return its path; ``memory_series``: per variant, its
+    devices' bytes in use over time (the Memory section's timelines)."""
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
-    text = render_report_text(summary, rd.root.resolve(), timelines)
+    text = render_report_text(summary, rd.root.resolve(), timelines, memory_series)
     atomic_write_text(rd.report_html, text)
     return rd.report_html

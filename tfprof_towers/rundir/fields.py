@@ -341,6 +341,8 @@ def _read_mapping(f: Fields, key: str, value: Any, m: Mapping[str, Any]) -> Mapp
     sub = f.obj(key)
     if sub is None:
         return None
+    if dataclasses.is_dataclass(value):  # a mapping of records: each one read typed, its errors named
+        return {k: _decode_any(value, sub.obj(k, True)) for k in sub.data}
     m.get("check", _no_check)(sub)
     return sub.data
 
@@ -364,8 +366,8 @@ def _write(value: Any) -> Any:
         return value.to_json()
     if dataclasses.is_dataclass(value):
         return encode(value)
-    if isinstance(value, Mapping):
-        return dict(value)
+    if isinstance(value, Mapping):  # a mapping of records (summary's variants[].memory) writes each one
+        return {k: _write(v) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
         return [_write(v) for v in value]
     return value

@@ -38,7 +38,8 @@ from tfprof_towers.variants import registry
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.device_names import device_role
 
-SUMMARY_SCHEMA = 3  # 3: recommendation.basis is "measured" or "projected"; losses, grad_norm, math
+SUMMARY_SCHEMA = 4  # 4: variants[].memory (per device: measured or estimated peak, capacity, fits)
+# 3: recommendation.basis is "measured" or "projected"; losses, grad_norm, math
 # 2: typed documents; rules carry named parameters; no link_models per audit
 
 
@@ -101,6 +102,32 @@ class Recommendation(Record):
 #: Before the advice step has run.
 NOT_ADVISED = Recommendation(None, "not advised yet")
 
+#: Where a device's peak memory comes from (``variants[].memory[device].basis``).
+MEMORY_BASES = ("measured", "estimated")
+
+
+@dataclass(frozen=True)
+class MemoryPeak(Record):
+    """One device's peak memory for a variant: measured (its trace's allocator events) or estimated
+    (TensorFlow's grappler estimator on the projection's target), against that device's capacity."""
+
+    peak_bytes: int
+    basis: str = meta(choices=MEMORY_BASES)
+    persistent_bytes: int | None = None  # estimated: variables, slots; measured: held from before the trace
+    capacity_bytes: int | None = None  # measured: the allocator's limit; estimated: the target's memory
+    fits: bool | None = meta(None, read=lambda f, key: None if f.data.get(key) is None else f.flag(key))
+    # fits None: no capacity to check against
+    estimated_peak_bytes: int | None = meta(None, omit=if_none)  # measured rows: the estimate as well
+    WHERE = "summary.json: variants[].memory"
+
+    @property
+    def estimate_vs_measured(self) -> float | None:
+        """How far apart the two figures are: estimated / measured (None without both)."""
+        if self.basis != "measured" or self.estimated_peak_bytes is None or not self.peak_bytes:
+            return None
+        return self.estimated_peak_bytes / self.peak_bytes
+
+
 def _profiled_median(f: Fields, key: str) -> float | None:
     return f.obj_as(key, lambda profiled: profiled.number("median"))
 
@@ -135,6 +162,7 @@ class SummaryEntry(Record):
     chrome_trace_error: str | None = None
     trace_findings: tuple[Mapping[str, Any], ...] = ()  # the trace rules' findings on its trace (trace_rules)
     cluster: Mapping[str, Any] | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
+    memory: Mapping[str, MemoryPeak] = meta(factory=dict)  # device -> its peak (pipeline.with_memory)
     WHERE = "summary.json: variants[]"
     JSON_ORDER = ("name", "source", "family")
 

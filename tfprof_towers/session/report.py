@@ -19,6 +19,7 @@ from tfprof_towers.analysis.pipeline import (
     with_audits,
     with_breakdowns,
     with_cluster,
+    with_memory,
     with_projection,
 )
 from tfprof_towers.analysis.scaling_run import with_scaling
@@ -90,6 +91,14 @@ def timelines(summary: Summary, analyses: Mapping[str, VariantTrace]) -> list[di
     return out
 
 
+def memory_timelines(analyses: Mapping[str, VariantTrace]) -> dict[str, Any]:
+    """Per variant whose trace has allocator events: each device's bytes in use over time."""
+    from tfprof_towers.trace.memory import timelines as memory_series
+
+    return {name: memory_series(t.analysis.trace.memory, t.analysis.memory)
+            for name, t in analyses.items() if t.analysis is not None and t.analysis.memory}
+
+
 def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     """The whole summary of ``run_dir`` and its trace analyses (nothing written)."""
     run, problems = load_run_or_skip(run_dir)
@@ -98,6 +107,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     summary = with_projection(summary, load_projection(run_dir))
     analyses = analyse_traces(run_dir, summary, records)
     summary = with_breakdowns(summary, analyses)
+    summary = with_memory(summary, analyses)
     summary = with_audits(summary, records)
     summary = with_cluster(summary, records)
     summary = with_advice(summary)
@@ -129,7 +139,8 @@ def finish_run(run_dir: RunDir) -> dict[str, Any]:
     problems: list[str] = []
     errors: list[OSError] = []
     writes = ((run_dir.summary_json, lambda: write_json(run_dir.summary_json, doc)),
-              (run_dir.report_html, lambda: render_report(doc, run_dir, timelines(summary, analyses))))
+              (run_dir.report_html, lambda: render_report(doc, run_dir, timelines(summary, analyses),
+                                                          memory_timelines(analyses))))
     for path, write in writes:
         try:
             write()

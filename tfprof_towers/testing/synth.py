@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,10 +21,12 @@ __all__ = [
     "DERIVED_LINE_ID",
     "DERIVED_LINE_IDS",
     "TPU_OPS",
+    "Alloc",
     "LineBuilder",
     "PlaneBuilder",
     "Ref",
     "TraceBuilder",
+    "allocator_events",
     "copy_heavy_trace",
     "group_steps",
     "memcpy_details",
@@ -224,3 +227,47 @@ def tpu_trace(chips: int = 4, steps: int = 3, step_us: int = 1000, steps_line: b
         for k in range(steps):
             line.event("sparse_gather.1", (k * step_us + 100) * us, 50 * us)
     return b
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """One allocator event to write: at ``t_ps``, ``nbytes`` at ``addr`` allocated (or freed, ``free``)
+    by ``op`` (``""``: no ``tf_op`` stat)."""
+
+    t_ps: int
+    nbytes: int
+    addr: int
+    op: str = ""
+    free: bool = False
+
+
+def allocator_events(
+    line: LineBuilder, allocator: str, events: Sequence[Alloc], held: int = 0, limit: int | None = None,
+    fragmentation: float | None = None,
+) -> list[int]:
+    """Write ``events`` (in time order) as TensorFlow's BFC allocator does on a host line: each a
+    ``MemoryAllocation``/``MemoryDeallocation`` carrying the allocator's state after it.
+    ``held``: bytes already in use before the first event (allocated before the trace);
+    ``limit``: the allocator's limit (``bytes_available`` = limit - in use; no such stat when None);
+    ``fragmentation``: the ``fragmentation`` stat (a double) of every event.  Returns the bytes in
+    use after each event."""
+    in_use, peak, out = held, held, []
+    for e in events:
+        in_use += -e.nbytes if e.free else e.nbytes
+        peak = max(peak, in_use)
+        stats: dict[str, int | float | str | Ref] = {
+            "allocator_name": Ref(allocator), "bytes_reserved": 0, "bytes_allocated": in_use,
+            "peak_bytes_in_use": peak, "requested_bytes": e.nbytes, "allocation_bytes": e.nbytes,
+            "addr": e.addr, "data_type": 1,
+        }
+        if limit is not None:
+            stats["bytes_available"] = limit - in_use
+        if fragmentation is not None:
+            stats["fragmentation"] = fragmentation
+        if e.op:
+            stats["tf_op"] = e.op
+            stats["region_type"] = "output"
+            stats["tensor_shape"] = f"[{e.nbytes // 4}]"
+        line.event("MemoryDeallocation" if e.free else "MemoryAllocation", e.t_ps, 0, stats)
+        out.append(in_use)
+    return out

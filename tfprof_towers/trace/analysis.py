@@ -19,6 +19,7 @@ from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.idle import IDLE_KINDS
 from tfprof_towers.trace.links import Link, links, links_frame
 from tfprof_towers.trace.load import Trace
+from tfprof_towers.trace.memory import DeviceMemory, device_memory, memory_doc
 from tfprof_towers.trace.steps import apart, step_times
 from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.categories import (
@@ -76,6 +77,12 @@ class Analysis:
         idle = (d for d in known if is_accelerator_plane(d) and d not in busy and d not in unread)
         return tuple(sorted(idle, key=device_sort_key))
 
+    @cached_property
+    def memory(self) -> tuple[DeviceMemory, ...]:
+        """Per allocator (named as its device): peaks, capacity, live ops at the peak (:mod:`.memory`)."""
+        t = self.trace
+        return device_memory(t.memory, t.step_table, t.device_steps)
+
     def step_notes(self) -> list[str]:
         """Where owners of step windows did not step together: one note per pair, with the gap(s)."""
         pairs: dict[tuple[str, str], list] = {}
@@ -120,6 +127,7 @@ class Analysis:
             "devices": devices_doc(self.breakdown, scale),
             "links": links_doc(self.link_rows, scale),
             "tasks": task_steps(self.trace),
+            "memory": memory_doc(self.memory),
             "notes": [*self.trace.notes, *self.step_notes()],
         }
         if self.kind:

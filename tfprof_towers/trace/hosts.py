@@ -36,6 +36,7 @@ from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.columns import EventColumns, merge
 from tfprof_towers.trace.load import Host, Trace, read_trace
 from tfprof_towers.trace.locate import host_name, locate_hosts
+from tfprof_towers.trace.memory import MemoryEvents
 from tfprof_towers.trace.producer import combine
 from tfprof_towers.trace.steps import StepSources, StepTable
 from tfprof_towers.vocab.device_names import canonical_device
@@ -186,9 +187,10 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
         notes += [n for n in t.notes if n not in notes]
     hostnames = tuple(dict.fromkeys(n for t in traces for n in t.hostnames))
     planes = tuple(p for t in traces for p in t.planes)
+    memory = MemoryEvents.concat([t.memory.shifted((t.origin_ns - origin) * 1000) for t in traces])
     return Trace(source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin, joined,
                  device_steps, planes, combine([t.producer for t in traces]),
-                 {k: v for t in traces for k, v in t.unread.items()})
+                 {k: v for t in traces for k, v in t.unread.items()}, memory)
 
 
 def load_hosts(

@@ -48,6 +48,7 @@ from tfprof_towers.trace.classify import (
 )
 from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
+from tfprof_towers.trace.memory import MEMORY_STATS, MemoryEvents, memory_events
 from tfprof_towers.trace.producer import UNKNOWN, Producer, detect_producer
 from tfprof_towers.trace.steps import (
     REGION_GAP_PS,
@@ -66,6 +67,8 @@ from tfprof_towers.xplane.tables import TPU_OP_LINE, tpu_planes
 if TYPE_CHECKING:
     import pandas as pd
 
+#: Every stat a trace is read with: classification's and the allocators' (:mod:`.memory`).
+READ_STATS = tuple(dict.fromkeys(STATS + MEMORY_STATS))
 WHOLE_TRACE_NOTE = ("no step markers, no Steps line and no accelerator work: the whole trace is analysed as "
                     "one window")
 
@@ -106,6 +109,7 @@ class Trace:
     #: device planes with events that this tool cannot yet read right, and why (:func:`unread_planes`):
     #: left out of the findings, never called idle
     unread: dict[str, str] = field(default_factory=dict)
+    memory: MemoryEvents = field(default_factory=MemoryEvents)  # the allocators' events (:mod:`.memory`)
 
     def steps_of(self, device: str) -> StepTable:
         """The step windows ``device`` is broken down in."""
@@ -149,7 +153,8 @@ def read_trace(
             f"{file}: the newer .xplane.riegeli form is not supported; "
             "export the profile as .xplane.pb (the TensorFlow profiler's default)"
         )
-    box = [read_xspace(file, STATS, as_bytes=AS_BYTES, threads=threads)]  # no other reference: see _from_box
+    # no other reference: see _from_box
+    box = [read_xspace(file, READ_STATS, as_bytes=AS_BYTES, threads=threads)]
     return _from_box(box, node_devices, prefix, host)
 
 
@@ -157,7 +162,7 @@ def trace_from_bytes(
     data: bytes, source: str = "<bytes>", node_devices: NodeDevices | None = None
 ) -> Trace:
     """Decode a serialized XSpace; every way it can be broken raises :class:`TraceError`."""
-    return _from_box([read_xspace(data, STATS, label=source, as_bytes=AS_BYTES)], node_devices)
+    return _from_box([read_xspace(data, READ_STATS, label=source, as_bytes=AS_BYTES)], node_devices)
 
 
 def trace_from_raw(
@@ -180,6 +185,7 @@ def _from_box(
     producer = producer_of(raw)
     unread = unread_planes(raw, prefix)
     stats = raw.stats
+    memory = memory_events(raw, stats, prefix)
     raw = replace(raw, stats={})  # each stat column is let go as soon as it is used up
     classes = classify(raw, stats, node_devices, prefix)
     k = raw.n_kept
@@ -226,7 +232,7 @@ def _from_box(
         (runs_note(raw, classes.category, steps),) if window == "program-runs" else ()) + tuple(
         f"{plane}: {why}; left out of the findings (it is not idle)" for plane, why in unread.items())
     trace = Trace(raw.source, columns, steps, window, raw.hostnames, notes, (), raw.origin_ns, sources,
-                  device_steps, tuple(prefix + p for p in raw.planes.names), producer, unread)
+                  device_steps, tuple(prefix + p for p in raw.planes.names), producer, unread, memory)
     del raw, classes
     release_free_memory()
     return trace

@@ -63,6 +63,15 @@ class DeviceName:
         return self.task_prefix + local
 
 
+def short_device(name: str) -> str:
+    """``/device:GPU:0`` -> ``GPU:0`` (a task's device keeps its task: ``/job:w/task:1/GPU:0``); other
+    names unchanged."""
+    d = parse_device(name)
+    if d is None or not d.is_device:
+        return name
+    return (d.task_prefix + "/" if d.task_prefix else "") + f"{d.type}:{d.index}"
+
+
 def parse_device(name: str) -> DeviceName | None:
     """The parts of ``name``; ``None`` when it is not a device or task name (``/host:CPU``,
     ``/job:worker/task:1/host:CPU``, ``""``)."""

@@ -51,6 +51,16 @@ def fmt_bytes(v: float) -> str:
 
 
 @_or_dash
+def fmt_gib(v: float) -> str:
+    """Memory in GiB, as memory sizes are quoted (a "6 GB" card holds 6 GiB): ``6442450944`` -> ``"6 GiB"``,
+    ``3.93e9`` -> ``"3.66 GiB"``."""
+    g = v / (1 << 30)
+    if g == round(g) or g >= 100:
+        return f"{g:.0f} GiB"
+    return f"{g:.2f} GiB" if g < 10 else f"{g:.1f} GiB"
+
+
+@_or_dash
 def fmt_rate(v: float) -> str:
     """Bytes per second: ``12e9`` -> ``"12.0 GB/s"``."""
     return fmt_bytes(v) + "/s"

@@ -209,6 +209,7 @@ class StatPart:
     nums: np.ndarray  # int64
     text: Ragged | None  # stats read as bytes
     parsed: Mapping[str, np.ndarray] | None = None  # stats read with a parser (``text`` then None)
+    reals: np.ndarray | None = None  # float64 per owner, only where some value is a double (exact)
 
 
 def batch_stats(
@@ -247,8 +248,11 @@ def batch_stats(
         kind, num, s, ln = vals.kind[sel], vals.num[sel], vals.str_start[sel], vals.str_len[sel]
         nums = num.view(np.int64).copy()
         dbl = np.flatnonzero(kind == KIND_DOUBLE)
+        reals = None
         if dbl.size:
-            nums[dbl] = num[dbl].view(np.float64).astype(np.int64)
+            reals = nums.astype(np.float64)
+            reals[dbl] = num[dbl].view(np.float64)
+            nums[dbl] = reals[dbl].astype(np.int64)
         parser = tables.parsers[wi]
         inline = (kind == KIND_STR) | (kind == KIND_BYTES)
         if parser is not None and meta is None and inline.all() and _ascending(o):
@@ -262,7 +266,7 @@ def batch_stats(
             text = _value_bytes(buf, tables, plane[o], kind, num, s, ln)
         else:
             codes, text = _value_codes(buf, tables, plane[o], kind, num, s, ln, strings), None
-        part = _merge(meta, StatPart(o, codes, nums, text))
+        part = _merge(meta, StatPart(o, codes, nums, text, None, reals))
         if parser is not None:
             text = part.text.packed()
             padded = Buffer.wrap(np.concatenate([text.data, np.zeros(PAD, np.uint8)]), text.data.size)
@@ -415,9 +419,15 @@ def _merge(meta: StatPart | None, own: StatPart) -> StatPart:
     text = None
     if own.text is not None:
         text = Ragged.concatenate([p.text for p in parts]).take(pick)
+    reals = None
+    if own.reals is not None:
+        reals = np.concatenate([p.nums.astype(np.float64) if p.reals is None else p.reals for p in parts])
+        reals = reals[pick]
     return StatPart(
         o[last],
         np.concatenate([p.codes for p in parts])[pick],
         np.concatenate([p.nums for p in parts])[pick],
         text,
+        None,
+        reals,
     )

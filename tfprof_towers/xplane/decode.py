@@ -235,6 +235,17 @@ def _uniform(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def plane_numbers(plane) -> dict[str, float]:
+    """A plane's own stats whose values are numbers (``memory_size``, ``core_count``, ...), by name."""
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    out = {}
+    for st in plane.stats:
+        kind = st.WhichOneof("value")
+        if kind in ("int64_value", "uint64_value", "double_value") and names.get(st.metadata_id):
+            out[names[st.metadata_id]] = float(getattr(st, kind))
+    return out
+
+
 def _assemble(
     planes: Planes, cols: _Columns, tables: Tables, strings: Strings, first_origin: int, source: str
 ) -> RawSpace:
@@ -267,6 +278,9 @@ def _assemble(
             parsed = {k: np.concatenate([p.parsed[k] for p in parts]) for k in parts[0].parsed}
         elif tables.as_bytes[wi]:
             text = Ragged.concatenate([p.text for p in parts])
+        reals = None
+        if any(p.reals is not None for p in parts):
+            reals = np.concatenate([p.nums.astype(np.float64) if p.reals is None else p.reals for p in parts])
         stat_columns[name] = StatColumn(
             n,
             np.concatenate([p.owner for p in parts]),
@@ -275,13 +289,15 @@ def _assemble(
             strings,
             text,
             parsed,
+            reals,
         )
         parts.clear()
     narrow = np.int16 if len(names) < (1 << 15) else np.int32
     return RawSpace(
         source=source,
         planes=PlaneTable(tuple(names), np.array([plane_kind(nm) for nm in names], dtype=np.int8),
-                          tuple(plane_stats(p) for p in planes.planes)),
+                          tuple(plane_stats(p) for p in planes.planes),
+                          tuple(plane_numbers(p) for p in planes.planes)),
         lines=LineTable(tuple(line_names), plane, derived, counts, (ts - origin) * 1000),
         event_line=columns["line"],
         event_plane=plane.astype(narrow)[columns["line"]],

@@ -55,6 +55,8 @@ class PlaneTable:
     #: per plane, its own stats (``XPlane.stats``: ``device_vendor``, ``compute_cap_major``, ...) by name;
     #: a reference value is given as the text it names
     stats: tuple[Mapping[str, str | int | float], ...] = field(default_factory=tuple)
+    #: per plane, its own numeric stats (``memory_size``, ``core_count``, ...) by name; () when not read
+    numbers: tuple[Mapping[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ class StatColumn:
     strings: Strings | None = None  # the space's table (for ``code``)
     text: Ragged | None = None  # the raw bytes per index, for stats read as bytes
     parsed: Mapping[str, np.ndarray] | None = None  # per index, for stats read with a parser
+    reals: np.ndarray | None = None  # float64 per index (doubles exact); None: no value is a double
+
+    @property
+    def values(self) -> np.ndarray:
+        """Per index, the value as a number: float64, doubles exact (``nums`` truncates them)."""
+        return self.nums.astype(np.float64) if self.reals is None else self.reals
 
     @property
     def any(self) -> bool:

@@ -40,6 +40,7 @@ from tfprof_towers.advice.findings import (
     Rule,
     by_severity,
 )
+from tfprof_towers.advice.memory_rules import MEMORY_RULES, memory_unmet
 from tfprof_towers.advice.trace_rules.devices import check_accelerator_imbalance, check_idle_accelerators
 from tfprof_towers.advice.trace_rules.facts import (
     HOST_ACTIVITY,
@@ -117,6 +118,7 @@ TRACE_RULES: tuple[Rule, ...] = (
     Rule("straggler", "one task reaches the all-reduce late, step after step, and the others wait for it",
          severity=MEDIUM, high_at=0.25, check=check_straggler,
          params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,)),
+    *MEMORY_RULES,  # advice/memory_rules.py: the allocators' memory
 )
 
 
@@ -126,6 +128,8 @@ TRACE_RULES: tuple[Rule, ...] = (
 
 def unmet(rule: Rule, f: TraceFacts) -> str | None:
     """Why ``rule`` could not be evaluated on this trace (None: it can)."""
+    if (why := memory_unmet(rule, f)) is not None:
+        return why
     if ACCELERATOR_PLANES in rule.needs and not f.accelerators:
         why = "the trace has no accelerator plane (a CPU-only capture"
         if f.analysis.kind == "logical-cpu":
