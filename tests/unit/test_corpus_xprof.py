@@ -135,8 +135,12 @@ def test_8xv100_keras_agrees_with_xprof(xprof, tmp_path, capsys) -> None:
     walls = gpu6["wall"]["compute"] + gpu6["wall"]["h2d"] + gpu6["wall"]["d2h"]
     assert busy == pytest.approx(walls, abs=1e-12)
     check_findings_fit(doc)
-    assert [f["rule"] for f in doc["findings"]] == ["idle_accelerators"]
-    assert "CUDA_VISIBLE_DEVICES" in doc["findings"][0]["suggestion"]
+    by_rule = {f["rule"]: f for f in doc["findings"]}
+    # GPU:1 maps 4.0 GB and runs nothing
+    assert sorted(by_rule) == ["idle_accelerators", "idle_device_holds_memory"]
+    assert "CUDA_VISIBLE_DEVICES" in by_rule["idle_accelerators"]["suggestion"]
+    assert "tf.config.set_visible_devices" in by_rule["idle_device_holds_memory"]["suggestion"]
+    assert "CUDA_VISIBLE_DEVICES" in by_rule["idle_device_holds_memory"]["suggestion"]
 
 
 @pytest.mark.parametrize(("name", "runs", "program"), [
