@@ -32,6 +32,8 @@ from typing import Any
 
 import pytest
 
+from tfprof_towers.commands.project import PROJECTION_PRELOAD
+from tfprof_towers.procs import forkserver, supervise
 from tfprof_towers.projection import project, project_run
 from tfprof_towers.projection.api import build_graphs, builder_layout
 from tfprof_towers.projection.hardware import load_hardware
@@ -51,10 +53,17 @@ def run_cli(*argv: str) -> int:
     return main(list(argv))
 
 
+def _built(tmp: Path, variants, counts=(2, 4)) -> dict[int, dict[str, Any]]:
+    """The seed graphs of ``variants`` at each count, every builder forked from one fork server (as
+    ``project`` builds them: TensorFlow imported once)."""
+    with forkserver.serving(PROJECTION_PRELOAD, tmp / "fork-server.txt", supervise.tf_child_env()):
+        return {n: build_graphs(variants, PRESETS["seed"], builder_layout(_hw(n))) for n in counts}
+
+
 @pytest.fixture(scope="module")
-def seed_graphs() -> dict[int, dict[str, Any]]:
+def seed_graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
     """Seed-size graphs (2.3 TFLOP per step), built but never run, for 2 and 4 accelerators."""
-    return {n: build_graphs(ALL, PRESETS["seed"], builder_layout(_hw(n))) for n in (2, 4)}
+    return _built(tmp_path_factory.mktemp("seed"), ALL)
 
 
 def _hw(n: int):
@@ -218,8 +227,8 @@ GRADS = 6 * (1000 * 1000 + 1000) * 4  # every gradient of the seed, packed into 
 
 
 @pytest.fixture(scope="module")
-def seed_tf2_graphs() -> dict[int, dict[str, Any]]:
-    return {n: build_graphs(TF2, PRESETS["seed"], builder_layout(_hw(n))) for n in (2, 4)}
+def seed_tf2_graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    return _built(tmp_path_factory.mktemp("seed_tf2"), TF2)
 
 
 def _links(doc: dict[str, Any], name: str) -> dict[tuple[str, str], dict[str, Any]]:
