@@ -4,16 +4,25 @@
 ``tests/e2e/``: real TensorFlow runs, clusters and the installed command; every test
 there is marked ``slow`` here, so ``-m "not slow"`` still selects the fast tier.
 
-``tiny_run``: one real `profile` run of the five tf1-graph built-in variants on
-the ``tiny`` preset (about 15 s), made once per test session and shared by every
-test that reads a run directory.  ``tiny_tf2_run``: the same for the six
-tf2-strategy built-ins (NCCL skipped without GPUs).  ``fixture_8gpu``: the real
-8-GPU trace in ../shared/fixtures.
+Both tiers run on pytest-xdist (``make test``: ``-n auto``, the e2e tier ``--dist loadfile``).
+The real runs that several test files only read are built ONCE per test session, even across
+xdist workers (:func:`built_once`: a file lock in a folder every worker of the session sees);
+a test that changes a run directory works on a copy (``shutil.copytree``):
+
+``tiny_run``: one real `profile` run of the five tf1-graph built-in variants on the ``tiny``
+preset.  ``tiny_tf2_run``: the same for the six tf2-strategy built-ins (NCCL skipped without
+GPUs).  ``tiny_files_run``: the test and example variant files (a forgotten tower gradient, the
+fixed towers, the same with 50 ms of sleep per step) next to ``single`` and
+``towers_host_vars``, 8 timed steps (the math check's and `diff`'s tests).  ``fixture_8gpu``:
+the real 8-GPU trace in ../shared/fixtures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import fcntl
+import os
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +30,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
 FIXTURE_8GPU = SHARED_FIXTURES / "gpu_multi_worker_8xV100.xplane.pb"
+FORGOT = REPO / "tests" / "variants" / "forgot_tower_gradient.py"
+FIXED = REPO / "examples" / "towers_fixed.py"
+SLEEPY = REPO / "tests" / "variants" / "sleepy_towers.py"
 
 
 def run_cli(*argv: str) -> int:
@@ -29,15 +41,49 @@ def run_cli(*argv: str) -> int:
     return main(list(argv))
 
 
+def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test session that every xdist worker sees: the controller's base temp
+    (the workers' own are ``<it>/popen-gwN``), or the session's base temp without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """``<session dir>/shared-<name>/run``, made by ``build(path)`` once per test session, whichever
+    worker asks first; the others wait for it on the lock (``fcntl.flock``), then read it.
+
+    A build that failed is not retried by the next worker: its tests fail with the first one's
+    reason.  Readers must not change the directory (copy it first)."""
+    folder = session_dir(tmp_path_factory) / f"shared-{name}"
+    folder.mkdir(exist_ok=True)
+    run, done, failed = folder / "run", folder / "DONE", folder / "FAILED"
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        if failed.is_file():
+            pytest.fail(f"the shared run {name!r} failed earlier in this session: {failed.read_text()}",
+                        pytrace=False)
+        if not done.is_file():
+            shutil.rmtree(run, ignore_errors=True)  # what a killed worker left half-made
+            try:
+                build(run)
+            except Exception as exc:
+                failed.write_text(f"{type(exc).__name__}: {exc}"[:2000])
+                raise
+            done.write_text(os.environ.get("PYTEST_XDIST_WORKER", "master"))
+    return run
+
+
+def _profile(out: Path, *argv: str) -> None:
+    code = run_cli("profile", "--preset", "tiny", *argv, "--out", str(out))
+    assert code == 0, f"profile {' '.join(argv)} failed with exit code {code}"
+
+
 def _tiny_run_of(tmp_path_factory: pytest.TempPathFactory, family: str, folder: str) -> Path:
     """A finished tiny-preset run directory with every built-in variant of ``family``."""
     from tfprof_towers.variants import registry
 
-    out = tmp_path_factory.mktemp(folder) / "run"
-    code = run_cli("profile", "--preset", "tiny", "--variants", ",".join(registry.names(family)),
-                   "--out", str(out))
-    assert code == 0, f"tiny {family} profile run failed with exit code {code}"
-    return out
+    return built_once(tmp_path_factory, folder,
+                      lambda out: _profile(out, "--variants", ",".join(registry.names(family))))
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +100,16 @@ def tiny_tf2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tfprof_towers.variants import registry
 
     return _tiny_run_of(tmp_path_factory, registry.TF2_STRATEGY, "tiny_tf2")
+
+
+@pytest.fixture(scope="session")
+def tiny_files_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny-preset run, 8 timed steps, of ``single``, ``towers_host_vars`` and the variant
+    files ``forgot_tower_gradient``, ``towers_fixed`` and ``sleepy_towers`` (read by the math check's
+    tests and by `diff`'s gate and ``load()`` tests)."""
+    return built_once(tmp_path_factory, "tiny_files", lambda out: _profile(
+        out, "--steps", "8", "--variants", "single,towers_host_vars", "--variant-file", str(FORGOT),
+        "--variant-file", str(FIXED), "--variant-file", str(SLEEPY)))
 
 
 @pytest.fixture(scope="session")
