@@ -19,13 +19,12 @@ the real 8-GPU trace in ../shared/fixtures.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from session_kit import auto_workers, built_once, session_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -41,38 +40,6 @@ def run_cli(*argv: str) -> int:
     return main(list(argv))
 
 
-def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder of this test session that every xdist worker sees: the controller's base temp
-    (the workers' own are ``<it>/popen-gwN``), or the session's base temp without xdist."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
-def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
-    """``<session dir>/shared-<name>/run``, made by ``build(path)`` once per test session, whichever
-    worker asks first; the others wait for it on the lock (``fcntl.flock``), then read it.
-
-    A build that failed is not retried by the next worker: its tests fail with the first one's
-    reason.  Readers must not change the directory (copy it first)."""
-    folder = session_dir(tmp_path_factory) / f"shared-{name}"
-    folder.mkdir(exist_ok=True)
-    run, done, failed = folder / "run", folder / "DONE", folder / "FAILED"
-    with (folder / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
-        if failed.is_file():
-            pytest.fail(f"the shared run {name!r} failed earlier in this session: {failed.read_text()}",
-                        pytrace=False)
-        if not done.is_file():
-            shutil.rmtree(run, ignore_errors=True)  # what a killed worker left half-made
-            try:
-                build(run)
-            except Exception as exc:
-                failed.write_text(f"{type(exc).__name__}: {exc}"[:2000])
-                raise
-            done.write_text(os.environ.get("PYTEST_XDIST_WORKER", "master"))
-    return run
-
-
 def _profile(out: Path, *argv: str) -> None:
     code = run_cli("profile", "--preset", "tiny", *argv, "--out", str(out))
     assert code == 0, f"profile {' '.join(argv)} failed with exit code {code}"
@@ -82,7 +49,7 @@ def _tiny_run_of(tmp_path_factory: pytest.TempPathFactory, family: str, folder: 
     """A finished tiny-preset run directory with every built-in variant of ``family``."""
     from tfprof_towers.variants import registry
 
-    return built_once(tmp_path_factory, folder,
+    return built_once(session_dir(tmp_path_factory), folder,
                       lambda out: _profile(out, "--variants", ",".join(registry.names(family))))
 
 
@@ -107,7 +74,7 @@ def tiny_files_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny-preset run, 8 timed steps, of ``single``, ``towers_host_vars`` and the variant
     files ``forgot_tower_gradient``, ``towers_fixed`` and ``sleepy_towers`` (read by the math check's
     tests and by `diff`'s gate and ``load()`` tests)."""
-    return built_once(tmp_path_factory, "tiny_files", lambda out: _profile(
+    return built_once(session_dir(tmp_path_factory), "tiny_files", lambda out: _profile(
         out, "--steps", "8", "--variants", "single,towers_host_vars", "--variant-file", str(FORGOT),
         "--variant-file", str(FIXED), "--variant-file", str(SLEEPY)))
 
@@ -117,6 +84,13 @@ def fixture_8gpu() -> Path:
     if not FIXTURE_8GPU.is_file():
         pytest.skip(f"the shared 8-GPU fixture is absent ({FIXTURE_8GPU}); it ships beside the repo in CI")
     return FIXTURE_8GPU
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return auto_workers()
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
