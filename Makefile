@@ -34,10 +34,11 @@ profile: install ## run the default profile (all built-in variants) and print wh
 	$(BIN)/tfprof-towers profile $(ARGS)
 
 # Both tiers on pytest-xdist; the e2e tier a file per worker at a time (--dist loadfile: a file's
-# module fixtures are made once), the runs several files read made once per session (tests/conftest.py).
+# module fixtures are made once), the longest files first in the order tests/conftest.py gives them
+# (--no-loadscope-reorder), the runs several files read made once per session (tests/conftest.py).
 test: install browser ## run the whole test suite: the fast tier, then the end-to-end tier (on xdist)
 	$(BIN)/python -m pytest -q tests/unit -n $(WORKERS) --durations=15
-	$(BIN)/python -m pytest -q tests/e2e -n $(WORKERS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q tests/e2e -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 test-fast: install ## run the fast tier (tests/unit: no TensorFlow child, no subprocess of the tool)
 	$(BIN)/python -m pytest -q tests/unit -n $(WORKERS) --durations=15
