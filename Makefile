@@ -9,6 +9,9 @@ TF_RESOLVED := $(if $(filter auto,$(TF)),$(shell nvidia-smi -L >/dev/null 2>&1 &
 # Arguments passed to `tfprof-towers profile` by `make profile`.
 ARGS ?=
 PORT ?= 6006
+# pytest-xdist workers for `make test` and `make test-fast`: auto (one per CPU this process may use),
+# a number, or 0 (no workers: everything in one process).
+WORKERS ?= auto
 STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 .DEFAULT_GOAL := help
@@ -16,7 +19,7 @@ STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
-	@echo "  variables: TF=auto|cpu|gpu (TensorFlow build, now: $(TF_RESOLVED)), ARGS='...' for make profile/bench/bench-parse, PORT=$(PORT)"
+	@echo "  variables: TF=auto|cpu|gpu (TensorFlow build, now: $(TF_RESOLVED)), ARGS='...' for make profile/bench/bench-parse, PORT=$(PORT), WORKERS=$(WORKERS) (pytest-xdist)"
 
 install: $(STAMP) ## create .venv and install the package with its dependencies (quick when nothing changed)
 
@@ -30,12 +33,15 @@ $(STAMP): pyproject.toml
 profile: install ## run the default profile (all built-in variants) and print where the report is
 	$(BIN)/tfprof-towers profile $(ARGS)
 
-test: install browser ## run the whole test suite: the fast tier, then the end-to-end tier
-	$(BIN)/python -m pytest -q tests/unit
-	$(BIN)/python -m pytest -q tests/e2e --durations=15
+# Both tiers on pytest-xdist; the e2e tier a file per worker at a time (--dist loadfile: a file's
+# module fixtures are made once), the longest files first in the order tests/conftest.py gives them
+# (--no-loadscope-reorder), the runs several files read made once per session (tests/conftest.py).
+test: install browser ## run the whole test suite: the fast tier, then the end-to-end tier (on xdist)
+	$(BIN)/python -m pytest -q tests/unit -n $(WORKERS) --durations=15
+	$(BIN)/python -m pytest -q tests/e2e -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 test-fast: install ## run the fast tier (tests/unit: no TensorFlow child, no subprocess of the tool)
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/unit -n $(WORKERS) --durations=15
 
 lint: install ## ruff
 	$(BIN)/ruff check .

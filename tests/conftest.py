@@ -4,23 +4,34 @@
 ``tests/e2e/``: real TensorFlow runs, clusters and the installed command; every test
 there is marked ``slow`` here, so ``-m "not slow"`` still selects the fast tier.
 
-``tiny_run``: one real `profile` run of the five tf1-graph built-in variants on
-the ``tiny`` preset (about 15 s), made once per test session and shared by every
-test that reads a run directory.  ``tiny_tf2_run``: the same for the six
-tf2-strategy built-ins (NCCL skipped without GPUs).  ``fixture_8gpu``: the real
-8-GPU trace in ../shared/fixtures.
+Both tiers run on pytest-xdist (``make test``: ``-n auto``, the e2e tier ``--dist loadfile``).
+The real runs that several test files only read are built ONCE per test session, even across
+xdist workers (:func:`built_once`: a file lock in a folder every worker of the session sees);
+a test that changes a run directory works on a copy (``shutil.copytree``):
+
+``tiny_run``: one real `profile` run of the five tf1-graph built-in variants on the ``tiny``
+preset.  ``tiny_tf2_run``: the same for the six tf2-strategy built-ins (NCCL skipped without
+GPUs).  ``tiny_files_run``: the test and example variant files (a forgotten tower gradient, the
+fixed towers, the same with 50 ms of sleep per step) next to ``single`` and
+``towers_host_vars``, 8 timed steps (the math check's and `diff`'s tests).  ``fixture_8gpu``:
+the real 8-GPU trace in ../shared/fixtures.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from session_kit import auto_workers, built_once, session_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
 FIXTURE_8GPU = SHARED_FIXTURES / "gpu_multi_worker_8xV100.xplane.pb"
+FORGOT = REPO / "tests" / "variants" / "forgot_tower_gradient.py"
+FIXED = REPO / "examples" / "towers_fixed.py"
+SLEEPY = REPO / "tests" / "variants" / "sleepy_towers.py"
 
 
 def run_cli(*argv: str) -> int:
@@ -29,15 +40,17 @@ def run_cli(*argv: str) -> int:
     return main(list(argv))
 
 
+def _profile(out: Path, *argv: str) -> None:
+    code = run_cli("profile", "--preset", "tiny", *argv, "--out", str(out))
+    assert code == 0, f"profile {' '.join(argv)} failed with exit code {code}"
+
+
 def _tiny_run_of(tmp_path_factory: pytest.TempPathFactory, family: str, folder: str) -> Path:
     """A finished tiny-preset run directory with every built-in variant of ``family``."""
     from tfprof_towers.variants import registry
 
-    out = tmp_path_factory.mktemp(folder) / "run"
-    code = run_cli("profile", "--preset", "tiny", "--variants", ",".join(registry.names(family)),
-                   "--out", str(out))
-    assert code == 0, f"tiny {family} profile run failed with exit code {code}"
-    return out
+    return built_once(session_dir(tmp_path_factory), folder,
+                      lambda out: _profile(out, "--variants", ",".join(registry.names(family))))
 
 
 @pytest.fixture(scope="session")
@@ -57,19 +70,53 @@ def tiny_tf2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_files_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny-preset run, 8 timed steps, of ``single``, ``towers_host_vars`` and the variant
+    files ``forgot_tower_gradient``, ``towers_fixed`` and ``sleepy_towers`` (read by the math check's
+    tests and by `diff`'s gate and ``load()`` tests)."""
+    return built_once(session_dir(tmp_path_factory), "tiny_files", lambda out: _profile(
+        out, "--steps", "8", "--variants", "single,towers_host_vars", "--variant-file", str(FORGOT),
+        "--variant-file", str(FIXED), "--variant-file", str(SLEEPY)))
+
+
+@pytest.fixture(scope="session")
 def fixture_8gpu() -> Path:
     if not FIXTURE_8GPU.is_file():
         pytest.skip(f"the shared 8-GPU fixture is absent ({FIXTURE_8GPU}); it ships beside the repo in CI")
     return FIXTURE_8GPU
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return auto_workers()
+
+
 E2E = Path(__file__).resolve().parent / "e2e"
+
+
+#: Seconds each e2e file took, setup included, on two xdist workers (issue 29: a shared 2-core machine,
+#: before TensorFlow was started once).  The e2e tier runs the longest files first (``make test``
+#: passes ``--no-loadscope-reorder``, so xdist keeps this order), so that no long file starts last
+#: while the other worker idles.  A file not named here counts as :data:`E2E_COST_DEFAULT_S`.
+E2E_COST_S = {
+    "test_project_graphs.py": 585, "test_tf2_e2e.py": 424, "test_scaling_e2e.py": 389,
+    "test_survive_e2e.py": 352, "test_cluster_e2e.py": 273, "test_bench_e2e.py": 235,
+    "test_failures_e2e.py": 185, "test_diff_e2e.py": 170, "test_profile_e2e.py": 161,
+    "test_profile_cli_e2e.py": 120, "test_trace_wire_e2e.py": 107,
+}
+E2E_COST_DEFAULT_S = 30
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if E2E in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.slow)
+    # the fast tier first, then the e2e files longest first; a file's own tests keep their order
+    # (sorted() is stable)
+    items[:] = sorted(items, key=lambda item: (1, -E2E_COST_S.get(item.path.name, E2E_COST_DEFAULT_S))
+                      if E2E in Path(str(item.path)).resolve().parents else (0, 0))
 
 
 @pytest.fixture(scope="module")

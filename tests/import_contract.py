@@ -8,6 +8,7 @@ table. ``testing`` builds traces for tests and benchmarks: the tool never import
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,18 +58,32 @@ def imports_of(path: Path, root: Path = ROOT) -> Iterator[Import]:
     mod = module_name(path, root)
     is_pkg = path.name == "__init__.py"
     pkg = [PACKAGE, *mod.split(".")] if is_pkg and mod != "__init__" else [PACKAGE, *mod.split(".")[:-1]]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for level, module, names, line in import_statements(path.read_text()):
+        if level is None:  # import a, b
+            for name in names:
+                yield Import(mod, name, line)
+            continue
+        if level:
+            base = pkg[: len(pkg) - (level - 1)]
+            target = ".".join(base + ([module] if module else []))
+        else:
+            target = module or ""
+        for name in names:
+            yield Import(mod, f"{target}.{name}", line)
+
+
+@functools.cache
+def import_statements(text: str) -> tuple[tuple[int | None, str | None, tuple[str, ...], int], ...]:
+    """A source's import statements at any depth, as ``(level, module, names, line)`` (level None for
+    ``import a, b``): parsed once per distinct text, so the tests that plant one import in a copy of
+    the package parse only the file they changed."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield Import(mod, alias.name, node.lineno)
+            out.append((None, None, tuple(a.name for a in node.names), node.lineno))
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg[: len(pkg) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            for alias in node.names:
-                yield Import(mod, f"{target}.{alias.name}", node.lineno)
+            out.append((node.level, node.module, tuple(a.name for a in node.names), node.lineno))
+    return tuple(out)
 
 
 def layer_of(module: str) -> str:

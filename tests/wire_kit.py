@@ -112,12 +112,12 @@ def read_py_varint(data: bytes, p: int) -> tuple[int, int]:
 lookalike = st.sampled_from([b"\x22\x05\x08\x01\x10\x02", b"\x22\x40\x08", b"\x22\x81\x01\x08", b"x" * 40])
 
 @st.composite
-def line_bytes(draw) -> bytes:
-    """An XLine payload: header fields, events (some large, some with misleading strings),
-    unknown fields before, between and after them."""
+def line_bytes(draw, max_events: int = 60) -> bytes:
+    """An XLine payload: header fields, up to ``max_events`` events (some large, some with misleading
+    strings), unknown fields before, between and after them."""
     head = [field(1, 0, draw(int64s)), field(2, 2, b"stream"), field(3, 0, draw(st.integers(0, 2**62)))]
     events = []
-    for _ in range(draw(st.integers(0, 60))):
+    for _ in range(draw(st.integers(0, max_events))):
         body = field(1, 0, draw(st.integers(0, 300))) + field(2, 0, draw(int64s))
         for _ in range(draw(st.integers(0, 4))):
             value = draw(st.one_of(lookalike, st.binary(max_size=30)))

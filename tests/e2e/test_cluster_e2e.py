@@ -23,7 +23,10 @@ Removed as the same paths again (issue 18):
   ``test_a_hand_started_task_joins_each_attempt_once_and_never_a_final_one``; its ``remote: killed by
   SIG...`` row in ``test_a_hand_started_task_whose_worker_marked_its_crash_is_named_and_retried``.
 
-After every run no process of it may be left (checked in /proc).
+After every run no process of it may be left (checked in /proc, among the processes whose command
+line names the test's own run directory: another xdist worker's runs are not counted).  No test
+here depends on the machine's speed: the timeouts of the subprocesses are only there to stop a
+hung run, and the hanging task is judged by what its record says, not by the wall clock.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,7 +57,7 @@ def left_over(root: Path) -> list[str]:
     return [f"{pid}: {what}" for pid, what in sorted(processes_using(root).items())]
 
 
-def no_process_left(root: Path, within_s: float = 3.0) -> None:
+def no_process_left(root: Path, within_s: float = 10.0) -> None:
     end = time.monotonic() + within_s
     while left_over(root) and time.monotonic() < end:
         time.sleep(0.1)
@@ -64,7 +68,7 @@ TOOL = (sys.executable, "-m", "tfprof_towers")
 
 
 def profile(out: Path, *argv: str, env: dict[str, str] | None = None,
-            timeout: float = 300) -> tuple[int, str]:
+            timeout: float = 900) -> tuple[int, str]:
     done = subprocess.run([*TOOL, "profile", "--preset", "tiny", "--out", str(out), *argv],
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     return done.returncode, done.stdout + done.stderr
@@ -165,13 +169,16 @@ def test_a_task_that_crashes_mid_run(tmp_path: Path) -> None:
 
 def test_a_task_that_hangs_is_stopped_at_the_timeout(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    t0 = time.monotonic()
-    code, text = profile(out, "--workers", "2", "--variant-timeout", "40",
+    # the start-up wait is a share of the timeout (about 40 s of 80): room for worker:0 to import
+    # TensorFlow and reach 'strategy' on a loaded machine (with 40, worker:0 had 18 s)
+    code, text = profile(out, "--workers", "2", "--variant-timeout", "80",
                          env={FAULTS: '{"worker:1": "hang@imported"}'})
     assert code == 4, text
-    assert time.monotonic() - t0 < 60
     rec = record(out, "multi_worker")
-    assert rec["error"].startswith("the cluster was not ready after ")
+    # stopped within its timeout, however loaded the machine: the hang itself never ends, and a
+    # wall-clock bound on the whole command would time TensorFlow's import
+    waited = re.match(r"the cluster was not ready after (\d+) s", rec["error"])
+    assert waited and 0 < int(waited.group(1)) <= 80, rec["error"]
     assert "worker:1 stuck after 'imported' (the furthest task reached 'strategy')" in rec["error"]
     assert rec["cluster"]["failed_task"] == "worker:1"
     no_process_left(out)
@@ -190,7 +197,7 @@ def test_ctrl_c_during_the_capture(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert marker.exists(), p.communicate()[0]
     p.send_signal(signal.SIGINT)
-    text, _ = p.communicate(timeout=300)
+    text, _ = p.communicate(timeout=600)
     assert p.returncode == 130, text
     rec = record(out, "multi_worker")
     assert rec["error"] == "interrupted by SIGINT before it finished"

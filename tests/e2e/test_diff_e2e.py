@@ -1,5 +1,8 @@
-"""`tfprof-towers diff` on one real tiny run: the towers bug's placement moves with their source
-lines, and the CI gate on a copy of a variant that sleeps 50 ms per step."""
+"""`tfprof-towers diff` on the session's shared real tiny runs (tests/conftest.py): the towers bug's
+placement moves with their source lines (``tiny_run``), and the CI gate on a copy of a variant
+that sleeps 50 ms per step (``tiny_files_run``, 8 timed steps; the math check's tests read it
+too).  These tests used to make a run of their own with the four variants they read; the gate at
+the tiny preset's own 3 steps (issue 27) still needs one, since the shared run has 8."""
 
 from __future__ import annotations
 
@@ -18,15 +21,6 @@ FIXED = REPO / "examples" / "towers_fixed.py"
 SLEEPY = REPO / "tests" / "variants" / "sleepy_towers.py"
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("diff") / "run"
-    argv = ["profile", "--preset", "tiny", "--steps", "8", "--variants", "towers_host_vars,towers_bug",
-            "--variant-file", str(FIXED), "--variant-file", str(SLEEPY), "--out", str(out)]
-    assert main(argv) == 0
-    return out
-
-
 def _stray_scope_line() -> int:
     src = (REPO / "tfprof_towers" / "capture" / "tf1" / "builders.py").read_text().splitlines()
     return next(i for i, text in enumerate(src, 1) if "the stray host scope" in text)
@@ -37,7 +31,8 @@ def _diff(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_the_forward_matmuls_moved_to_the_host_with_their_source_lines(run: Path, capsys) -> None:
+def test_the_forward_matmuls_moved_to_the_host_with_their_source_lines(tiny_run: Path, capsys) -> None:
+    run = tiny_run
     v = run / "variants"
     code, doc = _diff(capsys, str(v / "towers_host_vars"), str(v / "towers_bug"))
     assert code == 0
@@ -58,8 +53,8 @@ def test_the_forward_matmuls_moved_to_the_host_with_their_source_lines(run: Path
     assert any(f["rule"] == "host_compute" for f in pair["findings"]["appeared"])
 
 
-def test_the_gate_fails_on_50_ms_of_sleep_and_passes_on_itself(run: Path, capsys) -> None:
-    v = run / "variants"
+def test_the_gate_fails_on_50_ms_of_sleep_and_passes_on_itself(tiny_files_run: Path, capsys) -> None:
+    v = tiny_files_run / "variants"
     code, doc = _diff(capsys, str(v / "towers_fixed"), str(v / "sleepy_towers"), "--fail-if-slower", "5")
     st = doc["pairs"][0]["step_time"]
     assert code == EXIT_SLOWER, st
@@ -86,12 +81,13 @@ def test_the_gate_fails_on_50_ms_of_sleep_at_the_tiny_presets_3_steps(tmp_path: 
     assert min(st["new_steps_s"]) > 1.05 * max(st["base_steps_s"])
 
 
-def test_load_agrees_with_summary_json_on_a_real_run(run: Path) -> None:
+def test_load_agrees_with_summary_json_on_a_real_run(tiny_files_run: Path) -> None:
     """Wall time and links (send/recv between logical devices) of every variant, to the picosecond."""
     import numpy as np
 
     import tfprof_towers as tt
 
+    run = tiny_files_run
     summary = json.loads((run / "summary.json").read_text())
     p = tt.load(run)
     links_seen = 0

@@ -210,7 +210,7 @@ reads = sorted({d.device for d in stats.dev_stats for ns in d.node_stats
 mm = [p for p in perfs if p.op.op == "MatMul" and p.op.device.type == "CPU"]
 print(json.dumps({"sendrecv": sendrecv, "reads": reads}))
 '''
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     # transfers get no time at all

@@ -4,7 +4,11 @@
 both towers but leaves the last one out.  Its losses agree with the others to
 float32 precision (Adam's first steps barely depend on the gradient's size), its
 step-1 gradient norm is half: the report must flag it, high, and never recommend
-it.  ``examples/towers_fixed.py`` takes part the same way and must agree.
+it.  ``examples/towers_fixed.py`` takes part the same way and must agree, and so must
+``tests/variants/sleepy_towers.py`` (the fixed towers with 50 ms of sleep per step).
+
+The run is the session's shared ``tiny_files_run`` (tests/conftest.py), which `diff`'s tests
+read too: it used to be a run of its own here, with the same four variants and no sleepy one.
 """
 
 from __future__ import annotations
@@ -15,23 +19,14 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.capture.seed_values import reference_steps, seed_values
-from tfprof_towers.cli import main
 from tfprof_towers.variants.config import PRESETS
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-FORGOT = REPO / "tests" / "variants" / "forgot_tower_gradient.py"
-FIXED = REPO / "examples" / "towers_fixed.py"
-
 
 @pytest.fixture(scope="module")
-def summary(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("math") / "run"
-    argv = ["profile", "--preset", "tiny", "--variants", "single,towers_host_vars",
-            "--variant-file", str(FORGOT), "--variant-file", str(FIXED), "--out", str(out)]
-    assert main(argv) == 0
-    return json.loads((out / "summary.json").read_text())
+def summary(tiny_files_run: Path) -> dict:
+    return json.loads((tiny_files_run / "summary.json").read_text())
 
 
 def test_the_forgotten_tower_is_flagged_with_its_numbers(summary: dict) -> None:
@@ -51,7 +46,7 @@ def test_the_forgotten_tower_is_flagged_with_its_numbers(summary: dict) -> None:
 def test_the_fixed_example_and_the_builtins_agree(summary: dict) -> None:
     assert {r["variant"]: r["status"] for r in summary["math"]["variants"]} == {
         "single": "reference", "towers_host_vars": "same", "forgot_tower_gradient": "differs",
-        "towers_fixed": "same"}
+        "towers_fixed": "same", "sleepy_towers": "same"}
 
 
 def test_a_variant_that_changes_the_math_is_never_recommended(summary: dict) -> None:

@@ -83,7 +83,7 @@ def test_signal_after_the_first_variant_writes_a_partial_report(
                    "the second variant's child to start")
         assert proc.poll() is None, proc.communicate()[1]
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=300)
+        stdout, stderr = proc.communicate(timeout=600)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -145,6 +145,12 @@ def build_variant(devices):
 """
 
 
+#: The hanging variant's timeout: counted from the child's start, so it leaves a loaded 2-core machine
+#: room to import TensorFlow and reach ``build_variant`` (it was 12 s: importing it alone takes 8-15 s
+#: on a busy 2-core machine, issue 29).
+HANG_TIMEOUT_S = 45
+
+
 @pytest.mark.slow
 def test_hanging_variant_file_is_killed_with_its_process_group(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -155,16 +161,17 @@ def test_hanging_variant_file_is_killed_with_its_process_group(
     out = tmp_path / "run"
     t0 = time.monotonic()
     code = main(["profile", "--preset", "tiny", "--variants", "single", "--variant-file", str(variant),
-                 "--variant-timeout", "12", "--out", str(out)])
+                 "--variant-timeout", str(HANG_TIMEOUT_S), "--out", str(out)])
     took = time.monotonic() - t0
     assert code == 0
+    assert pids.is_file(), "stopped before build_variant ran: the timeout did not cover TensorFlow's import"
     child, grandchild = read_pids(pids)
     assert not alive(child) and not alive(grandchild)
     summary = json.loads((out / "summary.json").read_text())
     by_name = {v["name"]: v for v in summary["variants"]}
-    assert by_name["hangs"]["error"] == "timed out after 12 s (killed with its process group)"
+    assert by_name["hangs"]["error"] == f"timed out after {HANG_TIMEOUT_S} s (killed with its process group)"
     assert by_name["single"]["status"] == "ok"
-    assert took < 12 * 2 + 60  # bounded: not the variant's 600 s
+    assert took < 540  # bounded: not the variant's 600 s (a bound that does not time the machine)
 
 
 # --------------------------------------------------------------------------- issue 14, real variants (slow)
@@ -212,7 +219,7 @@ def test_parent_sigkill_leaves_no_process_of_the_run(tmp_path: Path, source: str
     )
     try:
         wait_until(lambda: (pids.is_file() and pids.read_text().strip() != "") or proc.poll() is not None,
-                   120, "the variant to start hanging")
+                   600, "the variant to start hanging")
         assert proc.poll() is None
         of_the_run = set(descendants(proc.pid)) | set(read_pids(pids))
         assert len(of_the_run) >= 2  # the guard and the child at least
@@ -239,7 +246,7 @@ def test_a_json_py_where_the_user_stands_shadows_nothing(tmp_path: Path) -> None
     (tmp_path / "json.py").write_text("raise SystemExit('the json.py of the working directory')\n")
     out = tmp_path / "run"
     done = subprocess.run([str(exe), "profile", "--preset", "tiny", "--variants", "single",
-                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "summary.json").read_text())["variants"][0]["status"] == "ok"
 

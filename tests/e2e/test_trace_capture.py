@@ -58,7 +58,7 @@ json.dump({"nodes": nodes, "edges": edges}, open(logdir + "/graph.json", "w"))
 def captured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("tensorflow")
     logdir = tmp_path_factory.mktemp("cpu_capture")
-    subprocess.run([sys.executable, "-c", CAPTURE, str(logdir)], check=True, capture_output=True, timeout=120)
+    subprocess.run([sys.executable, "-c", CAPTURE, str(logdir)], check=True, capture_output=True, timeout=600)
     return logdir
 
 

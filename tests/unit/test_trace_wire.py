@@ -148,8 +148,10 @@ def test_corrupt_events_raise_malformed_only() -> None:
 
 
 
+# Lines of up to 12 events (not 60): the flipped byte lies in the first 400 bytes, and 12 events still
+# make several chunks of 2 fields after it; generating the long tail cost two thirds of the test's time.
 @settings(max_examples=150, deadline=None)
-@given(line_bytes(), st.integers(0, 400), st.integers(0, 255))
+@given(line_bytes(max_events=12), st.integers(0, 400), st.integers(0, 255))
 def test_walk_fields_of_a_corrupt_line_raises_malformed(line: bytes, at: int, byte: int) -> None:
     data = bytearray(line)
     if data:
