@@ -21,10 +21,13 @@ keep their output.  If the parent dies, the kernel kills the server (``PR_SET_PD
 every forked guard stops its child because its control pipe closed.  Each child is a fresh
 process (its own TensorFlow runtime, devices, profiler, graph), only without the import.
 
-What crosses the fork, measured: the server has imported TensorFlow and numpy, whose import
+What crosses the fork, checked: the server has imported TensorFlow and numpy, whose import
 starts two native threads (OpenBLAS's worker and jemalloc's background thread); both libraries
 re-create them after a fork (``pthread_atfork``).  The server reports its threads when it is
-ready; ``run.json`` keeps them.
+ready; ``run.json`` keeps them.  Nothing else of TensorFlow's is started there: no eager
+context, so no devices (each child still sets its own logical devices before its runtime
+initialises: ``capture/preload.py`` refuses to serve otherwise), no graph, and no profiler
+session (a process-wide singleton each child starts and stops itself).
 
 A command is forked only when it names the same program as a call (:attr:`.supervise.Command.entry`)
 and runs with the server's environment; anything else starts fresh, as before.  Where fork
