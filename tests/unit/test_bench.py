@@ -128,7 +128,7 @@ def test_report_lines_show_ratios_breakdown_and_parse_figures(monkeypatch: pytes
     assert "chosen setting: harness" in text
     assert "TensorFlow start-up" in text and "harness's own share" in text
     assert "events_per_s: 2500000.0" in text
-    assert "TensorFlow imports 1 / 1 / 1" in text and "import-free lower bound 3.90 / 3.90 / 3.90 s" in text
+    assert "TensorFlow imports 1 / 1 / 1" in text and "import-free lower bound 2.40 / 2.40 / 2.40 s" in text
     assert "fresh   whole command 40.0 s, 4 TensorFlow import(s)" in text
     assert "step forked / fresh  1.02 (41.0 ms / 40.0 ms); identical: losses, placement, ops" in text
     assert "skipped" in "\n".join(bench.format_parse({"skipped": "absent"}))
