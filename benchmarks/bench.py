@@ -129,6 +129,7 @@ class BenchOptions:
     parts: tuple[str, ...] = ("overhead", "harness", "fork", "parse")
     sweep: bool = False
     profile_runs: int = 3
+    cluster_runs: int = 1  # whole `profile --workers 2` runs (each starts every task's TensorFlow afresh)
     fork_variants: tuple[str, ...] = ("single", "mirrored")  # a TF1 graph and a TF2 strategy
     full_parse: bool = False
     out: Path = DEFAULT_OUT
@@ -263,11 +264,14 @@ def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
         return {"failed variants": wall}
     out = {
         TF_STARTUP: ph.get("tf_import", 0.0) + ph.get("session_init", 0.0) + ph.get("load_values", 0.0)
-        + proc["exit"],
+        + ph.get("devices", 0.0) + proc["exit"],
         "child process start": proc["start"],
         "graph build": ph.get("build", 0.0),
-        "warm-up steps": ph.get("warmup", 0.0) + ph.get("math", 0.0),  # the math steps are warm-up steps
-        "placement trace": ph.get("placement_trace", 0.0) + ph.get("placement_extract", 0.0),
+        # the math steps and a tf.function's second call are warm-up steps
+        "warm-up steps": ph.get("warmup", 0.0) + ph.get("math", 0.0) + ph.get("second_call", 0.0),
+        # a tf.function's first call traces it with graph collection on: the placement's trace
+        "placement trace": ph.get("placement_trace", 0.0) + ph.get("placement_extract", 0.0)
+        + ph.get("first_call_placement", 0.0),
         "timed steps": ph.get("timed", 0.0),
         "profiled steps": ph.get("profiled", 0.0),
         "trace collection": ph.get("profiler_start", 0.0) + ph.get("collect", 0.0),
@@ -310,6 +314,12 @@ def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any
         split = cluster_breakdown if rec.get("family") == "cluster" else variant_breakdown
         for k, v in split(rec).items():
             parts[k] += v
+    # the fork server's one import is spent while the first child waits to start: TensorFlow's
+    # start-up, not the harness's (a child started fresh imports it in its tf_import phase)
+    server_import = min(float((run_doc.get("tensorflow_starts") or {}).get("import_s") or 0.0),
+                        parts["child process start"])
+    parts["child process start"] -= server_import
+    parts[TF_STARTUP] += server_import
     harness = run_doc.get("harness_s") or {}
     variants_wall = float(harness.get("variants", 0.0))
     parts["runner bookkeeping"] = max(0.0, variants_wall - sum(float(r.get("wall_s") or 0) for r in records))
@@ -631,7 +641,7 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
         for i in range(opts.profile_runs if single_machine else 0):
             say(f"  harness overhead: `profile --preset {opts.preset}`, run {i + 1}/{opts.profile_runs} ...")
             runs.append(_profile_once(opts, Path(tmp) / f"run{i}", argv))
-        for i in range(opts.profile_runs if clusters else 0):
+        for i in range(opts.cluster_runs if clusters else 0):
             say(f"  harness overhead: `profile {' '.join(cluster_argv(clusters[0]))}`, run {i + 1} ...")
             cluster_runs.append(_profile_once(opts, Path(tmp) / f"cluster{i}", cluster_argv(clusters[0])))
     if not runs and not cluster_runs:
@@ -862,6 +872,8 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     p.add_argument("--rounds", type=_positive, help=f"off/on block pairs per setting [{BenchOptions.rounds}]")
     p.add_argument("--block-steps", type=_positive, help=f"steps per block [{BenchOptions.block_steps}]")
     p.add_argument("--profile-runs", type=int, help=f"whole profile runs [{BenchOptions.profile_runs}]")
+    p.add_argument("--cluster-runs", type=int,
+                   help=f"whole `profile --workers 2` runs [{BenchOptions.cluster_runs}]")
     p.add_argument("--sweep", action="store_true",
                    help="also measure four other tracer settings' overhead (about 4x the overhead part)")
     p.add_argument("--no-sweep", action="store_true", help="the default: only the harness's profiler setting")
@@ -883,7 +895,7 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     base = QUICK if a.quick else BenchOptions()
     given = {
         "preset": a.preset, "rounds": a.rounds, "block_steps": a.block_steps,
-        "profile_runs": a.profile_runs,
+        "profile_runs": a.profile_runs, "cluster_runs": a.cluster_runs,
     }
     return replace(
         base, variants=variants, sweep=a.sweep and not a.no_sweep, parts=parts, out=a.out,

@@ -253,3 +253,21 @@ def test_a_cluster_record_is_split_from_its_lead_task_s_phases() -> None:
     assert parts["placement trace"] == 2.0 and parts["child bookkeeping"] == pytest.approx(20.0 - 10.9)
     assert sum(parts.values()) == pytest.approx(20.0)
     assert bench.cluster_breakdown({**record, "status": "failed"}) == {"failed variants": 20.0}
+
+
+def test_a_tf2_child_and_the_fork_servers_import_land_in_their_categories() -> None:
+    """A tf.function's first call (traced with graph collection) is the placement's trace, its second
+    call a warm-up step; the fork server's import, waited out by the first child before it starts,
+    is TensorFlow's start-up, not the harness's."""
+    tf2 = {"wall_s": 4.0, "process_s": {"start": 2.5, "exit": 0.1},
+           "phases_s": {"tf_import": 0.0, "devices": 0.05, "build": 0.2, "first_call_placement": 0.6,
+                        "placement_extract": 0.1, "second_call": 0.05, "warmup": 0.1, "timed": 0.2}}
+    parts = bench.variant_breakdown(tf2)
+    assert parts["placement trace"] == pytest.approx(0.7)
+    assert parts["warm-up steps"] == pytest.approx(0.15)
+    assert parts["child bookkeeping"] == pytest.approx(4.0 - 3.9)
+    run = bench.run_breakdown({"harness_s": {"variants": 4.0}, "tensorflow_starts": {"import_s": 2.4}},
+                              [tf2], 4.5)
+    assert run[bench.TF_STARTUP] == pytest.approx(0.05 + 0.1 + 2.4)
+    assert run["child process start"] == pytest.approx(0.1)
+    assert sum(run.values()) == pytest.approx(4.5)
