@@ -176,3 +176,19 @@ def test_a_tpu_chips_xla_ops_line_is_its_own_record_and_its_plane_stats_are_read
     assert raw.stats["step"].index.tolist() == [0] and raw.stats["step"].nums.tolist() == [2]
     assert raw.planes.stats[0] == {"device_vendor": "Google", "core_count": 1}
     assert raw.planes.stats[1] == {}
+
+
+def test_double_stats_without_an_int64_are_0_in_the_int_column_and_exact_in_the_float_one() -> None:
+    """A NaN, an infinity or a huge double (a Keras trace's stats hold some) is not cast by numpy's
+    undefined (and warning) cast: the int column says 0, the float column keeps the value."""
+    import warnings
+
+    import numpy as np
+
+    from tfprof_towers.xplane.columns import as_int64
+
+    values = np.array([2.5, -3.9, float("nan"), float("inf"), -float("inf"), 1e300, 2.0**62])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = as_int64(values)
+    assert got.tolist() == [2, -3, 0, 0, 0, 0, 2**62]

@@ -252,7 +252,7 @@ def batch_stats(
         if dbl.size:
             reals = nums.astype(np.float64)
             reals[dbl] = num[dbl].view(np.float64)
-            nums[dbl] = reals[dbl].astype(np.int64)
+            nums[dbl] = as_int64(reals[dbl])
         parser = tables.parsers[wi]
         inline = (kind == KIND_STR) | (kind == KIND_BYTES)
         if parser is not None and meta is None and inline.all() and _ascending(o):
@@ -274,6 +274,16 @@ def batch_stats(
                 parser, padded, text.starts, text.lengths
             ))
         out[wi] = part
+    return out
+
+
+def as_int64(reals: np.ndarray) -> np.ndarray:
+    """Double stat values as the int64 column holds them: truncated; 0 where the value has no int64
+    (NaN, an infinity, beyond +-2**63: numpy's cast of those is undefined and warns).  The exact
+    value stays in the float column."""
+    out = np.zeros(reals.shape, dtype=np.int64)
+    ok = np.isfinite(reals) & (np.abs(reals) < 2.0**63)
+    out[ok] = reals[ok].astype(np.int64)
     return out
 
 
