@@ -80,6 +80,17 @@ def tiny_files_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def xprof():
+    """XProf's converters (``raw_to_tool_data``), the oracle of the trace tests; skipped, with the
+    reason, where xprof is not installed (the dev extra installs it)."""
+    try:
+        from xprof.convert import raw_to_tool_data
+    except ImportError as exc:
+        pytest.skip(f"xprof is not installed ({exc}): the oracle cannot run")
+    return raw_to_tool_data
+
+
+@pytest.fixture(scope="session")
 def fixture_8gpu() -> Path:
     if not FIXTURE_8GPU.is_file():
         pytest.skip(f"the shared 8-GPU fixture is absent ({FIXTURE_8GPU}); it ships beside the repo in CI")

@@ -41,15 +41,6 @@ from tfprof_towers.xplane import DEVICE, read_xspace
 REL = 0.02
 
 
-@pytest.fixture(scope="module")
-def xprof():
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError as exc:
-        pytest.skip(f"xprof is not installed ({exc}): the oracle cannot run")
-    return raw_to_tool_data
-
-
 def fixture(name: str, tmp_path: Path) -> Path:
     src = SHARED_FIXTURES / name
     if not src.exists():

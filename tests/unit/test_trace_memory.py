@@ -199,15 +199,6 @@ def test_reader_keeps_doubles_exact_and_reads_plane_stats() -> None:
 # ---------------------------------------------------------------- XProf's memory_profile as the oracle
 
 
-@pytest.fixture(scope="module")
-def xprof():
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError as exc:
-        pytest.skip(f"xprof is not installed ({exc}): the oracle cannot run")
-    return raw_to_tool_data
-
-
 def xprof_memory(xprof, path: Path) -> dict[str, tuple[int, int]]:
     """XProf's memory profile of one trace: per allocator, (peak bytes in use, capacity)."""
     data, _ = xprof.xspace_to_tool_data([str(path)], "memory_profile", {})

@@ -89,15 +89,6 @@ def test_planes_not_read_are_said_and_never_idle_and_an_idle_chip_is_named() -> 
 # ------------------------------------------------------------------ against XProf
 
 
-@pytest.fixture(scope="module")
-def xprof():
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError as exc:
-        pytest.skip(f"xprof is not installed ({exc}): the oracle cannot run")
-    return raw_to_tool_data
-
-
 def overview(xprof, path: Path) -> list[dict]:
     data, _ = xprof.xspace_to_tool_data([str(path)], "overview_page", {})
     return json.loads(data)

@@ -51,15 +51,6 @@ REL = 0.02  # the issue's tolerance
 MS = 1e9  # picoseconds in a millisecond
 
 
-@pytest.fixture(scope="module")
-def xprof():
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError as exc:  # the dev environment installs it (pyproject's dev extra)
-        pytest.skip(f"xprof is not installed ({exc}): the oracle cannot run")
-    return raw_to_tool_data
-
-
 def overview(xprof, path: Path) -> tuple[dict[str, str], dict[int, dict[str, float]]]:
     """XProf's overview page of one trace: its summary properties, and per step number its row
     (``stepTimeMs``, ``deviceComputeTimeMs``, ``infeedTimeMs``, ...)."""

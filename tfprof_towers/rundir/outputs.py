@@ -55,14 +55,7 @@ def output_path(out: Path | str, inputs: Iterable[Path | str] = (), what: str = 
         target = out.resolve() if out.is_symlink() else out
     except (OSError, RuntimeError):  # RuntimeError: Python 3.11's pathlib on a loop
         raise TowersError(f"{label}: a symbolic link loop (it leads back to itself)") from None
-    try:
-        st = target.stat()
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise TowersError(f"{label}: a symbolic link loop (it leads back to itself)") from None
-        raise TowersError(f"{label}: cannot use it ({exc.strerror or exc})") from None
+    st = _stat(target, label)
     via = f" (the target of the link, {target})" if target != out else ""
     if st is not None and not stat.S_ISREG(st.st_mode):
         kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
@@ -118,20 +111,26 @@ def write_error(exc: OSError) -> str:
     return f"cannot write ({exc.strerror or exc})"
 
 
+def _stat(path: Path, label: str) -> os.stat_result | None:
+    """``path``'s stat (following links); None when nothing is there; one line for a loop or any
+    other reason it cannot be used."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TowersError(f"{label}: a symbolic link loop (it leads back to itself)") from None
+        raise TowersError(f"{label}: cannot use it ({exc.strerror or exc})") from None
+
+
 def output_folder(folder: Path | str, inputs: Iterable[Path | str] = (), what: str = "--parquet",
                   make: bool = True) -> Path:
     """A folder to write files into: made if needed (``make``); refused when it exists and is not a
     folder, or is (or is inside) a folder the tool owns in a run directory."""
     folder = Path(folder)
     label = f"{what} {folder}"
-    try:
-        st = folder.stat()
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise TowersError(f"{label}: a symbolic link loop (it leads back to itself)") from None
-        raise TowersError(f"{label}: cannot use it ({exc.strerror or exc})") from None
+    st = _stat(folder, label)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         kind = next((k for test, k in _KINDS if test(st.st_mode)), "a file")
         raise TowersError(f"{label}: exists and is {kind}, not a directory")
