@@ -135,7 +135,6 @@ class ForkServer:
     ready_doc: dict[str, Any] | None = None
     broken: str | None = None  # why it serves no more: children then start fresh
     forked: int = 0
-    fresh: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod

@@ -340,8 +340,6 @@ def start(command: Command, python: str = sys.executable) -> Supervised:
                                         "call_args": list(command.entry.args),
                                         "cwd": command.cwd or os.getcwd(),
                                         "env": server.env_of(command)}, control_r)
-            if guard is None:
-                server.fresh += 1
         if command.entry is not None:
             ENTRY_STARTS["fresh" if guard is None else "forked"] += 1
         if guard is None:
