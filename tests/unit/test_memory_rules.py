@@ -200,11 +200,8 @@ def test_an_unknown_rule_has_no_suggestion() -> None:
 
 
 def test_the_producer_is_read_in_one_place() -> None:
-    def facts(trace):
-        return SimpleNamespace(analysis=SimpleNamespace(trace=trace))
-
-    assert _producer(facts(SimpleNamespace())) == ("unknown", "unknown")  # a Trace without a producer
+    assert _producer(SimpleNamespace()) == ("unknown", "unknown")  # facts without a producer
     p = SimpleNamespace(framework="jax", vendor="amd")
-    assert _producer(facts(SimpleNamespace(producer=p))) == ("jax", "amd")
+    assert _producer(SimpleNamespace(producer=p)) == ("jax", "amd")
     odd = SimpleNamespace(framework="mxnet", vendor="intel")
-    assert _producer(facts(SimpleNamespace(producer=odd))) == ("unknown", "unknown")
+    assert _producer(SimpleNamespace(producer=odd)) == ("unknown", "unknown")

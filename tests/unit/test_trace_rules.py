@@ -423,7 +423,7 @@ def test_known_accelerators_and_facts_of_the_builder() -> None:
     t.gpu(3)
     a = t.analysis()
     assert known_accelerators(a) == ("/device:GPU:0", "/device:GPU:3")
-    assert TraceFacts(a).working == ("/device:GPU:0",)
+    assert TraceFacts.of(a).working == ("/device:GPU:0",)
 
 
 # ------------------------------------------------------------------ profile's report

@@ -1,6 +1,6 @@
 """The trace rules about device memory: ``memory_pressure``, ``idle_device_holds_memory`` and
 ``memory_imbalance``, on the allocators' figures of :mod:`tfprof_towers.trace.memory`
-(``Analysis.memory``: per device its peak, capacity and the ops live at the peak).
+(``TraceFacts.memory``, from ``Analysis.memory``: per device its peak, capacity and the ops live at the peak).
 
 They are trace rules (:mod:`.trace_rules` appends :data:`MEMORY_RULES` to its ``TRACE_RULES`` and asks
 :func:`memory_unmet` why one cannot be evaluated): same engine, a :class:`~.findings.Rule` with named
@@ -21,8 +21,8 @@ from tfprof_towers.vocab.device_names import is_accelerator_plane
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_ratio
 
 if TYPE_CHECKING:
-    from tfprof_towers.trace.analysis import Analysis
     from tfprof_towers.trace.memory import DeviceMemory
+    from tfprof_towers.trace.producer import Producer
 
 FRAMEWORKS = ("tensorflow", "jax", "unknown")
 VENDORS = ("nvidia", "amd", "google-tpu", "unknown")
@@ -33,7 +33,13 @@ class MemoryFacts(Protocol):
     """What these rules read of the trace rules' facts (``trace_rules.TraceFacts``)."""
 
     @property
-    def analysis(self) -> Analysis: ...
+    def producer(self) -> Producer: ...
+
+    @property
+    def memory(self) -> tuple[DeviceMemory, ...]: ...
+
+    @property
+    def idle_accelerators(self) -> tuple[str, ...]: ...
 
     @property
     def name(self) -> str: ...
@@ -44,8 +50,8 @@ class MemoryFacts(Protocol):
 
 def _producer(facts: MemoryFacts) -> tuple[str, str]:
     """(framework, vendor) of the trace's producer; ``("unknown", "unknown")`` where the trace does not
-    say (a :class:`~tfprof_towers.trace.load.Trace` without a ``producer``)."""
-    p = getattr(facts.analysis.trace, "producer", None)
+    say (no ``producer``)."""
+    p = getattr(facts, "producer", None)
     if p is None:
         return "unknown", "unknown"
     framework, vendor = str(getattr(p, "framework", "unknown")), str(getattr(p, "vendor", "unknown"))
@@ -118,7 +124,7 @@ def memory_suggestion(rule_name: str, framework: str, vendor: str) -> str:
 
 
 def _memory(facts: MemoryFacts) -> tuple[DeviceMemory, ...]:
-    return facts.analysis.memory
+    return facts.memory
 
 
 def _capacity(d: DeviceMemory) -> int | None:
@@ -166,7 +172,7 @@ def check_memory_pressure(rule: Rule, f: MemoryFacts) -> Finding | None:
 
 def check_idle_device_holds_memory(rule: Rule, f: MemoryFacts) -> Finding | None:
     least = int(rule.param("min_bytes"))
-    idle = set(f.analysis.idle_accelerators)
+    idle = set(f.idle_accelerators)
     held = [d for d in _memory(f) if d.device in idle and d.peak_bytes >= least]
     if not held:
         return None

@@ -404,13 +404,19 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
             events=int(rows.size),
             peak_op=ev.texts[int(ev.tf_op[at])] if ev.allocation[at] else "",
         ))
-    out.sort(key=lambda d: (device_sort_key(d.device), -d.peak_bytes))
+    out = list(sort_memory(out))
     named: set[str] = set()
     unique = []
     for d in out:
         unique.append(d if d.device not in named else replace(d, device=f"{d.device} ({d.allocator})"))
         named.add(d.device)
     return tuple(unique)
+
+
+def sort_memory(devices: Sequence[DeviceMemory]) -> tuple[DeviceMemory, ...]:
+    """By device (a second allocator of one device, ``device (allocator)``, beside the first), the
+    largest peak first."""
+    return tuple(sorted(devices, key=lambda d: (device_sort_key(d.device.split(" (")[0]), -d.peak_bytes)))
 
 
 def memory_doc(devices: Sequence[DeviceMemory]) -> dict[str, Any]:

@@ -11,8 +11,9 @@ and one ``Suggestion:`` worded for the framework and vendor that wrote the trace
 
 The package, by concern:
 
-* :mod:`.facts` -- :class:`TraceFacts`, what every rule reads of the analysis (per-accelerator figures,
-  kernels and their launches, the host's activity in the device's gaps);
+* :mod:`.facts` -- :class:`TraceFacts`, what every rule reads, joined from each host's compact
+  :class:`HostFacts` (per-accelerator figures, kernels and their launches, the host's activity in the
+  device's gaps): no rule reads events;
 * :mod:`.devices` (``idle_accelerators``, ``accelerator_imbalance``), :mod:`.host` (``host_bound``,
   ``launch_bound``), :mod:`.transfers` (``exposed_copies``, ``collective_bound``), :mod:`.precision`
   (``precision``), :mod:`.tasks` (``straggler``): one module per family of rules;
@@ -44,7 +45,11 @@ from tfprof_towers.advice.memory_rules import MEMORY_RULES, memory_unmet
 from tfprof_towers.advice.trace_rules.devices import check_accelerator_imbalance, check_idle_accelerators
 from tfprof_towers.advice.trace_rules.facts import (
     HOST_ACTIVITY,
+    Cutoffs,
+    HostFacts,
+    HostScan,
     TraceFacts,
+    cutoffs_of,
     device_gaps,
     heaviest_ops,
     host_activity,
@@ -62,21 +67,44 @@ from tfprof_towers.advice.trace_rules.suggestions import suggestion
 from tfprof_towers.advice.trace_rules.tasks import check_straggler
 from tfprof_towers.advice.trace_rules.transfers import check_collective_bound, check_exposed_copies
 from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS, stepping_tasks
-from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 if TYPE_CHECKING:
     from tfprof_towers.trace.analysis import Analysis
 
 __all__ = [
-    "HOST_ACTIVITY", "TRACE_RULES", "Precision", "TraceEvaluation", "TraceFacts",
+    "CUTOFFS",
+    "HOST_ACTIVITY",
+    "TRACE_RULES",
+    "Cutoffs",
+    "HostFacts",
+    "HostScan",
+    "Precision",
+    "TraceEvaluation",
+    "TraceFacts",
     "check_accelerator_imbalance",
-    "check_collective_bound", "check_exposed_copies", "check_host_bound", "check_idle_accelerators",
-    "check_launch_bound", "check_precision", "check_straggler", "device_gaps", "evaluate_trace",
-    "heaviest_ops", "host_activity", "kernel_precision", "known_accelerators", "launch_times",
-    "precision_of", "suggestion", "unmet",
+    "check_collective_bound",
+    "check_exposed_copies",
+    "check_host_bound",
+    "check_idle_accelerators",
+    "check_launch_bound",
+    "check_precision",
+    "check_straggler",
+    "cutoffs_of",
+    "device_gaps",
+    "evaluate_trace",
+    "heaviest_ops",
+    "host_activity",
+    "kernel_precision",
+    "known_accelerators",
+    "launch_times",
+    "precision_of",
+    "suggestion",
+    "unmet",
 ]
 
+
+CUTOFFS = Cutoffs()  # the cut-offs a host's scan needs: their defaults are these rules' defaults
 
 TRACE_RULES: tuple[Rule, ...] = (
     Rule("idle_accelerators", "accelerators in the trace that ran no kernel",
@@ -84,7 +112,8 @@ TRACE_RULES: tuple[Rule, ...] = (
          params={"min_idle_accelerators": 1}, primary="min_idle_accelerators", needs=(ACCELERATOR_PLANES,)),
     Rule("host_bound", "an accelerator idles, waiting on the host",
          severity=MEDIUM, high_at=0.7, check=check_host_bound,
-         params={"min_idle_share": 0.40, "min_host_wait_share": 0.50, "untraced_share": 0.50},
+         params={"min_idle_share": CUTOFFS.min_idle_share, "min_host_wait_share": CUTOFFS.min_host_wait_share,
+                 "untraced_share": 0.50},
          primary="min_idle_share",
          needs=(ACCELERATOR_PLANES, KERNELS, LAUNCHES)),
     # Holistic Trace Analysis's cut-offs (hta/trace_analysis.py, TraceAnalysis.get_cuda_kernel_launch_stats:
@@ -96,7 +125,8 @@ TRACE_RULES: tuple[Rule, ...] = (
     # (delay over 100 us) is in the evidence.
     Rule("launch_bound", "many short kernels with gaps between them: launch overhead sets the pace",
          severity=MEDIUM, high_at=0.5, check=check_launch_bound,
-         params={"short_kernel_s": 50e-6, "launch_delay_cutoff_s": 100e-6, "min_kernels_per_step": 20,
+         params={"short_kernel_s": CUTOFFS.short_kernel_s,
+                 "launch_delay_cutoff_s": CUTOFFS.launch_delay_cutoff_s, "min_kernels_per_step": 20,
                  "min_gap_share": 0.20},
          primary="short_kernel_s", needs=(ACCELERATOR_PLANES, KERNELS)),
     Rule("exposed_copies", "host↔device copies not hidden behind compute are a large share of the step",
@@ -132,14 +162,14 @@ def unmet(rule: Rule, f: TraceFacts) -> str | None:
         return why
     if ACCELERATOR_PLANES in rule.needs and not f.accelerators:
         why = "the trace has no accelerator plane (a CPU-only capture"
-        if f.analysis.kind == "logical-cpu":
+        if f.kind == "logical-cpu":
             why += "; its accelerators are logical CPU devices, whose time is the host's"
         return why + ")"
     if KERNELS in rule.needs and not f.working:
         return "no accelerator ran a kernel in the analysed steps"
     if TWO_ACCELERATORS in rule.needs and len(f.working) < 2:
         return f"only {len(f.working)} accelerator ran kernels ({', '.join(f.working) or 'none'})"
-    if LAUNCHES in rule.needs and not (f.kernels.launch_start_ps >= 0).any():
+    if LAUNCHES in rule.needs and not f.launches_known:
         return ("no kernel is joined to its host launch (no correlation_id on the launches): host wait "
                 "cannot be told from other idle time")
     if PRECISION_NAMES in rule.needs and f.producer.vendor == "google-tpu":
@@ -154,7 +184,7 @@ def unmet(rule: Rule, f: TraceFacts) -> str | None:
                     f"{fmt_seconds(p.compute_s)} of compute time (fused or generic kernels do not), under "
                     f"{fmt_percent(rule.param('min_known_share'))}")
     if TASKS in rule.needs:
-        tasks = stepping_tasks(task_steps(f.analysis.trace), None)
+        tasks = stepping_tasks(f.tasks, None)
         if len(tasks) < 2:
             return ("fewer than two tasks ran steps (a single-host trace; a multi-host logdir holds one "
                     "trace per task)")
@@ -172,13 +202,15 @@ class TraceEvaluation:
 
 
 
-def evaluate_trace(analysis: Analysis, rules: Sequence[Rule] | None = None) -> TraceEvaluation:
-    """Every trace rule (``rules``, default :data:`TRACE_RULES`) on ``analysis``; findings most severe
-    first, and each rule's status."""
-    f = TraceFacts(analysis)
+def evaluate_trace(analysis: Analysis | TraceFacts, rules: Sequence[Rule] | None = None) -> TraceEvaluation:
+    """Every trace rule (``rules``, default :data:`TRACE_RULES`) on ``analysis`` (one analysis, or the
+    facts a pod's reduce joined: :mod:`tfprof_towers.trace.pod`); findings most severe first, and each
+    rule's status."""
+    rules = TRACE_RULES if rules is None else rules
+    f = analysis if isinstance(analysis, TraceFacts) else TraceFacts.of(analysis, cutoffs_of(rules))
     findings: list[Finding] = []
     status = []
-    for rule in TRACE_RULES if rules is None else rules:
+    for rule in rules:
         why = unmet(rule, f)
         doc = {**rule.to_json(), "evaluated": why is None, "why_not": why}
         status.append(doc)

@@ -9,7 +9,7 @@ from tfprof_towers.vocab.fmt import fmt_seconds
 
 
 def check_idle_accelerators(rule: Rule, f: TraceFacts) -> Finding | None:
-    idle = list(f.analysis.idle_accelerators)
+    idle = list(f.idle_accelerators)
     if len(idle) < rule.param("min_idle_accelerators"):
         return None
     share = len(idle) / len(f.accelerators)

@@ -6,30 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from tfprof_towers.advice.findings import Finding, Rule
-from tfprof_towers.advice.trace_rules.facts import _PS, HOST_ACTIVITY, TraceFacts, host_activity
+from tfprof_towers.advice.trace_rules.facts import _PS, HOST_ACTIVITY, TraceFacts, host_waiting
 from tfprof_towers.advice.trace_rules.suggestions import suggestion
 from tfprof_towers.vocab.fmt import fmt_count, fmt_percent, fmt_seconds
 
 
 def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
-    d = f.devices
-    rows = []
-    for dev in f.working:
-        if dev not in d.index or d.at[dev, "window_s"] <= 0:
-            continue
-        idle, wait = f.wall_s(dev, "idle"), f.wall_s(dev, "host_wait")
-        idle_share = idle / float(d.at[dev, "window_s"])
-        if idle_share >= rule.param("min_idle_share") and idle > 0 and wait / idle >= rule.param(
-                "min_host_wait_share"):
-            rows.append((dev, idle_share, wait / idle, idle, wait, float(d.at[dev, "window_s"])))
+    rows = host_waiting(f, rule.param("min_idle_share"), rule.param("min_host_wait_share"))
     if not rows:
         return None
-    rows.sort(key=lambda r: -r[1])
     dev, idle_share, wait_share, idle, wait, step = rows[0]
-    activity = host_activity(f.analysis, dev)
+    activity = f.host_activity[dev]  # scanned where its host was analysed (HostFacts.of)
     cats = activity["by_category_s"]
     untraced = max(0.0, activity["gap_s"] - activity["any_s"])
     # the host's busiest category in the gaps, unless no traced thread was busy for most of them
@@ -70,39 +58,32 @@ def _host_bound_suggestion(f: TraceFacts, main: str | None, ops: Sequence[dict[s
 
 
 def check_launch_bound(rule: Rule, f: TraceFacts) -> Finding | None:
-    k = f.kernels
     short_ps = rule.param("short_kernel_s") * _PS
-    delay_ps = rule.param("launch_delay_cutoff_s") * _PS
     rows = []
-    for dev, g in k.groupby("device", sort=False, observed=True):
-        dev = str(dev)
+    for dev, k in f.launch.items():  # each accelerator's kernels, scanned where its host was analysed
         if dev not in f.devices.index:
             continue
         steps = f.per_step(dev)
-        per_step = len(g) / steps
-        median = float(np.median(g.dur_ps.to_numpy()))
+        per_step = k["kernels"] / steps
         window = float(f.devices.at[dev, "window_s"])
         gaps = f.wall_s(dev, "host_wait") + f.wall_s(dev, "kernel_wait")
         gap_share = gaps / window if window > 0 else 0.0
-        if (median >= short_ps or per_step < rule.param("min_kernels_per_step")
+        if (k["median_ps"] >= short_ps or per_step < rule.param("min_kernels_per_step")
                 or gap_share < rule.param("min_gap_share")):
             continue
-        known = g.launch_end_ps >= 0
-        delay = (g.start_ps - g.launch_end_ps)[known].to_numpy()
-        if delay.size and np.median(delay) > delay_ps:
+        delay = k["median_delay_ps"]
+        if delay is not None and delay > rule.param("launch_delay_cutoff_s") * _PS:
             continue  # kernels queue after their launch: the device has a backlog, launches are not the pace
-        launch_dur = (g.launch_end_ps - g.launch_start_ps)[known].to_numpy()
         rows.append({
-            "device": dev, "kernels_per_step": per_step, "median_kernel_s": median / _PS,
-            "short_kernel_share": float((g.dur_ps < short_ps).mean()),
-            "kernel_s": float(g.dur_ps.sum()) / _PS / steps, "step_s": window,
+            "device": dev, "kernels_per_step": per_step, "median_kernel_s": k["median_ps"] / _PS,
+            "short_kernel_share": k["short_share"],
+            "kernel_s": float(k["kernel_ps"]) / _PS / steps, "step_s": window,
             "kernel_wait_share": f.wall_s(dev, "kernel_wait") / window,
             "host_wait_share": f.wall_s(dev, "host_wait") / window, "gap_share": gap_share,
-            "launches_known": int(known.sum()),
-            "median_launch_delay_s": float(np.median(delay)) / _PS if delay.size else None,
-            "launch_delay_outlier_share": float((delay > delay_ps).mean()) if delay.size else None,
-            "shorter_than_launch_share": (float((g.dur_ps[known].to_numpy() < launch_dur).mean())
-                                          if delay.size else None),
+            "launches_known": k["known"],
+            "median_launch_delay_s": None if delay is None else delay / _PS,
+            "launch_delay_outlier_share": k["outlier_share"],
+            "shorter_than_launch_share": k["shorter_than_launch_share"],
         })
     if not rows:
         return None

@@ -44,14 +44,12 @@ class Precision:
 
 
 def precision_of(f: TraceFacts) -> Precision:
-    k = f.kernels[~f.kernels.collective]
-    per_name = k.groupby("name", sort=False).dur_ps.sum().sort_values(ascending=False, kind="stable")
-    text = f.analysis.trace.columns.text
-    bits = np.array([kernel_precision(text(int(code))) for code in per_name.index.tolist()], dtype=object)
-    seconds = per_name.groupby(bits).sum() / _PS
-    by_bits = {b: float(seconds.get(b, 0.0)) for b in ("16", "32", "")}
-    examples = {b: [text(int(n)) for n in per_name.index[bits == b][:3]] for b in ("16", "32")}
-    return Precision(float(per_name.sum()) / _PS, by_bits, examples)
+    """The compute kernels' time by the precision their names tell (``f.kernel_ps``: most time first)."""
+    bits = np.array([kernel_precision(n) for n, _ in f.kernel_ps], dtype=object)
+    ps = np.array([v for _, v in f.kernel_ps], dtype=np.int64)
+    by_bits = {b: float(int(ps[bits == b].sum()) / _PS) if ps.size else 0.0 for b in ("16", "32", "")}
+    examples = {b: [n for (n, _), k in zip(f.kernel_ps, bits.tolist()) if k == b][:3] for b in ("16", "32")}
+    return Precision(int(ps.sum()) / _PS, by_bits, examples)
 
 
 def check_precision(rule: Rule, f: TraceFacts) -> Finding | None:

@@ -6,9 +6,8 @@ from tfprof_towers.advice.cluster import straggler_finding
 from tfprof_towers.advice.findings import Finding, Rule
 from tfprof_towers.advice.trace_rules.facts import TraceFacts
 from tfprof_towers.analysis.cluster_view import stepping_tasks
-from tfprof_towers.trace.tasks import task_steps
 
 
 def check_straggler(rule: Rule, f: TraceFacts) -> Finding | None:
-    tasks = stepping_tasks(task_steps(f.analysis.trace), None)
+    tasks = stepping_tasks(f.tasks, None)
     return straggler_finding(rule, tasks, f.name, loopback=False)
