@@ -260,7 +260,7 @@ def _kernel_ops(
         text = np.concatenate([c for _, c in parts])
         order = np.argsort(events, kind="stable")
         events, text = events[order], text[order]
-        last = np.r_[events[1:] != events[:-1], True]
+        last = np.r_[events[1:] != events[:-1], True] if events.size else np.zeros(0, bool)
         events, text = events[last], text[last]
     if not events.size:
         return
