@@ -123,10 +123,10 @@ def test_a_file_with_a_plausible_head_is_read_only_if_it_fits(tmp_path: Path, mo
 def test_a_memory_error_anywhere_is_one_line_and_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
     from tfprof_towers.analysis import run_traces
 
-    def boom(path, run=None):
+    def boom(path, run=None, executor=None, progress=None):
         raise MemoryError
 
-    monkeypatch.setattr(run_traces, "analyze_path", boom)
+    monkeypatch.setattr(run_traces, "pod_of_path", boom)
     assert main(["analyze", str(tmp_path)]) == 2
     assert "out of memory" in _one_line(capsys)
 

@@ -20,7 +20,9 @@ from typing import Any
 
 from tfprof_towers.rundir.paths import RunDir, is_run_dir, read_json
 from tfprof_towers.trace.analysis import Analysis, analyze_trace, analyze_xplane
+from tfprof_towers.trace.executors import analyze_pod
 from tfprof_towers.trace.hosts import load_hosts
+from tfprof_towers.trace.pod import PodAnalysis, Progress
 from tfprof_towers.vocab.errors import TraceError
 
 
@@ -78,12 +80,8 @@ def analyze_logdir(logdir: Path, ctx: RunContext, label: str = "", notes: tuple[
     return analyze_trace(trace, ctx.kind, ctx.edge_bytes, label=label)
 
 
-def analyze_run_dir(
-    run_dir: Path | str, variant: str | None = None, host_tasks: dict[str, str] | None = None
-) -> Analysis:
-    """Analyse one variant of a run directory (``variant=None``: the first with a trace), all its hosts
-    together; ``host_tasks`` (host file name -> task) overrides the record's."""
-    rd = RunDir(Path(run_dir))
+def _variant_of(rd: RunDir, variant: str | None, run_dir: Path | str) -> tuple[str, tuple[str, ...]]:
+    """The variant to analyse (``None``: the first with a trace), and a note when there was a choice."""
     with_trace = [v for v in rd.variant_names() if rd.xplane_files(v)]
     if not with_trace:
         raise TraceError(
@@ -102,6 +100,16 @@ def analyze_run_dir(
             f"--run {variant}: no such variant with a trace in {run_dir}; "
             f"choose one of: {', '.join(with_trace)}"
         )
+    return variant, notes
+
+
+def analyze_run_dir(
+    run_dir: Path | str, variant: str | None = None, host_tasks: dict[str, str] | None = None
+) -> Analysis:
+    """Analyse one variant of a run directory (``variant=None``: the first with a trace), all its hosts
+    together; ``host_tasks`` (host file name -> task) overrides the record's."""
+    rd = RunDir(Path(run_dir))
+    variant, notes = _variant_of(rd, variant, run_dir)
     ctx = run_context(rd.root, variant)
     if host_tasks is not None:
         ctx = replace(ctx, host_tasks=host_tasks)
@@ -114,3 +122,17 @@ def analyze_path(path: Path | str, run: str | None = None) -> Analysis:
     if path.is_dir() and is_run_dir(path):
         return analyze_run_dir(path, run)
     return analyze_xplane(path, run=run)
+
+
+def pod_of_path(path: Path | str, run: str | None = None, executor: Any = None,
+                progress: Progress | None = None) -> PodAnalysis:
+    """:func:`analyze_path` host by host (:mod:`tfprof_towers.trace.pod`): each host mapped on
+    ``executor`` (default: the local process pool), then reduced; what ``analyze`` prints."""
+    path = Path(path)
+    if path.is_dir() and is_run_dir(path):
+        rd = RunDir(path)
+        variant, notes = _variant_of(rd, run, path)
+        ctx = run_context(rd.root, variant)
+        return analyze_pod(rd.logdir(variant), None, ctx.node_devices, ctx.host_tasks, ctx.kind,
+                           ctx.edge_bytes, variant, notes, executor, progress)
+    return analyze_pod(path, run, executor=executor, progress=progress)

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
-from tfprof_towers.vocab.errors import TowersError
+from tfprof_towers.vocab.errors import TowersError, TraceError
 from tfprof_towers.vocab.textcap import visible
 
 
@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--html", metavar="OUT", type=Path, help="also write an HTML page of the analysis to OUT")
     p.add_argument("--run", metavar="NAME",
                    help="which profile run (logdir) or variant (run directory) to analyse")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="analyse the hosts on the Dask cluster at ADDRESS (tcp://scheduler:8786) instead of "
+                        "a local process pool (docs/cluster.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,8 +39,14 @@ def run(args: argparse.Namespace) -> int:
     bytes, time and achieved bandwidth of each link; then the findings of the trace rules
     (tfprof_towers.advice.trace_rules), most severe first, and why any rule could not be
     evaluated (--json: "findings" and "rules"; --html: above the tables).  Never imports TensorFlow.
+
+    A profile of several hosts is analysed host by host (each on a process of a local pool, or
+    of a Dask cluster with --dask), then reduced: memory does not grow with the hosts.  A host
+    that cannot be read is named and left out; the others are analysed, everything is printed,
+    and the command then exits 3.
     """
-    from tfprof_towers.analysis.run_traces import analyze_path
+    from tfprof_towers.analysis.run_traces import pod_of_path
+    from tfprof_towers.commands.console import HostProgress, err
     from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
@@ -47,17 +56,16 @@ def run(args: argparse.Namespace) -> int:
         from tfprof_towers.rundir.outputs import output_path
 
         output_path(args.html, [args.path], "--html")
-    analysis = analyze_path(args.path, run=args.run)
+    with HostProgress() as progress:
+        analysis = pod_of_path(args.path, run=args.run, executor=args.dask, progress=progress)
     doc = analysis.to_doc(per_step=False)
-    doc.update(evaluate_trace(analysis).to_json())  # "findings" (most severe first) and "rules"
+    doc.update(evaluate_trace(analysis.facts).to_json())  # "findings" (most severe first) and "rules"
     if args.html is not None:
         try:
             from tfprof_towers.render.analysis_html import render_analysis_html
         except ImportError:
             raise TowersError("--html: the HTML renderer is not available in this build") from None
-        from tfprof_towers.trace.memory import timelines
-
-        render_analysis_html(doc, args.html, [args.path], timelines(analysis.trace.memory, analysis.memory))
+        render_analysis_html(doc, args.html, [args.path], analysis.timelines)
     if args.json:
         sys.stdout.write(json_text(doc) + "\n")
     else:  # names from the trace are printed with their control and bidi characters made visible
@@ -67,7 +75,14 @@ def run(args: argparse.Namespace) -> int:
         print_findings(doc, buf)
         if args.html is not None:
             buf.write(f"\nwrote {args.html}\n")
+        if analysis.executor_note:
+            buf.write(f"\n{analysis.executor_note}\n")
         sys.stdout.write(visible(buf.getvalue()))
+    if analysis.failures:
+        names = ", ".join(f.name for f in analysis.failures)
+        err(f"error: {len(analysis.failures)} of {doc['hosts']} hosts could not be read ({names}): "
+            "the results above leave them out")
+        return TraceError("").exit_code
     return 0
 
 

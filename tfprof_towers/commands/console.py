@@ -200,3 +200,36 @@ def print_summary(summary: dict[str, Any], run_dir: RunDir, not_written: tuple[P
         _out.print(f"report: {run_dir.report_html}  ({run_dir.report_html.resolve().as_uri()})", markup=False)
     if run_dir.summary_json.is_file() and run_dir.summary_json not in not_written:
         _out.print(f"summary: {run_dir.summary_json}", markup=False)
+
+
+class HostProgress:
+    """While the hosts of a multi-host profile are analysed: a bar over the hosts on a terminal
+    (transient), and on any stderr one line naming each host that could not be read, as it happens."""
+
+    def __init__(self, total: int | None = None) -> None:
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self.total = total
+
+    def __enter__(self) -> HostProgress:
+        if _err.is_terminal:
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                TextColumn("{task.completed}/{task.total} hosts"), TimeElapsedColumn(),
+                console=_err, transient=True,
+            )
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def __call__(self, done: int, total: int, name: str, failure: Any) -> None:
+        if failure is not None and total > 1:
+            err(f"host {name}: could not be read: {failure.reason}; the other hosts are still analysed")
+        if self._progress is None or total < 2:
+            return
+        if self._task is None:
+            self._task = self._progress.add_task("analysing hosts", total=total)
+        self._progress.update(self._task, completed=done, description=f"analysed [bold]{_escape(name)}[/]")

@@ -20,7 +20,7 @@ from tfprof_towers.trace.idle import IDLE_KINDS
 from tfprof_towers.trace.links import Link, links, links_frame
 from tfprof_towers.trace.load import Trace
 from tfprof_towers.trace.memory import DeviceMemory, device_memory, memory_doc
-from tfprof_towers.trace.steps import apart, step_times
+from tfprof_towers.trace.steps import StepSources, StepTable, apart, step_times
 from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.categories import (
     COPY_CATEGORIES,
@@ -85,29 +85,7 @@ class Analysis:
 
     def step_notes(self) -> list[str]:
         """Where owners of step windows did not step together: one note per pair, with the gap(s)."""
-        pairs: dict[tuple[str, str], list] = {}
-        for a in apart(self.trace.step_table, self.trace.step_sources):
-            pairs.setdefault((a.first, a.second), []).append(a)
-        notes = []
-        for (first, second), rows in pairs.items():
-            gaps = [r.gap_ps / 1e9 for r in rows]
-            if len(rows) == 1:
-                when = f"ran step {rows[0].step} {gaps[0]:.1f} ms apart"
-            else:
-                shown = ", ".join(str(r.step) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
-                when = (
-                    f"ran {len(rows)} steps ({shown}) {min(gaps):.1f} to {max(gaps):.1f} ms apart"
-                    if min(gaps) != max(gaps)
-                    else f"ran {len(rows)} steps ({shown}) {gaps[0]:.1f} ms apart"
-                )
-            devices = "/device:" in first and "/device:" in second
-            why = "separate processes merged into one file" if devices else "hosts whose clocks disagree"
-            notes.append(
-                f"{first} and {second} {when} (from the end of one's step window to the start of the "
-                f"other's): they did not step together (for example {why}); each is broken down "
-                "within its own windows, and a step lasts as long as the longest of them"
-            )
-        return notes
+        return step_notes(self.trace.step_table, self.trace.step_sources)
 
     def to_doc(self, per_step: bool = False) -> dict[str, Any]:
         """The JSON document; ``per_step`` divides every count, time and byte figure by the steps."""
@@ -133,6 +111,33 @@ class Analysis:
         if self.kind:
             doc["kind"] = self.kind
         return doc
+
+
+def step_notes(steps: StepTable, sources: StepSources) -> list[str]:
+    """Where owners of step windows did not step together: one note per pair, with the gap(s)."""
+    pairs: dict[tuple[str, str], list] = {}
+    for a in apart(steps, sources):
+        pairs.setdefault((a.first, a.second), []).append(a)
+    notes = []
+    for (first, second), rows in pairs.items():
+        gaps = [r.gap_ps / 1e9 for r in rows]
+        if len(rows) == 1:
+            when = f"ran step {rows[0].step} {gaps[0]:.1f} ms apart"
+        else:
+            shown = ", ".join(str(r.step) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+            when = (
+                f"ran {len(rows)} steps ({shown}) {min(gaps):.1f} to {max(gaps):.1f} ms apart"
+                if min(gaps) != max(gaps)
+                else f"ran {len(rows)} steps ({shown}) {gaps[0]:.1f} ms apart"
+            )
+        devices = "/device:" in first and "/device:" in second
+        why = "separate processes merged into one file" if devices else "hosts whose clocks disagree"
+        notes.append(
+            f"{first} and {second} {when} (from the end of one's step window to the start of the "
+            f"other's): they did not step together (for example {why}); each is broken down "
+            "within its own windows, and a step lasts as long as the longest of them"
+        )
+    return notes
 
 
 def categories_for(device: str) -> tuple[str, ...]:

@@ -180,6 +180,9 @@ class Cutoffs:
     min_host_wait_share: float = 0.50
 
 
+DEFAULT_CUTOFFS = Cutoffs()
+
+
 def launch_stats(scan: HostScan, short_ps: float, delay_ps: float) -> dict[str, dict[str, Any]]:
     """Per accelerator with kernels (in the order they first ran): what ``launch_bound`` reads of its
     kernels -- their number, median duration, share shorter than ``short_ps``, total time, and of those
@@ -231,7 +234,7 @@ class HostFacts:
     memory: tuple[DeviceMemory, ...]
 
     @classmethod
-    def of(cls, analysis: Analysis, cutoffs: Cutoffs = Cutoffs()) -> HostFacts:
+    def of(cls, analysis: Analysis, cutoffs: Cutoffs = DEFAULT_CUTOFFS) -> HostFacts:
         """Scan ``analysis``'s events once, with the rules' ``cutoffs``."""
         scan = HostScan(analysis)
         short, delay = cutoffs.short_kernel_s * _PS, cutoffs.launch_delay_cutoff_s * _PS
@@ -283,7 +286,7 @@ class TraceFacts:
     tasks: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, analysis: Analysis, cutoffs: Cutoffs = Cutoffs()) -> TraceFacts:
+    def of(cls, analysis: Analysis, cutoffs: Cutoffs = DEFAULT_CUTOFFS) -> TraceFacts:
         """One analysis (one host, or hosts merged into one trace): a one-host reduce."""
         from tfprof_towers.trace.tasks import task_steps
 

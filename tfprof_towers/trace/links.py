@@ -14,7 +14,7 @@ durations are not the transfer's).  Grouped with numpy over the event columns.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,14 +86,70 @@ def link_table(
 def links(trace: Trace, kind: str | None = None, edge_bytes: Mapping[str, int] | None = None) -> list[Link]:
     """Copy links from the device planes, send/recv links for logical-CPU runs, network links always;
     sorted by kind, src, dst."""
+    return join_links([link_parts(trace, edge_bytes)], kind)
+
+
+#: A link's figures before joining hosts: (src, dst, kind) -> [bytes (None: not known), count, dur_ps].
+Sums = dict[tuple[str, str, str], list]
+
+
+@dataclass(frozen=True)
+class LinkParts:
+    """One host's links, kept apart where joining hosts needs them apart: its copies, its sends across
+    tasks, its receives across tasks (counted only for pairs no host holds sends for), its sends within
+    a task (listed for logical-CPU runs), and whether it has device planes."""
+
+    copies: Sums
+    sends: Sums
+    recvs: Sums
+    local: Sums
+    has_device_planes: bool
+
+
+def link_parts(trace: Trace, edge_bytes: Mapping[str, int] | None = None) -> LinkParts:
+    """:class:`LinkParts` of one trace (one host, or hosts merged)."""
     c = trace.columns
     inside = c.step >= 0
-    out = copy_links(c, inside)
-    has_device_planes = bool((c.line_kind == DEVICE).any())
-    network, local = _send_events(c, inside)
-    out += send_links(c, network, edge_bytes, "network")
-    if kind == "logical-cpu" or (kind is None and not has_device_planes):
-        out += send_links(c, local, edge_bytes, "send_recv")
+    sends, recvs, local = _send_events(c, inside)
+    return LinkParts(copy_sums(c, inside), send_sums(c, sends, edge_bytes, "network"),
+                     send_sums(c, recvs, edge_bytes, "network"), send_sums(c, local, edge_bytes, "send_recv"),
+                     bool((c.line_kind == DEVICE).any()))
+
+
+def _add(into: Sums, more: Sums) -> None:
+    for key, (b, n, d) in more.items():
+        if key in into:
+            ob, on, od = into[key]
+            into[key] = [None if ob is None or b is None else ob + b, on + n, od + d]
+        else:
+            into[key] = [b, n, d]
+
+
+def join_links(parts: Sequence[LinkParts], kind: str | None = None) -> list[Link]:
+    """The hosts' links as one trace's: copies summed; a pair across tasks counted by its sends where
+    some host holds them, else by its receives; sends within a task listed where the run's ``kind`` is
+    logical-CPU (or, unknown, where no host has device planes).  Sorted by kind, src, dst."""
+    copies: Sums = {}
+    sends: Sums = {}
+    recvs: Sums = {}
+    local: Sums = {}
+    for p in parts:
+        _add(copies, p.copies)
+        _add(sends, p.sends)
+        _add(recvs, p.recvs)
+        _add(local, p.local)
+    network = dict(sends)
+    network.update({k: v for k, v in recvs.items() if k not in sends})
+    if not (kind == "logical-cpu" or (kind is None and not any(p.has_device_planes for p in parts))):
+        local = {}
+    out = []
+    for (src, dst, k), (b, n, d) in copies.items():
+        seconds = int(d) / 1e12
+        out.append(Link(src, dst, k, int(b), int(n), seconds, int(b) / seconds / 1e9 if seconds > 0 else None,
+                        True))
+    for group in (network, local):
+        out += [Link(src, dst, k, None if b is None else int(b), int(n), None, None, False)
+                for (src, dst, k), (b, n, _) in group.items()]
     return sorted(out, key=lambda x: (x.kind, x.src, x.dst))
 
 
@@ -108,28 +164,24 @@ def _groups(*keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return inv.ravel(), [k[first] for k in keys]
 
 
-def copy_links(c: EventColumns, inside: np.ndarray) -> list[Link]:
+def copy_sums(c: EventColumns, inside: np.ndarray) -> Sums:
+    """Copies in the steps by (src, dst, category): bytes, count, duration."""
     copies = np.flatnonzero(IS_COPY[c.category] & inside)
     if not copies.size:
-        return []
+        return {}
     group, (src, dst, cat) = _groups(c.src[copies], c.dst[copies], c.category[copies].astype(np.int64))
     n = src.size
     nbytes = exact_sums(group, c.bytes[copies], n)
     count = np.bincount(group, minlength=n)
     dur = exact_sums(group, c.dur_ps[copies], n)
     items = c.strings.items
-    out = []
-    for i in range(n):
-        seconds = int(dur[i]) / 1e12
-        gbps = int(nbytes[i]) / seconds / 1e9 if seconds > 0 else None
-        out.append(Link(items[src[i]], items[dst[i]], EVENT_CATEGORIES[cat[i]], int(nbytes[i]), int(count[i]),
-                        seconds, gbps, True))
-    return out
+    return {(items[src[i]], items[dst[i]], EVENT_CATEGORIES[cat[i]]):
+            [int(nbytes[i]), int(count[i]), int(dur[i])] for i in range(n)}
 
 
-def _send_events(c: EventColumns, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Events of send/recv edges with both ends known: (across tasks: sends, or recvs of pairs no
-    trace holds sends for; within one task: sends)."""
+def _send_events(c: EventColumns, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Events of send/recv edges with both ends known: (sends across tasks, receives across tasks of
+    pairs this trace holds no sends for, sends within one task)."""
     items = c.strings.items
     send_codes = [c.code_of(t) for t in SEND_TYPES]
     recv_codes = [c.code_of(t) for t in RECV_TYPES]
@@ -141,22 +193,24 @@ def _send_events(c: EventColumns, inside: np.ndarray) -> tuple[np.ndarray, np.nd
     crossing = {
         (int(a), int(b)) for a, b in pairs.T.tolist() if crosses_tasks(items[a], items[b])
     }
+    none = np.zeros(0, np.int64)
     if not crossing:
-        return np.zeros(0, np.int64), np.flatnonzero(is_send)
+        return none, none, np.flatnonzero(is_send)
     key = c.src.astype(np.int64) << 32 | c.dst.astype(np.int64)
     cross_keys = np.array([a << 32 | b for a, b in crossing], dtype=np.int64)
     across = np.isin(key, cross_keys)
     with_sends = np.unique(key[is_send & across])
-    network = np.flatnonzero((is_send & across) | (is_recv & across & ~np.isin(key, with_sends)))
-    return network, np.flatnonzero(is_send & ~across)
+    return (np.flatnonzero(is_send & across), np.flatnonzero(is_recv & across & ~np.isin(key, with_sends)),
+            np.flatnonzero(is_send & ~across))
 
 
-def send_links(
+def send_sums(
     c: EventColumns, rows: np.ndarray, edge_bytes: Mapping[str, int] | None, kind: str = "send_recv"
-) -> list[Link]:
-    """Send/recv events grouped by (src, dst): counts measured, bytes from ``edge_bytes``, time not."""
+) -> Sums:
+    """Send/recv events grouped by (src, dst): counts measured, bytes from ``edge_bytes`` (None without
+    it), time not measured (0)."""
     if not rows.size:
-        return []
+        return {}
     group, (src, dst) = _groups(c.src[rows], c.dst[rows])
     n = src.size
     items = c.strings.items
@@ -166,7 +220,4 @@ def send_links(
         per_edge = np.array([int(edge_bytes.get(items[e], 0)) for e in uniq.tolist()], dtype=np.int64)
         nbytes = exact_sums(group, per_edge[inv.ravel()], n).tolist()
     count = np.bincount(group, minlength=n)
-    return [
-        Link(items[src[i]], items[dst[i]], kind, nbytes[i], int(count[i]), None, None, False)
-        for i in range(n)
-    ]
+    return {(items[src[i]], items[dst[i]], kind): [nbytes[i], int(count[i]), 0] for i in range(n)}

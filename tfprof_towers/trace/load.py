@@ -159,10 +159,11 @@ def read_trace(
 
 
 def trace_from_bytes(
-    data: bytes, source: str = "<bytes>", node_devices: NodeDevices | None = None
+    data: bytes, source: str = "<bytes>", node_devices: NodeDevices | None = None, prefix: str = ""
 ) -> Trace:
-    """Decode a serialized XSpace; every way it can be broken raises :class:`TraceError`."""
-    return _from_box([read_xspace(data, READ_STATS, label=source, as_bytes=AS_BYTES)], node_devices)
+    """Decode a serialized XSpace (``prefix``: its task's name, see :func:`trace_from_raw`); every way it
+    can be broken raises :class:`TraceError`."""
+    return _from_box([read_xspace(data, READ_STATS, label=source, as_bytes=AS_BYTES)], node_devices, prefix)
 
 
 def trace_from_raw(

@@ -318,6 +318,17 @@ class DeviceMemory:
     top_ops: tuple[OpBytes, ...]  # what was live at the peak, largest first
     events: int
     peak_op: str = ""  # the op whose allocation reached the peak ("" when the peak event names none)
+    peak_ps: int = 0  # ``peak_time_s`` in picoseconds (exact, to move it to another clock)
+    peak_in_steps_ps: int | None = None
+
+    def shifted(self, delta_ps: int) -> DeviceMemory:
+        """The same figures on a clock ``delta_ps`` later (a host's, put on a multi-host trace's clock)."""
+        if not delta_ps:
+            return self
+        peak = self.peak_ps + delta_ps
+        steps = None if self.peak_in_steps_ps is None else self.peak_in_steps_ps + delta_ps
+        return replace(self, peak_ps=peak, peak_time_s=float(peak) / 1e12, peak_in_steps_ps=steps,
+                       peak_in_steps_time_s=None if steps is None else float(steps) / 1e12)
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -385,9 +396,10 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
         in_steps = np.flatnonzero(step[rows] >= 0)
         if in_steps.size:
             q = in_steps[int(np.flatnonzero(use[in_steps] == use[in_steps].max())[-1])]
-            steps_peak, steps_time = int(use[q]), float(ev.start_ps[rows[q]]) / 1e12
+            steps_peak, steps_ps = int(use[q]), int(ev.start_ps[rows[q]])
+            steps_time: float | None = float(steps_ps) / 1e12
         else:
-            steps_peak = steps_time = None
+            steps_peak = steps_time = steps_ps = None
         out.append(DeviceMemory(
             device=device,
             allocator=ev.texts[a],
@@ -403,6 +415,8 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
             top_ops=_top_ops(ev, live),
             events=int(rows.size),
             peak_op=ev.texts[int(ev.tf_op[at])] if ev.allocation[at] else "",
+            peak_ps=int(ev.start_ps[at]),
+            peak_in_steps_ps=steps_ps,
         ))
     out = list(sort_memory(out))
     named: set[str] = set()

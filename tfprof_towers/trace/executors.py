@@ -1,0 +1,249 @@
+"""Where the map of a multi-host analysis runs, and :func:`analyze_pod` (the map on one of them, then
+the reduce).  Where it runs (:mod:`.pod`): this process, a local process pool, or a
+Dask cluster.
+
+* :class:`Serial` -- every host in this process, one after the other (one host; tests).
+* :class:`LocalPool` (the default) -- a process pool sized to the idle cores
+  (:func:`~.hosts.idle_cores`), each process decoding on its share of them; results come back as they
+  finish, the hosts in flight bounded by the pool.
+* :class:`DaskCluster` -- ``dask.distributed``: an address (``tcp://scheduler:8786``) or a
+  ``distributed.Client`` the caller made.  Its own ``Client.submit`` and ``as_completed``; nothing here
+  schedules, queues or talks to a worker by itself.  Workers read the host files from the path
+  they share with this machine when every worker can read every file; otherwise each file's bytes are
+  sent with its job (``note`` says which).  At most twice as many hosts as the cluster has worker
+  threads are in flight, so neither side holds every file at once.
+
+Every executor runs the same :func:`~.pod.map_host` on the same jobs and returns the results in the
+jobs' order: the reduce, hence every figure, does not depend on which one ran.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from tfprof_towers.trace.classify import NodeDevices
+from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs
+from tfprof_towers.trace.hosts import _start_method, host_prefixes, idle_cores
+from tfprof_towers.trace.locate import host_name, locate_hosts
+from tfprof_towers.trace.pod import HostFailure, HostJob, HostResult, PodAnalysis, Progress, map_host
+from tfprof_towers.vocab.device_names import canonical_device
+from tfprof_towers.vocab.errors import TowersError, TraceError
+from tfprof_towers.xplane.parallel import decode_threads
+
+Outcome = HostResult | HostFailure
+
+
+class Executor(Protocol):
+    name: str
+    note: str
+
+    def map(self, jobs: Sequence[HostJob], progress: Progress | None = None) -> list[Outcome]: ...
+
+
+def _report(progress: Progress | None, done: int, total: int, out: Outcome) -> None:
+    if progress is not None:
+        progress(done, total, out.name, out if isinstance(out, HostFailure) else None)
+
+
+class Serial:
+    """Every host in this process."""
+
+    name = "serial"
+    note = "hosts analysed one after the other in this process"
+
+    def map(self, jobs: Sequence[HostJob], progress: Progress | None = None) -> list[Outcome]:
+        out = []
+        for job in jobs:
+            out.append(map_host(job))
+            _report(progress, len(out), len(jobs), out[-1])
+        return out
+
+
+class LocalPool:
+    """A process pool on this machine (module docstring); ``workers``: how many (default: the idle cores,
+    at most one per host)."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers
+        self.note = ""
+
+    def map(self, jobs: Sequence[HostJob], progress: Progress | None = None) -> list[Outcome]:
+        cores = self.workers or idle_cores()
+        workers = max(1, min(len(jobs), cores))
+        self.note = f"hosts analysed on a local pool of {workers} process{'es' if workers != 1 else ''}"
+        if workers <= 1:
+            return Serial().map(jobs, progress)
+        threads = max(1, min(decode_threads(), cores // workers))
+        jobs = [replace(j, threads=threads) for j in jobs]
+        out: list[Outcome | None] = [None] * len(jobs)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
+            futures = {pool.submit(map_host, j): i for i, j in enumerate(jobs)}
+            pending = set(futures)
+            done = 0
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    i = futures[f]
+                    try:
+                        out[i] = f.result()
+                    except Exception as e:
+                        out[i] = HostFailure(jobs[i].name, jobs[i].file,
+                                             f"its analysis process ended ({type(e).__name__}: {e})")
+                    done += 1
+                    _report(progress, done, len(jobs), out[i])
+        return [o for o in out if o is not None]
+
+
+def _can_read(paths: Sequence[str]) -> bool:
+    """On a worker: whether it can read every one of ``paths``."""
+    return all(os.access(p, os.R_OK) and os.path.isfile(p) for p in paths)
+
+
+class DaskCluster:
+    """The map on a Dask cluster (module docstring): ``target`` is an address or a ``distributed.Client``."""
+
+    name = "dask"
+
+    def __init__(self, target: Any) -> None:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise TowersError("--dask needs dask.distributed, which is not installed: "
+                              "pip install 'dask[distributed]'") from None
+        self.note = ""
+        if isinstance(target, Client):
+            self.client, self.owned = target, False
+        else:
+            address = str(target)
+            try:
+                self.client, self.owned = Client(address, timeout="10s", set_as_default=False), True
+            except (OSError, TimeoutError, ValueError) as e:
+                raise TowersError(f"--dask {address}: cannot reach a Dask scheduler there ({e})") from None
+        self.address = getattr(self.client.scheduler, "address", "") or str(target)
+
+    def close(self) -> None:
+        if self.owned:
+            self.client.close()
+
+    def _workers_read(self, jobs: Sequence[HostJob]) -> bool:
+        paths = [j.file for j in jobs]
+        answers = self.client.run(_can_read, paths)
+        return bool(answers) and all(answers.values())
+
+    def _slots(self) -> int:
+        info = self.client.scheduler_info()
+        threads = sum(int(w.get("nthreads", 1)) for w in (info.get("workers") or {}).values())
+        return max(2, 2 * threads)
+
+    def map(self, jobs: Sequence[HostJob], progress: Progress | None = None) -> list[Outcome]:
+        from distributed import as_completed
+
+        try:
+            shared = self._workers_read(jobs)
+            self.note = (f"hosts analysed on the Dask cluster at {self.address}: "
+                         + ("its workers read the host files from the path they share with this machine"
+                            if shared else "its workers cannot read the host files here, so each file's "
+                            "bytes were sent to them"))
+            prepare: Callable[[HostJob], HostJob] = (
+                (lambda j: j) if shared else (lambda j: replace(j, data=Path(j.file).read_bytes())))
+            out: list[Outcome | None] = [None] * len(jobs)
+            todo = list(enumerate(jobs))[::-1]
+            index: dict[Any, int] = {}
+            first = []
+            for _ in range(min(self._slots(), len(todo))):
+                i, job = todo.pop()
+                f = self.client.submit(map_host, prepare(job), pure=False)
+                index[f.key] = i
+                first.append(f)
+            flow = as_completed(first, loop=self.client.loop)
+            for done, f in enumerate(flow, 1):
+                i = index.pop(f.key)
+                try:
+                    out[i] = f.result()
+                except Exception as e:
+                    out[i] = HostFailure(jobs[i].name, jobs[i].file,
+                                         f"its Dask task failed ({type(e).__name__}: {e})")
+                f.release()
+                _report(progress, done, len(jobs), out[i])  # type: ignore[arg-type]
+                if todo:
+                    k, job = todo.pop()
+                    g = self.client.submit(map_host, prepare(job), pure=False)
+                    index[g.key] = k
+                    flow.add(g)
+            return [o for o in out if o is not None]
+        finally:
+            self.close()
+
+
+def executor_for(target: Any = None) -> Executor:
+    """``None`` or ``"local"``: :class:`LocalPool`; ``"serial"``: :class:`Serial`; an executor: itself;
+    anything else (an address, a ``distributed.Client``): :class:`DaskCluster`."""
+    if target is None or target == "local":
+        return LocalPool()
+    if target == "serial":
+        return Serial()
+    if hasattr(target, "map") and hasattr(target, "note"):
+        return target
+    return DaskCluster(target)
+
+
+# ------------------------------------------------------------------------------------------
+# From a path to the jobs, and the whole analysis (map, then reduce)
+
+
+def host_jobs(
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
+    tasks: Mapping[str, str] | None = None, kind: str | None = None,
+    edge_bytes: Mapping[str, int] | None = None, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
+) -> tuple[list[HostJob], tuple[str, ...], list[str]]:
+    """One job per host file of the run ``path`` names, notes on which run, and notes on made-up task
+    names."""
+    files, notes = locate_hosts(path, run)
+    if len(files) == 1:
+        task = (tasks or {}).get(host_name(files[0]))
+        prefixes = [canonical_device(task) if task else ""]
+        made_up: list[str] = []
+    else:
+        prefixes, made_up = host_prefixes(files, tasks)
+    jobs = [HostJob(str(f), host_name(f), p, node_devices, kind, edge_bytes, cutoffs)
+            for f, p in zip(files, prefixes)]
+    return jobs, notes, made_up
+
+
+def analyze_pod(
+    path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
+    tasks: Mapping[str, str] | None = None, kind: str | None = None,
+    edge_bytes: Mapping[str, int] | None = None, label: str = "", notes: Sequence[str] = (),
+    executor: Any = None, progress: Progress | None = None, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
+) -> PodAnalysis:
+    """Every host of the run ``path`` names, mapped on ``executor`` (:func:`.executors.executor_for`:
+    None = the local process pool sized to the idle cores, ``"serial"`` = this process, a Dask address
+    or ``distributed.Client``), then reduced.  Raises :class:`TraceError` when no host could be read
+    (every host's reason in one line)."""
+    jobs, found, made_up = host_jobs(path, run, node_devices, tasks, kind, edge_bytes, cutoffs)
+    if len(jobs) == 1:  # one host: the same map, here; its failure is the command's
+        runner: Executor = Serial()
+        out: list[Outcome] = [map_host(jobs[0], keep_going=False)]
+    else:
+        runner = executor_for(executor)
+        out = runner.map(jobs, progress)
+    results = tuple(r for r in out if isinstance(r, HostResult))
+    failures = tuple(r for r in out if isinstance(r, HostFailure))
+    if not results:
+        if len(failures) == 1:
+            raise TraceError(failures[0].reason)
+        raise TraceError(f"none of the {len(failures)} hosts could be read: "
+                         + "; ".join(f"{f.name}: {f.reason}" for f in failures))
+    source = str(Path(jobs[0].file).parent) if len(jobs) > 1 else str(jobs[0].file)
+    return PodAnalysis(source, results, failures, kind, label, (*notes, *found), tuple(made_up),
+                       runner.note if len(jobs) > 1 else "")
+
+
+__all__ = ["HostFailure", "HostJob", "HostResult", "PodAnalysis", "analyze_pod", "host_jobs", "map_host"]

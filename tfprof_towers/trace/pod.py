@@ -1,0 +1,340 @@
+"""A profile of many hosts (one ``<host>.xplane.pb`` per task): analysed host by host, then reduced.
+
+**Map** (:func:`map_host`, one host, in a process of the executor's: :mod:`.executors`): read the host's
+file, classify, find its steps, attribute, link, scan the events for the rules' facts; return a
+:class:`HostResult` -- its per-device figures, step windows, links, memory peaks, tasks' collective
+time and :class:`~.facts.HostFacts` -- and let the events go.  A result is a few rows per device and
+step, whatever the host's events: the parent holds only results, never events.
+
+**Reduce** (:class:`PodAnalysis`, in the parent): put the hosts on one clock (each file counts from its
+own earliest timestamp; their epoch timestamps are assumed to agree, :data:`~.hosts.CLOCK_NOTE`), join
+their step windows per step number, join links (a pair across tasks counted by its sends where a host
+holds them, else by its receives), memory and facts, and build the tasks' steps -- the straggler view --
+across hosts.  ``to_doc()`` is ``analyze --json``'s document.  A single-host trace is the same map with
+a one-host reduce: there is one code path.
+
+A host whose file cannot be read is a :class:`HostFailure`: named with its reason, left out, the others
+analysed.  Every figure is computed from integers the map returned, in the reduce, in host order: the
+document is the same, to the last digit, whichever executor ran the map.
+
+The events of all hosts together (``Trace`` of :func:`~.hosts.load_hosts`) are only built when asked
+for (``load(...).events``): at pod size they are the one thing that does not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfprof_towers.trace.analysis import Analysis, analyze_trace, devices_doc, links_doc, step_notes
+from tfprof_towers.trace.attribute import Breakdown
+from tfprof_towers.trace.classify import NodeDevices
+from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, HostFacts, TraceFacts
+from tfprof_towers.trace.hosts import CLOCK_NOTE
+from tfprof_towers.trace.links import Link, LinkParts, join_links, link_parts
+from tfprof_towers.trace.load import Host, read_trace, trace_from_bytes
+from tfprof_towers.trace.memory import DeviceMemory, memory_doc, sort_memory, timelines
+from tfprof_towers.trace.producer import Producer, combine
+from tfprof_towers.trace.steps import StepSources, StepTable, step_times
+from tfprof_towers.trace.tasks import host_collective_ps, tasks_doc
+from tfprof_towers.vocab.device_names import device_sort_key
+from tfprof_towers.vocab.errors import TowersError
+
+_PS = 1e12
+
+
+@dataclass(frozen=True)
+class HostJob:
+    """One host to map: its file (or, for workers that cannot read it, its bytes), its name and task
+    prefix, and what the analysis needs from outside the trace."""
+
+    file: str
+    name: str
+    prefix: str = ""  # "/job:worker/task:1" ("" for a single host not named by a task)
+    node_devices: NodeDevices | None = None
+    kind: str | None = None
+    edge_bytes: Mapping[str, int] | None = None
+    cutoffs: Cutoffs = DEFAULT_CUTOFFS
+    threads: int | None = None  # decoding threads (None: the reader's default)
+    data: bytes | None = None  # the file's bytes, sent to a worker that cannot read ``file``
+
+    def without_data(self) -> HostJob:
+        return replace(self, data=None)
+
+
+@dataclass(frozen=True)
+class HostFailure:
+    """A host whose trace could not be analysed, and why (one line)."""
+
+    name: str
+    file: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"host": self.name, "file": self.file, "reason": self.reason}
+
+
+@dataclass(frozen=True, eq=False)
+class HostResult:
+    """One host, analysed (module docstring): everything the reduce needs, no events.  Times are on the
+    host's own clock (picoseconds after ``origin_ns``)."""
+
+    name: str
+    task: str
+    file: str
+    origin_ns: int
+    steps: StepTable
+    window: str
+    sources: StepSources
+    device_steps: dict[str, StepTable]
+    hostnames: tuple[str, ...]
+    notes: tuple[str, ...]
+    planes: tuple[str, ...]
+    producer: Producer
+    unread: dict[str, str]
+    breakdown: Breakdown
+    devices: dict[str, Any]  # :func:`~.analysis.devices_doc` (no per-step scaling)
+    links: LinkParts
+    idle_accelerators: tuple[str, ...]
+    memory: tuple[DeviceMemory, ...]
+    timelines: dict[str, tuple[list[float], list[int]]]
+    collective_ps: np.ndarray  # per window of ``steps``: time in collectives
+    facts: HostFacts
+    events: int
+
+    @property
+    def host(self) -> Host:
+        return Host(self.name, self.task, self.steps, self.window)
+
+
+def analyse_host(analysis: Analysis, name: str, task: str, file: str,
+                 edge_bytes: Mapping[str, int] | None = None, cutoffs: Cutoffs = DEFAULT_CUTOFFS
+                 ) -> HostResult:
+    """A :class:`HostResult` of one host's analysis (``edge_bytes``: the run's, as it was analysed with)."""
+    t = analysis.trace
+    return HostResult(
+        name=name, task=task, file=file, origin_ns=t.origin_ns, steps=t.step_table, window=t.window,
+        sources=t.step_sources, device_steps=dict(t.device_steps), hostnames=t.hostnames, notes=t.notes,
+        planes=t.planes, producer=t.producer, unread=dict(t.unread), breakdown=analysis.breakdown,
+        devices=devices_doc(analysis.breakdown), links=link_parts(t, edge_bytes),
+        idle_accelerators=analysis.idle_accelerators, memory=analysis.memory,
+        timelines=timelines(t.memory, analysis.memory), collective_ps=host_collective_ps(t),
+        facts=HostFacts.of(analysis, cutoffs), events=int(t.columns.n),
+    )
+
+
+def map_host(job: HostJob, keep_going: bool = True) -> HostResult | HostFailure:
+    """The map: one host's file read, analysed and reduced to a :class:`HostResult`; a file that cannot
+    be read (or analysed) is a :class:`HostFailure` with its one-line reason, never an exception
+    (``keep_going=False``: the exception, as for a single host, whose failure is the command's)."""
+    if not keep_going:
+        return _map_host(job)
+    try:
+        return _map_host(job)
+    except TowersError as e:
+        return HostFailure(job.name, job.file, str(e))
+    except MemoryError:
+        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
+    except Exception as e:  # a host's bad file must not lose the other hosts' results
+        return HostFailure(job.name, job.file, f"could not be analysed ({type(e).__name__}: {e})")
+
+
+def _map_host(job: HostJob) -> HostResult:
+    if job.data is not None:  # sent to a worker that cannot read the file
+        trace = trace_from_bytes(job.data, job.file, job.node_devices, job.prefix)
+    else:
+        trace = read_trace(Path(job.file), job.node_devices, job.prefix, 0, job.threads)
+    analysis = analyze_trace(trace, job.kind, job.edge_bytes)
+    del trace
+    return analyse_host(analysis, job.name, job.prefix, job.file, job.edge_bytes, job.cutoffs)
+
+
+#: A progress callback: (hosts done, hosts in all, the host just done, its failure or None).
+Progress = Callable[[int, int, str, "HostFailure | None"], None]
+
+
+@dataclass(frozen=True, eq=False)
+class PodAnalysis:
+    """The reduce (module docstring): the hosts' results as one analysis of the whole job."""
+
+    source: str
+    results: tuple[HostResult, ...]
+    failures: tuple[HostFailure, ...] = ()
+    kind: str | None = None
+    label: str = ""
+    notes: tuple[str, ...] = ()  # where the hosts came from (locate's notes, the run's)
+    made_up: tuple[str, ...] = ()  # notes on hosts no task names
+    #: what ran the map (shown by ``analyze``; never in the document, the same whoever ran it)
+    executor_note: str = ""
+
+    @property
+    def multi_host(self) -> bool:
+        return len(self.results) + len(self.failures) > 1
+
+    @cached_property
+    def origin_ns(self) -> int:
+        return min((r.origin_ns for r in self.results), default=0)
+
+    def delta_ps(self, r: HostResult) -> int:
+        """How much later than the pod's clock ``r``'s clock starts."""
+        return (r.origin_ns - self.origin_ns) * 1000
+
+    @cached_property
+    def hosts(self) -> tuple[Host, ...]:
+        return tuple(Host(r.name, r.task, r.steps.shifted(self.delta_ps(r)), r.window) for r in self.results)
+
+    @cached_property
+    def step_table(self) -> StepTable:
+        if len(self.results) == 1 and not self.multi_host:
+            return self.results[0].steps
+        return StepTable.join([h.steps for h in self.hosts])
+
+    @cached_property
+    def sources(self) -> StepSources:
+        if len(self.results) == 1 and not self.multi_host:
+            return self.results[0].sources
+        shifted = [r.sources.shifted(self.delta_ps(r)) for r in self.results]
+        names = tuple(n for s in shifted for n in s.names)
+        return StepSources(names, tuple(t for s in shifted for t in s.tables), {})
+
+    @cached_property
+    def window(self) -> str:
+        kinds = {r.window for r in self.results}
+        if len(kinds) <= 1:
+            return kinds.pop() if kinds else "whole-trace"
+        return "markers" if "markers" in kinds else "steps-line"
+
+    @cached_property
+    def step_time_ps(self) -> np.ndarray:
+        return step_times(self.step_table, self.sources)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.step_table)
+
+    @cached_property
+    def producer(self) -> Producer:
+        if len(self.results) == 1:
+            return self.results[0].producer
+        return combine([r.producer for r in self.results])
+
+    @cached_property
+    def devices(self) -> dict[str, Any]:
+        merged = {d: v for r in self.results for d, v in r.devices.items()}
+        return {d: merged[d] for d in sorted(merged, key=device_sort_key)}
+
+    @cached_property
+    def link_rows(self) -> tuple[Link, ...]:
+        return tuple(join_links([r.links for r in self.results], self.kind))
+
+    @cached_property
+    def idle_accelerators(self) -> tuple[str, ...]:
+        return tuple(sorted({d for r in self.results for d in r.idle_accelerators}, key=device_sort_key))
+
+    @cached_property
+    def unread(self) -> dict[str, str]:
+        return {k: v for r in self.results for k, v in r.unread.items()}
+
+    @cached_property
+    def memory(self) -> tuple[DeviceMemory, ...]:
+        return sort_memory([m.shifted(self.delta_ps(r)) for r in self.results for m in r.memory])
+
+    @cached_property
+    def timelines(self) -> dict[str, tuple[list[float], list[int]]]:
+        """Each allocator's bytes in use over time (the HTML page's), on the pod's clock."""
+        out = {}
+        for r in self.results:
+            shift = self.delta_ps(r) / _PS
+            for dev, (t, b) in r.timelines.items():
+                out[dev] = ([x + shift for x in t] if shift else t, b)
+        return out
+
+    @cached_property
+    def tasks(self) -> list[dict[str, Any]]:
+        """Per host (task): its steps, after the earliest step start (:func:`~.tasks.tasks_doc`)."""
+        return tasks_doc([(h, r.collective_ps) for h, r in zip(self.hosts, self.results)])
+
+    @cached_property
+    def facts(self) -> TraceFacts:
+        """What the trace rules read, joined over the hosts."""
+        return TraceFacts.reduce([r.facts for r in self.results], self.label, self.tasks, self.producer)
+
+    @cached_property
+    def trace_notes(self) -> tuple[str, ...]:
+        """The notes of the trace: where the hosts came from, the clock, each host's own notes."""
+        notes = list(self.notes)
+        if not self.multi_host:
+            return tuple(notes + list(self.made_up) + [n for r in self.results for n in r.notes])
+        names = ", ".join(f"{r.name} = {r.task}" for r in self.results)
+        notes.append(f"{len(self.results)} hosts analysed together: {names}")
+        notes += self.made_up
+        if self.failures:
+            total = len(self.results) + len(self.failures)
+            notes.append(f"{len(self.failures)} of {total} hosts could not be read and are left out: "
+                         + "; ".join(f"{f.name}: {f.reason}" for f in self.failures))
+        notes.append(CLOCK_NOTE)
+        if len({r.window for r in self.results}) > 1:
+            notes.append("hosts found their steps differently: "
+                         + ", ".join(f"{r.name}: {r.window}" for r in self.results))
+        for r in self.results:
+            notes += [n for n in r.notes if n not in notes]
+        return tuple(notes)
+
+    @property
+    def events(self) -> int:
+        return sum(r.events for r in self.results)
+
+    def to_doc(self, per_step: bool = False) -> dict[str, Any]:
+        """``analyze --json``'s document (format: :mod:`tfprof_towers.trace`); ``per_step`` divides every
+        count, time and byte figure by the steps."""
+        n = self.n_steps
+        scale = 1.0 / n if per_step and n else 1.0
+        step_s = self.step_time_ps / _PS
+        devices = self.devices if scale == 1.0 else _scaled_devices(self.devices, scale)
+        doc: dict[str, Any] = {
+            "source": self.source,
+            "producer": self.producer.to_json(),
+            "steps": n,
+            "step_numbers": self.step_table.step.tolist(),
+            "window": self.window,
+            "per_step": bool(per_step),
+            "step_time_s": step_s.tolist(),
+            "step_time_avg_s": float(step_s.mean()) if step_s.size else 0.0,
+            "idle_accelerators": list(self.idle_accelerators),
+            "unread_planes": dict(self.unread),
+            "devices": devices,
+            "links": links_doc(self.link_rows, scale),
+            "tasks": self.tasks,
+            "memory": memory_doc(self.memory),
+            "hosts": len(self.results) + len(self.failures),
+            "failed_hosts": [f.to_json() for f in self.failures],
+            "notes": [*self.trace_notes, *step_notes(self.step_table, self.sources)],
+        }
+        if self.kind:
+            doc["kind"] = self.kind
+        return doc
+
+
+def _scaled_devices(devices: dict[str, Any], scale: float) -> dict[str, Any]:
+    def num(x: Any) -> Any:
+        v = x * scale
+        return int(v) if float(v).is_integer() else float(v)
+
+    out = {}
+    for dev, d in devices.items():
+        tot = {c: {k: (num(v) if k in ("count", "bytes") else v * scale) for k, v in e.items()}
+               for c, e in d["total"].items()}
+        entry = {"window_s": d["window_s"] * scale, "total": tot,
+                 "wall": {c: s * scale for c, s in d["wall"].items()}}
+        if "idle_split" in d:
+            entry["idle_split"] = {k: s * scale for k, s in d["idle_split"].items()}
+        out[dev] = entry
+    return out
+
+
+__all__ = ["HostFailure", "HostJob", "HostResult", "PodAnalysis", "map_host"]
