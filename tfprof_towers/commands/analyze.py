@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
-from tfprof_towers.vocab.errors import TowersError, TraceError
+from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TowersError
 from tfprof_towers.vocab.textcap import visible
 
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     A profile of several hosts is analysed host by host (each on a process of a local pool, or
     of a Dask cluster with --dask), then reduced: memory does not grow with the hosts.  A host
     that cannot be read is named and left out; the others are analysed, everything is printed,
-    and the command then exits 3.
+    and the command then exits 7.
     """
     from tfprof_towers.analysis.run_traces import pod_of_path
     from tfprof_towers.commands.console import HostProgress, err
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         names = ", ".join(f.name for f in analysis.failures)
         err(f"error: {len(analysis.failures)} of {doc['hosts']} hosts could not be read ({names}): "
             "the results above leave them out")
-        return TraceError("").exit_code
+        return EXIT_SOME_HOSTS
     return 0
 
 

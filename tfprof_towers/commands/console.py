@@ -232,4 +232,5 @@ class HostProgress:
             return
         if self._task is None:
             self._task = self._progress.add_task("analysing hosts", total=total)
-        self._progress.update(self._task, completed=done, description=f"analysed [bold]{_escape(name)}[/]")
+        what = "[red]could not read[/]" if failure is not None else "analysed"
+        self._progress.update(self._task, completed=done, description=f"{what} [bold]{_escape(name)}[/]")

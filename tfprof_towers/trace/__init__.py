@@ -19,14 +19,20 @@ events give ``send_recv`` links whose time is not measured, with bytes from
 two tasks are ``network`` links whatever the kind.  ``tasks`` maps a host file's name to
 its task (``{"127.0.0.1_34567": "/job:worker/task:1"}``).
 
+A profile of many hosts is analysed host by host, then reduced (:mod:`.pod`, :mod:`.executors`:
+``analyze_pod``, what ``analyze`` runs): ``PodAnalysis.to_doc`` is the same document, with ``hosts``
+and ``failed_hosts``.
+
 The document ``Analysis.to_doc`` makes (``analyze --json``; ``summary.json``'s
 ``variants[].breakdown``) is described in docs/output.md, "The `--json` document".
 """
 
 from tfprof_towers.trace.analysis import Analysis, analyze_trace, analyze_xplane
+from tfprof_towers.trace.executors import analyze_pod
 from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.load import Trace, load_trace, trace_from_bytes
 
 __all__ = [
-    "Analysis", "Trace", "analyze_trace", "analyze_xplane", "load_hosts", "load_trace", "trace_from_bytes"
+    "Analysis", "Trace", "analyze_pod", "analyze_trace", "analyze_xplane", "load_hosts", "load_trace",
+    "trace_from_bytes",
 ]

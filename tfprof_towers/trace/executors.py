@@ -45,6 +45,24 @@ class Executor(Protocol):
     def map(self, jobs: Sequence[HostJob], progress: Progress | None = None) -> list[Outcome]: ...
 
 
+def _die_with_parent(parent: int) -> None:
+    """A pool worker's initializer: on Linux the kernel kills it (SIGKILL) when the process that made the
+    pool dies, even killed -9, so a worker never outlives the command; Ctrl-C is the parent's to handle
+    (the worker ignores SIGINT and is stopped by the pool's shutdown)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still ends the workers
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _report(progress: Progress | None, done: int, total: int, out: Outcome) -> None:
     if progress is not None:
         progress(done, total, out.name, out if isinstance(out, HostFailure) else None)
@@ -83,7 +101,8 @@ class LocalPool:
         threads = max(1, min(decode_threads(), cores // workers))
         jobs = [replace(j, threads=threads) for j in jobs]
         out: list[Outcome | None] = [None] * len(jobs)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(),
+                                 initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
             futures = {pool.submit(map_host, j): i for i, j in enumerate(jobs)}
             pending = set(futures)
             done = 0

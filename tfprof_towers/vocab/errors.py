@@ -15,6 +15,7 @@ EXIT_NOTHING_PROJECTED = 3  # `project`: no variant could be projected
 EXIT_NOTHING_SUCCEEDED = 4  # `profile`/`report`: no variant succeeded (summary.json and report.html say why)
 EXIT_SLOWER = 5  # `diff --fail-if-slower PCT`: a variant got slower by more than PCT % (or ran on BASE only)
 EXIT_INCONCLUSIVE = 6  # `diff --fail-if-slower PCT`: too few steps to decide (--allow-inconclusive: 0)
+EXIT_SOME_HOSTS = 7  # `analyze`/`export` of several hosts: some could not be read (the rest is printed)
 EXIT_SIGINT = 130  # Ctrl-C (128 + SIGINT); a partial report is written
 EXIT_SIGTERM = 143  # SIGTERM (128 + SIGTERM); a partial report is written
 EXIT_BROKEN_PIPE = 141  # standard output closed by its reader (128 + SIGPIPE), as `cmd | head` does
