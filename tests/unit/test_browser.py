@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from browser_kit import Page, opened
+from hosts_kit import hosts_doc
 from report_kit import HOSTILE, make_run_dir, write_projection
 
 from tfprof_towers.rundir.paths import RunDir
@@ -77,6 +78,23 @@ def test_analysis_page_renders(browser, tmp_path: Path, fixture_8gpu: Path) -> N
     with opened(browser, out) as page:
         assert page.count("#breakdown-chart rect.seg") > 0
         page.screenshot("analysis-8gpu.png")
+
+
+def test_hosts_heatmap_renders_for_32_hosts(browser, tmp_path: Path) -> None:
+    """A 32-host profile whose host 17 is slow: the heatmap draws a cell per host and step."""
+    from tfprof_towers.render.analysis_html import render_analysis_html
+
+    times = [[0.1 + 0.001 * (h % 5) + (0.05 if h == 17 else 0.0)] * 6 for h in range(32)]
+    out = tmp_path / "hosts.html"
+    render_analysis_html(hosts_doc(times), out)
+    with opened(browser, out) as page:
+        assert page.count("#hosts svg.hosts-heatmap rect.cell") == 32 * 6
+        box = page.page.locator("#hosts svg.hosts-heatmap").bounding_box()
+        assert box is not None and box["width"] > 100 and box["height"] > 32 * 10
+        cell = page.page.locator("#hosts rect.cell >> nth=0").bounding_box()
+        assert cell is not None and cell["width"] > 0 and cell["height"] > 0
+        assert page.page.inner_text("#hosts-extremes").startswith("Slowest host: w17")
+        assert page.screenshot("analysis-hosts.png", "#hosts").stat().st_size > 5_000
 
 
 def test_readme_screenshot(browser, tmp_path: Path) -> None:

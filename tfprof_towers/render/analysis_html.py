@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tfprof_towers.render.hosts import hosts_view
 from tfprof_towers.render.html import environment
 from tfprof_towers.render.memory import timelines_view
 from tfprof_towers.rundir.outputs import write_output
@@ -77,6 +78,7 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         "rules": list(doc.get("rules") or ()),
         "idle_rows": idle_rows,
         "task_rows": task_rows,
+        "hosts": hosts_view(doc),
         "kernel_wait": f"{KERNEL_WAIT_PS / 1e6:g} µs",
         "title": f"tfprof-towers analysis — {Path(source).name}",
         "doc": d,
