@@ -17,6 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an *.xplane.pb file, a logdir, a run directory or RUN_DIR/variants/NAME")
     p.add_argument("--run", metavar="NAME", default=None,
                    help="which profile run of a logdir (or variant of a run directory); default: the newest")
+    p.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="analyse a logdir's hosts on this Dask cluster (tcp://scheduler:8786) instead of a "
+                        "local process pool; the workers need tfprof-towers (not for run directories)")
     fmt = p.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--parquet", metavar="DIR", type=Path, help="write DIR/<frame>.parquet (pyarrow)")
     fmt.add_argument("--csv", metavar="DIR", type=Path, help="write DIR/<frame>.csv")
@@ -28,14 +31,16 @@ def run(args: argparse.Namespace) -> int:
     The frames (docs/notebook.md): events, steps, wall, total, idle, links, findings,
     variants, step_times, losses, placement.  Times are seconds; variant, task, device and
     category are ordered categoricals (kept by --parquet; --csv writes plain text).
-    For a run directory the numbers are the ones `report` computes.  Never imports TensorFlow.
+    For a run directory the numbers are the ones `report` computes.  A logdir's hosts are analysed
+    one by one (--dask ADDRESS: on that cluster); the events and memory frames read every host's
+    events together.  Never imports TensorFlow.
     """
     from tfprof_towers.frames import load
     from tfprof_towers.rundir.outputs import output_folder
 
     folder, what = (args.parquet, "--parquet") if args.parquet is not None else (args.csv, "--csv")
     output_folder(folder, [args.path], what, make=False)  # refused before the trace is read
-    profile = load(args.path, run=args.run)
+    profile = load(args.path, run=args.run, dask=args.dask)
     for note in profile.notes:  # which run of a logdir was taken; stdout keeps only the files written
         print(f"note: {note}", file=sys.stderr)
     if args.parquet is not None:

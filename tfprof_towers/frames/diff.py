@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,10 @@ from tfprof_towers.frames.profile import RUN, TRACE, VARIANT, Part, Profile
 from tfprof_towers.frames.schema import PS
 from tfprof_towers.vocab.categories import TIME_CATEGORIES
 from tfprof_towers.vocab.errors import TowersError
+
+if TYPE_CHECKING:
+    from tfprof_towers.trace.analysis import Analysis
+    from tfprof_towers.trace.pod import PodAnalysis
 
 #: Rows each ranked table keeps (the JSON keeps them all for placement moves).
 TOP = 10
@@ -48,8 +52,13 @@ class Side:
         return df[df["variant"] == self.name]
 
     @property
+    def analysed(self) -> Analysis | PodAnalysis | None:
+        """The part's trace analysis: its hosts' results for a trace or logdir, else its analysis."""
+        return self.part.pod if self.part.pod is not None else self.part.analysis
+
+    @property
     def n_steps(self) -> int:
-        a = self.part.analysis
+        a = self.analysed
         return a.n_steps if a is not None else 0
 
     def samples(self) -> tuple[list[float], str]:
@@ -57,9 +66,10 @@ class Side:
         rec = self.part.record
         if rec is not None and rec.timings.step_times_s:
             return list(rec.timings.step_times_s), "timed steps (record.json)"
-        a = self.part.analysis
-        if a is not None and len(a.trace.step_table):
-            return (a.trace.step_table.window_ps / PS).tolist(), "the trace's step windows"
+        a = self.analysed
+        table = None if a is None else a.step_table if self.part.pod is not None else a.trace.step_table
+        if table is not None and len(table):
+            return (table.window_ps / PS).tolist(), "the trace's step windows"
         return [], "no step times"
 
 
@@ -203,7 +213,7 @@ def memory(b: Side, n: Side) -> list[dict[str, Any]]:
     from tfprof_towers.vocab.device_names import device_sort_key
 
     def peaks(s: Side) -> dict[str, int]:
-        a = s.part.analysis
+        a = s.analysed
         return {d.device: d.peak_bytes for d in a.memory} if a is not None else {}
 
     pb, pn = peaks(b), peaks(n)
@@ -257,7 +267,7 @@ def no_data(s: Side) -> str | None:
     status = entry.get("status")
     if status not in (None, "ok"):
         return str(status)  # the reason is the pair's ``base_error``/``new_error``
-    if s.part.analysis is None and not s.samples()[0]:
+    if s.analysed is None and not s.samples()[0]:
         return "no trace and no step times"
     return None
 

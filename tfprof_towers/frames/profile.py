@@ -1,7 +1,12 @@
 """``load(path)``: a trace, a logdir, a run directory or one variant's directory, as tidy frames.
 
 * a trace file (``*.xplane.pb``) or a TensorBoard logdir (every host of its run): one "variant",
-  named after the file (``host``) or the folder;
+  named after the file (``host``) or the folder, analysed host by host
+  (:func:`~tfprof_towers.trace.executors.analyze_pod`: in this process, a local process pool or a Dask
+  cluster, ``dask=``): ``steps``, ``wall``, ``total``, ``idle`` and ``links`` are the hosts' results
+  with a ``host`` column; ``events`` and ``memory`` (one row per event: at pod size, what does not
+  fit) come from every host's events merged (:func:`~tfprof_towers.trace.analysis.analyze_xplane`),
+  read only when one of them is first asked for;
 * a run directory: every variant, analysed exactly as ``report`` analyses them
   (:func:`tfprof_towers.session.report.analyse_run`: the node -> device join, the topology kind,
   the edge bytes and the host -> task map from each record; then audits and advice);
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +36,7 @@ if TYPE_CHECKING:  # pandas is imported when a frame is first asked for: load() 
 
     from tfprof_towers.rundir.records import VariantRecord
     from tfprof_towers.trace.analysis import Analysis
+    from tfprof_towers.trace.pod import PodAnalysis
 
 #: What a profile was loaded from.
 TRACE, RUN, VARIANT = "trace", "run", "variant"
@@ -39,12 +45,23 @@ TRACE, RUN, VARIANT = "trace", "run", "variant"
 @dataclass(frozen=True, eq=False)
 class Part:
     """One variant: its trace analysis (None: no trace, or it could not be analysed), its record and
-    its ``summary.json`` entry (run directories)."""
+    its ``summary.json`` entry (run directories); or, for a trace or logdir, its hosts' results
+    (``pod``) and how to build the merged analysis of every host's events (``merged``, called once,
+    when the ``events`` or ``memory`` frame is first asked for)."""
 
     name: str
     analysis: Analysis | None = None
     record: VariantRecord | None = None
     entry: Mapping[str, Any] | None = None
+    pod: PodAnalysis | None = None
+    merged: Callable[[], Analysis] | None = field(default=None, repr=False)
+
+    @cached_property
+    def full(self) -> Analysis | None:
+        """The analysis with every event: ``analysis``, else the merged one (built here, once)."""
+        if self.analysis is not None or self.merged is None:
+            return self.analysis
+        return self.merged()
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +97,8 @@ class Profile:
 
         names: set[str] = set()
         for p in self.parts:
+            if p.pod is not None:
+                names.update(_pod_devices(p.pod))
             if p.analysis is not None:
                 b = p.analysis.breakdown
                 names.update(b.devices)
@@ -91,8 +110,23 @@ class Profile:
                              if n.get("device"))
         return device_dtype(names)
 
-    def _concat(self, frame: str, per_part: Callable[[Part], pd.DataFrame | None]) -> pd.DataFrame:
-        """The variants' frames one after the other, with the profile's dtypes."""
+    def _event_device_dtype(self) -> pd.CategoricalDtype:
+        """:attr:`device_dtype`, and the devices of the merged events of pod parts (the same dtype where
+        the hosts' results named them all)."""
+        from tfprof_towers.frames.schema import device_dtype
+
+        extra: set[str] = set()
+        for p in self.parts:
+            if p.pod is not None and p.full is not None:
+                extra.update(_trace_devices(p.full))
+        known = self.device_dtype
+        missing = extra - set(known.categories)
+        return device_dtype([*known.categories, *missing]) if missing else known
+
+    def _concat(self, frame: str, per_part: Callable[[Part], pd.DataFrame | None],
+                devices: pd.CategoricalDtype | None = None) -> pd.DataFrame:
+        """The variants' frames one after the other, with the profile's dtypes (``devices``: the device
+        columns', default :attr:`device_dtype`)."""
         import pandas as pd
 
         from tfprof_towers.frames.schema import (
@@ -105,6 +139,7 @@ class Profile:
             repeat,
         )
 
+        devices = self.device_dtype if devices is None else devices
         pieces = []
         for i, p in enumerate(self.parts):
             df = per_part(p)
@@ -113,7 +148,7 @@ class Profile:
             df = df.copy(deep=False)
             for col in DEVICE_COLUMNS:
                 if col in df.columns and is_open(COLUMNS[frame].get(col)):
-                    df[col] = as_dtype(df[col], self.device_dtype)
+                    df[col] = as_dtype(df[col], devices)
             df.insert(0, "variant", repeat(i, len(df), self.variant_dtype))
             pieces.append(df)
         if not pieces:
@@ -125,40 +160,57 @@ class Profile:
         return out[list(COLUMNS[frame])]
 
     def _trace_frame(self, frame: str, build: str) -> pd.DataFrame:
+        """A frame of a few rows per device and step: a pod part's from its hosts' results."""
+        from tfprof_towers.frames import tables
+
+        fn, pod_fn = getattr(tables, build), getattr(tables, f"pod_{build}")
+
+        def one(p: Part) -> pd.DataFrame | None:
+            if p.pod is not None:
+                return pod_fn(p.pod)
+            return None if p.analysis is None else fn(p.analysis)
+
+        return self._concat(frame, one)
+
+    def _event_frame(self, frame: str, build: str) -> pd.DataFrame:
+        """A frame of one row per event: from every event (pod parts: merged now, once)."""
         from tfprof_towers.frames import tables
 
         fn = getattr(tables, build)
-        return self._concat(frame, lambda p: None if p.analysis is None else fn(p.analysis))
+        per_part = {id(p): p.full for p in self.parts}  # merged first: their devices name the dtype
+        return self._concat(frame, lambda p: None if per_part[id(p)] is None else fn(per_part[id(p)]),
+                            self._event_device_dtype())
 
     @cached_property
     def events(self) -> pd.DataFrame:
         """variant, task, device, line, category, name, op_type, node, step, start_s, dur_s, bytes, src,
-        dst: one row per event."""
-        return self._trace_frame("events", "events")
+        dst: one row per event.  For a trace or logdir, every host's events are read and merged when
+        this frame (or ``memory``) is first asked for: at pod size, the one frame that does not fit."""
+        return self._event_frame("events", "events")
 
     @cached_property
     def steps(self) -> pd.DataFrame:
-        """variant, device, step, start_s, end_s: the windows each device's time is attributed in."""
+        """variant, host, device, step, start_s, end_s: the windows each device's time is attributed in."""
         return self._trace_frame("steps", "steps")
 
     @cached_property
     def wall(self) -> pd.DataFrame:
-        """variant, device, step, category, seconds: the exclusive breakdown (sums to the step)."""
+        """variant, host, device, step, category, seconds: the exclusive breakdown (sums to the step)."""
         return self._trace_frame("wall", "wall")
 
     @cached_property
     def total(self) -> pd.DataFrame:
-        """variant, device, step, category, count, seconds, bytes: events counted in full."""
+        """variant, host, device, step, category, count, seconds, bytes: events counted in full."""
         return self._trace_frame("total", "total")
 
     @cached_property
     def idle(self) -> pd.DataFrame:
-        """variant, device, step, kind (host_wait, kernel_wait, other), seconds: accelerators only."""
+        """variant, host, device, step, kind (host_wait, kernel_wait, other), seconds: accelerators only."""
         return self._trace_frame("idle", "idle")
 
     @cached_property
     def links(self) -> pd.DataFrame:
-        """variant, src, dst, kind, steps, count, bytes, seconds, gbps, measured: over all ``steps``."""
+        """variant, host, src, dst, kind, steps, count, bytes, seconds, gbps, measured: over all ``steps``."""
         return self._trace_frame("links", "links")
 
     @cached_property
@@ -166,7 +218,7 @@ class Profile:
         """variant, device, allocator, step, start_s, activity, bytes_in_use, bytes_available,
         requested_bytes, allocation_bytes, op, region_type, data_type, tensor_shape: one row per
         allocator event (none for a trace without them)."""
-        return self._trace_frame("memory", "memory")
+        return self._event_frame("memory", "memory")
 
     @cached_property
     def findings(self) -> pd.DataFrame:
@@ -240,6 +292,14 @@ def _categories(frames: Sequence[pd.DataFrame], col: str) -> list[str]:
     return list(out)
 
 
+def _pod_devices(pod: PodAnalysis) -> set[str]:
+    """The device names the hosts' results carry (breakdowns, links, allocators)."""
+    names = {d for r in pod.results for d in r.breakdown.devices}
+    names.update(m.device for m in pod.memory)
+    names.update(x for r in pod.link_rows for x in (r.src, r.dst))
+    return names - {""}
+
+
 def _trace_devices(a: Analysis) -> set[str]:
     """The device names the trace's events carry (device, copy source and destination)."""
     c = a.trace.columns
@@ -253,11 +313,14 @@ def _trace_devices(a: Analysis) -> set[str]:
 # load
 
 
-def load(path: Path | str, run: str | None = None) -> Profile:
+def load(path: Path | str, run: str | None = None, dask: Any = None) -> Profile:
     """A trace file, a logdir (all hosts), a run directory (all variants) or ``RUN/variants/NAME``.
 
     ``run``: which profile run of a logdir (``--run``; without it the newest, and ``notes`` say so),
     or which variant of a run directory; refused for a single trace file or one variant's directory.
+    ``dask``: for a trace or logdir, where its hosts are analysed -- a Dask scheduler's address
+    (``tcp://host:8786``) or a ``distributed.Client`` (None: a local process pool); ignored for a run
+    directory (``report``'s analysis).
 
     Raises :class:`~tfprof_towers.TraceError` (a path that is missing, a symbolic link loop, a FIFO
     or a device, no profile in a folder, a trace that cannot be read) and its base class
@@ -275,7 +338,7 @@ def load(path: Path | str, run: str | None = None) -> Profile:
         if run is not None:
             raise TowersError(f"--run {run}: does not apply to one variant's directory ({p})")
         return load_run(q.parent.parent, only=q.name)
-    return load_trace(p, run)
+    return load_trace(p, run, dask)
 
 
 def trace_label(path: Path) -> str:
@@ -286,13 +349,25 @@ def trace_label(path: Path) -> str:
     return name or str(path)
 
 
-def load_trace(path: Path, run: str | None = None) -> Profile:
+def load_trace(path: Path, run: str | None = None, dask: Any = None) -> Profile:
+    """A trace file or a logdir, analysed host by host (``dask``: :func:`load`); the merged analysis of
+    every event is left for the ``events`` and ``memory`` frames to build."""
+    from tfprof_towers.trace.executors import analyze_pod
+    from tfprof_towers.xplane.memory import prefer_heap
+
+    prefer_heap()
+    pod = analyze_pod(path, run, executor=dask)
+    part = Part(trace_label(path), pod=pod, merged=partial(merged_analysis, path, run))
+    return Profile(str(path), TRACE, (part,), None, pod.trace_notes)
+
+
+def merged_analysis(path: Path, run: str | None = None) -> Analysis:
+    """Every host of ``path``'s events in one analysis (the ``events`` and ``memory`` frames')."""
     from tfprof_towers.trace.analysis import analyze_xplane
     from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()
-    analysis = analyze_xplane(path, run=run)
-    return Profile(str(path), TRACE, (Part(trace_label(path), analysis),), None, analysis.trace.notes)
+    return analyze_xplane(path, run=run)
 
 
 def load_run(root: Path, only: str | None = None) -> Profile:

@@ -1,9 +1,10 @@
 """The conventions every frame of :mod:`tfprof_towers.frames` follows, in one place.
 
 * times are ``seconds`` (float64): picoseconds of the trace divided by 1e12;
-* ``variant``, ``task``, ``device`` and ``category`` are ordered Categoricals: variants in the
-  run's order, devices in :func:`~tfprof_towers.vocab.device_names.device_sort_key` order (host
-  threads first), categories in :mod:`tfprof_towers.vocab.categories`' order (``idle`` last);
+* ``variant``, ``host``, ``task``, ``device`` and ``category`` are ordered Categoricals: variants in
+  the run's order, hosts (trace file names, ``h0.xplane.pb`` -> ``h0``) in the trace's order, devices
+  in :func:`~tfprof_towers.vocab.device_names.device_sort_key` order (host threads first), categories
+  in :mod:`tfprof_towers.vocab.categories`' order (``idle`` last);
 * one row per observation.
 
 :data:`COLUMNS` names each frame's columns and dtypes (``"category:<kind>"``: the ordered
@@ -33,23 +34,23 @@ IDLE_KIND = pd.CategoricalDtype(list(IDLE_KINDS), ordered=True)
 #: else object.
 TEXT: Any = pd.StringDtype(na_value=np.nan) if int(pd.__version__.split(".")[0]) >= 3 else object
 
-#: frame -> {column: dtype}; "variant", "task", "device", "src", "dst": ordered Categoricals whose
-#: categories depend on the data (the variants loaded, the devices seen).
+#: frame -> {column: dtype}; "variant", "host", "task", "device", "src", "dst": ordered Categoricals whose
+#: categories depend on the data (the variants loaded, the hosts and devices seen).
 COLUMNS: dict[str, dict[str, Any]] = {
     "events": {"variant": "category", "task": "category", "device": "category", "line": "category",
                "category": CATEGORY, "name": "category", "op_type": "category", "node": "category",
                "step": "int64", "start_s": "float64", "dur_s": "float64", "bytes": "int64",
                "src": "category", "dst": "category"},
-    "steps": {"variant": "category", "device": "category", "step": "int64", "start_s": "float64",
-              "end_s": "float64"},
-    "wall": {"variant": "category", "device": "category", "step": "int64", "category": CATEGORY,
-             "seconds": "float64"},
-    "total": {"variant": "category", "device": "category", "step": "int64", "category": CATEGORY,
-              "count": "int64", "seconds": "float64", "bytes": "int64"},
-    "idle": {"variant": "category", "device": "category", "step": "int64", "kind": IDLE_KIND,
-             "seconds": "float64"},
-    "links": {"variant": "category", "src": "category", "dst": "category", "kind": "category",
-              "steps": "int64", "count": "int64", "bytes": "Int64", "seconds": "float64",
+    "steps": {"variant": "category", "host": "category", "device": "category", "step": "int64",
+              "start_s": "float64", "end_s": "float64"},
+    "wall": {"variant": "category", "host": "category", "device": "category", "step": "int64",
+             "category": CATEGORY, "seconds": "float64"},
+    "total": {"variant": "category", "host": "category", "device": "category", "step": "int64",
+              "category": CATEGORY, "count": "int64", "seconds": "float64", "bytes": "int64"},
+    "idle": {"variant": "category", "host": "category", "device": "category", "step": "int64",
+             "kind": IDLE_KIND, "seconds": "float64"},
+    "links": {"variant": "category", "host": "category", "src": "category", "dst": "category",
+              "kind": "category", "steps": "int64", "count": "int64", "bytes": "Int64", "seconds": "float64",
               "gbps": "float64", "measured": "bool"},
     "findings": {"variant": "category", "rule": TEXT, "severity": TEXT, "message": TEXT,
                  "suggestion": TEXT},

@@ -1,7 +1,10 @@
 """One variant's frames, before the profile puts the variants together (:mod:`.profile`).
 
 Trace frames come from an :class:`~tfprof_towers.trace.analysis.Analysis` (the same arrays
-``analyze`` and ``report`` print from: nothing is attributed twice); run frames from the summary
+``analyze`` and ``report`` print from: nothing is attributed twice) or, for a trace or logdir, from a
+:class:`~tfprof_towers.trace.pod.PodAnalysis` (``pod_*``: each host's results, a few rows per device
+and step, moved to the pod's clock; the ``events`` and ``memory`` frames, one row per event, always
+come from the merged analysis, built only when they are asked for); run frames from the summary
 ``report`` computes and the variants' records.  ``device`` columns here are plain Categoricals or
 strings; :mod:`.profile` gives every frame the profile's ordered dtypes.  Vectorised throughout:
 the per-row Python below is per variant, finding, node or link, never per event.
@@ -9,7 +12,7 @@ the per-row Python below is per variant, finding, node or link, never per event.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +21,10 @@ import pandas as pd
 from tfprof_towers.frames.schema import CATEGORY, COLUMNS, IDLE_KIND, PS, TEXT
 from tfprof_towers.rundir.records import VariantRecord
 from tfprof_towers.trace.analysis import Analysis
+from tfprof_towers.trace.attribute import Breakdown
+from tfprof_towers.trace.links import Link, links_frame
+from tfprof_towers.trace.pod import HostResult, PodAnalysis
+from tfprof_towers.trace.steps import StepTable
 from tfprof_towers.trace.tasks import hosts_of
 
 
@@ -46,45 +53,162 @@ def events(a: Analysis) -> pd.DataFrame:
     }, copy=False)
 
 
-def steps(a: Analysis) -> pd.DataFrame:
-    """Each device's step windows: its own where the trace gives it some (a ``Steps`` line of its
-    plane, its host's markers), else the trace's -- the windows its time is attributed in."""
-    tables = [(d, a.trace.steps_of(d)) for d in a.breakdown.devices]
+def device_hosts(a: Analysis) -> dict[str, str]:
+    """Each device's host (its trace file's name, :func:`~tfprof_towers.trace.tasks.hosts_of`): the host
+    of its events; with one host, every device's is that host's name ("" where the trace has none)."""
+    hosts = [h.name for h in hosts_of(a.trace)]
+    c = a.trace.columns
+    if len(hosts) == 1 or not c.n:
+        return dict.fromkeys(a.breakdown.devices, hosts[0] if len(hosts) == 1 else "")
+    pairs = np.unique(c.device.astype(np.int64) * 65536 + c.host.astype(np.int64))
+    return {c.text(int(k)): hosts[int(h)] for k, h in zip((pairs >> 16).tolist(), (pairs & 0xFFFF).tolist())}
+
+
+def _host_names(devices: pd.Series | np.ndarray, lookup: dict[str, str], default: str = "") -> np.ndarray:
+    """The host of each of ``devices`` (``default`` for a device ``lookup`` does not name)."""
+    return pd.Series(np.asarray(devices, dtype=object)).map(lookup).fillna(default).to_numpy(dtype=object)
+
+
+def _categorical(names: np.ndarray, lookup: dict[str, str]) -> pd.Categorical:
+    """``names`` as a Categorical: the hosts in ``lookup``'s order, then any other name."""
+    return pd.Categorical(names, categories=list(dict.fromkeys([*lookup.values(), *names.tolist()])))
+
+
+def _hosts(devices: pd.Series | np.ndarray, lookup: dict[str, str]) -> pd.Categorical:
+    return _categorical(_host_names(devices, lookup), lookup)
+
+
+def _with_host(df: pd.DataFrame, host: pd.Categorical) -> pd.DataFrame:
+    """``df`` with a first column ``host``: a new frame."""
+    return pd.concat([pd.DataFrame({"host": host}, index=df.index), df], axis=1)
+
+
+def _link_hosts(rows: Sequence[Link], lookup: dict[str, str]) -> pd.Categorical:
+    """Each link's host: where its source device is (copies, sends), else its destination (receives)."""
+    src = _host_names(np.array([r.src for r in rows], dtype=object), lookup)
+    dst = _host_names(np.array([r.dst for r in rows], dtype=object), lookup)
+    return _categorical(np.where(src != "", src, dst), lookup)
+
+
+def _steps(devices: Sequence[str], tables: Sequence[StepTable]) -> pd.DataFrame:
     return pd.DataFrame({
-        "device": np.repeat(np.array([d for d, _ in tables], dtype=object), [len(s) for _, s in tables]),
-        "step": np.concatenate([s.step for _, s in tables] or [np.zeros(0)]).astype(np.int64),
-        "start_s": np.concatenate([s.start_ps for _, s in tables] or [np.zeros(0)]) / PS,
-        "end_s": np.concatenate([s.end_ps for _, s in tables] or [np.zeros(0)]) / PS,
+        "device": np.repeat(np.array(devices, dtype=object), [len(s) for s in tables]),
+        "step": np.concatenate([s.step for s in tables] or [np.zeros(0)]).astype(np.int64),
+        "start_s": np.concatenate([s.start_ps for s in tables] or [np.zeros(0)]) / PS,
+        "end_s": np.concatenate([s.end_ps for s in tables] or [np.zeros(0)]) / PS,
     })
 
 
-def wall(a: Analysis) -> pd.DataFrame:
-    w = a.breakdown.wall
+def steps(a: Analysis) -> pd.DataFrame:
+    """Each device's step windows: its own where the trace gives it some (a ``Steps`` line of its
+    plane, its host's markers), else the trace's -- the windows its time is attributed in."""
+    devices = a.breakdown.devices
+    df = _steps(devices, [a.trace.steps_of(d) for d in devices])
+    return _with_host(df, _hosts(df["device"], device_hosts(a)))
+
+
+def _wall(b: Breakdown) -> pd.DataFrame:
+    w = b.wall
     return pd.DataFrame({"device": w["device"], "step": w["step"],
                          "category": pd.Categorical(w["category"], dtype=CATEGORY),
                          "seconds": w["dur_ps"].to_numpy() / PS})
 
 
-def total(a: Analysis) -> pd.DataFrame:
-    t = a.breakdown.total
+def _total(b: Breakdown) -> pd.DataFrame:
+    t = b.total
     return pd.DataFrame({"device": t["device"], "step": t["step"],
                          "category": pd.Categorical(t["category"], dtype=CATEGORY), "count": t["count"],
                          "seconds": t["dur_ps"].to_numpy() / PS, "bytes": t["bytes"]})
 
 
-def idle(a: Analysis) -> pd.DataFrame:
-    i = a.breakdown.idle
+def _idle(b: Breakdown) -> pd.DataFrame:
+    i = b.idle
     return pd.DataFrame({"device": i["device"], "step": i["step"],
                          "kind": pd.Categorical(i["kind"], dtype=IDLE_KIND),
                          "seconds": i["dur_ps"].to_numpy() / PS})
 
 
-def links(a: Analysis) -> pd.DataFrame:
-    lk = a.links
+def _links(rows: Sequence[Link], n_steps: int) -> pd.DataFrame:
+    lk = links_frame(list(rows))
     return pd.DataFrame({"src": lk["src"], "dst": lk["dst"], "kind": pd.Categorical(lk["kind"]),
-                         "steps": np.full(len(lk), a.n_steps, dtype=np.int64), "count": lk["count"],
+                         "steps": np.full(len(lk), n_steps, dtype=np.int64), "count": lk["count"],
                          "bytes": lk["bytes"], "seconds": lk["seconds"], "gbps": lk["gbps"],
                          "measured": lk["measured"]})
+
+
+def _per_device(a: Analysis, build: Callable[[Breakdown], pd.DataFrame]) -> pd.DataFrame:
+    df = build(a.breakdown)
+    return _with_host(df, _hosts(df["device"], device_hosts(a)))
+
+
+def wall(a: Analysis) -> pd.DataFrame:
+    return _per_device(a, _wall)
+
+
+def total(a: Analysis) -> pd.DataFrame:
+    return _per_device(a, _total)
+
+
+def idle(a: Analysis) -> pd.DataFrame:
+    return _per_device(a, _idle)
+
+
+def links(a: Analysis) -> pd.DataFrame:
+    df = _links(a.link_rows, a.n_steps)
+    return _with_host(df, _link_hosts(a.link_rows, device_hosts(a)))
+
+
+# ------------------------------------------------------------------------------------------
+# A trace or logdir as a pod: each host's results (trace/pod.py), a host column, the pod's clock
+
+
+def pod_device_hosts(pod: PodAnalysis) -> dict[str, str]:
+    """Each device of the hosts' breakdowns, links and allocators: its host's name."""
+    out: dict[str, str] = {}
+    for r in pod.results:
+        out.update(dict.fromkeys([*r.breakdown.devices, *(m.device for m in r.memory)], r.name))
+    return out
+
+
+def _host_steps(pod: PodAnalysis, r: HostResult) -> pd.DataFrame:
+    """One host's step windows (as :func:`steps`), moved to the pod's clock."""
+    delta = pod.delta_ps(r)
+    devices = r.breakdown.devices
+    return _steps(devices, [r.device_steps.get(d, r.steps).shifted(delta) for d in devices])
+
+
+def _pod_concat(pod: PodAnalysis, build: Callable[[HostResult], pd.DataFrame]) -> pd.DataFrame:
+    """The hosts' frames one after the other, each with its ``host``."""
+    names = list(dict.fromkeys(r.name for r in pod.results))
+    pieces = []
+    for r in pod.results:
+        df = build(r)
+        code = np.full(len(df), names.index(r.name), dtype=np.int32)
+        pieces.append(_with_host(df, pd.Categorical.from_codes(code, categories=names)))
+    return pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
+
+
+def pod_steps(pod: PodAnalysis) -> pd.DataFrame:
+    return _pod_concat(pod, lambda r: _host_steps(pod, r))
+
+
+def pod_wall(pod: PodAnalysis) -> pd.DataFrame:
+    return _pod_concat(pod, lambda r: _wall(r.breakdown))
+
+
+def pod_total(pod: PodAnalysis) -> pd.DataFrame:
+    return _pod_concat(pod, lambda r: _total(r.breakdown))
+
+
+def pod_idle(pod: PodAnalysis) -> pd.DataFrame:
+    return _pod_concat(pod, lambda r: _idle(r.breakdown))
+
+
+def pod_links(pod: PodAnalysis) -> pd.DataFrame:
+    """The hosts' links joined (:func:`~tfprof_towers.trace.links.join_links`), as :func:`links`."""
+    rows = pod.link_rows
+    df = _links(rows, pod.n_steps)
+    return _with_host(df, _link_hosts(rows, pod_device_hosts(pod)))
 
 
 # ------------------------------------------------------------------------------------------
