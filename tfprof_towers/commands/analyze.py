@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
-from tfprof_towers.vocab.errors import TowersError, TraceError
+from tfprof_towers.vocab.errors import EXIT_HOSTS_LEFT_OUT, TowersError
 from tfprof_towers.vocab.textcap import visible
 
 
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         names = ", ".join(f.name for f in analysis.failures)
         err(f"error: {len(analysis.failures)} of {doc['hosts']} hosts could not be read ({names}): "
             "the results above leave them out")
-        return TraceError("").exit_code
+        return EXIT_HOSTS_LEFT_OUT
     return 0
 
 

@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_BUG = 1  # an unexpected error: a bug (Python prints the traceback)
 EXIT_INPUT = 2  # bad input, or a place that cannot be used (unwritable, full): one line on stderr
 EXIT_NOTHING_PROJECTED = 3  # `project`: no variant could be projected
+EXIT_HOSTS_LEFT_OUT = 3  # `analyze`: some hosts of a multi-host profile could not be read (the rest printed)
 EXIT_NOTHING_SUCCEEDED = 4  # `profile`/`report`: no variant succeeded (summary.json and report.html say why)
 EXIT_SLOWER = 5  # `diff --fail-if-slower PCT`: a variant got slower by more than PCT % (or ran on BASE only)
 EXIT_INCONCLUSIVE = 6  # `diff --fail-if-slower PCT`: too few steps to decide (--allow-inconclusive: 0)
