@@ -1,0 +1,315 @@
+"""A multi-host profile analysed host by host (trace/pod.py, trace/executors.py).
+
+* every executor (this process, a local pool, a real Dask cluster by address and by client) gives the
+  same document, to the last digit, and the map of a host's bytes is the map of its file;
+* the reduce is the merged analysis (all hosts' events in one trace, ``analyze_xplane``): the same
+  document and findings, send/recv pairs across tasks included (one pair held only by its receiver);
+* a host whose file is cut short is named and left out, the others analysed (``analyze`` exits 3);
+* two slow hosts among 16 are the straggler rule's, with their delays;
+* a single file: the same document as ``analyze_xplane``'s, on the real 8-GPU fixture.
+
+Every figure is exact (integers of picoseconds); nothing depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trace_kit import US, Ref, TraceBuilder, memcpy_details
+
+from tfprof_towers.advice.trace_rules import evaluate_trace
+from tfprof_towers.cli import main
+from tfprof_towers.trace.analysis import analyze_xplane
+from tfprof_towers.trace.executors import LocalPool, analyze_pod, host_jobs
+from tfprof_towers.trace.pod import HostFailure, HostResult, PodAnalysis, map_host
+from tfprof_towers.vocab.device_names import canonical_device
+from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TraceError
+
+T0 = 1_700_000_000_000_000_000  # ns since the epoch: host 0's clock at step 0
+RUN = "2024_06_01_12_00_00"
+KEY = "/job:worker/replica:0/task:{}/device:CPU:0;1;/job:worker/replica:0/task:{}/device:CPU:0;{};0:0"
+EDGE_BYTES = {"edge_a": 4096, "edge_b": 128}
+POD_ONLY = ("hosts", "failed_hosts")
+
+
+def task(i: int) -> str:
+    return f"/job:worker/task:{i}"
+
+
+def host(i: int, steps: int = 3, step_us: int = 1000, compute_us: int = 300, offset_us: int = 0,
+         sends: tuple[tuple[int, str], ...] = (), recvs: tuple[tuple[int, str], ...] = ()) -> TraceBuilder:
+    """Host ``h<i>`` (task ``i``): ``steps`` steps of ``step_us`` from its clock's ``offset_us``; per step
+    an H2D copy, a compute kernel of ``compute_us`` from 100 us into the step, then an NCCL all-reduce
+    until 100 us before the step's end (waiting for the slowest); ``_Send``\\s to and ``_Recv``\\s from
+    other tasks (``(peer, edge)``) on a host thread."""
+    b = TraceBuilder(hostname=f"h{i}")
+    ts = T0 + offset_us * 1000
+    cpu = b.plane("/host:CPU")
+    py = cpu.line("python", timestamp_ns=ts)
+    ex = cpu.line("tf_Compute/1", timestamp_ns=ts)
+    gpu = b.plane("/device:GPU:0")
+    comp = gpu.line("Stream #1(Compute)", timestamp_ns=ts)
+    h2d = gpu.line("Stream #2(MemcpyH2D)", timestamp_ns=ts)
+    for step in range(steps):
+        t = ts * 1000 + step * step_us * US
+        py.event("train", t, step_us * US, {"step_num": step, "_r": 1})
+        h2d.event("MemcpyH2D", t + 10 * US, 40 * US,
+                  {"memcpy_details": memcpy_details(1000 + 100 * i, 0, "pinned", "device")})
+        comp.event("volta_sgemm", t + 100 * US, compute_us * US, {"tf_op": Ref("mm:MatMul")})
+        ar_start = 100 + compute_us
+        comp.event("ncclKernel_AllReduce_RING_LL_Sum_float", t + ar_start * US,
+                   (step_us - 100 - ar_start) * US, {"tf_op": "ar:NcclAllReduce"})
+        for k, (peer, edge) in enumerate(sends):
+            ex.event(f"{edge}/_{k}:_Send", t + (20 + k) * US, 2 * US, {"key": Ref(KEY.format(i, peer, edge))})
+        for k, (peer, edge) in enumerate(recvs):
+            ex.event(f"{edge}/_{k}:_Recv", t + (30 + k) * US, 3 * US, {"key": Ref(KEY.format(peer, i, edge))})
+    return b
+
+
+def four_hosts(root: Path) -> Path:
+    """h0 sends edge_a to task 1 (h1 holds the receive too) and h2 receives edge_b from task 0, whose
+    send no host holds; the hosts' clocks start 0, 7, 14 and 21 us apart; h3 computes longest."""
+    host(0, sends=((1, "edge_a"),)).write_logdir(root, run=RUN, host="h0")
+    host(1, offset_us=7, compute_us=320, recvs=((0, "edge_a"),)).write_logdir(root, run=RUN, host="h1")
+    host(2, offset_us=14, compute_us=250, recvs=((0, "edge_b"),)).write_logdir(root, run=RUN, host="h2")
+    host(3, offset_us=21, compute_us=450).write_logdir(root, run=RUN, host="h3")
+    return root
+
+
+TASKS4 = {f"h{i}": task(i) for i in range(4)}
+
+
+def devices_of(hosts: Any) -> list[str]:
+    """The devices of ``four_hosts``' hosts: each its GPU, and its host CPU where it ran host ops (h3's
+    CPU holds only step markers)."""
+    both = ("host:CPU", "device:GPU:0")
+    return [f"{task(i)}/{d}" for i in hosts for d in both if (i, d) != (3, "host:CPU")]
+
+
+def full_doc(pod: PodAnalysis) -> dict[str, Any]:
+    doc = pod.to_doc()
+    doc.update(evaluate_trace(pod.facts).to_json())
+    return doc
+
+
+def text(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True)
+
+
+# --- 1. the same document whatever ran the map
+
+
+def test_every_executor_gives_the_same_document(tmp_path: Path) -> None:
+    root = four_hosts(tmp_path)
+
+    def run(executor: Any) -> str:
+        return text(full_doc(analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor=executor)))
+
+    serial = run("serial")
+    assert run("local") == serial
+    assert run(LocalPool(workers=2)) == serial
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert run(cluster.scheduler_address) == serial
+        with distributed.Client(cluster) as client:
+            pod = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor=client)
+            assert text(full_doc(pod)) == serial
+            assert "its workers read the host files" in pod.executor_note
+    doc = json.loads(serial)  # (its keys sorted)
+    assert doc["hosts"] == 4 and doc["failed_hosts"] == []
+    assert sorted(doc["devices"]) == sorted(devices_of(range(4)))
+
+
+def test_a_hosts_bytes_map_as_its_file(tmp_path: Path) -> None:
+    """What a Dask worker that cannot read the file gets: the job with the file's bytes."""
+    jobs, _, _ = host_jobs(four_hosts(tmp_path), tasks=TASKS4, edge_bytes=EDGE_BYTES)
+    assert [j.name for j in jobs] == ["h0", "h1", "h2", "h3"]
+    for job in jobs:
+        from_file = map_host(job)
+        sent = replace(job, data=Path(job.file).read_bytes(), file="/nowhere/on/this/worker.xplane.pb")
+        from_bytes = map_host(sent)
+        assert isinstance(from_file, HostResult) and isinstance(from_bytes, HostResult)
+        assert from_bytes.devices == from_file.devices
+        assert from_bytes.links == from_file.links
+        assert from_bytes.origin_ns == from_file.origin_ns
+        for col in ("step", "start_ps", "end_ps"):
+            assert getattr(from_bytes.steps, col).tolist() == getattr(from_file.steps, col).tolist()
+        assert from_bytes.collective_ps.tolist() == from_file.collective_ps.tolist()
+        assert sent.without_data().data is None
+
+
+# --- 2. the reduce is the merged analysis
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_the_reduce_is_the_merged_analysis(tmp_path: Path, n: int) -> None:
+    root = four_hosts(tmp_path / "all")
+    one = tmp_path / "some"
+    for i in range(n):
+        src = root / "plugins" / "profile" / RUN / f"h{i}.xplane.pb"
+        dst = one / "plugins" / "profile" / RUN / src.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(src.read_bytes())
+    tasks = {f"h{i}": task(i) for i in range(n)}
+    pod = analyze_pod(one, tasks=tasks, edge_bytes=EDGE_BYTES, executor="serial")
+    merged = analyze_xplane(one, tasks=tasks, edge_bytes=EDGE_BYTES)
+    got, want = pod.to_doc(), merged.to_doc()
+    assert set(got) - set(want) == set(POD_ONLY) and set(want) <= set(got)
+    assert text({k: got[k] for k in want}) == text(want)
+    assert text(evaluate_trace(pod.facts).to_json()) == text(evaluate_trace(merged).to_json())
+    network = [(ln["src"], ln["dst"], ln["count"], ln["bytes"])
+               for ln in got["links"] if ln["kind"] == "network"]
+    cpu = "/job:worker/replica:0/task:{}/device:CPU:0"
+    expect = {2: [(cpu.format(0), cpu.format(1), 3, 3 * 4096)],  # the sends; h1's receives not again
+              3: [(cpu.format(0), cpu.format(1), 3, 3 * 4096),
+                  (cpu.format(0), cpu.format(2), 3, 3 * 128)]}  # h2's receives: no host holds the sends
+    assert network == [(canonical_device(a), canonical_device(b), c, by) for a, b, c, by in expect[min(n, 3)]]
+
+
+def test_four_hosts_exact_figures(tmp_path: Path) -> None:
+    doc = analyze_pod(four_hosts(tmp_path), tasks=TASKS4, edge_bytes=EDGE_BYTES, executor="serial").to_doc()
+    assert doc["steps"] == 3 and doc["window"] == "markers"
+    gpu = {i: doc["devices"][f"{task(i)}/device:GPU:0"]["total"] for i in range(4)}
+    for i, compute in enumerate((300, 320, 250, 450)):
+        assert gpu[i]["compute"]["count"] == 3
+        assert gpu[i]["compute"]["seconds"] == 3 * compute * US / 1e12
+        assert gpu[i]["collective"]["seconds"] == 3 * (800 - compute) * US / 1e12
+        assert gpu[i]["h2d"]["bytes"] == 3 * (1000 + 100 * i)
+    # per task: steps on one clock, from h0's step 0; collective time = the all-reduce
+    got = {t["task"]: [(s["step"], s["start_s"], s["end_s"], s["collective_s"]) for s in t["steps"]]
+           for t in doc["tasks"]}
+    for i, (offset, compute) in enumerate(((0, 300), (7, 320), (14, 250), (21, 450))):
+        assert got[task(i)] == [
+            (s, (offset + 1000 * s) * US / 1e12, (offset + 1000 * (s + 1)) * US / 1e12,
+             (800 - compute) * US / 1e12) for s in range(3)]
+
+
+# --- 3. a host cut short
+
+
+def cut(file: Path) -> None:
+    data = file.read_bytes()
+    file.write_bytes(data[: len(data) // 2])
+
+
+def test_a_truncated_host_is_named_and_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = four_hosts(tmp_path)
+    bad = root / "plugins" / "profile" / RUN / "h2.xplane.pb"
+    cut(bad)
+    pod = analyze_pod(root, tasks=TASKS4, executor="serial")
+    doc = pod.to_doc()
+    assert [r.name for r in pod.results] == ["h0", "h1", "h3"]
+    assert list(doc["devices"]) == devices_of((0, 1, 3))
+    assert doc["hosts"] == 4
+    [failed] = doc["failed_hosts"]
+    assert failed["host"] == "h2" and failed["file"] == str(bad) and failed["reason"]
+    assert "\n" not in failed["reason"]
+    assert [t["task"] for t in doc["tasks"]] == [task(0), task(1), task(3)]
+    assert any(n.startswith("1 of 4 hosts could not be read and are left out: h2: ") for n in doc["notes"])
+    # the same on a local pool
+    assert text(analyze_pod(root, tasks=TASKS4, executor=LocalPool(workers=2)).to_doc()) == text(doc)
+
+    capsys.readouterr()
+    assert main(["analyze", str(root), "--json"]) == EXIT_SOME_HOSTS
+    out, err = capsys.readouterr()
+    cli = json.loads(out)
+    assert [f["host"] for f in cli["failed_hosts"]] == ["h2"]
+    assert cli["failed_hosts"][0]["reason"] == failed["reason"]
+    assert len(cli["devices"]) == 5 and "findings" in cli and "rules" in cli
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines == [
+        f"host h2: could not be read: {failed['reason']}; the other hosts are still analysed",
+        "error: 1 of 4 hosts could not be read (h2): the results above leave them out",
+    ]
+    assert "Traceback" not in err
+
+
+def test_every_host_truncated_is_one_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = four_hosts(tmp_path)
+    for f in sorted((root / "plugins" / "profile" / RUN).iterdir()):
+        cut(f)
+    with pytest.raises(TraceError, match=r"^none of the 4 hosts could be read: h0: .*; h3: "):
+        analyze_pod(root, executor="serial")
+    capsys.readouterr()
+    code = main(["analyze", str(root), "--json"])
+    out, err = capsys.readouterr()
+    assert code != 0 and out == ""
+    assert "Traceback" not in err
+    final = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("host h")]
+    assert len(final) == 1 and "none of the 4 hosts could be read" in final[0]
+    assert sorted(ln.split(":")[0] for ln in err.splitlines() if ln.startswith("host h")) == [
+        "host h0", "host h1", "host h2", "host h3"]
+
+
+# --- 4. two stragglers among 16 hosts
+
+
+SLOW = {5: 2000, 11: 2000}  # host -> extra compute (us): both reach the all-reduce 2 ms late
+
+
+def sixteen_hosts(root: Path, slow: dict[int, int]) -> Path:
+    """16 hosts, 6 steps of 10 ms on one clock: 5 ms of compute from 100 us into the step (more on the
+    slow hosts), then the all-reduce until 100 us before the step's end."""
+    for i in range(16):
+        b = host(i, steps=6, step_us=10_000, compute_us=5000 + slow.get(i, 0))
+        b.write_logdir(root, run=RUN, host=f"h{i}")
+    return root
+
+
+def test_two_slow_hosts_are_the_stragglers(tmp_path: Path) -> None:
+    tasks = {f"h{i}": task(i) for i in range(16)}
+    pod = analyze_pod(sixteen_hosts(tmp_path, SLOW), tasks=tasks, executor="serial")
+    doc = pod.to_doc()
+    by_task = {t["task"]: t["steps"] for t in doc["tasks"]}
+    assert len(by_task) == 16
+    for i in range(16):
+        compute = 5000 + SLOW.get(i, 0)
+        assert by_task[task(i)] == [
+            {"step": s, "start_s": 10_000 * s * US / 1e12, "end_s": 10_000 * (s + 1) * US / 1e12,
+             "collective_s": (9800 - compute) * US / 1e12} for s in range(6)]
+    assert doc["step_time_s"] == [0.01] * 6
+    findings = evaluate_trace(pod.facts).to_json()["findings"]
+    [f] = [f for f in findings if f["rule"] == "straggler"]
+    # the rule makes one finding: the most late task (ties by name: "task:11" < "task:5"); the tasks
+    # late as often and by enough are its "others_late"
+    ev = f["evidence"]
+    assert (ev["task"], ev["others_late"]) == (task(11), [task(5)])
+    assert f["message"].startswith("worker:11 reached the collectives last in 6 of 6 profiled steps")
+    assert ev["late_steps"] == [0, 1, 2, 3, 4, 5] and ev["steps"] == 6
+    assert ev["late_s_median"] == pytest.approx(2e-3, abs=1e-12)
+    assert ev["late_s_max"] == pytest.approx(2e-3, abs=1e-12)
+    assert ev["step_s_median"] == pytest.approx(0.01, abs=1e-12)
+    assert ev["others_wait_s_median"] == pytest.approx(4.8e-3, abs=1e-12)  # the 14 on time wait 4.8 ms
+
+
+def test_of_two_slow_hosts_the_slower_is_named(tmp_path: Path) -> None:
+    """Late by 3 and 2 ms: the step's straggler is its latest task, so the rule names the 3 ms one
+    alone; the other's lateness is only in the tasks' steps."""
+    tasks = {f"h{i}": task(i) for i in range(16)}
+    slow = {5: 3000, 11: 2000}
+    pod = analyze_pod(sixteen_hosts(tmp_path, slow), tasks=tasks, executor="serial")
+    [f] = [f for f in evaluate_trace(pod.facts).to_json()["findings"] if f["rule"] == "straggler"]
+    assert f["evidence"]["task"] == task(5) and f["evidence"]["others_late"] == []
+    assert f["evidence"]["late_s_median"] == pytest.approx(3e-3, abs=1e-12)
+    steps = {t["task"]: t["steps"] for t in pod.to_doc()["tasks"]}
+    assert [s["collective_s"] for s in steps[task(11)]] == [(9800 - 7000) * US / 1e12] * 6
+    assert [s["collective_s"] for s in steps[task(5)]] == [(9800 - 8000) * US / 1e12] * 6
+
+
+# --- 5. one file
+
+
+def test_one_file_is_the_merged_analysis(fixture_8gpu: Path) -> None:
+    pod = analyze_pod(fixture_8gpu)
+    merged = analyze_xplane(fixture_8gpu)
+    got, want = pod.to_doc(), merged.to_doc()
+    assert got["hosts"] == 1 and got["failed_hosts"] == []
+    assert set(got) - set(want) == set(POD_ONLY)
+    assert text({k: got[k] for k in want}) == text(want)
+    assert text(evaluate_trace(pod.facts).to_json()) == text(evaluate_trace(merged).to_json())
+    assert isinstance(pod.results[0], HostResult) and not any(isinstance(r, HostFailure) for r in pod.results)
