@@ -15,7 +15,7 @@ WORKERS ?= auto
 STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 .DEFAULT_GOAL := help
-.PHONY: help install profile test test-fast lint tensorboard bench bench-parse bench-corpus clean browser
+.PHONY: help install profile test test-fast lint tensorboard bench bench-parse bench-corpus bench-hosts clean browser
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -68,3 +68,6 @@ clean: ## remove the virtual environment, caches and generated reports
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info tests/output
 	find reports -mindepth 1 ! -name .gitkeep ! -name README.md -exec rm -rf {} +
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+bench-hosts: install ## multi-host analyze at pod scale: N hosts x M events, pool, Dask, scaling (ARGS='--quick')
+	$(BIN)/python -m benchmarks.bench_hosts $(ARGS)

@@ -103,9 +103,11 @@ class PlaneBuilder:
     def bulk_line(
         self, name: str, line_id: int, timestamp_ns: int, names: Sequence[str], name_index: np.ndarray,
         start_ps: np.ndarray, dur_ps: np.ndarray, stats: Mapping[str, BulkStat] | None = None,
+        relative: bool = False,
     ) -> PlaneBuilder:
         """A line of many events, encoded at once: event i is named ``names[name_index[i]]``, starts
-        at ``start_ps[i]`` (absolute) and lasts ``dur_ps[i]``; ``stats`` in the order given."""
+        at ``start_ps[i]`` (absolute; ``relative``: after the line's ``timestamp_ns``, so an epoch
+        timestamp needs no int64 picoseconds) and lasts ``dur_ps[i]``; ``stats`` in the order given."""
         md = np.array([self.event_metadata_id(nm) for nm in names], dtype=np.int64)
         encoded = []
         for key, stat in (stats or {}).items():
@@ -113,7 +115,7 @@ class PlaneBuilder:
             if stat.kind == "ref":
                 refs = np.array([self.stat_metadata_id(t) for t in stat.texts], dtype=np.int64)
             encoded.append((sid, stat, refs))
-        offsets = np.asarray(start_ps, dtype=np.int64) - timestamp_ns * 1000
+        offsets = np.asarray(start_ps, dtype=np.int64) - (0 if relative else timestamp_ns * 1000)
         events = encode_events(md[np.asarray(name_index)], offsets, np.asarray(dur_ps), encoded)
         self.raw_lines.append(line_header(line_id, name, timestamp_ns) + events)
         return self

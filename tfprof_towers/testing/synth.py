@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,9 @@ __all__ = [
     "copy_heavy_trace",
     "group_steps",
     "memcpy_details",
-    "tpu_trace"
+    "pod_host_trace",
+    "pod_host_windows",
+    "tpu_trace",
 ]
 
 
@@ -94,8 +97,14 @@ def group_steps(
     return b
 
 
+def copy_heavy_units(n_events: int, gpus: int, steps: int) -> int:
+    """The units of :func:`copy_heavy_trace` (per GPU: one kernel, one copy and their launches each)."""
+    return max(16, int((n_events - steps) / (gpus * (4 + 1 / 16) + 1 / 8)))
+
+
 def copy_heavy_trace(
-    n_events: int = 1_000_000, gpus: int = 4, steps: int = 20, seed: int = 0, groups: bool = False
+    n_events: int = 1_000_000, gpus: int = 4, steps: int = 20, seed: int = 0, groups: bool = False,
+    t0_ns: int = 0, hostname: str = "testhost", period_ps: int = 10_000_000,
 ) -> TraceBuilder:
     """A GPU-shaped trace of about ``n_events`` events, a quarter of them ``MemcpyH2D``/``MemcpyD2H``
     copies of varied sizes (so nearly every ``memcpy_details`` text is distinct), built with
@@ -108,25 +117,27 @@ def copy_heavy_trace(
     a few TF ops on an executor thread and a derived ``TensorFlow Ops`` line per GPU.
     Deterministic for a seed.  ``groups``: readable by XProf as well (:func:`group_steps`: the
     GPUs' events carry a ``group_id``, and each GPU a ``Steps`` line of the markers' windows).
+    ``t0_ns``: every line's timestamp (epoch ns; times count from it); ``hostname``: the XSpace's;
+    ``period_ps``: the unit's length (10 us; longer spreads the same events over longer steps).
     """
     from tfprof_towers.testing.encode import BulkStat, decimal
     from tfprof_towers.xplane.ragged import Ragged, concat_rows
 
     rng = np.random.default_rng(seed)
     us = 1_000_000  # ps
-    units = max(16, int((n_events - steps) / (gpus * (4 + 1 / 16) + 1 / 8)))
-    b = TraceBuilder()
+    units = copy_heavy_units(n_events, gpus, steps)
+    b = TraceBuilder(hostname)
     host = b.plane("/host:CPU")
-    step_len = units * 10 * us // steps
+    step_len = units * period_ps // steps
     s = np.arange(steps)
     marks = {"step_num": BulkStat("int", s), "_r": BulkStat("int", np.ones(steps, np.int64))}
-    host.bulk_line("python", 1, 0, ["train"], s * 0, s * step_len, s * 0 + step_len - 1000, marks)
+    _bulk(host, t0_ns, "python", 1, ["train"], s * 0, s * step_len, s * 0 + step_len - 1000, marks)
     ops = [f"layer_{k}/mm:MatMul" for k in range(60)]
     k = np.arange(units // 8)
-    host.bulk_line("tf_Compute/1", 2, 0, ops, k % 60, k * 80 * us, k * 0 + 3 * us)
+    _bulk(host, t0_ns, "tf_Compute/1", 2, ops, k % 60, k * 8 * period_ps, k * 0 + 3 * us)
     kernels = [f"volta_sgemm_128x64_nn_{i}" for i in range(12)]
     j = np.arange(units)
-    t = j * 10 * us
+    t = j * period_ps
     k_start = t + 3 * us + (j % 7) * us // 10
     k_dur = 2 * us + (j % 5) * 9 * us // 10
     h2d = j % 2 == 0
@@ -139,7 +150,7 @@ def copy_heavy_trace(
         dev = b.plane(f"/device:GPU:{g}")
         corr = g * 10**8 + 2 * j
         kernel_stats = {"correlation_id": BulkStat("int", corr), "tf_op": BulkStat("ref", j % 60, tuple(ops))}
-        dev.bulk_line("Stream #13(Compute)", 13, 0, kernels, j % 12, k_start, k_dur, kernel_stats)
+        _bulk(dev, t0_ns, "Stream #13(Compute)", 13, kernels, j % 12, k_start, k_dur, kernel_stats)
         c_start = t + us // 2 + rng.integers(0, us, units)
         c_dur = rng.integers(us, 8 * us, units)
         size = rng.integers(1, 1 << 26, units)
@@ -150,23 +161,76 @@ def copy_heavy_trace(
             kernel_stats["group_id"] = _group_of(k_start, step_len, steps)
             copy_stats["group_id"] = _group_of(c_start, step_len, steps)
         copies = ["MemcpyH2D", "MemcpyD2H"]
-        dev.bulk_line("Stream #14(Memcpy)", 14, 0, copies, d2h, c_start, c_dur, copy_stats)
+        _bulk(dev, t0_ns, "Stream #14(Memcpy)", 14, copies, d2h, c_start, c_dur, copy_stats)
         order = np.argsort(np.concatenate([launch, c_start - 2 * us // 5]), kind="stable")
         names = np.repeat([0, 1], units)[order]
         starts = np.concatenate([launch, c_start - 2 * us // 5])[order]
         ids = {"correlation_id": BulkStat("int", np.concatenate([corr, corr + 1])[order])}
         api = ["cudaLaunchKernel", "cudaMemcpyAsync"]
-        host.bulk_line(f"tf_gpu_private_{g}", 100 + g, 0, api, names, starts, starts * 0 + us // 4, ids)
+        _bulk(host, t0_ns, f"tf_gpu_private_{g}", 100 + g, api, names, starts, starts * 0 + us // 4, ids)
         d = j[::16]
         derived = DERIVED_LINE_IDS["TensorFlow Ops"]
-        dev.bulk_line("TensorFlow Ops", derived, 0, ops, d % 60, k_start[d], k_dur[d])
+        _bulk(dev, t0_ns, "TensorFlow Ops", derived, ops, d % 60, k_start[d], k_dur[d])
         if groups:
             names = [str(x) for x in s.tolist()]
             texts = Ragged.of([n.encode() for n in names])
             ids = {"group_id": BulkStat("int", s), "step_name": BulkStat("str", texts)}
             line_id = DERIVED_LINE_IDS["Steps"]
-            dev.bulk_line("Steps", line_id, 0, names, s, s * step_len, s * 0 + step_len - 1000, ids)
+            _bulk(dev, t0_ns, "Steps", line_id, names, s, s * step_len, s * 0 + step_len - 1000, ids)
     return b
+
+
+#: The kernel name of :func:`pod_host_trace`'s all-reduce (NCCL's, so ``collective``) and of a slow host's
+#: extra compute per step.
+ALL_REDUCE_KERNEL = "ncclAllReduceRingLLKernel_sum_f32"
+SLOW_KERNEL = "volta_sgemm_128x128_nn_slow"
+POD_T0_NS = 1_704_067_200 * 10**9  # 2024-01-01T00:00:00Z: the hosts' shared epoch clock
+
+
+def pod_host_windows(n_events: int, gpus: int = 4, steps: int = 10, step_ps: int = 100 * 10**9
+                     ) -> tuple[int, int]:
+    """``(period_ps, step_len_ps)`` of :func:`pod_host_trace`: the unit of :func:`copy_heavy_trace`
+    stretched (never below 10 us) so that a step lasts about ``step_ps``, and the steps' length."""
+    units = copy_heavy_units(n_events, gpus, steps)
+    period = max(10_000_000, step_ps * steps // units)
+    return period, units * period // steps
+
+
+def pod_host_trace(
+    host: int, n_events: int, gpus: int = 4, steps: int = 10, seed: int = 0, slow_ps: int = 0,
+    t0_ns: int = POD_T0_NS, step_ps: int = 100 * 10**9, collective_share: float = 0.3,
+) -> TraceBuilder:
+    """One host (``host<host>``) of a synchronous data-parallel job: :func:`copy_heavy_trace` (``steps``
+    steps of about ``step_ps``, its seed ``seed`` and ``host``), every line on the shared clock ``t0_ns``,
+    plus per GPU and step an NCCL all-reduce kernel (:data:`ALL_REDUCE_KERNEL`, on ``Stream #20(nccl)``)
+    that ends with the step, 1 ns before its ``train`` marker does, on every host alike.  A fast host's
+    lasts ``collective_share`` of the step (it waits there for the slowest); a slow host (``slow_ps`` >
+    0) computes ``slow_ps`` longer (a :data:`SLOW_KERNEL` on ``Stream #15(Compute)`` just before its
+    all-reduce), so arrives ``slow_ps`` later and its all-reduce is that much shorter.  Adds ``gpus x
+    steps`` events (twice that on a slow host) to about ``n_events``."""
+    from tfprof_towers.testing.encode import BulkStat
+
+    period, step_len = pod_host_windows(n_events, gpus, steps, step_ps)
+    coll = int(step_len * collective_share)
+    if not 0 <= slow_ps < coll:
+        raise ValueError(f"slow_ps {slow_ps} must be in [0, the all-reduce's {coll} ps)")
+    b = copy_heavy_trace(n_events, gpus, steps, seed + 7919 * host, t0_ns=t0_ns, hostname=f"host{host}",
+                         period_ps=period)
+    k = np.arange(steps, dtype=np.int64)
+    end = k * step_len + step_len - 2000  # the marker ends at step_len - 1000
+    arrive = end - coll + slow_ps
+    for g, dev in enumerate(p for p in b._planes if p.proto.name.startswith("/device:GPU:")):
+        corr = {"correlation_id": BulkStat("int", (1 << 40) + g * 10**6 + k)}
+        _bulk(dev, t0_ns, "Stream #20(nccl)", 20, [ALL_REDUCE_KERNEL], k * 0, arrive, end - arrive, corr)
+        if slow_ps:
+            extra = k * 0 + slow_ps
+            _bulk(dev, t0_ns, "Stream #15(Compute)", 15, [SLOW_KERNEL], k * 0, arrive - slow_ps, extra)
+    return b
+
+
+def _bulk(pb: PlaneBuilder, t0_ns: int, name: str, line_id: int, *args: Any) -> None:
+    """:meth:`PlaneBuilder.bulk_line` with the line's timestamp ``t0_ns`` and times after it."""
+    pb.bulk_line(name, line_id, t0_ns, *args, relative=True)
 
 
 def _group_of(start: np.ndarray, step_len: int, steps: int):
