@@ -287,15 +287,18 @@ def test_two_slow_hosts_are_the_stragglers(tmp_path: Path) -> None:
     assert ev["others_wait_s_median"] == pytest.approx(4.8e-3, abs=1e-12)  # the 14 on time wait 4.8 ms
 
 
-def test_of_two_slow_hosts_the_slower_is_named(tmp_path: Path) -> None:
-    """Late by 3 and 2 ms: the step's straggler is its latest task, so the rule names the 3 ms one
-    alone; the other's lateness is only in the tasks' steps."""
+def test_two_slow_hosts_are_both_named_with_their_delays(tmp_path: Path) -> None:
+    """Late by 3 and 2 ms (against the median arrival of the other 15 hosts): the 3 ms one leads the
+    finding, the 2 ms one is named after it with its own delay; both are the finding's devices."""
     tasks = {f"h{i}": task(i) for i in range(16)}
     slow = {5: 3000, 11: 2000}
     pod = analyze_pod(sixteen_hosts(tmp_path, slow), tasks=tasks, executor="serial")
     [f] = [f for f in evaluate_trace(pod.facts).to_json()["findings"] if f["rule"] == "straggler"]
-    assert f["evidence"]["task"] == task(5) and f["evidence"]["others_late"] == []
+    assert f["evidence"]["task"] == task(5) and f["evidence"]["others_late"] == [task(11)]
     assert f["evidence"]["late_s_median"] == pytest.approx(3e-3, abs=1e-12)
+    assert f["evidence"]["others_late_s_median"] == {task(11): pytest.approx(2e-3, abs=1e-12)}
+    assert f["devices"] == [task(5), task(11)]
+    assert "also late: worker:11 2.00 ms (median) in 6 of 6 steps" in f["message"]
     steps = {t["task"]: t["steps"] for t in pod.to_doc()["tasks"]}
     assert [s["collective_s"] for s in steps[task(11)]] == [(9800 - 7000) * US / 1e12] * 6
     assert [s["collective_s"] for s in steps[task(5)]] == [(9800 - 8000) * US / 1e12] * 6

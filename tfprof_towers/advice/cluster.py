@@ -65,6 +65,11 @@ def straggler_finding(rule: Rule, tasks: Sequence[Mapping[str, Any]], variant: s
            f"profiled steps (steps {steps}), {fmt_seconds(s['late_s_median'])} late (median; worst "
            f"{fmt_seconds(s['late_s_max'])}), {fmt_percent(share)} of the {fmt_seconds(s['step_s_median'])} "
            f"step; {others} waited {fmt_seconds(s['others_wait_s_median'])} per step inside collective ops")
+    also = found[1:]
+    if also:
+        msg += "; also late: " + ", ".join(
+            f"{short_task(o['task'])} {fmt_seconds(o['late_s_median'])} (median) in "
+            f"{len(o['late_steps'])} of {o['steps']} steps" for o in also)
     suggestion = (f"Suggestion: find what slows {who} -- a busier or slower machine, its input pipeline, a "
                   "larger shard of the batch -- since every other worker idles in the all-reduce until it "
                   "arrives; the Trace Viewer shows its steps next to the others'.")
@@ -75,5 +80,7 @@ def straggler_finding(rule: Rule, tasks: Sequence[Mapping[str, Any]], variant: s
                 "late_s_median": s["late_s_median"], "late_s_max": s["late_s_max"],
                 "step_s_median": s["step_s_median"], "late_share": share,
                 "others_wait_s_median": s["others_wait_s_median"], "loopback": loopback,
-                "others_late": [o["task"] for o in found[1:]]}
-    return Finding(rule.name, severity, variant, msg, suggestion, evidence, (), (s["task"],))
+                "others_late": [o["task"] for o in found[1:]],
+                "others_late_s_median": {o["task"]: o["late_s_median"] for o in found[1:]}}
+    late = (s["task"], *(o["task"] for o in found[1:]))
+    return Finding(rule.name, severity, variant, msg, suggestion, evidence, (), late)

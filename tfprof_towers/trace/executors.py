@@ -45,22 +45,21 @@ class Executor(Protocol):
     def map(self, jobs: Sequence[HostJob], progress: Progress | None = None) -> list[Outcome]: ...
 
 
-def _die_with_parent(parent: int) -> None:
-    """A pool worker's initializer: on Linux the kernel kills it (SIGKILL) when the process that made the
-    pool dies, even killed -9, so a worker never outlives the command; Ctrl-C is the parent's to handle
-    (the worker ignores SIGINT and is stopped by the pool's shutdown)."""
+def _die_with_parent() -> None:
+    """A pool worker's initializer: on Linux the kernel kills it (SIGKILL) when the process that started
+    it dies, even killed -9 -- the command under ``fork``; under ``forkserver`` (a parent with threads)
+    multiprocessing's server, which leaves when the command does -- so a worker never outlives the
+    command by more than the host it is on; Ctrl-C is the command's to handle (the worker ignores
+    SIGINT and is stopped by the pool's shutdown)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the pool's own shutdown still ends the workers
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+        pass
 
 
 def _report(progress: Progress | None, done: int, total: int, out: Outcome) -> None:
@@ -102,7 +101,7 @@ class LocalPool:
         jobs = [replace(j, threads=threads) for j in jobs]
         out: list[Outcome | None] = [None] * len(jobs)
         with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(),
-                                 initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+                                 initializer=_die_with_parent) as pool:
             futures = {pool.submit(map_host, j): i for i, j in enumerate(jobs)}
             pending = set(futures)
             done = 0
