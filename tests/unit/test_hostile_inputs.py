@@ -142,7 +142,7 @@ def test_analyze_and_load_take_any_folder_down_to_the_traces(tmp_path: Path, cap
     assert main(["analyze", str(target)]) == 0  # before: "no profile found"
     assert "/device:GPU:0" in capsys.readouterr().out
     profile = load(target)
-    assert profile.parts[0].analysis.n_steps == 2
+    assert profile.parts[0].pod.n_steps == 2
 
 
 def test_run_on_a_single_trace_says_it_does_not_apply(tmp_path: Path, capsys) -> None:
