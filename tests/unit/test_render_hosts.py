@@ -105,3 +105,17 @@ def test_one_host_gets_no_hosts_section(tmp_path: Path) -> None:
     doc = hosts_doc([[0.1, 0.2]])
     assert hosts_view(doc) is None
     assert 'id="hosts"' not in page(tmp_path, doc)
+
+
+def test_a_straggler_is_told_by_its_time_before_the_collectives() -> None:
+    """A synchronous step: every host's window is 10 ms, but w1 reached the all-reduce after 8 ms and
+    the others after 5 ms (they waited 5 ms in collectives, w1 2 ms): w1 is the slowest, by 3 ms."""
+    doc = hosts_doc([[0.010] * 3] * 3)
+    for t in doc["tasks"]:
+        for s in t["steps"]:
+            s["collective_s"] = 0.002 if t["host"] == "w1" else 0.005
+    view = hosts_view(doc)
+    assert view is not None
+    assert view.slowest.label == "w1" and view.fastest.label in ("w0", "w2")
+    assert view.slowest.times == {0: pytest.approx(0.008), 1: pytest.approx(0.008), 2: pytest.approx(0.008)}
+    assert view.fastest.mean_s == pytest.approx(0.005)

@@ -75,11 +75,18 @@ def _natural(text: str) -> list[Any]:
     return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
 
 
+def busy_s(step: Mapping[str, Any]) -> float:
+    """A host's step time less its time inside collectives: how long it took to reach the all-reduce.
+    In a synchronous job every host leaves the all-reduce together, so their step windows are alike;
+    what a straggler's shows is a longer time before it arrives (the others wait in collectives)."""
+    return float(step["end_s"]) - float(step["start_s"]) - float(step.get("collective_s") or 0.0)
+
+
 def host_steps(doc: Mapping[str, Any]) -> list[HostSteps]:
-    """The hosts (tasks) that have steps, sorted by task."""
+    """The hosts (tasks) that have steps, sorted by task; each step's time is :func:`busy_s`."""
     hosts = [
         HostSteps(str(t.get("task") or ""), str(t.get("host") or ""),
-                  {int(s["step"]): float(s["end_s"]) - float(s["start_s"]) for s in t.get("steps") or ()})
+                  {int(s["step"]): busy_s(s) for s in t.get("steps") or ()})
         for t in doc.get("tasks") or ()
     ]
     return sorted((h for h in hosts if h.times), key=lambda h: (_natural(h.task), _natural(h.host)))
