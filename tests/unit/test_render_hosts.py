@@ -29,12 +29,12 @@ def test_slowest_and_fastest_hosts_and_the_grown_category() -> None:
     assert view is not None
     assert view.slowest.host == "w2" and view.slowest.mean_s == pytest.approx(0.25)
     assert view.fastest.host == "w3" and view.fastest.mean_s == pytest.approx(0.09)
-    # per step, summed over the host's 2 GPUs: idle 2 * 0.57 / 3 = 0.38 vs 2 * 0.06 / 3 = 0.04
+    # per step, averaged over the host's 2 GPUs: idle 0.57 / 3 = 0.19 vs 0.06 / 3 = 0.02
     assert view.grown is not None and view.grown.category == "idle"
-    assert view.grown.fastest_s == pytest.approx(0.04) and view.grown.slowest_s == pytest.approx(0.38)
-    assert view.grown.diff_s == pytest.approx(0.34)
+    assert view.grown.fastest_s == pytest.approx(0.02) and view.grown.slowest_s == pytest.approx(0.19)
+    assert view.grown.diff_s == pytest.approx(0.17)
     diffs = {d.category: d.diff_s for d in view.diffs}
-    assert diffs == pytest.approx({"idle": 0.34, "compute": 0.0, "h2d": -0.02})
+    assert diffs == pytest.approx({"idle": 0.17, "compute": 0.0, "h2d": -0.01})
     assert [d.category for d in view.diffs] == ["idle", "compute", "h2d"]  # largest growth first
     assert view.steps == [0, 1, 2]
 
@@ -42,8 +42,9 @@ def test_slowest_and_fastest_hosts_and_the_grown_category() -> None:
 def test_accelerator_wall_counts_only_the_hosts_accelerators() -> None:
     doc = hosts_doc(TIMES, WALLS)
     wall = accelerator_wall(doc, host_steps(doc)[2])
-    assert wall == pytest.approx({"compute": 0.1, "h2d": 0.02, "idle": 0.38})  # no host_compute of the CPU
-    assert accelerator_wall({**doc, "per_step": True}, host_steps(doc)[2])["compute"] == pytest.approx(0.3)
+    # per GPU (2 alike): no host_compute of the CPU
+    assert wall == pytest.approx({"compute": 0.05, "h2d": 0.01, "idle": 0.19})
+    assert accelerator_wall({**doc, "per_step": True}, host_steps(doc)[2])["compute"] == pytest.approx(0.15)
 
 
 def test_a_task_prefix_is_a_whole_path_segment() -> None:
@@ -83,9 +84,9 @@ def test_the_page_shows_the_section(tmp_path: Path) -> None:
     html = page(tmp_path, doc)
     section = html[html.index('<section id="hosts">'):html.index('<section id="breakdown">')]
     assert re.search(r'Slowest host: <strong class="mono">w2</strong>', section)
-    assert '<strong id="hosts-grown">idle</strong>' in section and "by\n340 ms per step" in section
+    assert '<strong id="hosts-grown">idle</strong>' in section and "by\n170 ms per step" in section
     assert '<tr class="grown"><td>idle</td>' in section
-    assert "+340 ms" in section and "40.0 ms" in section and "380 ms" in section
+    assert "+170 ms" in section and "20.0 ms" in section and "190 ms" in section
     assert "truncated protobuf" in section and "w9.xplane.pb" in section
     assert section.count("<svg") == 1
 

@@ -55,7 +55,8 @@ def straggler_finding(rule: Rule, tasks: Sequence[Mapping[str, Any]], variant: s
     s = found[0]
     share = s["late_s_median"] / s["step_s_median"] if s["step_s_median"] > 0 else 0.0
     who = short_task(s["task"])
-    others = ", ".join(short_task(t) for t in s["others"]) or "the others"
+    others = (", ".join(short_task(t) for t in s["others"]) if len(s["others"]) <= 5
+              else f"the other {len(s['others'])} tasks") or "the others"
     steps = ", ".join(str(x) for x in s["late_steps"])
     severity = rule.tier(share)
     if loopback:  # every task shares this machine's cores: weaker evidence, one tier lower

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
 from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TowersError
+from tfprof_towers.vocab.fmt import fmt_some
 from tfprof_towers.vocab.textcap import visible
 
 
@@ -135,9 +136,17 @@ def _idle_table(devices: dict[str, Any], steps: int, out: TextIO) -> None:
     _table(rows, out)
 
 
+#: Above this many tasks, ``analyze`` prints a line per task (its means) instead of a line per task and step.
+TASK_ROWS = 8
+
+
 def _task_table(tasks: list[dict[str, Any]], out: TextIO) -> None:
-    """Per task and step: start, end (after the earliest step start) and time in collectives."""
+    """Per task and step: start, end (after the earliest step start) and time in collectives; with more
+    than :data:`TASK_ROWS` tasks, per task the means over its steps, and the slowest and fastest hosts."""
     if len(tasks) < 2 and not any(t.get("task") for t in tasks):
+        return
+    if len(tasks) > TASK_ROWS:
+        _task_means(tasks, out)
         return
     out.write("\nper task and step (after the earliest step start; the hosts' clocks assumed to agree):\n")
     rows = [["task", "step", "start", "end", "duration", "in collectives"]]
@@ -146,6 +155,38 @@ def _task_table(tasks: list[dict[str, Any]], out: TextIO) -> None:
             rows.append([t.get("task") or t.get("host", ""), str(s["step"]), _fmt_s(s["start_s"]),
                          _fmt_s(s["end_s"]), _fmt_s(s["end_s"] - s["start_s"]), _fmt_s(s["collective_s"])])
     _table(rows, out)
+
+
+def _task_means(tasks: list[dict[str, Any]], out: TextIO) -> None:
+    out.write("\nper task, mean over its steps (before the collectives: the step less its time in "
+              "collective ops; the HTML page draws every step):\n")
+    rows = [["task", "host", "steps", "step", "before the collectives", "in collectives"]]
+    for t in tasks:
+        steps = t.get("steps") or ()
+        if not steps:
+            continue
+        n = len(steps)
+        dur = sum(s["end_s"] - s["start_s"] for s in steps) / n
+        coll = sum(s["collective_s"] for s in steps) / n
+        rows.append([t.get("task") or "", t.get("host") or "", str(n), _fmt_s(dur), _fmt_s(dur - coll),
+                     _fmt_s(coll)])
+    _table(rows, out)
+
+
+def _hosts_line(doc: dict[str, Any], out: TextIO) -> None:
+    """The slowest and fastest hosts (by their time before the collectives) and the category that grew."""
+    from tfprof_towers.render.hosts import hosts_view
+
+    view = hosts_view(doc)
+    if view is None:
+        return
+    s, f = view.slowest, view.fastest
+    out.write(f"\nslowest host: {s.label} ({_fmt_s(s.mean_s)} per step before the collectives); fastest: "
+              f"{f.label} ({_fmt_s(f.mean_s)})")
+    if view.grown is not None:
+        out.write(f"; on the slowest, its accelerators' {view.grown.category} grew most, by "
+                  f"{_fmt_s(view.grown.diff_s)} per step")
+    out.write("\n")
 
 
 def print_tables(doc: dict[str, Any], out: TextIO) -> None:
@@ -204,6 +245,7 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     _table(rows, out)
     _idle_table(devices, steps, out)
     _task_table(doc.get("tasks") or [], out)
+    _hosts_line(doc, out)
     links = doc["links"]
     out.write("\nper link, per step:\n")
     if not links:
@@ -253,7 +295,7 @@ def print_findings(doc: dict[str, Any], out: TextIO) -> None:
     elif not findings:
         out.write("none: no rule could be evaluated on this trace (why below)\n")
     for f in findings:
-        devices = f" ({', '.join(f['devices'])})" if f.get("devices") else ""
+        devices = f" ({fmt_some(f['devices'], 6)})" if f.get("devices") else ""  # --json has them all
         out.write(f"[{f['severity']}] {f['rule']}{devices}\n    {f['message']}\n    {f['suggestion']}\n")
     why_not: dict[str, list[str]] = {}  # one line per reason, naming its rules in order
     for r in rules:

@@ -47,7 +47,7 @@ class HostSteps:
 
 @dataclass(frozen=True)
 class CategoryDiff:
-    """One wall category's seconds per step, summed over a host's accelerators."""
+    """One wall category's seconds per step, averaged over a host's accelerators."""
 
     category: str
     fastest_s: float
@@ -98,15 +98,18 @@ def on_task(device: str, task: str) -> bool:
 
 
 def accelerator_wall(doc: Mapping[str, Any], host: HostSteps) -> dict[str, float]:
-    """Per wall category, seconds per step summed over ``host``'s accelerators."""
+    """Per wall category, seconds per step of ``host``'s accelerators, averaged over them (a host of 8
+    GPUs and one of 4 compare per GPU)."""
     scale = 1.0 if doc.get("per_step") else 1.0 / max(len(host.times), 1)
     out: dict[str, float] = {}
+    n = 0
     for name, d in (doc.get("devices") or {}).items():
         if not (on_task(name, host.task) and is_accelerator_plane(name)):
             continue
+        n += 1
         for category, s in (d.get("wall") or {}).items():
             out[category] = out.get(category, 0.0) + float(s or 0.0) * scale
-    return out
+    return {c: v / n for c, v in out.items()} if n else out
 
 
 def category_diffs(fast: Mapping[str, float], slow: Mapping[str, float]) -> list[CategoryDiff]:

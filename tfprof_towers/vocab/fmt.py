@@ -129,3 +129,12 @@ def _sig(x: float, digits: int) -> str:
     magnitude = math.floor(math.log10(abs(x)))
     decimals = max(digits - 1 - magnitude, 0)
     return f"{x:.{decimals}f}"
+
+
+def fmt_some(items: list[str] | tuple[str, ...], shown: int = 5) -> str:
+    """The first ``shown`` items, comma-separated, and how many more (a finding on a profile of many hosts
+    can name hundreds of devices: the evidence keeps them all)."""
+    items = list(items)
+    if len(items) <= shown:
+        return ", ".join(items)
+    return ", ".join(items[:shown]) + f" and {len(items) - shown} more"

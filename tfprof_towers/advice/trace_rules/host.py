@@ -9,7 +9,7 @@ from typing import Any
 from tfprof_towers.advice.findings import Finding, Rule
 from tfprof_towers.advice.trace_rules.facts import _PS, HOST_ACTIVITY, TraceFacts, host_waiting
 from tfprof_towers.advice.trace_rules.suggestions import suggestion
-from tfprof_towers.vocab.fmt import fmt_count, fmt_percent, fmt_seconds
+from tfprof_towers.vocab.fmt import fmt_count, fmt_percent, fmt_seconds, fmt_some
 
 
 def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
@@ -32,7 +32,7 @@ def check_host_bound(rule: Rule, f: TraceFacts) -> Finding | None:
            f"threads were in {doing}"
            + (f", and no traced host thread was busy for {fmt_seconds(untraced)}" if untraced > 0 else ""))
     if len(rows) > 1:
-        msg += "; also " + ", ".join(f"{r[0]} idle {fmt_percent(r[1])}" for r in rows[1:])
+        msg += "; also " + fmt_some([f"{r[0]} idle {fmt_percent(r[1])}" for r in rows[1:]])
     ops = activity["heaviest_ops"]
     text = _host_bound_suggestion(f, main, ops)
     if main == "host_compute" and ops:
@@ -102,8 +102,8 @@ def check_launch_bound(rule: Rule, f: TraceFacts) -> Finding | None:
                 f"{fmt_percent(r['shorter_than_launch_share'])} of kernels are shorter than their "
                 "launch call")
     if len(rows) > 1:
-        msg += "; also " + ", ".join(f"{x['device']} ({fmt_count(x['kernels_per_step'])} kernels, median "
-                                     f"{fmt_seconds(x['median_kernel_s'])})" for x in rows[1:])
+        msg += "; also " + fmt_some([f"{x['device']} ({fmt_count(x['kernels_per_step'])} kernels, median "
+                                     f"{fmt_seconds(x['median_kernel_s'])})" for x in rows[1:]])
     text = suggestion("launch_bound", f.producer)
     return Finding(rule.name, rule.tier(r["gap_share"]), f.name, msg, text,
                    {**r, "others": rows[1:]}, (), tuple(x["device"] for x in rows))

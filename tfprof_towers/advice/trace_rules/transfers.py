@@ -6,7 +6,7 @@ from __future__ import annotations
 from tfprof_towers.advice.findings import Finding, Rule
 from tfprof_towers.advice.trace_rules.facts import TraceFacts
 from tfprof_towers.advice.trace_rules.suggestions import copies_suggestion, suggestion
-from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_rate, fmt_seconds
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_rate, fmt_seconds, fmt_some
 
 
 def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
@@ -34,7 +34,7 @@ def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
            f"{fmt_seconds(r['h2d_exposed_s'])}, device→host {fmt_seconds(r['d2h_exposed_s'])}); "
            f"{fmt_bytes(r['bytes_per_step'])} per step at {rate} achieved")
     if len(rows) > 1:
-        msg += "; also " + ", ".join(f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:])
+        msg += "; also " + fmt_some([f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:]])
     slow = r["gbps"] is not None and r["gbps"] < rule.param("slow_gbps")
     text = copies_suggestion(f.producer, slow, rule.param("slow_gbps"))
     return Finding(rule.name, rule.tier(r["share"]), f.name, msg, text,
@@ -61,7 +61,7 @@ def check_collective_bound(rule: Rule, f: TraceFacts) -> Finding | None:
            f"collectives ({fmt_seconds(r['collective_s'])}); {fmt_percent(r['overlap_share'])} of that "
            f"overlaps compute, {fmt_seconds(r['exposed_s'])} per step does not")
     if len(rows) > 1:
-        msg += "; also " + ", ".join(f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:])
+        msg += "; also " + fmt_some([f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:]])
     overlapped = r["overlap_share"] >= rule.param("min_overlap_share")
     text = suggestion("collective_bound.overlapped" if overlapped else "collective_bound.overlap", f.producer)
     return Finding(rule.name, rule.tier(r["share"]), f.name, msg, text,
