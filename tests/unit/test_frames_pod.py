@@ -85,7 +85,9 @@ def test_links_are_the_merged_paths(profile, merged) -> None:
 
 
 def test_events_are_built_only_when_asked_for(logdir: Path) -> None:
-    with mock.patch("tfprof_towers.trace.analysis.analyze_xplane", wraps=analyze_xplane) as spy:
+    from tfprof_towers.trace.hosts import load_hosts
+
+    with mock.patch("tfprof_towers.trace.hosts.load_hosts", wraps=load_hosts) as spy:
         p = load(logdir, dask="serial")
         assert len(p.wall) and len(p.steps) and len(p.links)
         spy.assert_not_called()
@@ -130,3 +132,24 @@ def test_export_parquet_has_a_host_column(logdir: Path, tmp_path: Path) -> None:
         if len(df):
             assert set(df["host"].astype(str)) <= set(HOSTS), name
     assert set(pd.read_parquet(out / "wall.parquet")["host"].astype(str)) == set(HOSTS)
+
+
+def test_export_with_a_truncated_host_writes_the_others_and_exits_7(
+        logdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from tfprof_towers.cli import main
+    from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS
+
+    root = tmp_path / "logs"
+    shutil.copytree(logdir, root)
+    bad = root / "plugins" / "profile" / "r" / f"{HOSTS[1]}.xplane.pb"
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
+    out = tmp_path / "out"
+    assert main(["export", str(root), "--parquet", str(out), "--dask", "serial"]) == EXIT_SOME_HOSTS
+    err = capsys.readouterr().err
+    assert f"host {HOSTS[1]}: could not be read: " in err and "error: 1 host(s) could not be read" in err
+    kept = {HOSTS[0], HOSTS[2]}
+    assert set(pd.read_parquet(out / "wall.parquet")["host"].astype(str)) == kept
+    events = pd.read_parquet(out / "events.parquet")  # the merged events leave the bad host out too
+    assert {t.split("/")[1][4:] for t in events["task"].astype(str).unique()} == kept

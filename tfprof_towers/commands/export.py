@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tfprof_towers.vocab.errors import TowersError
+from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TowersError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,4 +51,13 @@ def run(args: argparse.Namespace) -> int:
         raise TowersError("export: give --parquet DIR or --csv DIR")
     for path in written:
         print(path)
+    failed = [f for p in profile.parts if p.pod is not None for f in p.pod.failures]
+    if failed:
+        from tfprof_towers.commands.console import err
+
+        for f in failed:
+            err(f"host {f.name}: could not be read: {f.reason}")
+        names = ", ".join(f.name for f in failed)
+        err(f"error: {len(failed)} host(s) could not be read ({names}): the files above leave them out")
+        return EXIT_SOME_HOSTS
     return 0

@@ -357,17 +357,20 @@ def load_trace(path: Path, run: str | None = None, dask: Any = None) -> Profile:
 
     prefer_heap()
     pod = analyze_pod(path, run, executor=dask)
-    part = Part(trace_label(path), pod=pod, merged=partial(merged_analysis, path, run))
+    skip = tuple(f.name for f in pod.failures)  # the merged events leave out the hosts that failed
+    part = Part(trace_label(path), pod=pod, merged=partial(merged_analysis, path, run, skip))
     return Profile(str(path), TRACE, (part,), None, pod.trace_notes)
 
 
-def merged_analysis(path: Path, run: str | None = None) -> Analysis:
-    """Every host of ``path``'s events in one analysis (the ``events`` and ``memory`` frames')."""
-    from tfprof_towers.trace.analysis import analyze_xplane
+def merged_analysis(path: Path, run: str | None = None, skip: tuple[str, ...] = ()) -> Analysis:
+    """Every host of ``path``'s events in one analysis (the ``events`` and ``memory`` frames'), but the
+    hosts named in ``skip``."""
+    from tfprof_towers.trace.analysis import analyze_trace
+    from tfprof_towers.trace.hosts import load_hosts
     from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()
-    return analyze_xplane(path, run=run)
+    return analyze_trace(load_hosts(path, run, skip=skip))
 
 
 def load_run(root: Path, only: str | None = None) -> Profile:

@@ -195,11 +195,15 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
 
 def load_hosts(
     path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
-    tasks: Mapping[str, str] | None = None, workers: int | None = None,
+    tasks: Mapping[str, str] | None = None, workers: int | None = None, skip: Sequence[str] = (),
 ) -> Trace:
     """Every host of the run ``path`` names, as one trace (a single host: as :func:`~.load.load_trace`,
-    named with its task's prefix only when ``tasks`` names it)."""
+    named with its task's prefix only when ``tasks`` names it); ``skip``: host names to leave out (those
+    a host-by-host analysis could not read)."""
     files, notes = locate_hosts(path, run)
+    if skip:
+        kept = [f for f in files if host_name(f) not in set(skip)]
+        files = kept or files  # none left: read them all, and fail as the host-by-host analysis did
     if len(files) == 1:
         task = (tasks or {}).get(host_name(files[0]))
         prefix = canonical_device(task) if task else ""
