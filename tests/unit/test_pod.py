@@ -143,6 +143,23 @@ def test_a_hosts_bytes_map_as_its_file(tmp_path: Path) -> None:
         assert sent.without_data().data is None
 
 
+def test_dask_workers_that_cannot_read_the_files_are_sent_their_bytes(tmp_path: Path, monkeypatch) -> None:
+    """A cluster whose workers do not share the path: the files' bytes travel with the jobs, the document
+    is the same, and the note says so.  The workers are threads of this process here
+    (``processes=False``), so patching what a worker answers reaches them."""
+    distributed = pytest.importorskip("distributed")
+    from tfprof_towers.trace import executors
+
+    root = four_hosts(tmp_path)
+    serial = text(full_doc(analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor="serial")))
+    monkeypatch.setattr(executors, "_can_read", lambda paths: False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        pod = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor=client)
+    assert text(full_doc(pod)) == serial
+    assert "cannot read the host files here, so each file's bytes were sent to them" in pod.executor_note
+
+
 # --- 2. the reduce is the merged analysis
 
 
