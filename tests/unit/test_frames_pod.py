@@ -153,3 +153,17 @@ def test_export_with_a_truncated_host_writes_the_others_and_exits_7(
     assert set(pd.read_parquet(out / "wall.parquet")["host"].astype(str)) == kept
     events = pd.read_parquet(out / "events.parquet")  # the merged events leave the bad host out too
     assert {t.split("/")[1][4:] for t in events["task"].astype(str).unique()} == kept
+
+
+def test_export_of_some_frames_never_reads_the_events_together(logdir: Path, tmp_path: Path) -> None:
+    from tfprof_towers.cli import main
+    from tfprof_towers.trace.hosts import load_hosts
+
+    out = tmp_path / "out"
+    with mock.patch("tfprof_towers.trace.hosts.load_hosts", wraps=load_hosts) as spy:
+        assert main(["export", str(logdir), "--parquet", str(out), "--frames", "wall,links", "--dask",
+                     "serial"]) == 0
+        spy.assert_not_called()
+    assert sorted(p.name for p in out.iterdir()) == ["links.parquet", "wall.parquet"]
+    with pytest.raises(ValueError, match="no frame named wal"):
+        load(logdir, dask="serial").frames(["wal"])

@@ -20,9 +20,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dask", metavar="ADDRESS", default=None,
                    help="analyse a logdir's hosts on this Dask cluster (tcp://scheduler:8786) instead of a "
                         "local process pool; the workers need tfprof-towers (not for run directories)")
+    p.add_argument("--frames", metavar="NAMES", type=_frame_names, default=None,
+                   help="write only these frames (comma-separated; default: all). A profile of many hosts: "
+                        "leave out events and memory, the frames of every event (docs/notebook.md)")
     fmt = p.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--parquet", metavar="DIR", type=Path, help="write DIR/<frame>.parquet (pyarrow)")
     fmt.add_argument("--csv", metavar="DIR", type=Path, help="write DIR/<frame>.csv")
+
+
+def _frame_names(text: str) -> list[str]:
+    from tfprof_towers.frames.names import FRAMES
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FRAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{', '.join(unknown) or repr(text)}: not a frame; the frames: "
+                                         f"{', '.join(FRAMES)}")
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     for note in profile.notes:  # which run of a logdir was taken; stdout keeps only the files written
         print(f"note: {note}", file=sys.stderr)
     if args.parquet is not None:
-        written = profile.to_parquet(args.parquet)
+        written = profile.to_parquet(args.parquet, args.frames)
     elif args.csv is not None:
-        written = profile.to_csv(args.csv)
+        written = profile.to_csv(args.csv, args.frames)
     else:  # argparse requires one
         raise TowersError("export: give --parquet DIR or --csv DIR")
     for path in written:

@@ -261,20 +261,29 @@ class Profile:
 
         return self._concat("placement", lambda p: tables.placement(p.record))
 
-    def frames(self) -> dict[str, pd.DataFrame]:
-        return {name: getattr(self, name) for name in FRAMES}
+    def frames(self, names: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+        """Every frame, or those ``names`` (each of :data:`~.names.FRAMES`: a ``ValueError`` names an
+        unknown one): at pod size, leave out ``events`` (and ``memory``), the frames of every event."""
+        if names is None:
+            return {name: getattr(self, name) for name in FRAMES}
+        unknown = [n for n in names if n not in FRAMES]
+        if unknown:
+            raise ValueError(f"no frame named {', '.join(unknown)} (the frames: {', '.join(FRAMES)})")
+        return {name: getattr(self, name) for name in FRAMES if name in names}
 
-    def to_parquet(self, folder: Path | str) -> list[Path]:
-        """One ``<frame>.parquet`` per frame in ``folder`` (made if needed), with pyarrow."""
+    def to_parquet(self, folder: Path | str, frames: Sequence[str] | None = None) -> list[Path]:
+        """One ``<frame>.parquet`` per frame (``frames``: those only) in ``folder`` (made if needed), with
+        pyarrow."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(), Path(folder), "parquet", inputs=(self.source,))
+        return write_frames(self.frames(frames), Path(folder), "parquet", inputs=(self.source,))
 
-    def to_csv(self, folder: Path | str) -> list[Path]:
-        """One ``<frame>.csv`` per frame in ``folder`` (dtypes are not kept: use Parquet for that)."""
+    def to_csv(self, folder: Path | str, frames: Sequence[str] | None = None) -> list[Path]:
+        """One ``<frame>.csv`` per frame (``frames``: those only) in ``folder`` (dtypes are not kept: use
+        Parquet for that)."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(), Path(folder), "csv", inputs=(self.source,))
+        return write_frames(self.frames(frames), Path(folder), "csv", inputs=(self.source,))
 
     def __repr__(self) -> str:
         return f"<Profile {self.kind} {self.source!r}: {', '.join(self.variant_names)}>"
