@@ -25,6 +25,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -48,15 +49,43 @@ CLOCK_NOTE = (
 )
 
 
-def idle_cores() -> int:
-    """The cores not already busy: :func:`available_cores` less the other work running (the 1-minute
-    load average, this process's own share taken off), at least one.  Extra processes on busy
-    cores only slow every one of them down."""
-    cores = available_cores()
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of every CPU since boot, from ``/proc/stat`` (None: not Linux)."""
     try:
-        busy = max(0.0, os.getloadavg()[0] - 1.0)
-    except (AttributeError, OSError):
-        return cores
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_cores(interval_s: float = 0.1) -> float | None:
+    """How many of the machine's cores were busy over the last ``interval_s`` (None: cannot tell).  A
+    sample now, not the load average, which trails what ran a minute ago (a command just finished
+    would keep the cores looking busy)."""
+    first = _cpu_times()
+    if first is None:
+        return None
+    time.sleep(interval_s)
+    second = _cpu_times()
+    if second is None or second[1] <= first[1]:
+        return None
+    share = (second[0] - first[0]) / (second[1] - first[1])
+    return share * (os.cpu_count() or 1)
+
+
+def idle_cores() -> int:
+    """The cores not already busy: :func:`available_cores` less the other work running now
+    (:func:`busy_cores`, else the 1-minute load average less this process's share), at least one.
+    Extra processes on busy cores only slow every one of them down."""
+    cores = available_cores()
+    busy = busy_cores()
+    if busy is None:
+        try:
+            busy = max(0.0, os.getloadavg()[0] - 1.0)
+        except (AttributeError, OSError):
+            return cores
     return max(1, min(cores, int(cores - busy + 0.5)))
 
 
