@@ -102,7 +102,7 @@ class LocalPool:
         out: list[Outcome | None] = [None] * len(jobs)
         with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(),
                                  initializer=_die_with_parent) as pool:
-            futures = {pool.submit(map_host, j): i for i, j in enumerate(jobs)}
+            futures = {pool.submit(map_on_worker, j): i for i, j in enumerate(jobs)}
             pending = set(futures)
             done = 0
             while pending:
@@ -117,6 +117,17 @@ class LocalPool:
                     done += 1
                     _report(progress, done, len(jobs), out[i])
         return [o for o in out if o is not None]
+
+
+def map_on_worker(job: HostJob) -> Outcome:
+    """:func:`~.pod.map_host` in a worker process (a Dask worker's, a pool's), with the allocator set for
+    a decode while it runs (:func:`~tfprof_towers.xplane.memory.heap_for_decode`; the process's own
+    settings come back after): a Dask worker sets ``MALLOC_TRIM_THRESHOLD_``, and a process that has
+    started a Dask client passes it on to the pool's workers when they start from a fork server."""
+    from tfprof_towers.xplane.memory import heap_for_decode
+
+    with heap_for_decode():
+        return map_host(job)
 
 
 def _can_read(paths: Sequence[str]) -> bool:
@@ -169,15 +180,17 @@ class DaskCluster:
                          + ("its workers read the host files from the path they share with this machine"
                             if shared else "its workers cannot read the host files here, so each file's "
                             "bytes were sent to them"))
+            # one decoding thread per task: the cluster runs as many tasks at once as it has worker threads
             prepare: Callable[[HostJob], HostJob] = (
-                (lambda j: j) if shared else (lambda j: replace(j, data=Path(j.file).read_bytes())))
+                (lambda j: replace(j, threads=1)) if shared
+                else (lambda j: replace(j, threads=1, data=Path(j.file).read_bytes())))
             out: list[Outcome | None] = [None] * len(jobs)
             todo = list(enumerate(jobs))[::-1]
             index: dict[Any, int] = {}
             first = []
             for _ in range(min(self._slots(), len(todo))):
                 i, job = todo.pop()
-                f = self.client.submit(map_host, prepare(job), pure=False)
+                f = self.client.submit(map_on_worker, prepare(job), pure=False)
                 index[f.key] = i
                 first.append(f)
             flow = as_completed(first, loop=self.client.loop)
@@ -192,7 +205,7 @@ class DaskCluster:
                 _report(progress, done, len(jobs), out[i])  # type: ignore[arg-type]
                 if todo:
                     k, job = todo.pop()
-                    g = self.client.submit(map_host, prepare(job), pure=False)
+                    g = self.client.submit(map_on_worker, prepare(job), pure=False)
                     index[g.key] = k
                     flow.add(g)
             return [o for o in out if o is not None]
