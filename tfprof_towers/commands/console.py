@@ -206,10 +206,9 @@ class HostProgress:
     """While the hosts of a multi-host profile are analysed: a bar over the hosts on a terminal
     (transient), and on any stderr one line naming each host that could not be read, as it happens."""
 
-    def __init__(self, total: int | None = None) -> None:
+    def __init__(self) -> None:
         self._progress: Progress | None = None
         self._task: Any = None
-        self.total = total
 
     def __enter__(self) -> HostProgress:
         if _err.is_terminal:

@@ -49,12 +49,14 @@ def run(args: argparse.Namespace) -> int:
     one by one (--dask ADDRESS: on that cluster); the events and memory frames read every host's
     events together.  Never imports TensorFlow.
     """
+    from tfprof_towers.commands.console import HostProgress, err
     from tfprof_towers.frames import load
     from tfprof_towers.rundir.outputs import output_folder
 
     folder, what = (args.parquet, "--parquet") if args.parquet is not None else (args.csv, "--csv")
     output_folder(folder, [args.path], what, make=False)  # refused before the trace is read
-    profile = load(args.path, run=args.run, dask=args.dask)
+    with HostProgress() as progress:  # names each host that cannot be read, as analyze does
+        profile = load(args.path, run=args.run, dask=args.dask, progress=progress)
     for note in profile.notes:  # which run of a logdir was taken; stdout keeps only the files written
         print(f"note: {note}", file=sys.stderr)
     if args.parquet is not None:
@@ -67,10 +69,6 @@ def run(args: argparse.Namespace) -> int:
         print(path)
     failed = [f for p in profile.parts if p.pod is not None for f in p.pod.failures]
     if failed:
-        from tfprof_towers.commands.console import err
-
-        for f in failed:
-            err(f"host {f.name}: could not be read: {f.reason}")
         names = ", ".join(f.name for f in failed)
         err(f"error: {len(failed)} host(s) could not be read ({names}): the files above leave them out")
         return EXIT_SOME_HOSTS

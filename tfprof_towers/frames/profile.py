@@ -322,14 +322,16 @@ def _trace_devices(a: Analysis) -> set[str]:
 # load
 
 
-def load(path: Path | str, run: str | None = None, dask: Any = None) -> Profile:
+def load(path: Path | str, run: str | None = None, dask: Any = None,
+         progress: Callable[..., None] | None = None) -> Profile:
     """A trace file, a logdir (all hosts), a run directory (all variants) or ``RUN/variants/NAME``.
 
     ``run``: which profile run of a logdir (``--run``; without it the newest, and ``notes`` say so),
     or which variant of a run directory; refused for a single trace file or one variant's directory.
     ``dask``: for a trace or logdir, where its hosts are analysed -- a Dask scheduler's address
     (``tcp://host:8786``) or a ``distributed.Client`` (None: a local process pool); ignored for a run
-    directory (``report``'s analysis).
+    directory (``report``'s analysis).  ``progress``: called as each host is done (hosts done, hosts in
+    all, its name, its :class:`~tfprof_towers.trace.pod.HostFailure` or None), as ``analyze`` shows it.
 
     Raises :class:`~tfprof_towers.TraceError` (a path that is missing, a symbolic link loop, a FIFO
     or a device, no profile in a folder, a trace that cannot be read) and its base class
@@ -347,7 +349,7 @@ def load(path: Path | str, run: str | None = None, dask: Any = None) -> Profile:
         if run is not None:
             raise TowersError(f"--run {run}: does not apply to one variant's directory ({p})")
         return load_run(q.parent.parent, only=q.name)
-    return load_trace(p, run, dask)
+    return load_trace(p, run, dask, progress)
 
 
 def trace_label(path: Path) -> str:
@@ -358,14 +360,15 @@ def trace_label(path: Path) -> str:
     return name or str(path)
 
 
-def load_trace(path: Path, run: str | None = None, dask: Any = None) -> Profile:
-    """A trace file or a logdir, analysed host by host (``dask``: :func:`load`); the merged analysis of
-    every event is left for the ``events`` and ``memory`` frames to build."""
+def load_trace(path: Path, run: str | None = None, dask: Any = None,
+               progress: Callable[..., None] | None = None) -> Profile:
+    """A trace file or a logdir, analysed host by host (``dask``, ``progress``: :func:`load`); the merged
+    analysis of every event is left for the ``events`` and ``memory`` frames to build."""
     from tfprof_towers.trace.executors import analyze_pod
     from tfprof_towers.xplane.memory import prefer_heap
 
     prefer_heap()
-    pod = analyze_pod(path, run, executor=dask)
+    pod = analyze_pod(path, run, executor=dask, progress=progress)
     skip = tuple(f.name for f in pod.failures)  # the merged events leave out the hosts that failed
     part = Part(trace_label(path), pod=pod, merged=partial(merged_analysis, path, run, skip))
     return Profile(str(path), TRACE, (part,), None, pod.trace_notes)

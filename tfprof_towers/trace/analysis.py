@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +20,7 @@ from tfprof_towers.trace.idle import IDLE_KINDS
 from tfprof_towers.trace.links import Link, links, links_frame
 from tfprof_towers.trace.load import Trace
 from tfprof_towers.trace.memory import DeviceMemory, device_memory, memory_doc
+from tfprof_towers.trace.producer import Producer
 from tfprof_towers.trace.steps import StepSources, StepTable, apart, step_times
 from tfprof_towers.trace.tasks import task_steps
 from tfprof_towers.vocab.categories import (
@@ -90,27 +91,43 @@ class Analysis:
     def to_doc(self, per_step: bool = False) -> dict[str, Any]:
         """The JSON document; ``per_step`` divides every count, time and byte figure by the steps."""
         scale = 1.0 / self.n_steps if per_step and self.n_steps else 1.0
-        step_s = self.step_time_ps / _PS
-        doc: dict[str, Any] = {
-            "source": self.trace.source,
-            "producer": self.trace.producer.to_json(),
-            "steps": self.n_steps,
-            "step_numbers": self.trace.step_table.step.tolist(),
-            "window": self.trace.window,
-            "per_step": bool(per_step),
-            "step_time_s": step_s.tolist(),
-            "step_time_avg_s": float(step_s.mean()) if step_s.size else 0.0,
-            "idle_accelerators": list(self.idle_accelerators),
-            "unread_planes": dict(self.trace.unread),
-            "devices": devices_doc(self.breakdown, scale),
-            "links": links_doc(self.link_rows, scale),
-            "tasks": task_steps(self.trace),
-            "memory": memory_doc(self.memory),
-            "notes": [*self.trace.notes, *self.step_notes()],
-        }
-        if self.kind:
-            doc["kind"] = self.kind
-        return doc
+        t = self.trace
+        return trace_doc(t.source, t.producer, t.step_table, t.window, per_step, self.step_time_ps,
+                         self.idle_accelerators, t.unread, devices_doc(self.breakdown, scale),
+                         links_doc(self.link_rows, scale), task_steps(t), self.memory,
+                         [*t.notes, *self.step_notes()], self.kind)
+
+
+def trace_doc(source: str, producer: Producer, steps: StepTable, window: str, per_step: bool,
+              step_time_ps: np.ndarray, idle_accelerators: Sequence[str], unread: Mapping[str, str],
+              devices: dict[str, Any], links: list[dict[str, Any]], tasks: list[dict[str, Any]],
+              memory: Sequence[DeviceMemory], notes: list[str], kind: str | None,
+              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``analyze --json``'s document (docs/output.md) of one analysis or of a pod's reduce
+    (:mod:`.pod`, whose ``hosts`` and ``failed_hosts`` are ``extra``, before the notes): ``devices`` and
+    ``links`` already scaled as ``per_step`` says."""
+    step_s = step_time_ps / _PS
+    doc: dict[str, Any] = {
+        "source": source,
+        "producer": producer.to_json(),
+        "steps": len(steps),
+        "step_numbers": steps.step.tolist(),
+        "window": window,
+        "per_step": bool(per_step),
+        "step_time_s": step_s.tolist(),
+        "step_time_avg_s": float(step_s.mean()) if step_s.size else 0.0,
+        "idle_accelerators": list(idle_accelerators),
+        "unread_planes": dict(unread),
+        "devices": devices,
+        "links": links,
+        "tasks": tasks,
+        "memory": memory_doc(memory),
+        **(extra or {}),
+        "notes": notes,
+    }
+    if kind:
+        doc["kind"] = kind
+    return doc
 
 
 def step_notes(steps: StepTable, sources: StepSources) -> list[str]:

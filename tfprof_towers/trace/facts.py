@@ -62,8 +62,22 @@ def known_accelerators(analysis: Analysis) -> tuple[str, ...]:
     return tuple(sorted(shown, key=device_sort_key))
 
 
+class PerAccelerator:
+    """What the rules read of the per-accelerator table ``devices`` (:attr:`HostScan.devices`, or the
+    hosts' joined in :class:`TraceFacts`)."""
+
+    devices: pd.DataFrame
+
+    def per_step(self, device: str) -> int:
+        return int(self.devices.steps.get(device, 1)) if device in self.devices.index else 1
+
+    def wall_s(self, device: str, category: str) -> float:
+        d = self.devices
+        return float(d.at[device, category]) if category in d.columns and device in d.index else 0.0
+
+
 @dataclass(frozen=True, eq=False)
-class HostScan:
+class HostScan(PerAccelerator):
     """One analysis's events, scanned for the per-accelerator figures the trace rules share (made on
     first use); :meth:`HostFacts.of` keeps what the rules need of them."""
 
@@ -133,13 +147,6 @@ class HostScan:
         out["busy_s"] = out["window_s"] - out.get("idle", 0.0)
         out["steps"] = steps
         return out.loc[sorted(out.index, key=device_sort_key)]
-
-    def per_step(self, device: str) -> int:
-        return int(self.devices.steps.get(device, 1)) if device in self.devices.index else 1
-
-    def wall_s(self, device: str, category: str) -> float:
-        d = self.devices
-        return float(d.at[device, category]) if category in d.columns and device in d.index else 0.0
 
     @cached_property
     def copies(self) -> pd.DataFrame:
@@ -265,7 +272,7 @@ def host_waiting(f: HostScan | TraceFacts, min_idle_share: float, min_host_wait_
 
 
 @dataclass(frozen=True, eq=False)
-class TraceFacts:
+class TraceFacts(PerAccelerator):
     """What every trace rule reads: the hosts' :class:`HostFacts` joined, and the tasks' steps (built
     across hosts: :func:`~tfprof_towers.trace.tasks.task_steps`)."""
 
@@ -332,13 +339,6 @@ class TraceFacts:
             host_activity={k: v for h in hosts for k, v in h.host_activity.items()},
             kernel_ps=kernel_ps, memory=sort_memory([m for h in hosts for m in h.memory]),
             tasks=[dict(t) for t in tasks])
-
-    def per_step(self, device: str) -> int:
-        return int(self.devices.steps.get(device, 1)) if device in self.devices.index else 1
-
-    def wall_s(self, device: str, category: str) -> float:
-        d = self.devices
-        return float(d.at[device, category]) if category in d.columns and device in d.index else 0.0
 
 
 def launch_times(analysis: Analysis, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

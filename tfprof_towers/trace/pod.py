@@ -24,21 +24,28 @@ for (``load(...).events``): at pod size they are the one thing that does not fit
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tfprof_towers.trace.analysis import Analysis, analyze_trace, devices_doc, links_doc, step_notes
+from tfprof_towers.trace.analysis import (
+    Analysis,
+    analyze_trace,
+    devices_doc,
+    links_doc,
+    step_notes,
+    trace_doc,
+)
 from tfprof_towers.trace.attribute import Breakdown
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, HostFacts, TraceFacts
 from tfprof_towers.trace.hosts import CLOCK_NOTE
 from tfprof_towers.trace.links import Link, LinkParts, join_links, link_parts
 from tfprof_towers.trace.load import Host, read_trace, trace_from_bytes
-from tfprof_towers.trace.memory import DeviceMemory, memory_doc, sort_memory, timelines
+from tfprof_towers.trace.memory import DeviceMemory, sort_memory, timelines
 from tfprof_towers.trace.producer import Producer, combine
 from tfprof_towers.trace.steps import StepSources, StepTable, step_times
 from tfprof_towers.trace.tasks import host_collective_ps, tasks_doc
@@ -62,9 +69,6 @@ class HostJob:
     cutoffs: Cutoffs = DEFAULT_CUTOFFS
     threads: int | None = None  # decoding threads (None: the reader's default)
     data: bytes | None = None  # the file's bytes, sent to a worker that cannot read ``file``
-
-    def without_data(self) -> HostJob:
-        return replace(self, data=None)
 
 
 @dataclass(frozen=True)
@@ -92,24 +96,16 @@ class HostResult:
     window: str
     sources: StepSources
     device_steps: dict[str, StepTable]
-    hostnames: tuple[str, ...]
     notes: tuple[str, ...]
-    planes: tuple[str, ...]
     producer: Producer
     unread: dict[str, str]
     breakdown: Breakdown
-    devices: dict[str, Any]  # :func:`~.analysis.devices_doc` (no per-step scaling)
     links: LinkParts
     idle_accelerators: tuple[str, ...]
     memory: tuple[DeviceMemory, ...]
     timelines: dict[str, tuple[list[float], list[int]]]
     collective_ps: np.ndarray  # per window of ``steps``: time in collectives
     facts: HostFacts
-    events: int
-
-    @property
-    def host(self) -> Host:
-        return Host(self.name, self.task, self.steps, self.window)
 
 
 def analyse_host(analysis: Analysis, name: str, task: str, file: str,
@@ -119,12 +115,11 @@ def analyse_host(analysis: Analysis, name: str, task: str, file: str,
     t = analysis.trace
     return HostResult(
         name=name, task=task, file=file, origin_ns=t.origin_ns, steps=t.step_table, window=t.window,
-        sources=t.step_sources, device_steps=dict(t.device_steps), hostnames=t.hostnames, notes=t.notes,
-        planes=t.planes, producer=t.producer, unread=dict(t.unread), breakdown=analysis.breakdown,
-        devices=devices_doc(analysis.breakdown), links=link_parts(t, edge_bytes),
+        sources=t.step_sources, device_steps=dict(t.device_steps), notes=t.notes, producer=t.producer,
+        unread=dict(t.unread), breakdown=analysis.breakdown, links=link_parts(t, edge_bytes),
         idle_accelerators=analysis.idle_accelerators, memory=analysis.memory,
         timelines=timelines(t.memory, analysis.memory), collective_ps=host_collective_ps(t),
-        facts=HostFacts.of(analysis, cutoffs), events=int(t.columns.n),
+        facts=HostFacts.of(analysis, cutoffs),
     )
 
 
@@ -223,9 +218,9 @@ class PodAnalysis:
             return self.results[0].producer
         return combine([r.producer for r in self.results])
 
-    @cached_property
-    def devices(self) -> dict[str, Any]:
-        merged = {d: v for r in self.results for d, v in r.devices.items()}
+    def devices(self, scale: float = 1.0) -> dict[str, Any]:
+        """The hosts' :func:`~.analysis.devices_doc` (each figure times ``scale``), sorted by device."""
+        merged = {d: v for r in self.results for d, v in devices_doc(r.breakdown, scale).items()}
         return {d: merged[d] for d in sorted(merged, key=device_sort_key)}
 
     @cached_property
@@ -285,56 +280,17 @@ class PodAnalysis:
             notes += [n for n in r.notes if n not in notes]
         return tuple(notes)
 
-    @property
-    def events(self) -> int:
-        return sum(r.events for r in self.results)
-
     def to_doc(self, per_step: bool = False) -> dict[str, Any]:
         """``analyze --json``'s document (format: :mod:`tfprof_towers.trace`); ``per_step`` divides every
         count, time and byte figure by the steps."""
         n = self.n_steps
         scale = 1.0 / n if per_step and n else 1.0
-        step_s = self.step_time_ps / _PS
-        devices = self.devices if scale == 1.0 else _scaled_devices(self.devices, scale)
-        doc: dict[str, Any] = {
-            "source": self.source,
-            "producer": self.producer.to_json(),
-            "steps": n,
-            "step_numbers": self.step_table.step.tolist(),
-            "window": self.window,
-            "per_step": bool(per_step),
-            "step_time_s": step_s.tolist(),
-            "step_time_avg_s": float(step_s.mean()) if step_s.size else 0.0,
-            "idle_accelerators": list(self.idle_accelerators),
-            "unread_planes": dict(self.unread),
-            "devices": devices,
-            "links": links_doc(self.link_rows, scale),
-            "tasks": self.tasks,
-            "memory": memory_doc(self.memory),
-            "hosts": len(self.results) + len(self.failures),
-            "failed_hosts": [f.to_json() for f in self.failures],
-            "notes": [*self.trace_notes, *step_notes(self.step_table, self.sources)],
-        }
-        if self.kind:
-            doc["kind"] = self.kind
-        return doc
-
-
-def _scaled_devices(devices: dict[str, Any], scale: float) -> dict[str, Any]:
-    def num(x: Any) -> Any:
-        v = x * scale
-        return int(v) if float(v).is_integer() else float(v)
-
-    out = {}
-    for dev, d in devices.items():
-        tot = {c: {k: (num(v) if k in ("count", "bytes") else v * scale) for k, v in e.items()}
-               for c, e in d["total"].items()}
-        entry = {"window_s": d["window_s"] * scale, "total": tot,
-                 "wall": {c: s * scale for c, s in d["wall"].items()}}
-        if "idle_split" in d:
-            entry["idle_split"] = {k: s * scale for k, s in d["idle_split"].items()}
-        out[dev] = entry
-    return out
+        return trace_doc(self.source, self.producer, self.step_table, self.window, per_step,
+                         self.step_time_ps, self.idle_accelerators, self.unread, self.devices(scale),
+                         links_doc(self.link_rows, scale), self.tasks, self.memory,
+                         [*self.trace_notes, *step_notes(self.step_table, self.sources)], self.kind,
+                         {"hosts": len(self.results) + len(self.failures),
+                          "failed_hosts": [f.to_json() for f in self.failures]})
 
 
 __all__ = ["HostFailure", "HostJob", "HostResult", "PodAnalysis", "map_host"]
