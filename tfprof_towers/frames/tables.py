@@ -166,7 +166,7 @@ def pod_device_hosts(pod: PodAnalysis) -> dict[str, str]:
     """Each device of the hosts' breakdowns, links and allocators: its host's name."""
     out: dict[str, str] = {}
     for r in pod.results:
-        out.update(dict.fromkeys([*r.breakdown.devices, *(m.device for m in r.memory)], r.name))
+        out.update(dict.fromkeys([*r.breakdown.devices, *(m.device for m in r.facts.memory)], r.name))
     return out
 
 

@@ -33,13 +33,12 @@ import numpy as np
 
 from tfprof_towers.trace.analysis import (
     Analysis,
-    analyze_trace,
     devices_doc,
     links_doc,
     step_notes,
     trace_doc,
 )
-from tfprof_towers.trace.attribute import Breakdown
+from tfprof_towers.trace.attribute import Breakdown, attribute
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, HostFacts, TraceFacts
 from tfprof_towers.trace.hosts import CLOCK_NOTE
@@ -97,27 +96,23 @@ class HostResult:
     sources: StepSources
     device_steps: dict[str, StepTable]
     notes: tuple[str, ...]
-    producer: Producer
     unread: dict[str, str]
     breakdown: Breakdown
     links: LinkParts
-    idle_accelerators: tuple[str, ...]
-    memory: tuple[DeviceMemory, ...]
     timelines: dict[str, tuple[list[float], list[int]]]
     collective_ps: np.ndarray  # per window of ``steps``: time in collectives
-    facts: HostFacts
+    facts: HostFacts  # the rules' facts; also its producer, idle accelerators and allocators' peaks
 
 
-def analyse_host(analysis: Analysis, name: str, task: str, file: str,
-                 edge_bytes: Mapping[str, int] | None = None, cutoffs: Cutoffs = DEFAULT_CUTOFFS
-                 ) -> HostResult:
-    """A :class:`HostResult` of one host's analysis (``edge_bytes``: the run's, as it was analysed with)."""
+def analyse_host(analysis: Analysis, name: str, task: str, file: str, links: LinkParts,
+                 cutoffs: Cutoffs = DEFAULT_CUTOFFS) -> HostResult:
+    """A :class:`HostResult` of one host's analysis (``links``: its link parts, which its ``link_rows``
+    were joined from)."""
     t = analysis.trace
     return HostResult(
         name=name, task=task, file=file, origin_ns=t.origin_ns, steps=t.step_table, window=t.window,
-        sources=t.step_sources, device_steps=dict(t.device_steps), notes=t.notes, producer=t.producer,
-        unread=dict(t.unread), breakdown=analysis.breakdown, links=link_parts(t, edge_bytes),
-        idle_accelerators=analysis.idle_accelerators, memory=analysis.memory,
+        sources=t.step_sources, device_steps=dict(t.device_steps), notes=t.notes,
+        unread=dict(t.unread), breakdown=analysis.breakdown, links=links,
         timelines=timelines(t.memory, analysis.memory), collective_ps=host_collective_ps(t),
         facts=HostFacts.of(analysis, cutoffs),
     )
@@ -144,9 +139,10 @@ def _map_host(job: HostJob) -> HostResult:
         trace = trace_from_bytes(job.data, job.file, job.node_devices, job.prefix)
     else:
         trace = read_trace(Path(job.file), job.node_devices, job.prefix, 0, job.threads)
-    analysis = analyze_trace(trace, job.kind, job.edge_bytes)
+    parts = link_parts(trace, job.edge_bytes)  # once: the analysis's links are these, joined
+    analysis = Analysis(trace, attribute(trace), tuple(join_links([parts], job.kind)), job.kind)
     del trace
-    return analyse_host(analysis, job.name, job.prefix, job.file, job.edge_bytes, job.cutoffs)
+    return analyse_host(analysis, job.name, job.prefix, job.file, parts, job.cutoffs)
 
 
 #: A progress callback: (hosts done, hosts in all, the host just done, its failure or None).
@@ -215,8 +211,8 @@ class PodAnalysis:
     @cached_property
     def producer(self) -> Producer:
         if len(self.results) == 1:
-            return self.results[0].producer
-        return combine([r.producer for r in self.results])
+            return self.results[0].facts.producer
+        return combine([r.facts.producer for r in self.results])
 
     def devices(self, scale: float = 1.0) -> dict[str, Any]:
         """The hosts' :func:`~.analysis.devices_doc` (each figure times ``scale``), sorted by device."""
@@ -229,7 +225,8 @@ class PodAnalysis:
 
     @cached_property
     def idle_accelerators(self) -> tuple[str, ...]:
-        return tuple(sorted({d for r in self.results for d in r.idle_accelerators}, key=device_sort_key))
+        idle = {d for r in self.results for d in r.facts.idle_accelerators}
+        return tuple(sorted(idle, key=device_sort_key))
 
     @cached_property
     def unread(self) -> dict[str, str]:
@@ -237,7 +234,7 @@ class PodAnalysis:
 
     @cached_property
     def memory(self) -> tuple[DeviceMemory, ...]:
-        return sort_memory([m.shifted(self.delta_ps(r)) for r in self.results for m in r.memory])
+        return sort_memory([m.shifted(self.delta_ps(r)) for r in self.results for m in r.facts.memory])
 
     @cached_property
     def timelines(self) -> dict[str, tuple[list[float], list[int]]]:
