@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from tfprof_towers.rundir.paths import (
     atomic_write_text,
+    CLAIM_FILE,
     claim_out_dir,
     new_run_dir,
     point_latest,
     read_json,
+    release_out_dir,
     write_json,
 )
 from tfprof_towers.vocab.errors import TowersError
@@ -54,6 +57,40 @@ def test_claim_out_dir(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(TowersError, match="not a directory"):
         claim_out_dir(tmp_path / "file")
+
+
+def test_claim_out_dir_is_held_until_released(tmp_path: Path) -> None:
+    """A second claim of a folder a run holds is refused, even while that folder is still empty."""
+    for out in (tmp_path / "new", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        assert claim_out_dir(out) == out
+        with pytest.raises(TowersError, match="another run is writing into this directory") as exc:
+            claim_out_dir(out)
+        assert "\n" not in str(exc.value)
+        release_out_dir(out)
+        assert list(out.iterdir()) == []
+        assert claim_out_dir(out) == out  # released while still empty: free again
+        release_out_dir(out)
+
+
+def test_a_refused_claim_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "full"
+    out.mkdir()
+    (out / "f").write_text("x")
+    with pytest.raises(TowersError, match="not empty"):
+        claim_out_dir(out)
+    assert [p.name for p in out.iterdir()] == ["f"]
+    assert not (out / CLAIM_FILE).exists()
+
+
+def test_point_latest_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
+    a = new_run_dir(tmp_path, dt.datetime(2026, 11, 30, 12, 0, 0))
+    b = new_run_dir(tmp_path, dt.datetime(2026, 11, 30, 12, 0, 0))
+    point_latest(tmp_path, a)
+    point_latest(tmp_path, b)
+    assert os.readlink(tmp_path / "latest") == b.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([a.name, b.name, "latest"])
 
 
 def test_read_json_errors_are_one_line(tmp_path: Path) -> None:

@@ -204,20 +204,71 @@ def new_run_dir(reports: Path, now: _dt.datetime | None = None) -> Path:
     raise TowersError(f"{reports}: could not create a new run directory")
 
 
+#: The file that marks an ``--out`` directory as taken by a run, created exclusively (``O_EXCL``) so
+#: that of two runs started together on one folder exactly one gets it; removed when that run ends.
+CLAIM_FILE = ".tfprof-towers-run"
+
+
 def claim_out_dir(out: Path) -> Path:
-    """Use an explicit ``--out DIR``: it must not exist yet or be empty."""
+    """Take an explicit ``--out DIR`` for this run: it must not exist yet or be empty.
+
+    The claim is atomic: the folder is created if missing, then :data:`CLAIM_FILE` is created in it
+    exclusively, so of two runs started together on one folder one wins and the other is refused
+    (a check followed by ``mkdir(exist_ok=True)`` let both write into it).  The winner calls
+    :func:`release_out_dir` when it ends.
+    """
     out = Path(out)
-    if out.exists():
-        if not out.is_dir():
-            raise TowersError(f"--out {out}: exists and is not a directory")
-        if any(out.iterdir()):
-            raise TowersError(f"--out {out}: directory is not empty; a run never overwrites an earlier one")
+    _refuse_taken(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file appeared there since the check
+        _refuse_taken(out)
+        raise TowersError(f"--out {out}: exists and is not a directory") from None
     except OSError as exc:
         raise TowersError(f"--out {out}: cannot create directory ({exc.strerror})") from None
-    check_writable(out)
+    claim = out / CLAIM_FILE
+    try:
+        fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise TowersError(_in_use(out)) from None
+    except OSError as exc:
+        raise TowersError(f"{out}: not writable ({exc.strerror or exc})") from None
+    try:
+        os.write(fd, f"{os.getpid()} {utc_now()}\n".encode())
+    finally:
+        os.close(fd)
+    try:
+        if [p.name for p in out.iterdir() if p.name != CLAIM_FILE]:  # filled before the claim
+            raise TowersError(f"--out {out}: directory is not empty; a run never overwrites an earlier one")
+        check_writable(out)
+    except BaseException:
+        release_out_dir(out)
+        raise
     return out
+
+
+def _refuse_taken(out: Path) -> None:
+    """Refuse ``out`` when it is a file, or a folder that already holds something (a run's, or another)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise TowersError(f"--out {out}: exists and is not a directory")
+    names = [p.name for p in out.iterdir()]
+    if CLAIM_FILE in names:
+        raise TowersError(_in_use(out))
+    if names:
+        raise TowersError(f"--out {out}: directory is not empty; a run never overwrites an earlier one")
+
+
+def _in_use(out: Path) -> str:
+    return (f"--out {out}: another run is writing into this directory; a run never shares its directory "
+            f"(remove {out / CLAIM_FILE} if no run is using it)")
+
+
+def release_out_dir(out: Path) -> None:
+    """Remove the claim :func:`claim_out_dir` made on ``out`` (the run ended, or was refused)."""
+    with contextlib.suppress(OSError):
+        (Path(out) / CLAIM_FILE).unlink()
 
 
 def check_writable(folder: Path) -> None:
@@ -232,17 +283,27 @@ def check_writable(folder: Path) -> None:
 
 
 def point_latest(reports: Path, run_dir: Path) -> None:
-    """Make ``reports/latest`` a symlink to ``run_dir`` (replaced atomically)."""
+    """Make ``reports/latest`` a symlink to ``run_dir``, replaced atomically (a rename over it).
+
+    The link is made under a name no other process can pick (``mkdtemp``'s), so two runs ending
+    together each replace ``latest`` whole: it names one of them, never a half-made link.
+    """
     reports = Path(reports)
-    link = reports / "latest"
-    tmp = reports / f".latest.{os.getpid()}"
     try:
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        os.symlink(Path(run_dir).name, tmp)
-        os.replace(tmp, link)
+        holder = Path(tempfile.mkdtemp(prefix=".latest.", dir=reports))
     except OSError:
-        pass  # a filesystem without symlinks still gets its run directory
+        return  # a read-only reports folder: the run directory is still there
+    tmp = holder / "latest"
+    try:
+        os.symlink(Path(run_dir).name, tmp)
+        os.replace(tmp, reports / "latest")
+    except OSError:
+        pass  # a filesystem without symlinks, or a ``latest`` that is a real folder: the run is still there
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        with contextlib.suppress(OSError):
+            holder.rmdir()
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from tfprof_towers.rundir.paths import (
     missing_dirs,
     new_run_dir,
     point_latest,
+    release_out_dir,
     remove_empty,
     save_json,
     utc_now,
@@ -98,10 +99,25 @@ def run_profile(options: ProfileOptions, targets: ProfileTargets, view: ProfileV
         raise TowersError("--cluster needs --out DIR: the run directory every task is started with "
                           "(tfprof-towers worker ... --run-dir DIR), on a filesystem every machine shares")
     made = missing_dirs(targets.out if targets.out is not None else targets.reports)
+    if targets.out is None:
+        return _run_in(None, options, targets, view, t0, made)
     try:
-        if targets.out is not None:
-            run_path = claim_out_dir(targets.out)
-        else:
+        run_path = claim_out_dir(targets.out)
+    except BaseException:
+        remove_empty(made)  # what this run created; a folder another run holds has its claim in it
+        raise
+    try:
+        return _run_in(run_path, options, targets, view, t0, made)
+    finally:
+        release_out_dir(run_path)
+
+
+def _run_in(run_path: Path | None, options: ProfileOptions, targets: ProfileTargets, view: ProfileView,
+            t0: float, made: list[Path]) -> int:
+    """Run into ``run_path`` (claimed), or into a new directory under ``targets.reports`` when None."""
+    claimed = run_path
+    try:
+        if run_path is None:
             try:
                 run_path = new_run_dir(targets.reports)
             except OSError as exc:
@@ -114,6 +130,8 @@ def run_profile(options: ProfileOptions, targets: ProfileTargets, view: ProfileV
             return _capture_and_report(options, targets, RunDir(run_path), view, t0)
     except BaseException:
         # refused before the run started (a nearly full disk), or Ctrl-C before run.json: leave nothing
+        if claimed is not None:
+            release_out_dir(claimed)
         remove_empty(made)
         raise
 
