@@ -30,8 +30,10 @@ def test_tensorflow_on_nvidia_from_threads_executor_and_launch_calls() -> None:
     assert p.evidence == ("TensorFlow host threads: `tf_Compute/1`",
                           "TensorFlow executor/function events: `ExecutorState::Process`",
                           "TensorFlow ops on the host (node:OpType): `dense/MatMul:MatMul`",
+                          "framework confidence: high -- signs only TensorFlow writes",
                           "CUDA launch/API calls on the host: `cudaLaunchKernel`",
-                          "CUDA kernel names: `volta_sgemm_128x64_nn`")
+                          "CUDA kernel names: `volta_sgemm_128x64_nn`",
+                          "vendor confidence: high -- the host's launch calls")
 
 
 def test_jax_on_amd_from_pjit_hip_calls_and_kd_kernels() -> None:
@@ -39,8 +41,10 @@ def test_jax_on_amd_from_pjit_hip_calls_and_kd_kernels() -> None:
                         ["PjitFunction(step)", "hipModuleLaunchKernel"], ["loop_fusion.kd"])
     assert (p.framework, p.vendor) == ("jax", "amd")
     assert p.evidence == ("JAX events on the host: `PjitFunction(step)`",
+                          "framework confidence: high -- signs only JAX writes",
                           "HIP launch/API calls on the host: `hipModuleLaunchKernel`",
-                          "ROCm kernel names: `loop_fusion.kd`")
+                          "ROCm kernel names: `loop_fusion.kd`",
+                          "vendor confidence: high -- the host's launch calls")
 
 
 def test_tensorflow_on_amd_and_the_vendor_stat_wins_over_names() -> None:
@@ -57,7 +61,10 @@ def test_tpu_planes_and_pjrt_alone_is_jax() -> None:
         "PjRtCApiLoadedExecutable::Execute"])
     assert (p.framework, p.vendor) == ("jax", "google-tpu")
     assert p.evidence == ("PJRT client events and no TensorFlow sign: `PjRtCApiLoadedExecutable::Execute`",
-                          "TPU planes: `/device:TPU:0`, `/device:TPU:1` and 1 more")
+                          "framework confidence: low -- PJRT serves JAX and TensorFlow; no sign only one "
+                          "writes",
+                          "TPU planes: `/device:TPU:0`, `/device:TPU:1` and 1 more",
+                          "vendor confidence: high -- the trace's own TPU planes")
     # PJRT beside TensorFlow's signs: TensorFlow
     tf = detect_producer(["/device:TPU:0"], threads=["tf_Compute/1"], host_events=["PjRtClient::Compile"])
     assert tf.framework == "tensorflow"
@@ -77,7 +84,11 @@ def test_hosts_combine_agreeing_signs_and_unknown_where_they_disagree() -> None:
     b = Producer("jax", "amd", ("b", "a"))
     assert combine([a, b]) == Producer("jax", "amd", ("a", "b"))
     mixed = combine([Producer("jax", "amd"), Producer("tensorflow", "nvidia")])
-    assert mixed == Producer("unknown", "unknown")
+    assert mixed == Producer("unknown", "unknown", (
+        "framework confidence: conflicting -- the hosts disagree (jax, tensorflow); the advice is worded for "
+        "neither",
+        "vendor confidence: conflicting -- the hosts disagree (amd, nvidia); the advice is worded for "
+        "neither"))
 
 
 FIXTURES = {
@@ -254,11 +265,124 @@ def test_a_multi_host_logdir_has_one_producer_from_every_host(tmp_path) -> None:
     p = analyze_xplane(tmp_path).trace.producer
     assert (p.framework, p.vendor) == ("tensorflow", "nvidia")
     assert p.evidence == ("TensorFlow host threads: `tf_gpu_private_0/1`, `tf_Compute/2`",
+                          "tf.data input pipeline (used by TensorFlow and JAX alike, not counted): "
+                          "`tf_data_private/3`",
                           "CUDA launch/API calls on the host: `cudaLaunchKernel`",
                           "CUDA kernel names: `volta_sgemm`",
-                          "CUDA kernel names: `ampere_sgemm_64x64`")
+                          "CUDA kernel names: `ampere_sgemm_64x64`",
+                          "framework confidence: high -- signs only TensorFlow writes",
+                          "vendor confidence: high -- the host's launch calls")
 
 
 def test_describe_in_words() -> None:
     assert Producer("jax", "amd").describe() == "JAX on AMD GPUs (ROCm)"
     assert Producer("unknown", "google-tpu").describe() == "an unknown framework on Google TPUs"
+
+
+# ------------------------------------------------------------------ weighing: what only one writer writes
+
+
+def test_tf_data_is_shared_and_never_decides() -> None:
+    """A JAX job feeding from tf.data: JAX; tf.data alone tells nothing; its ops on the host do not count."""
+    threads = ["python3", "tf_data_private_threadpool/7"]
+    jax = detect_producer(["/host:CPU", "/device:GPU:0"], [{}, {}], threads,
+                          ["PjitFunction(step)", "Iterator::Root::Prefetch", "IteratorGetNextOp::DoCompute",
+                           "IteratorGetNext:IteratorGetNext", "ParallelMapDatasetV2:ParallelMapDatasetV2"],
+                          ["jit_step(3)"])
+    assert jax.framework == "jax"
+    assert jax.evidence[:4] == (
+        "JAX events on the host: `PjitFunction(step)`", "jax.jit programs: `jit_step(3)`",
+        "tf.data input pipeline (used by TensorFlow and JAX alike, not counted): "
+        "`tf_data_private_threadpool/7`",
+        "framework confidence: high -- signs only JAX writes")
+    alone = detect_producer(["/device:GPU:0"], [{}], ["tf_data_private_threadpool/7"], ["Iterator::Root"])
+    assert alone.framework == "unknown"
+    assert alone.evidence[-1] == "framework confidence: none -- only signs both frameworks write"
+    # a TensorFlow op inside a scope named jit_...: not a jax.jit program
+    tf = detect_producer(["/device:GPU:0"], [{}], [], ["jit_scope/MatMul:MatMul"], ["jit_scope/MatMul"])
+    assert tf.framework == "tensorflow" and not any("jax" in e for e in tf.evidence)
+
+
+def test_signs_of_both_frameworks_are_a_conflict_worded_for_neither() -> None:
+    p = detect_producer(["/device:GPU:0"], [{}], ["tf_Compute/1"],
+                        ["PjitFunction(step)", "__inference_f_12"])
+    assert p.framework == "unknown"
+    assert p.evidence[-1] == ("framework confidence: conflicting -- signs only TensorFlow writes and signs "
+                              "only JAX writes; the advice is worded for neither")
+    text = suggestion("launch_bound", p)
+    assert not fits(text, Producer("unknown", "unknown")) and "tf." not in text and "jax." not in text
+
+
+def test_vendor_signs_are_weighed_not_counted() -> None:
+    """Planes with a CUDA compute capability outweigh a ROCm kernel name, and a HIP call; launch calls
+    outweigh kernel names; two vendors at the same weight are a conflict."""
+    cc = [{"compute_cap_major": 7, "compute_cap_minor": 0}] * 8
+    gpus = [f"/device:GPU:{i}" for i in range(8)]
+    many_amd_names = ["Cijk_Ailk_Bljk_SB_MT64x64x8.kd", "loop_fusion.kd", "__amd_rocclr_copyBuffer.kd"]
+    p = detect_producer(gpus, cc, [], ["hipLaunchKernel"], many_amd_names)
+    assert p.vendor == "nvidia"
+    assert p.evidence == (
+        "8 GPU planes carry a CUDA compute capability (7.0) and no device_vendor stat: the form TensorFlow's "
+        "CUDA tracer writes",
+        "not counted, outweighed by the GPU planes' own stats: HIP launch/API calls on the host: "
+        "`hipLaunchKernel`",
+        "not counted, outweighed by the GPU planes' own stats: ROCm kernel names: "
+        "`Cijk_Ailk_Bljk_SB_MT64x64x8.kd`, `loop_fusion.kd`",
+        "vendor confidence: high -- the GPU planes' own stats")
+    launch = detect_producer(["/device:GPU:0"], [{}], [], ["cudaLaunchKernel"], many_amd_names)
+    assert launch.vendor == "nvidia"
+    assert launch.evidence[-1] == "vendor confidence: high -- the host's launch calls"
+    both = detect_producer(["/device:GPU:0"], [{}], [], [], ["volta_sgemm", "loop_fusion.kd"])
+    assert both.vendor == "unknown" and both.evidence[-1].startswith("vendor confidence: conflicting -- ")
+    names = detect_producer(["/device:GPU:0"], [{}], [], [], ["loop_fusion.kd"])
+    assert names.vendor == "amd"
+    assert names.evidence[-1] == "vendor confidence: low -- kernel names only, which any library can mimic"
+    stat = detect_producer(["/device:GPU:0"], [{"device_vendor": "AMD", "compute_cap_major": 9}], [],
+                           ["cudaLaunchKernel"], ["volta_sgemm"])
+    assert stat.vendor == "amd"
+
+
+def with_event(data: bytes, plane_name: str, line_name: str, event: str) -> bytes:
+    """``data`` (an XSpace) with one more line on ``plane_name`` holding one event named ``event``,
+    at the start of the plane's first line."""
+    from tfprof_towers.xplane.schema import XSpace
+
+    space = XSpace.FromString(data)
+    plane = next(p for p in space.planes if p.name == plane_name)
+    mid = max(plane.event_metadata, default=0) + 1
+    plane.event_metadata[mid].id, plane.event_metadata[mid].name = mid, event
+    first = next(ln for ln in plane.lines if ln.events)
+    line = plane.lines.add(id=max(ln.id for ln in plane.lines) + 1, name=line_name,
+                           timestamp_ns=first.timestamp_ns)
+    line.events.add(metadata_id=mid, offset_ps=first.events[0].offset_ps, duration_ps=1_000_000)
+    return space.SerializeToString()
+
+
+def fixture_bytes(name: str) -> bytes:
+    path = SHARED_FIXTURES / f"{name}.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (a fresh clone without ../shared/fixtures)")
+    return path.read_bytes()
+
+
+def test_a_real_jax_trace_with_a_tf_data_thread_stays_jax(tmp_path: Path) -> None:
+    data = with_event(fixture_bytes("jax_rocm_mi300x_gemm"), "/host:CPU", "tf_data_private_threadpool/7",
+                      "Iterator::Root::Prefetch")
+    a = analyze_xplane((tmp_path / "t.xplane.pb").write_bytes(data) and tmp_path / "t.xplane.pb")
+    p = a.trace.producer
+    assert (p.framework, p.vendor) == ("jax", "amd")
+    assert "framework confidence: high -- signs only JAX writes" in p.evidence
+    for f in evaluate_trace(a).findings:
+        assert not fits(f.suggestion, p), (f.rule, fits(f.suggestion, p))
+
+
+def test_the_8xv100_trace_with_one_rocm_kernel_name_stays_nvidia(tmp_path: Path) -> None:
+    data = with_event(fixture_bytes("gpu_multi_worker_8xV100"), "/device:GPU:4", "Stream #99(Compute)",
+                      "Cijk_Ailk_Bljk_SB_MT64x64x8_SN_1LDSB0.kd")
+    a = analyze_xplane((tmp_path / "t.xplane.pb").write_bytes(data) and tmp_path / "t.xplane.pb")
+    p = a.trace.producer
+    assert (p.framework, p.vendor) == ("tensorflow", "nvidia")
+    assert any(e.startswith("not counted, outweighed by the GPU planes' own stats: ROCm kernel names: `Cijk_")
+               for e in p.evidence)
+    idle = by_rule(evaluate_trace(a))["idle_accelerators"]
+    assert "CUDA_VISIBLE_DEVICES" in idle.suggestion and "HIP_VISIBLE_DEVICES" not in idle.suggestion

@@ -22,6 +22,9 @@ Changes of meaning so far:
 * Issue 25, who wrote the trace.  Every file only gained two keys: ``producer`` (the framework
   and vendor, with the evidence: TensorFlow on NVIDIA for both) and ``unread_planes`` (empty:
   every plane here is a host or a GPU).  Every number as before.
+* Weighed producer signs.  Only the producer's ``evidence`` changed: a line per decision's confidence,
+  the 8-GPU trace's tf.data threads named as shared (not counted), the count of GPU planes with a
+  compute capability.  Every number as before.
 """
 
 from __future__ import annotations
