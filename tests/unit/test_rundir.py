@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.rundir.paths import (
-    atomic_write_text,
     CLAIM_FILE,
+    atomic_write_text,
     claim_out_dir,
     new_run_dir,
     point_latest,

@@ -1,5 +1,6 @@
 """TPU-shaped traces built in code (testing/synth.py: ``tpu_trace``): every chip's compute from its ``XLA
-Ops`` line counted once (nested ops and the ``Async XLA Ops``/``XLA Modules`` lines never added), steps from
+Ops`` line counted once (each op by its self time, the innermost op owning each instant; the ``Async XLA
+Ops``/``XLA Modules`` lines never added), ops that started before the window clipped to it, steps from
 the ``Steps`` line or else the main module's runs, planes of kinds not read said so and never called idle;
 against XProf's overview page where it gives a figure.
 
@@ -45,9 +46,10 @@ def test_every_chip_counted_once_from_its_xla_ops_line() -> None:
     assert doc["producer"]["framework"] == "jax" and doc["producer"]["vendor"] == "google-tpu"
     for chip in CHIPS:
         d = doc["devices"][chip]
-        # outermost ops only: fusion.1 200 + while.2 400 (compute), all-reduce.5 100 (collective), per step
+        # every op once, by its self time: fusion.1 200 + while.2 30 (400 less its body's 370) + convolution.3
+        # 200 + fusion.4 170 (compute), all-reduce.5 100 (collective), per step
         assert {k: (t["count"], us(t["seconds"])) for k, t in d["total"].items() if t["count"]} == {
-            "compute": (6, 1800), "collective": (3, 300)}
+            "compute": (12, 1800), "collective": (3, 300)}
         assert us(d["wall"]["compute"]) == 1800 and us(d["wall"]["collective"]) == 300
         assert us(d["wall"]["idle"]) == 900 and us(d["window_s"]) == 3000
         busy = sum(v for k, v in d["wall"].items() if k != "idle")
@@ -146,5 +148,77 @@ def test_a_chip_counts_only_its_xla_ops_line_whatever_the_ids_and_names_say() ->
     assert doc["window"] == "modules" and doc["steps"] == 2
     d = doc["devices"]["/device:TPU:0"]
     assert {k: (t["count"], us(t["seconds"])) for k, t in d["total"].items() if t["count"]} == {
-        "compute": (2, 600)}
+        "compute": (4, 600)}  # each op once, by its self time: fusion.1 200 + fusion.2 100, per step
     assert us(d["wall"]["compute"]) == 600 and us(d["wall"]["idle"]) == 1200
+
+
+# ------------------------------------------------------------------ an on-device loop, events from the past
+
+
+def with_outer_op(b: TraceBuilder, chips: list[int], name: str, start_ps: int, dur_ps: int) -> TraceBuilder:
+    """``b`` with one more op on each of ``chips``' ``XLA Ops`` lines (ops of a line may nest)."""
+    for plane in b._planes:
+        if any(plane.proto.name == f"/device:TPU:{n}" for n in chips):
+            line = next(ln for ln in plane.proto.lines if ln.name == "XLA Ops")
+            line.events.add(metadata_id=plane.event_metadata_id(name),
+                            offset_ps=start_ps - line.timestamp_ns * 1000, duration_ps=dur_ps)
+    return b
+
+
+@pytest.mark.parametrize("start_us", [0, -5])
+def test_an_on_device_training_loop_is_busy_and_keeps_its_collectives(start_us: int) -> None:
+    """An outer ``while`` at or before the step window holding every step's ops: both chips busy the whole
+    window, their all-reduces still collective time, no chip idle and no idle finding."""
+    b = with_outer_op(tpu_trace(chips=2, steps=3), [0, 1], "while.99", start_us * 1_000_000, 3_100_000_000)
+    a = analyze_trace(trace_from_bytes(b.to_bytes()))
+    doc = a.to_doc()
+    assert doc["window"] == "steps-line" and doc["idle_accelerators"] == []
+    for n in (0, 1):
+        d = doc["devices"][f"/device:TPU:{n}"]
+        # the loop (until 3,095 us or later) covers the chip's window: its self time is what the steps'
+        # ops leave, compute; the all-reduces inside it stay collective
+        assert us(d["wall"]["collective"]) == 300 and us(d["wall"]["compute"]) == 2700
+        assert us(d["wall"]["idle"]) == 0 and us(d["window_s"]) == 3000
+        assert d["total"]["collective"]["count"] == 3 and us(d["total"]["collective"]["seconds"]) == 300
+    assert "idle_accelerators" not in {f.rule for f in evaluate_trace(a).findings}
+
+
+def test_an_event_from_far_in_the_past_is_clipped_to_the_window() -> None:
+    """One ``XLA Ops`` event at -1e12 ps lasting 2**62 ps on chip 0: chip 0 is busy for its window only (not
+    for 2**62 ps), its collectives still counted, and it is not idle."""
+    b = with_outer_op(tpu_trace(chips=2, steps=3), [0], "fusion.far", -10**12, 2**62)
+    a = analyze_trace(trace_from_bytes(b.to_bytes()))
+    doc = a.to_doc()
+    assert doc["idle_accelerators"] == []
+    chip0, chip1 = doc["devices"]["/device:TPU:0"], doc["devices"]["/device:TPU:1"]
+    assert us(chip0["window_s"]) == 3000 and us(chip0["wall"]["idle"]) == 0
+    assert us(chip0["wall"]["compute"]) == 2700 and us(chip0["wall"]["collective"]) == 300
+    assert us(chip1["wall"]["compute"]) == 1800 and us(chip1["wall"]["collective"]) == 300
+    assert "idle_accelerators" not in {f.rule for f in evaluate_trace(a).findings}
+
+
+def test_a_gpu_kernel_that_started_before_the_window_is_not_idle() -> None:
+    """The same on a GPU: a kernel running from before the first window through both is that GPU's work."""
+    from trace_kit import US as TUS
+    from trace_kit import two_gpu_trace
+
+    b = two_gpu_trace()
+    b.plane("/device:GPU:2").line("Stream #1(Compute)").event("volta_sgemm", -100 * TUS, 1100 * TUS)
+    a = analyze_trace(trace_from_bytes(b.to_bytes()))
+    doc = a.to_doc()
+    assert "/device:GPU:2" not in doc["idle_accelerators"]
+    assert us(doc["devices"]["/device:GPU:2"]["wall"]["compute"]) == 1000
+
+
+def test_nested_ops_self_pieces_cover_each_instant_once() -> None:
+    from tfprof_towers.trace.nesting import self_pieces, self_times
+
+    # an outer loop [0, 1000) holding fusion [20, 220), while [250, 650) (holding conv [260, 460) and
+    # fusion [470, 640)) and an all-reduce [700, 800); a twin of the all-reduce nests in it
+    start = np.array([20, 250, 260, 470, 700, 0, 700])
+    end = np.array([220, 650, 460, 640, 800, 1000, 800])
+    p = self_pieces(start, end)
+    assert self_times(7, p).tolist() == [200, 30, 200, 170, 0, 300, 100]
+    order = np.argsort(p.start)
+    s, e = p.start[order], p.end[order]
+    assert s[0] == 0 and e[-1] == 1000 and (s[1:] == e[:-1]).all()  # disjoint, no gap: each instant once

@@ -68,11 +68,15 @@ class Analysis:
     def idle_accelerators(self) -> tuple[str, ...]:
         """Accelerators the trace knows of (a device plane, even one without lines) that ran no kernel
         (``compute`` or ``collective``) in their step windows, sorted; a plane this tool cannot read
-        (``trace.unread``) is never among them."""
+        (``trace.unread``) is never among them.  A kernel counts where any of its time lies in a window
+        (the wall breakdown, clipped to the windows), also one that started before it: a TPU's
+        on-device loop, an event with a start far in the past."""
         b = self.breakdown
         t = b.totals
         kernels = np.isin(t.category, [EVENT_CATEGORIES.index(c) for c in ("compute", "collective")])
         busy = {b.devices[d] for d in np.unique(t.device[kernels & (t.count > 0)]).tolist()}
+        ran = b.wall_ps[:, :, [WALL_CATEGORIES.index(c) for c in ("compute", "collective")]].sum(axis=(1, 2))
+        busy.update(b.devices[d] for d in np.flatnonzero(ran > 0).tolist())
         known = dict.fromkeys([*self.trace.planes, *b.devices])
         unread = self.trace.unread
         idle = (d for d in known if is_accelerator_plane(d) and d not in busy and d not in unread)

@@ -21,6 +21,7 @@ it did not run being empty.  ``window_ps`` says how long each device's window of
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ import numpy as np
 
 from tfprof_towers.trace.idle import IDLE_KINDS, KERNEL_WAIT_PS, Launches, idle_split
 from tfprof_towers.trace.load import Trace
+from tfprof_towers.trace.nesting import self_pieces, self_times
 from tfprof_towers.trace.steps import DeviceEvents, StepTable, clip_to_windows, index_of, window_of
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
@@ -41,6 +43,8 @@ __all__ = ["WALL_CATEGORIES", "WALL_ORDER", "Breakdown", "attribute", "totals", 
 #: Per event category code: its rank in WALL_ORDER, -1 when it is not time.
 RANK = np.array([WALL_ORDER.index(c) if c in WALL_ORDER else -1 for c in EVENT_CATEGORIES], dtype=np.int8)
 _SAFE = 1 << 62
+#: A TPU chip (its ``XLA Ops`` line: ops that nest, read by self time, :mod:`.nesting`).
+TPU_CHIP = re.compile(r"(^|/)device:TPU:\d+$")
 
 
 @dataclass(frozen=True)
@@ -185,12 +189,13 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
             pos = index_of(steps, table.step)
             ok = np.flatnonzero(pos >= 0)
             at = pos[ok]
-        part = totals(ev, d, table)
+        wall_ev, own = nested(ev) if TPU_CHIP.search(devices[d]) else (ev, None)
+        part = totals(ev, d, table, own)
         if table is not steps:
             part = Totals(part.device, pos[part.window], part.category, part.count, part.dur_ps, part.bytes)
         parts.append(part)
         window[d, at] = table.window_ps[ok]
-        wall[d, at, :-1] = wall_times(ev, table)[ok]
+        wall[d, at, :-1] = wall_times(wall_ev, table)[ok]
         if accelerator[d]:
             idle[d, at] = idle_split(trace, ev, table, kernel_wait_ps, launches)[ok]
         del ev
@@ -201,21 +206,33 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
     return Breakdown(steps, devices, joined, wall, idle, accelerator, window)
 
 
+def nested(ev: DeviceEvents) -> tuple[DeviceEvents, np.ndarray]:
+    """A TPU chip's ops as the pieces of their self time (for the wall: the innermost op owns each
+    instant) and each op's self time (for the totals: every op counted once), :mod:`.nesting`."""
+    pieces = self_pieces(ev.start, ev.end)
+    i = pieces.src
+    window = np.full(i.size, -1, dtype=np.int64)  # a piece's window is searched (:func:`_clip_known`)
+    cut = DeviceEvents(ev.rows[i], ev.category[i], pieces.start, pieces.end, ev.step[i], ev.bytes[i], window)
+    return cut, self_times(ev.start.size, pieces)
+
+
 def per_device_empty() -> DeviceEvents:
     z = np.zeros(0, dtype=np.int64)
     return DeviceEvents(z, z.astype(np.int8), z, z, z, z, z)
 
 
-def totals(ev: DeviceEvents, device: int, steps: StepTable) -> Totals:
-    """Per step window and category of one device: count, summed duration and bytes (exact)."""
+def totals(ev: DeviceEvents, device: int, steps: StepTable, own: np.ndarray | None = None) -> Totals:
+    """Per step window and category of one device: count, summed duration and bytes (exact).
+    ``own``: per event, the time it counts for instead of its duration (a TPU op's self time)."""
     n_win, n_cat = max(len(steps), 1), len(EVENT_CATEGORIES)
     inside = ev.window >= 0
+    every = ev.end - ev.start if own is None else own
     if inside.all():  # the usual case: no event outside the windows
-        key, dur, nbytes = ev.window * n_cat + ev.category, ev.end - ev.start, ev.bytes
+        key, dur, nbytes = ev.window * n_cat + ev.category, every, ev.bytes
     else:
         at = np.flatnonzero(inside)
         key = ev.window[at] * n_cat + ev.category[at]
-        dur, nbytes = ev.end[at] - ev.start[at], ev.bytes[at]
+        dur, nbytes = every[at], ev.bytes[at]
     count = np.bincount(key, minlength=n_win * n_cat)
     dur = exact_sums(key, dur, n_win * n_cat)
     nbytes = exact_sums(key, nbytes, n_win * n_cat)

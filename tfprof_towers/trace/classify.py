@@ -28,8 +28,9 @@ numpy over their bytes (:mod:`.copies`).  Only the events of lines that are not 
 * TPU chips' planes (``/device:TPU:<n>``): their ``XLA Ops`` line is read as the chip's ops (the line
   XProf's op statistics read for TPUs; the reader keeps it, :data:`~tfprof_towers.xplane.tables.TPU_PLANE`),
   named like kernels (collective-looking names ``collective``, the rest ``compute``).  Ops on that line
-  nest (a ``while`` holds its body's ops): an op inside another op of the line is ``other`` (not time),
-  so a chip's compute is its outermost ops' time, counted once -- what XProf's self times add up to.
+  nest (a ``while`` holds its body's ops): every op keeps its category, and the breakdown counts each by
+  its self time, the innermost op owning each instant (:mod:`.nesting`) -- what XProf's self times add up
+  to, a collective inside a loop staying a collective.
   ``XLA Modules``, ``Async XLA Ops`` (XProf leaves that line out of op time too), ``XLA TraceMe`` and
   ``Steps`` stay derived: never time.
 * other planes: ``other``.
@@ -55,7 +56,6 @@ from tfprof_towers.trace.names import (
 )
 from tfprof_towers.vocab.device_names import canonical_device, task_of
 from tfprof_towers.xplane import DEVICE, HOST, RawSpace, StatColumn, Strings, used_codes
-from tfprof_towers.xplane.tables import TPU_OP_LINE, tpu_planes
 
 #: The stats classification, step windows and the launch join read (every other stat is skipped unread).
 STATS = ("step_num", "memcpy_details", "tf_op", "annotation", "key", "name", "kernel_type", "correlation_id")
@@ -125,7 +125,6 @@ def classify(
     device_plane = kind == DEVICE
     _kernel_ops(device_plane, stats["tf_op"], stats["annotation"], strings, tf_op, op_type)
     classify_copies(raw, device_plane, category, stats["memcpy_details"], nbytes, src, dst, prefix)
-    nested_tpu_ops(raw, category)
     return Classes(category, device, tf_op, op_type, nbytes, src, dst, edge)
 
 
@@ -282,23 +281,3 @@ def _thread_categories(raw: RawSpace, category: np.ndarray) -> None:
             continue
         kept = category[:k]
         kept[on[raw.event_line[:k]] & (kept == CAT["framework"])] = CAT[cat]
-
-
-def nested_tpu_ops(raw: RawSpace, category: np.ndarray) -> None:
-    """Ops of a TPU chip's ``XLA Ops`` line that lie inside another op of the line become ``other``
-    (module docstring): per line, events by start (longest first at a tie), an event ending no later
-    than the furthest end before it is nested."""
-    k = raw.n_kept
-    tpu = tpu_planes(raw.planes.names)
-    lines = [i for i, (nm, p) in enumerate(zip(raw.lines.names, raw.lines.plane.tolist()))
-             if nm == TPU_OP_LINE and tpu[p]]
-    for line in lines:
-        rows = np.flatnonzero(raw.event_line[:k] == line)
-        if rows.size < 2:
-            continue
-        start, end = raw.start_ps[rows], raw.start_ps[rows] + raw.dur_ps[rows]
-        order = np.lexsort((-end, start))
-        end_sorted = end[order]
-        reach = np.maximum.accumulate(end_sorted)
-        nested = np.r_[False, end_sorted[1:] <= reach[:-1]]
-        category[rows[order[nested]]] = CAT["other"]

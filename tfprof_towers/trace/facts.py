@@ -120,8 +120,13 @@ class HostScan(PerAccelerator):
 
     @cached_property
     def working(self) -> tuple[str, ...]:
-        """The accelerators that ran a kernel in the analysed windows."""
+        """The accelerators that ran a kernel in the analysed windows (one that started before a window
+        and runs into it too: the wall breakdown, clipped to the windows)."""
         ran = {str(d) for d in self.kernels.device.unique().tolist()}
+        d = self.devices
+        timed = [c for c in ("compute", "collective") if c in d.columns]
+        if timed:
+            ran.update(str(x) for x in d.index[d[timed].sum(axis=1) > 0].tolist())
         return tuple(d for d in self.accelerators if d in ran)
 
     @cached_property
