@@ -19,9 +19,10 @@ jobs' order: the reduce, hence every figure, does not depend on which one ran.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +32,7 @@ from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs
 from tfprof_towers.trace.hosts import _start_method, host_prefixes, idle_cores
 from tfprof_towers.trace.locate import host_name, locate_hosts
 from tfprof_towers.trace.pod import HostFailure, HostJob, HostResult, PodAnalysis, Progress, map_host
+from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.vocab.errors import TowersError, TraceError
 from tfprof_towers.xplane.parallel import decode_threads
@@ -100,8 +102,7 @@ class LocalPool:
         threads = max(1, min(decode_threads(), cores // workers))
         jobs = [replace(j, threads=threads) for j in jobs]
         out: list[Outcome | None] = [None] * len(jobs)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(),
-                                 initializer=_die_with_parent) as pool:
+        with process_pool(workers, _start_method(), _die_with_parent) as pool:  # Ctrl-C: stopped at once
             futures = {pool.submit(map_on_worker, j): i for i, j in enumerate(jobs)}
             pending = set(futures)
             done = 0
@@ -174,6 +175,7 @@ class DaskCluster:
     def map(self, jobs: Sequence[HostJob], progress: Progress | None = None) -> list[Outcome]:
         from distributed import as_completed
 
+        inflight: dict[Any, Any] = {}  # key -> future: what Ctrl-C cancels
         try:
             shared = self._workers_read(jobs)
             self.note = (f"hosts analysed on the Dask cluster at {self.address}: "
@@ -191,11 +193,12 @@ class DaskCluster:
             for _ in range(min(self._slots(), len(todo))):
                 i, job = todo.pop()
                 f = self.client.submit(map_on_worker, prepare(job), pure=False)
-                index[f.key] = i
+                index[f.key], inflight[f.key] = i, f
                 first.append(f)
             flow = as_completed(first, loop=self.client.loop)
             for done, f in enumerate(flow, 1):
                 i = index.pop(f.key)
+                inflight.pop(f.key, None)
                 try:
                     out[i] = f.result()
                 except Exception as e:
@@ -206,11 +209,20 @@ class DaskCluster:
                 if todo:
                     k, job = todo.pop()
                     g = self.client.submit(map_on_worker, prepare(job), pure=False)
-                    index[g.key] = k
+                    index[g.key], inflight[g.key] = k, g
                     flow.add(g)
             return [o for o in out if o is not None]
+        except BaseException:  # Ctrl-C, or an error: the cluster stops the hosts in flight now
+            self._cancel(list(inflight.values()))
+            raise
         finally:
             self.close()
+
+    def _cancel(self, futures: list[Any]) -> None:
+        """Cancel ``futures`` on the cluster (best effort: the command is leaving)."""
+        if futures:
+            with contextlib.suppress(Exception):
+                self.client.cancel(futures, force=True)
 
 
 def executor_for(target: Any = None) -> Executor:

@@ -27,7 +27,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from tfprof_towers.trace.columns import EventColumns, merge
 from tfprof_towers.trace.load import Host, Trace, read_trace
 from tfprof_towers.trace.locate import host_name, locate_hosts
 from tfprof_towers.trace.memory import MemoryEvents
+from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.trace.producer import combine
 from tfprof_towers.trace.steps import StepSources, StepTable
 from tfprof_towers.vocab.device_names import canonical_device
@@ -158,7 +158,7 @@ def read_hosts(
         os.makedirs(out, exist_ok=True)
     threads = max(1, min(decode_threads(), cores // workers))  # each process's share of the cores
     jobs = [(f, node_devices, p, i, out, threads) for i, (f, p, out) in enumerate(zip(files, prefixes, outs))]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
+    with process_pool(workers, _start_method()) as pool:  # Ctrl-C: stopped at once
         traces = list(pool.map(_read, jobs))
     return [_mapped(t, out) for t, out in zip(traces, outs)]
 
