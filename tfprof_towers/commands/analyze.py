@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
         from tfprof_towers.rundir.outputs import output_path
 
         output_path(args.html, [args.path], "--html")
+    if args.dask is not None:  # a bad address is refused before anything is read
+        from tfprof_towers.trace.executors import check_dask_address
+
+        check_dask_address(args.dask)
     with HostProgress() as progress:
         analysis = pod_of_path(args.path, run=args.run, executor=args.dask, progress=progress)
     doc = analysis.to_doc(per_step=False)

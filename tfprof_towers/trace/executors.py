@@ -20,7 +20,9 @@ jobs' order: the reduce, hence every figure, does not depend on which one ran.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import replace
@@ -35,6 +37,7 @@ from tfprof_towers.trace.pod import HostFailure, HostJob, HostResult, PodAnalysi
 from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.vocab.errors import TowersError, TraceError
+from tfprof_towers.vocab.textcap import visible
 from tfprof_towers.xplane.parallel import decode_threads
 
 Outcome = HostResult | HostFailure
@@ -131,9 +134,93 @@ def map_on_worker(job: HostJob) -> Outcome:
         return map_host(job)
 
 
+def _is_client(target: Any) -> bool:
+    """Whether ``target`` is a ``distributed.Client`` (without importing dask for an address)."""
+    return type(target).__module__.startswith("distributed") and hasattr(target, "submit")
+
+
+def _connect(client_type: Any, address: str) -> Any:
+    """A client of the scheduler at ``address``; a :class:`TowersError` of one line where none can be made,
+    and the half-made client closed at once (left to the garbage collector, its close would wait 20 s and
+    print a traceback at exit)."""
+    client = client_type.__new__(client_type)
+    try:
+        client.__init__(address, timeout="10s", set_as_default=False)
+    except Exception as e:  # OSError, TimeoutError, ValueError; TypeError from a transport's own checks
+        _discard(client)
+        why = " ".join(str(e).split()) or type(e).__name__
+        raise TowersError(f"--dask {visible(address)}: cannot reach a Dask scheduler there ({why})") from None
+    return client
+
+
+def _discard(client: Any) -> None:
+    """Stop a client whose start failed: its event loop thread ends, and its ``__del__`` has nothing left
+    to close."""
+    with contextlib.suppress(Exception):
+        client._loop_runner.stop()
+    with contextlib.suppress(Exception):
+        client.status = "closed"
+
+
 def _can_read(paths: Sequence[str]) -> bool:
     """On a worker: whether it can read every one of ``paths``."""
     return all(os.access(p, os.R_OK) and os.path.isfile(p) for p in paths)
+
+
+#: The schemes of a scheduler's network address (``inproc://`` names a scheduler inside one Python
+#: process, which a command line cannot reach).
+DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_DASK_ADDRESS = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<rest>.*)$", re.DOTALL)
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.%\w]+\]|[^\s/:\[\]@]+):(?P<port>[0-9]{1,5})$")
+#: How long the check waits for the scheduler's port to accept a connection.
+PROBE_S = 2.0
+
+
+def check_dask_address(text: str, probe: bool = True) -> str:
+    """``text`` as a Dask scheduler's address (``tcp://HOST:PORT``; a bare ``HOST:PORT`` is TCP), checked
+    before any client is made: its scheme, host and port, then (``probe``) that something accepts a
+    connection there within :data:`PROBE_S`.  A :class:`TowersError` of one line says what is wrong."""
+    shown = visible(repr(text) if not text.strip() else text)
+    m = _DASK_ADDRESS.match(text.strip())
+    scheme = (m.group("scheme") or "tcp").lower() if m else ""
+    rest = m.group("rest") if m else ""
+    example = "a scheduler's address is tcp://HOST:PORT, as `dask scheduler` prints it"
+    if not text.strip():
+        raise TowersError(f"--dask {shown}: an empty address; {example}")
+    if scheme == "inproc":
+        raise TowersError(f"--dask {shown}: inproc:// names a scheduler inside one Python process, which a "
+                          f"command cannot reach; {example}")
+    if scheme not in DASK_SCHEMES:
+        raise TowersError(f"--dask {shown}: unknown scheme {scheme!r} (Dask's are "
+                          f"{', '.join(s + '://' for s in DASK_SCHEMES)}); {example}")
+    if scheme == "ucx" and not any(importlib.util.find_spec(mod) for mod in ("distributed_ucxx", "ucp")):
+        raise TowersError(f"--dask {shown}: ucx:// needs UCX support for Dask (distributed-ucxx), which is "
+                          f"not installed; {example}")
+    hp = _HOST_PORT.match(rest)
+    if hp is None:
+        why = "no port" if ":" not in rest.rstrip("]") else "not HOST:PORT"
+        raise TowersError(f"--dask {shown}: {why}; {example} (an IPv6 host in brackets: [::1])")
+    host, port = hp.group("host").strip("[]"), int(hp.group("port"))
+    if not 0 < port < 65536:
+        raise TowersError(f"--dask {shown}: port {port} is not in 1-65535")
+    if probe and scheme != "ucx":
+        _probe(shown, host, port)
+    return f"{scheme}://{hp.group('host')}:{port}"
+
+
+def _probe(shown: str, host: str, port: int) -> None:
+    """Refuse at once, in one line, an address where nothing accepts a connection (Dask would retry for
+    its whole timeout)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_S):
+            pass
+    except socket.gaierror as e:
+        raise TowersError(f"--dask {shown}: cannot resolve host {host!r} ({e.strerror or e})") from None
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise TowersError(f"--dask {shown}: no Dask scheduler answers there ({why})") from None
 
 
 class DaskCluster:
@@ -142,20 +229,18 @@ class DaskCluster:
     name = "dask"
 
     def __init__(self, target: Any) -> None:
+        self.note = ""
+        if not _is_client(target):
+            address = check_dask_address(str(target))  # before dask is imported: a bad one costs nothing
         try:
             from distributed import Client
         except ImportError:
             raise TowersError("--dask needs dask.distributed, which is not installed: "
                               "pip install 'dask[distributed]'") from None
-        self.note = ""
         if isinstance(target, Client):
             self.client, self.owned = target, False
         else:
-            address = str(target)
-            try:
-                self.client, self.owned = Client(address, timeout="10s", set_as_default=False), True
-            except (OSError, TimeoutError, ValueError) as e:
-                raise TowersError(f"--dask {address}: cannot reach a Dask scheduler there ({e})") from None
+            self.client, self.owned = _connect(Client, address), True
         self.address = getattr(self.client.scheduler, "address", "") or str(target)
 
     def close(self) -> None:

@@ -1,0 +1,109 @@
+"""``--dask ADDRESS`` checked before any Dask client is made (trace/executors.py): every malformed or
+unreachable address is one line (a TowersError), at once, with no client left to close at exit."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tfprof_towers.trace import executors
+from tfprof_towers.trace.executors import DaskCluster, _connect, check_dask_address
+from tfprof_towers.vocab.errors import EXIT_INPUT, TowersError
+
+#: Addresses refused by their form alone, and what the one line says.
+BAD = {
+    "ucx://127.0.0.1:1": "ucx:// needs UCX support for Dask",
+    "garbage": "garbage: no port",
+    "http://localhost:8786": "unknown scheme 'http'",
+    "": "'': an empty address",
+    "   ": "an empty address",
+    "inproc://x": "inproc:// names a scheduler inside one Python process",
+    "tcp://[::1": "tcp://[::1: not HOST:PORT",
+    "tcp://:8786": "not HOST:PORT",
+    "tcp://127.0.0.1:0": "port 0 is not in 1-65535",
+    "tcp://127.0.0.1:99999": "port 99999 is not in 1-65535",
+    "tcp://127.0.0.1:8786/": "not HOST:PORT",
+    "tcp://user@host:8786": "not HOST:PORT",
+    "tcp://a\nb:1": "tcp://a b:1: not HOST:PORT",
+    "file:///etc/passwd": "unknown scheme 'file'",
+}
+
+
+@pytest.fixture
+def no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if a Dask client is made."""
+    import distributed
+
+    def made(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Dask client was made for a bad address")
+
+    monkeypatch.setattr(distributed, "Client", type("Client", (), {"__new__": made}))
+
+
+@pytest.mark.parametrize("address", BAD, ids=repr)
+def test_a_malformed_address_is_one_line_before_any_client(address: str, no_client: None) -> None:
+    with pytest.raises(TowersError) as exc:
+        DaskCluster(address)
+    text = str(exc.value)
+    assert BAD[address] in text and "\n" not in text and exc.value.exit_code == EXIT_INPUT
+    assert text.startswith("--dask ")
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_address_where_nothing_listens_is_refused_without_waiting(no_client: None) -> None:
+    port = free_port()
+    for address in (f"tcp://127.0.0.1:{port}", f"127.0.0.1:{port}", f"TCP://127.0.0.1:{port}"):
+        with pytest.raises(TowersError, match=r"no Dask scheduler answers there \(Connection refused\)"):
+            DaskCluster(address)
+    with pytest.raises(TowersError, match=r"cannot resolve host 'no-such-host\.invalid'"):
+        check_dask_address("tcp://no-such-host.invalid:8786")
+
+
+def test_good_forms_are_kept() -> None:
+    assert check_dask_address("127.0.0.1:8786", probe=False) == "tcp://127.0.0.1:8786"
+    assert check_dask_address(" TCP://[::1]:8786 ", probe=False) == "tcp://[::1]:8786"
+    assert check_dask_address("tls://scheduler.example:8786", probe=False) == "tls://scheduler.example:8786"
+
+
+def test_a_client_that_fails_to_start_is_closed_at_once() -> None:
+    """A transport's own error (UCX's TypeError) is one line, and the half-made client is stopped: its
+    ``__del__`` at exit has nothing left to wait for."""
+    stopped = []
+
+    class Runner:
+        def stop(self) -> None:
+            stopped.append(True)
+
+    class FailingClient:
+        status = "newly-created"
+
+        def __init__(self, address: str, **kwargs: object) -> None:
+            self._loop_runner = Runner()
+            self.status = "connecting"
+            raise TypeError("unsupported operand type(s)\nfor +: 'NoneType' and 'str'")
+
+    with pytest.raises(TowersError) as exc:
+        _connect(FailingClient, "tcp://127.0.0.1:8786")
+    assert str(exc.value) == ("--dask tcp://127.0.0.1:8786: cannot reach a Dask scheduler there "
+                              "(unsupported operand type(s) for +: 'NoneType' and 'str')")
+    assert stopped == [True]
+
+
+def test_the_probe_waits_no_longer_than_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = {}
+
+    def connect(address: tuple[str, int], timeout: float) -> socket.socket:
+        seen["timeout"] = timeout
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    with pytest.raises(TowersError, match="no Dask scheduler answers there"):
+        check_dask_address("tcp://10.255.255.1:8786")
+    assert seen["timeout"] == executors.PROBE_S
