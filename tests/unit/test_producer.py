@@ -386,3 +386,12 @@ def test_the_8xv100_trace_with_one_rocm_kernel_name_stays_nvidia(tmp_path: Path)
                for e in p.evidence)
     idle = by_rule(evaluate_trace(a))["idle_accelerators"]
     assert "CUDA_VISIBLE_DEVICES" in idle.suggestion and "HIP_VISIBLE_DEVICES" not in idle.suggestion
+
+
+def test_a_host_whose_own_signs_conflict_makes_the_pod_neutral() -> None:
+    torn = detect_producer(["/device:GPU:0"], [{}], ["tf_Compute/1"], ["PjitFunction(step)"])
+    jax = detect_producer(["/device:GPU:0"], [{}], [], ["PjitFunction(step)"])
+    pod = combine([jax, torn])
+    assert pod.framework == "unknown"
+    assert pod.evidence[-1].startswith("framework confidence: conflicting -- signs only TensorFlow writes")
+    assert combine([jax, jax]).framework == "jax"

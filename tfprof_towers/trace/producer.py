@@ -214,8 +214,8 @@ def combine(producers: Sequence[Producer]) -> Producer:
     decision (the surest host's that agrees; ``conflicting`` where the hosts disagree)."""
     if not producers:
         return UNKNOWN
-    framework = _agreed([p.framework for p in producers])
-    vendor = _agreed([p.vendor for p in producers])
+    framework = _agreed([p.framework for p in producers], _torn(producers, "framework"))
+    vendor = _agreed([p.vendor for p in producers], _torn(producers, "vendor"))
     signs = tuple(dict.fromkeys(e for p in producers for e in p.evidence if not _is_confidence(e)))
     sure = tuple(line for aspect, value, of in (("framework", framework, lambda p: p.framework),
                                                  ("vendor", vendor, lambda p: p.vendor))
@@ -223,9 +223,16 @@ def combine(producers: Sequence[Producer]) -> Producer:
     return Producer(framework, vendor, signs + sure)
 
 
-def _agreed(values: list[str]) -> str:
+def _agreed(values: list[str], torn: bool = False) -> str:
+    """The one known value of ``values``; ``"unknown"`` where there are several, or none, or where a host's
+    own signs conflict (``torn``): the pod's advice is then worded for neither."""
     known = set(values) - {"unknown"}
-    return known.pop() if len(known) == 1 else "unknown"
+    return known.pop() if len(known) == 1 and not torn else "unknown"
+
+
+def _torn(producers: Sequence[Producer], aspect: str) -> bool:
+    """Whether a host's own signs of ``aspect`` conflict."""
+    return any(e.startswith(f"{aspect} confidence: conflicting") for p in producers for e in p.evidence)
 
 
 _RANK = {"high": 0, "conflicting": 1, "low": 2, "none": 3}
@@ -238,9 +245,12 @@ def _is_confidence(line: str) -> bool:
 def _confidence(aspect: str, value: str, told: list[tuple[str, Producer]]) -> str | None:
     """The confidence line of ``aspect`` for the hosts' ``value`` (None: no host stated one)."""
     known = sorted({v for v, _ in told} - {"unknown"})
+    prefix = f"{aspect} confidence: "
+    torn = [e for _, p in told for e in p.evidence if e.startswith(prefix + "conflicting")]
+    if torn and len(known) <= 1:  # one host's own signs conflict: so does the pod's
+        return torn[0]
     if len(known) > 1:
         return (f"{aspect} confidence: conflicting -- the hosts disagree ({', '.join(known)}); the advice is "
                 "worded for neither")
-    prefix = f"{aspect} confidence: "
     lines = [e for v, p in told if v == value for e in p.evidence if e.startswith(prefix)]
     return min(lines, key=lambda e: _RANK.get(e[len(prefix):].split(" ", 1)[0], 9), default=None)
