@@ -107,3 +107,33 @@ def test_the_probe_waits_no_longer_than_its_bound(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(TowersError, match="no Dask scheduler answers there"):
         check_dask_address("tcp://10.255.255.1:8786")
     assert seen["timeout"] == executors.PROBE_S
+
+
+def test_a_listener_that_is_not_a_dask_scheduler_is_refused_after_the_probe(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TCP server that says nothing on accept (a web server) is refused after :data:`PROBE_S`; one that
+    speaks first, as a Dask scheduler sends its handshake, passes the check."""
+    import threading
+
+    monkeypatch.setattr(executors, "PROBE_S", 0.2)
+    for greeting in (b"", b"\x00"):
+        server = socket.create_server(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+
+        def serve(server: socket.socket = server, greeting: bytes = greeting) -> None:
+            conn, _ = server.accept()
+            conn.sendall(greeting)
+            conn.recv(1)  # until the client leaves
+            conn.close()
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            if greeting:
+                assert check_dask_address(f"tcp://127.0.0.1:{port}") == f"tcp://127.0.0.1:{port}"
+            else:
+                with pytest.raises(TowersError, match=r"sent no Dask handshake within 0\.2 s; not a Dask"):
+                    check_dask_address(f"tcp://127.0.0.1:{port}")
+        finally:
+            t.join(5)
+            server.close()

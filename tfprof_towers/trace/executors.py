@@ -204,23 +204,35 @@ def check_dask_address(text: str, probe: bool = True) -> str:
     if not 0 < port < 65536:
         raise TowersError(f"--dask {shown}: port {port} is not in 1-65535")
     if probe and scheme != "ucx":
-        _probe(shown, host, port)
+        _probe(shown, host, port, speaks_first=scheme == "tcp")
     return f"{scheme}://{hp.group('host')}:{port}"
 
 
-def _probe(shown: str, host: str, port: int) -> None:
+def _probe(shown: str, host: str, port: int, speaks_first: bool) -> None:
     """Refuse at once, in one line, an address where nothing accepts a connection (Dask would retry for
-    its whole timeout)."""
+    its whole timeout), or (``speaks_first``: plain TCP, where a Dask scheduler sends its handshake as soon
+    as it accepts) where what accepts says nothing within :data:`PROBE_S` (a web server: Dask's client
+    would wait on it for good)."""
     import socket
 
     try:
-        with socket.create_connection((host, port), timeout=PROBE_S):
-            pass
+        sock = socket.create_connection((host, port), timeout=PROBE_S)
     except socket.gaierror as e:
         raise TowersError(f"--dask {shown}: cannot resolve host {host!r} ({e.strerror or e})") from None
-    except OSError as e:
-        why = e.strerror or type(e).__name__
+    except OSError as e:  # refused, unreachable, no answer in time
+        why = e.strerror or str(e) or type(e).__name__
         raise TowersError(f"--dask {shown}: no Dask scheduler answers there ({why})") from None
+    with sock:
+        if not speaks_first:
+            return
+        try:
+            said = sock.recv(1)
+        except OSError:  # a timeout: it waits for us to speak first
+            said = None
+    if not said:
+        why = (f"sent no Dask handshake within {PROBE_S:g} s" if said is None
+               else "closed the connection at once")
+        raise TowersError(f"--dask {shown}: what listens there {why}; not a Dask scheduler")
 
 
 class DaskCluster:
