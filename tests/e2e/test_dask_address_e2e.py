@@ -2,8 +2,8 @@
 
 Each address of the list is refused in one line on stderr (no traceback, no "Exception ignored"
 at exit) and the command ends at once: not after the 10 s connect timeout nor the 20 s a half-made
-client's close waits at exit.  The bound on the time is loose (the commands start together on a
-shared machine); the times are printed.
+client's close waits at exit.  The bound on the time is loose, relative to the time the command takes to
+refuse a missing path (its start); the times are printed.
 """
 
 from __future__ import annotations
@@ -45,4 +45,5 @@ def test_bad_dask_addresses_are_one_line_and_exit_2_at_once(tmp_path: Path) -> N
         assert "Traceback" not in err and "Exception ignored" not in err, (a, err)
     print(f"seconds to exit (a missing path, refused at once: {baseline:.2f}):",
           {a: round(t, 2) for a, t in took.items()})
-    assert max(took.values()) < 10, took
+    # the start is the command's own cost (a loaded machine can double it); the old stall was 20 s beyond it
+    assert max(took.values()) < 3 * baseline + 5, (baseline, took)
