@@ -372,7 +372,9 @@ def test_a_real_jax_trace_with_a_tf_data_thread_stays_jax(tmp_path: Path) -> Non
     p = a.trace.producer
     assert (p.framework, p.vendor) == ("jax", "amd")
     assert "framework confidence: high -- signs only JAX writes" in p.evidence
-    for f in evaluate_trace(a).findings:
+    findings = evaluate_trace(a).findings
+    assert {f.rule for f in findings} >= {"idle_accelerators", "host_bound"}
+    for f in findings:
         assert not fits(f.suggestion, p), (f.rule, fits(f.suggestion, p))
 
 
