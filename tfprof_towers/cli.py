@@ -59,9 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(argv) if argv is not None else sys.argv[1:]
     first = next((a for a in argv if not a.startswith("-")), None)
     only = first if first in COMMANDS and argv[0] == first else None
-    parser = build_parser(only)
-    args = parser.parse_args(argv)
-    try:
+    try:  # Ctrl-C while the subcommand's modules are still being imported is an interrupt too
+        args = build_parser(only).parse_args(argv)
         return int(args.func(args) or 0)
     except TowersError as exc:
         _say(f"tfprof-towers: error: {exc}")

@@ -240,3 +240,15 @@ def test_a_fifo_among_a_runs_documents_is_not_waited_on(tmp_path: Path, name: st
     summary = (run / "summary.json").read_text() if name != "summary.json" else ""
     if name == "projection.json":
         assert f"{doc}: cannot read (not a regular file)" in summary
+
+
+def test_ctrl_c_while_the_subcommand_is_still_imported_is_130_not_a_traceback(capsys, monkeypatch) -> None:
+    """SIGINT in the first second lands while the subcommand's modules are imported: still one line."""
+    import tfprof_towers.cli as cli
+
+    def interrupted(only=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["analyze", "x.xplane.pb"]) == 130
+    assert capsys.readouterr().err == "tfprof-towers: interrupted\n"
