@@ -271,6 +271,14 @@ class Profile:
             raise ValueError(f"no frame named {', '.join(unknown)} (the frames: {', '.join(FRAMES)})")
         return {name: getattr(self, name) for name in FRAMES if name in names}
 
+    def sql(self, query: str) -> pd.DataFrame:
+        """DuckDB SQL over the frames, one view per frame, each built only when the query names it
+        (:mod:`tfprof_towers.frames.sql`); read-only.  Raises
+        :class:`~tfprof_towers.vocab.errors.QueryError` with DuckDB's message for a query it refuses."""
+        from tfprof_towers.frames.sql import Source, query_sources
+
+        return query_sources([Source(trace_label(Path(self.source)), self)], query)
+
     def to_parquet(self, folder: Path | str, frames: Sequence[str] | None = None) -> list[Path]:
         """One ``<frame>.parquet`` per frame (``frames``: those only) in ``folder`` (made if needed), with
         pyarrow."""
