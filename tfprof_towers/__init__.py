@@ -15,14 +15,14 @@ __all__ = ["TowersError", "TraceError", "__version__", "load", "sql"]
 
 def __getattr__(name: str):
     """``tfprof_towers.load`` (:func:`tfprof_towers.frames.load`) and ``tfprof_towers.sql``
-    (:func:`tfprof_towers.frames.sql.sql`), imported on first use: importing the package stays cheap
+    (:func:`tfprof_towers.frames.profile.sql`), imported on first use: importing the package stays cheap
     (no pandas, no DuckDB, never TensorFlow)."""
     if name == "load":
         from tfprof_towers.frames import load
 
         return load
     if name == "sql":  # DuckDB over the frames of several paths (tfprof_towers.frames.sql)
-        from tfprof_towers.frames.sql import sql
+        from tfprof_towers.frames.profile import sql
 
         return sql
     if name == "frames":

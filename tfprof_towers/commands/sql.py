@@ -45,12 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     Example: tfprof-towers sql reports/latest "SELECT variant, median_s FROM variants ORDER BY rank"
     """
-    from tfprof_towers.frames.sql import sql
-
-    if len(args.args) < 2:
-        raise TowersError("sql: give one or more paths, then the query (see --help)")
-    *paths, query = args.args
-    df = sql(paths, query, run=args.run)
+    df = result(args)
     if args.json:
         sys.stdout.write(json_text(result_doc(df)) + "\n")
     elif args.csv:
@@ -58,6 +53,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(visible(table_text(df)) + "\n")
     return 0
+
+
+def result(args: argparse.Namespace) -> pd.DataFrame:
+    """The query's result: the last of ``args.args`` over the frames of the paths before it."""
+    from tfprof_towers.frames.profile import sql
+
+    if len(args.args) < 2:
+        raise TowersError("sql: give one or more paths, then the query (see --help)")
+    *paths, query = args.args
+    return sql(paths, query, run=args.run)
+
+
+def document(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``sql --json`` prints: :func:`result_doc` of the query's result."""
+    return result_doc(result(args))
 
 
 def result_doc(df: pd.DataFrame) -> dict[str, Any]:

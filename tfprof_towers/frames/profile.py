@@ -368,6 +368,35 @@ def trace_label(path: Path) -> str:
     return name or str(path)
 
 
+def run_labels(paths: Sequence[Path | str]) -> list[str]:
+    """Each path's label in a query over several (:func:`sql`'s ``run`` column): its name (a trace's
+    without ``.xplane.pb``); where two share a name, the path as given; the same path again gets
+    ``#2``, ``#3``."""
+    names = [trace_label(Path(p)) for p in paths]
+    out = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
+    seen: dict[str, int] = {}
+    for i, label in enumerate(out):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            out[i] = f"{label}#{seen[label]}"
+    return out
+
+
+def sql(paths: Path | str | Sequence[Path | str], query: str, run: str | None = None,
+        dask: Any = None) -> pd.DataFrame:
+    """DuckDB SQL ``query`` over the frames of ``paths`` (:mod:`tfprof_towers.frames.sql`): one path, or
+    several, each row then naming its ``run`` (:func:`run_labels`); ``run`` and ``dask`` as for
+    :func:`load`, for every path.  Raises :class:`~tfprof_towers.vocab.errors.QueryError` (DuckDB's
+    message, one line) for a query DuckDB refuses, and ``load``'s errors for a path it cannot read."""
+    from tfprof_towers.frames.sql import Source, query_sources
+
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not items:
+        raise TowersError("sql: give at least one path")
+    profiles = [load(p, run=run, dask=dask) for p in items]
+    return query_sources([Source(label, p) for label, p in zip(run_labels(items), profiles)], query)
+
+
 def load_trace(path: Path, run: str | None = None, dask: Any = None,
                progress: Callable[..., None] | None = None) -> Profile:
     """A trace file or a logdir, analysed host by host (``dask``, ``progress``: :func:`load`); the merged

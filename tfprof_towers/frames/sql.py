@@ -30,8 +30,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tfprof_towers.frames.names import FRAMES
 from tfprof_towers.vocab.errors import QueryError, TowersError
@@ -39,8 +38,6 @@ from tfprof_towers.vocab.errors import QueryError, TowersError
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
-
-    from tfprof_towers.frames.profile import Profile
 
 #: The views a query can name: every frame, then ``runs``.
 VIEWS: tuple[str, ...] = (*FRAMES, "runs")
@@ -55,12 +52,20 @@ CONNECT_CONFIG: dict[str, Any] = {
 LOCK_STATEMENTS: tuple[str, ...] = ("SET enable_external_access = false", "SET lock_configuration = true")
 
 
+class Frames(Protocol):
+    """What a query reads of a :class:`~tfprof_towers.frames.profile.Profile`: its frames (attributes
+    named as :data:`~.names.FRAMES`), what it was loaded from and its kind."""
+
+    source: str
+    kind: str
+
+
 @dataclass(frozen=True)
 class Source:
     """One path's profile under the label its rows carry in the ``run`` column."""
 
     label: str
-    profile: Profile
+    profile: Frames
 
 
 def _duckdb() -> Any:
@@ -69,37 +74,6 @@ def _duckdb() -> Any:
     except ImportError:
         raise TowersError("sql needs duckdb (pip install duckdb)") from None
     return duckdb
-
-
-def labels(paths: Sequence[Path | str]) -> list[str]:
-    """Each path's label: its name (a trace's without ``.xplane.pb``); where two share a name, the path
-    as given; where two paths are the same, ``#2``, ``#3`` after the second and later."""
-    from tfprof_towers.frames.profile import trace_label
-
-    names = [trace_label(Path(p)) for p in paths]
-    out = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
-    seen: dict[str, int] = {}
-    for i, label in enumerate(out):
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] > 1:
-            out[i] = f"{label}#{seen[label]}"
-    return out
-
-
-def sql(paths: Path | str | Sequence[Path | str], query: str, run: str | None = None,
-        dask: Any = None) -> pd.DataFrame:
-    """``query`` over the frames of ``paths`` (one path, or several: each row then names its ``run``);
-    ``run`` and ``dask`` as for :func:`~tfprof_towers.frames.profile.load`, for every path.  Raises
-    :class:`~tfprof_towers.vocab.errors.QueryError` (one line, DuckDB's message) for a query DuckDB
-    refuses, and ``load``'s errors for a path that cannot be read."""
-    from tfprof_towers.frames.profile import load
-
-    many = not isinstance(paths, (str, Path))
-    items = list(paths) if many else [paths]
-    if not items:
-        raise TowersError("sql: give at least one path")
-    sources = [Source(label, load(p, run=run, dask=dask)) for label, p in zip(labels(items), items)]
-    return query_sources(sources, query)
 
 
 def query_sources(sources: Sequence[Source], query: str) -> pd.DataFrame:
