@@ -154,7 +154,8 @@ def test_the_views_a_query_names() -> None:
     import duckdb
 
     con = duckdb.connect()
-    assert tables_named(con, "SELECT * FROM steps JOIN wall USING (variant, device, step)") == {"steps", "wall"}
+    both = tables_named(con, "SELECT * FROM steps JOIN wall USING (variant, device, step)")
+    assert both == {"steps", "wall"}
     assert tables_named(con, "WITH e AS (SELECT 1) SELECT * FROM e, (SELECT * FROM \"Events\")") >= {"events"}
     assert "events" not in tables_named(con, "SELECT count(*) AS events FROM wall")
     assert tables_named(con, "PIVOT wall ON category USING sum(seconds)") == {"wall"}  # not a SELECT: words
