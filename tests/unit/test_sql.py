@@ -177,6 +177,11 @@ def test_aggregates_keep_the_frames_dtypes(run_dir: Path) -> None:
     assert got["category"].dtype == p.wall["category"].dtype and got["seconds"].dtype == np.float64
     top = p.wall.groupby(["variant", "device", "category"], observed=True)["seconds"].sum().max()
     assert got["seconds"].iloc[0] == pytest.approx(top, rel=1e-12)
+    flops = p.sql("SELECT variant, sum(flops) AS flops, avg(flops) AS mean FROM placement GROUP BY variant "
+                  "ORDER BY variant")  # DuckDB's sum of BIGINT is a HUGEINT: back to the frame's int64
+    want = p.placement.groupby("variant", observed=True)["flops"].sum()
+    assert flops["flops"].dtype == np.int64 and flops["mean"].dtype == np.float64
+    assert dict(zip(flops["variant"].astype(str), flops["flops"])) == {str(k): v for k, v in want.items()}
 
 
 BAD = {

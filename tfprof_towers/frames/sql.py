@@ -208,6 +208,7 @@ def with_dtypes(result: pd.DataFrame, views: Iterable[pd.DataFrame]) -> pd.DataF
 
 def _as(column: pd.Series, dtype: Any) -> pd.Series | None:
     """``column`` as ``dtype`` when every value fits it unchanged; None when it does not."""
+    import numpy as np
     import pandas as pd
     from pandas.api import types
 
@@ -221,7 +222,13 @@ def _as(column: pd.Series, dtype: Any) -> pd.Series | None:
                              index=column.index, name=column.name)
         if types.is_string_dtype(dtype) and types.is_string_dtype(column.dtype):
             return column.astype(dtype)
-        if types.is_integer_dtype(dtype) and types.is_integer_dtype(column.dtype):
+        if types.is_integer_dtype(dtype) and types.is_float_dtype(column.dtype):  # sum() of BIGINT: HUGEINT
+            values = column.dropna().to_numpy()
+            if not (np.isfinite(values).all() and (values == np.round(values)).all()
+                    and (np.abs(values) < 2**63).all()):
+                return None
+        if types.is_integer_dtype(dtype) and (types.is_integer_dtype(column.dtype)
+                                              or types.is_float_dtype(column.dtype)):
             if column.isna().any() and not isinstance(dtype, pd.api.extensions.ExtensionDtype):
                 return None
             return column.astype(dtype)
