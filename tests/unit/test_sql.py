@@ -251,8 +251,11 @@ def test_json_is_strict_and_csv_and_table(run_dir: Path, capsys) -> None:
 
 
 def test_the_command_needs_a_path_and_a_query(tmp_path: Path, capsys) -> None:
-    assert main(["sql", "SELECT 1"]) == EXIT_INPUT
-    assert "give one or more paths, then the query" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["sql", "SELECT 1"])
+    assert exc.value.code == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "required: QUERY" in err
     assert main(["sql", str(tmp_path / "missing"), "SELECT 1"]) == EXIT_INPUT
     assert "missing" in capsys.readouterr().err
 

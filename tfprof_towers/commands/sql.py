@@ -7,7 +7,6 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tfprof_towers.rundir.paths import json_text
-from tfprof_towers.vocab.errors import TowersError
 from tfprof_towers.vocab.textcap import visible
 
 if TYPE_CHECKING:
@@ -18,9 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     from tfprof_towers.cli import add_command
 
     p = add_command(sub, "sql", run)
-    p.add_argument("args", nargs="+", metavar="PATH... QUERY",
-                   help="one or more *.xplane.pb files, logdirs, run directories or RUN_DIR/variants/NAME, "
-                        "then the query")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="an *.xplane.pb file, a logdir, a run directory or RUN_DIR/variants/NAME; several: "
+                        "each view gets a `run` column")
+    p.add_argument("query", metavar="QUERY", help="the DuckDB SQL query (read-only)")
     p.add_argument("--run", metavar="NAME", default=None,
                    help="which profile run of each logdir (or variant of each run directory); "
                         "default: the newest")
@@ -56,13 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def result(args: argparse.Namespace) -> pd.DataFrame:
-    """The query's result: the last of ``args.args`` over the frames of the paths before it."""
+    """The query's result over the frames of the paths."""
     from tfprof_towers.frames.profile import sql
 
-    if len(args.args) < 2:
-        raise TowersError("sql: give one or more paths, then the query (see --help)")
-    *paths, query = args.args
-    return sql(paths, query, run=args.run)
+    return sql(args.paths, args.query, run=args.run)
 
 
 def document(args: argparse.Namespace) -> dict[str, Any]:
