@@ -269,3 +269,16 @@ def test_duckdb_is_imported_only_for_sql() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_host_that_cannot_be_read_is_named(logdir: Path, tmp_path: Path, capsys) -> None:
+    from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS
+
+    root = tmp_path / "pod"
+    shutil.copytree(logdir, root)
+    (root / "plugins" / "profile" / "r" / "h9.xplane.pb").write_bytes(b"not a trace")
+    query = "SELECT DISTINCT host FROM steps ORDER BY host"
+    assert main(["sql", str(root), query, "--csv"]) == EXIT_SOME_HOSTS
+    out = capsys.readouterr()
+    assert out.out.splitlines() == ["host", *HOSTS]  # the others' rows still printed
+    assert "1 host(s) could not be read (pod/h9)" in out.err and "Traceback" not in out.err

@@ -7,10 +7,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tfprof_towers.rundir.paths import json_text
+from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS
 from tfprof_towers.vocab.textcap import visible
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from tfprof_towers.frames.sql import Source
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,26 +48,40 @@ def run(args: argparse.Namespace) -> int:
 
     Example: tfprof-towers sql reports/latest "SELECT variant, median_s FROM variants ORDER BY rank"
     """
-    df = result(args)
+    from tfprof_towers.commands.console import HostProgress, err
+
+    with HostProgress() as progress:  # names each host of a logdir that cannot be read, as analyze does
+        df, sources = result(args, progress)
+    for s in sources:  # which run of a logdir was taken; stdout keeps only the result
+        for note in s.profile.notes:
+            err(f"note: {s.label}: {note}")
     if args.json:
         sys.stdout.write(json_text(result_doc(df)) + "\n")
     elif args.csv:
         sys.stdout.write(df.to_csv(index=False))
     else:
         sys.stdout.write(visible(table_text(df)) + "\n")
+    failed = [f"{s.label}/{f.name}" for s in sources for p in s.profile.parts if p.pod is not None
+              for f in p.pod.failures]
+    if failed:
+        err(f"error: {len(failed)} host(s) could not be read ({', '.join(failed)}): the result above leaves "
+            "them out")
+        return EXIT_SOME_HOSTS
     return 0
 
 
-def result(args: argparse.Namespace) -> pd.DataFrame:
-    """The query's result over the frames of the paths."""
-    from tfprof_towers.frames.profile import sql
+def result(args: argparse.Namespace, progress: Any = None) -> tuple[pd.DataFrame, list[Source]]:
+    """The query's result over the frames of the paths, and the paths' profiles under their labels."""
+    from tfprof_towers.frames.profile import sources
+    from tfprof_towers.frames.sql import query_sources
 
-    return sql(args.paths, args.query, run=args.run)
+    loaded = sources(args.paths, run=args.run, progress=progress)
+    return query_sources(loaded, args.query), loaded
 
 
 def document(args: argparse.Namespace) -> dict[str, Any]:
     """What ``sql --json`` prints: :func:`result_doc` of the query's result."""
-    return result_doc(result(args))
+    return result_doc(result(args)[0])
 
 
 def result_doc(df: pd.DataFrame) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from tfprof_towers.vocab.errors import TowersError
 if TYPE_CHECKING:  # pandas is imported when a frame is first asked for: load() itself never needs it
     import pandas as pd
 
+    from tfprof_towers.frames.sql import Source
     from tfprof_towers.rundir.records import VariantRecord
     from tfprof_towers.trace.analysis import Analysis
     from tfprof_towers.trace.pod import PodAnalysis
@@ -388,13 +389,21 @@ def sql(paths: Path | str | Sequence[Path | str], query: str, run: str | None = 
     several, each row then naming its ``run`` (:func:`run_labels`); ``run`` and ``dask`` as for
     :func:`load`, for every path.  Raises :class:`~tfprof_towers.vocab.errors.QueryError` (DuckDB's
     message, one line) for a query DuckDB refuses, and ``load``'s errors for a path it cannot read."""
-    from tfprof_towers.frames.sql import Source, query_sources
+    from tfprof_towers.frames.sql import query_sources
+
+    return query_sources(sources(paths, run, dask), query)
+
+
+def sources(paths: Path | str | Sequence[Path | str], run: str | None = None, dask: Any = None,
+            progress: Callable[..., None] | None = None) -> list[Source]:
+    """Each path loaded (:func:`load`), under its label (:func:`run_labels`): what :func:`sql` queries."""
+    from tfprof_towers.frames.sql import Source
 
     items = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not items:
         raise TowersError("sql: give at least one path")
-    profiles = [load(p, run=run, dask=dask) for p in items]
-    return query_sources([Source(label, p) for label, p in zip(run_labels(items), profiles)], query)
+    profiles = [load(p, run=run, dask=dask, progress=progress) for p in items]
+    return [Source(label, p) for label, p in zip(run_labels(items), profiles)]
 
 
 def load_trace(path: Path, run: str | None = None, dask: Any = None,
