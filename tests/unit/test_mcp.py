@@ -164,3 +164,15 @@ def test_profile_command_returns_the_command(tmp_path: Path) -> None:
     doc = ok(res)
     assert doc["command"] == f"tfprof-towers profile --preset tiny --variants single,replicated --out '{out}'"
     assert "run_summary" in doc["then"] and not out.exists()
+
+
+def test_the_server_starts_without_the_heavy_libraries() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from tfprof_towers.cli import build_parser; build_parser('mcp'); "
+            "from tfprof_towers.commands.mcp_server import build_server; build_server(); "
+            "print(*(m in sys.modules for m in ('pandas', 'duckdb', 'pyarrow', 'tensorflow')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["False"] * 4
