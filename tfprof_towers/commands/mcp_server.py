@@ -102,6 +102,7 @@ def knows_option(command: str, option: str) -> bool:
 
 
 def _opt(flag: str, value: Any) -> list[str]:
+    """``[flag, value]``, or nothing for a value not given."""
     return [] if value is None else [flag, str(value)]
 
 
@@ -110,6 +111,7 @@ def _opt(flag: str, value: Any) -> list[str]:
 
 
 def analyze_doc(path: str, run: str | None = None) -> dict[str, Any]:
+    """What ``analyze PATH [--run RUN] --json`` prints."""
     from tfprof_towers.commands.analyze import document
 
     doc, _ = document(parse("analyze", ["--json", *_opt("--run", run), "--", path]))
@@ -117,6 +119,7 @@ def analyze_doc(path: str, run: str | None = None) -> dict[str, Any]:
 
 
 def diff_doc(base: str, new: str, fail_if_slower: float | None = None) -> dict[str, Any]:
+    """What ``diff BASE NEW [--fail-if-slower PCT] --json`` prints (the gate's verdict in the document)."""
     from tfprof_towers.commands.diff import document
 
     return document(parse("diff", ["--json", *_opt("--fail-if-slower", fail_if_slower), "--", base, new]))
@@ -125,6 +128,8 @@ def diff_doc(base: str, new: str, fail_if_slower: float | None = None) -> dict[s
 def project_doc(hardware: str, run_dir: str | None = None, variants: str | Sequence[str] | None = None,
                 preset: str | None = None, batch: int | None = None,
                 keras_model: str | None = None) -> dict[str, Any]:
+    """What ``project [RUN_DIR] --hardware NAME ... --json`` prints, RUN_DIR only read; ``keras_model``
+    refused with a usage error where this build's ``project`` has no ``--keras-model``."""
     from tfprof_towers.commands.project import document
 
     if keras_model is not None and not knows_option("project", "--keras-model"):
@@ -140,6 +145,7 @@ def project_doc(hardware: str, run_dir: str | None = None, variants: str | Seque
 
 
 def sql_doc(paths: str | Sequence[str], query: str) -> dict[str, Any]:
+    """What ``sql PATH... QUERY --json`` prints."""
     from tfprof_towers.commands.sql import document
 
     items = [paths] if isinstance(paths, str) else list(paths)
@@ -172,6 +178,7 @@ def run_summary_doc(run_dir: str) -> dict[str, Any]:
 
 
 def hardware_doc(name: str | None = None) -> Any:
+    """What ``hardware [NAME] --json`` prints (without a name, a list)."""
     from tfprof_towers.commands.hardware import document
 
     return document(parse("hardware", ["--json", *(["--", name] if name is not None else [])]))
