@@ -127,6 +127,7 @@ def test_errors_are_tool_errors_and_the_server_goes_on(run_dir: Path, trace_file
         ("hardware", {"name": "no-such-machine"}),
         ("profile_command", {"preset": "huge"}),
         ("sql", {"paths": [str(run_dir)], "query": "COPY (SELECT 1) TO '/tmp/x.csv'"}),
+        ("sql", {"paths": [str(run_dir)], "query": "SELECT * FROM range(5001)"}),
         ("sql", {"paths": [str(run_dir)], "query": "SELECT count(*) AS n FROM steps"}),
     )
     *errors, last = results
@@ -140,6 +141,7 @@ def test_errors_are_tool_errors_and_the_server_goes_on(run_dir: Path, trace_file
     assert "no-such-machine" in lines[4]
     assert "huge" in lines[5]
     assert "Permission Error" in lines[6]
+    assert "5,001 rows, more than the 5,000" in lines[7]
     assert ok(last)["rows"] == [{"n": 12}]
 
 

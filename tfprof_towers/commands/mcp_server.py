@@ -38,6 +38,8 @@ INSTRUCTIONS = (
     "command for the user to run, whose run directory you then pass to run_summary."
 )
 
+#: Most rows the ``sql`` tool returns (the command prints every row).
+MAX_ROWS = 5000
 #: Tools run one at a time: an analysis takes the machine's memory and cores.
 _LOCK = threading.Lock()
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -145,13 +147,18 @@ def project_doc(hardware: str, run_dir: str | None = None, variants: str | Seque
 
 
 def sql_doc(paths: str | Sequence[str], query: str) -> dict[str, Any]:
-    """What ``sql PATH... QUERY --json`` prints."""
-    from tfprof_towers.commands.sql import document
+    """What ``sql PATH... QUERY --json`` prints; a result of more than :data:`MAX_ROWS` rows is refused
+    (an agent cannot read it: it should aggregate, or add a LIMIT)."""
+    from tfprof_towers.commands.sql import result, result_doc
 
     items = [paths] if isinstance(paths, str) else list(paths)
     if not items:
         raise UsageError("tfprof-towers sql: error: give at least one path")
-    return document(parse("sql", ["--json", "--", *items, query]))
+    df, _ = result(parse("sql", ["--json", "--", *items, query]))
+    if len(df) > MAX_ROWS:
+        raise TowersError(f"the result has {len(df):,} rows, more than the {MAX_ROWS:,} this tool returns: "
+                          "aggregate (GROUP BY) or add a LIMIT; `tfprof-towers sql ... --csv` prints all")
+    return result_doc(df)
 
 
 def run_summary_doc(run_dir: str) -> dict[str, Any]:
@@ -290,7 +297,8 @@ def sql(
     and for run directories variants(variant, status, median_s, p10_s, p90_s, speedup, rank,
     recommended, ...), findings(variant, rule, severity, message, suggestion), step_times, losses,
     placement(variant, node, op_type, device, requested, flops, source_file, source_line); runs lists
-    the paths. Only the views the query names are built. The query cannot write or read other files."""
+    the paths. Only the views the query names are built. The query cannot write or read other files.
+    At most 5,000 rows come back: aggregate, or add a LIMIT."""
     return answer(lambda: sql_doc(paths, query))
 
 
