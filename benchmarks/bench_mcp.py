@@ -1,10 +1,12 @@
 """How soon `tfprof-towers mcp` answers an MCP client: spawn to ``initialize``'s result, then ``tools/list``.
 
 Each repeat starts a fresh server with the SDK's stdio client, as an editor does, and times (``perf_counter``
-in this process) the spawn until ``initialize`` returns and the ``tools/list`` round trip after it.  Beside
-them, for scale, fresh interpreters that do nothing (``python -c pass``) and that only import the SDK's
-server (``import mcp.server.mcpserver``): what the server itself adds is the difference.  One warm-up
-each, then ``--repeats`` (default 5) interleaved; medians printed.
+in this process) the spawn until ``initialize`` returns and the ``tools/list`` round trip after it, and the
+CPU time of the server's whole life (start, ``initialize``, ``tools/list``, exit: ``RUSAGE_CHILDREN``),
+which a shared, loaded machine changes far less than the wall time.  Beside them, for scale, fresh
+interpreters that do nothing (``python -c pass``) and that only import the SDK's server (``import
+mcp.server.mcpserver``): what the server itself adds is the difference.  One warm-up each, then
+``--repeats`` (default 5) interleaved; medians printed.
 
     python -m benchmarks.bench_mcp [--repeats N]
 """
@@ -12,6 +14,7 @@ each, then ``--repeats`` (default 5) interleaved; medians printed.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -23,6 +26,12 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 async def _server_once() -> tuple[float, float]:
@@ -37,29 +46,32 @@ async def _server_once() -> tuple[float, float]:
     return t1 - t0, t2 - t1
 
 
-def _process(code: str) -> float:
-    t0 = time.perf_counter()
+def _process(code: str) -> tuple[float, float]:
+    """Wall and CPU seconds of a fresh interpreter running ``code``."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _children_cpu() - c0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    figures: dict[str, list[float]] = {"spawn -> initialize": [], "tools/list": [], "python -c pass": [],
-                                       "python -c 'import mcp.server.mcpserver'": []}
+    figures: dict[str, list[float]] = {k: [] for k in (
+        "spawn -> initialize (wall)", "tools/list (wall)", "the server's whole life (CPU)",
+        "python -c pass (wall)", "python -c pass (CPU)", "import mcp.server.mcpserver (wall)",
+        "import mcp.server.mcpserver (CPU)")}
     for i in range(args.repeats + 1):
+        c0 = _children_cpu()
         init_s, list_s = anyio.run(_server_once)
-        bare = _process("pass")
-        sdk = _process("import mcp.server.mcpserver")
+        server_cpu = _children_cpu() - c0
+        bare, bare_cpu = _process("pass")
+        sdk, sdk_cpu = _process("import mcp.server.mcpserver")
         if i:  # the first round warms the page cache
-            figures["spawn -> initialize"].append(init_s)
-            figures["tools/list"].append(list_s)
-            figures["python -c pass"].append(bare)
-            figures["python -c 'import mcp.server.mcpserver'"].append(sdk)
+            for name, x in zip(figures, (init_s, list_s, server_cpu, bare, bare_cpu, sdk, sdk_cpu)):
+                figures[name].append(x)
     for name, xs in figures.items():
-        print(f"{name:42s} median {statistics.median(xs) * 1e3:8.1f} ms  "
+        print(f"{name:38s} median {statistics.median(xs) * 1e3:8.1f} ms  "
               f"(min {min(xs) * 1e3:.1f}, max {max(xs) * 1e3:.1f}; {len(xs)} runs)")
     return 0
 
