@@ -10,16 +10,21 @@ __version__ = "0.1.0"
 
 from tfprof_towers.vocab.errors import TowersError, TraceError
 
-__all__ = ["TowersError", "TraceError", "__version__", "load"]
+__all__ = ["TowersError", "TraceError", "__version__", "load", "sql"]
 
 
 def __getattr__(name: str):
-    """``tfprof_towers.load`` (:func:`tfprof_towers.frames.load`), imported on first use: importing the
-    package stays cheap (no pandas, never TensorFlow)."""
+    """``tfprof_towers.load`` (:func:`tfprof_towers.frames.load`) and ``tfprof_towers.sql``
+    (:func:`tfprof_towers.frames.profile.sql`), imported on first use: importing the package stays cheap
+    (no pandas, no DuckDB, never TensorFlow)."""
     if name == "load":
         from tfprof_towers.frames import load
 
         return load
+    if name == "sql":  # DuckDB over the frames of several paths (tfprof_towers.frames.sql)
+        from tfprof_towers.frames.profile import sql
+
+        return sql
     if name == "frames":
         import tfprof_towers.frames as frames
 

@@ -24,7 +24,7 @@ from tfprof_towers.vocab.errors import EXIT_BROKEN_PIPE, EXIT_INPUT, EXIT_SIGINT
 
 #: Subcommands, in the order `--help` lists them; each is ``commands/<name>.py``.
 COMMANDS: tuple[str, ...] = ("profile", "variants", "analyze", "report", "project", "hardware",
-                             "export", "diff", "worker")
+                             "export", "diff", "sql", "mcp", "worker")
 
 
 class _OneLineParser(argparse.ArgumentParser):

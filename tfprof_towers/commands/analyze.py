@@ -46,12 +46,7 @@ def run(args: argparse.Namespace) -> int:
     that cannot be read is named and left out; the others are analysed, everything is printed,
     and the command then exits 7.
     """
-    from tfprof_towers.analysis.run_traces import pod_of_path
     from tfprof_towers.commands.console import HostProgress, err
-    from tfprof_towers.xplane.memory import prefer_heap
-
-    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
-    from tfprof_towers.advice.trace_rules import evaluate_trace
 
     if args.html is not None:  # refused before the trace is read: a device, an input, a run's own file
         from tfprof_towers.rundir.outputs import output_path
@@ -62,9 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_dask_address(args.dask)
     with HostProgress() as progress:
-        analysis = pod_of_path(args.path, run=args.run, executor=args.dask, progress=progress)
-    doc = analysis.to_doc(per_step=False)
-    doc.update(evaluate_trace(analysis.facts).to_json())  # "findings" (most severe first) and "rules"
+        doc, analysis = document(args, progress)
     if args.html is not None:
         try:
             from tfprof_towers.render.analysis_html import render_analysis_html
@@ -89,6 +82,21 @@ def run(args: argparse.Namespace) -> int:
             "the results above leave them out")
         return EXIT_SOME_HOSTS
     return 0
+
+
+def document(args: argparse.Namespace, progress: Any = None) -> tuple[dict[str, Any], Any]:
+    """What ``analyze --json`` prints (the analysis, its "findings" most severe first and "rules"), and
+    the pod analysis it came from (``progress``: called as each host is done)."""
+    from tfprof_towers.analysis.run_traces import pod_of_path
+    from tfprof_towers.xplane.memory import prefer_heap
+
+    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    from tfprof_towers.advice.trace_rules import evaluate_trace
+
+    analysis = pod_of_path(args.path, run=args.run, executor=args.dask, progress=progress)
+    doc = analysis.to_doc(per_step=False)
+    doc.update(evaluate_trace(analysis.facts).to_json())  # "findings" (most severe first) and "rules"
+    return doc, analysis
 
 
 def _fmt_s(seconds: float | None) -> str:

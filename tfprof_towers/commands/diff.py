@@ -7,6 +7,7 @@ import io
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.errors import EXIT_INCONCLUSIVE, EXIT_SLOWER, TowersError
@@ -76,19 +77,16 @@ def run(args: argparse.Namespace) -> int:
     an --html OUT that is a device, an input or a run's own file) is one line and exit code 2.
     Never imports TensorFlow.
     """
-    from tfprof_towers.frames import load
-    from tfprof_towers.frames.diff import diff, gate_failed
+    from tfprof_towers.frames.diff import gate_failed
     from tfprof_towers.frames.diff_view import render_html, write_text
     from tfprof_towers.rundir.outputs import output_path, write_output
 
-    (bpath, brun), (npath, nrun) = split_run(args.base, args.run), split_run(args.new, args.run)
+    (bpath, _), (npath, _) = split_run(args.base, args.run), split_run(args.new, args.run)
     if args.allow_inconclusive and args.fail_if_slower is None:
         raise TowersError("--allow-inconclusive: applies with --fail-if-slower PCT")
     if args.html is not None:  # refused before anything is read
         output_path(args.html, [bpath, npath], "--html")
-    base, new = load(bpath, run=brun), load(npath, run=nrun)
-    doc = diff(base, new, only=args.variant, fail_if_slower=args.fail_if_slower,
-               allow_inconclusive=args.allow_inconclusive)
+    doc = document(args)
     if args.html is not None:
         write_output(args.html, render_html(doc), [bpath, npath], "--html")
     if args.json:
@@ -102,3 +100,17 @@ def run(args: argparse.Namespace) -> int:
     gate = doc.get("gate")
     failed = None if gate is None else gate_failed(gate)
     return {None: 0, "slower": EXIT_SLOWER}.get(failed, EXIT_INCONCLUSIVE)
+
+
+def document(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``diff --json`` prints: BASE and NEW loaded and compared (with the gate's verdict under
+    --fail-if-slower)."""
+    from tfprof_towers.frames import load
+    from tfprof_towers.frames.diff import diff
+
+    (bpath, brun), (npath, nrun) = split_run(args.base, args.run), split_run(args.new, args.run)
+    if args.allow_inconclusive and args.fail_if_slower is None:
+        raise TowersError("--allow-inconclusive: applies with --fail-if-slower PCT")
+    base, new = load(bpath, run=brun), load(npath, run=nrun)
+    return diff(base, new, only=args.variant, fail_if_slower=args.fail_if_slower,
+                allow_inconclusive=args.allow_inconclusive)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -31,17 +32,13 @@ def run(args: argparse.Namespace) -> int:
     ([network]), for `project --workers N`.  Write your own as TOML (copy a built-in
     from `tfprof-towers hardware NAME`) and pass its path to `project --hardware`.
     """
+    if args.json:
+        sys.stdout.write(json_text(document(args)) + "\n")
+        return 0
     if args.name:
-        hw = load_hardware(args.name)
-        if args.json:
-            sys.stdout.write(json_text(hw.summary()) + "\n")
-        else:
-            show(hw)
+        show(load_hardware(args.name))
         return 0
     profiles = [load_hardware(n) for n in builtin_names()]
-    if args.json:
-        sys.stdout.write(json_text([h.summary() for h in profiles]) + "\n")
-        return 0
     table = Table(show_header=True, box=None)
     for col in ("profile", "host", "accelerators", "host link", "accelerator<->accelerator", "network"):
         table.add_column(col)
@@ -57,6 +54,13 @@ def run(args: argparse.Namespace) -> int:
         )
     Console(highlight=False, width=160).print(table)
     return 0
+
+
+def document(args: argparse.Namespace) -> Any:
+    """What ``hardware --json`` prints: the profile NAME's summary, or every built-in's (a list)."""
+    if args.name:
+        return load_hardware(args.name).summary()
+    return [load_hardware(n).summary() for n in builtin_names()]
 
 
 def show(hw: Hardware) -> None:

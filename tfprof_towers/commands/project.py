@@ -86,7 +86,7 @@ def _batch(text: str) -> int:
 MAX_HOSTS = 4096
 
 
-def run_cluster(args: argparse.Namespace) -> int:
+def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
     """``project --workers N``: the cluster variants on N hosts (no graph is built, no run is read)."""
     from tfprof_towers.projection.cluster import project_cluster
     from tfprof_towers.projection.hardware import load_hardware
@@ -97,19 +97,18 @@ def run_cluster(args: argparse.Namespace) -> int:
     hw = load_hardware(args.hardware)
     if args.host_build:
         hw = hw.with_host_build(args.host_build)
-    doc = project_cluster(hw, get_preset(args.preset or DEFAULT_PRESET), args.workers, args.ps or 1)
-    show(doc, None, args.json)
-    return 0
+    return project_cluster(hw, get_preset(args.preset or DEFAULT_PRESET), args.workers, args.ps or 1)
 
 
-def _project_cluster_run(args: argparse.Namespace, run_dir: RunDir, cluster: Any, preset: Any) -> int:
+def _project_cluster_run(args: argparse.Namespace, run_dir: RunDir, cluster: Any, preset: Any,
+                         write: bool = True) -> dict[str, Any]:
     """``project RUN_DIR`` of a cluster run: its variants on as many hosts as it had workers."""
     from tfprof_towers.projection.cluster import project_cluster_run
 
-    doc = project_cluster_run(run_dir, args.hardware, preset, cluster, args.host_build)
-    _rerender(run_dir)
-    show(doc, run_dir, args.json)
-    return 0
+    doc = project_cluster_run(run_dir, args.hardware, preset, cluster, args.host_build, write=write)
+    if write:
+        _rerender(run_dir)
+    return doc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,8 +124,16 @@ def run(args: argparse.Namespace) -> int:
     result is also written to RUN_DIR/projection.json.  Every number printed is
     projected, not measured.
     """
+    doc, run_dir, code = document(args)
+    show(doc, run_dir, args.json)
+    return code
+
+
+def document(args: argparse.Namespace, write: bool = True) -> tuple[dict[str, Any], RunDir | None, int]:
+    """What ``project --json`` prints, the run directory it read and the exit code.  ``write`` False:
+    RUN_DIR is only read (no projection.json written, no report re-rendered)."""
     if args.workers is not None:
-        return run_cluster(args)
+        return run_cluster(args), None, 0
     if args.ps is not None:
         raise TowersError("--ps goes with --workers N (the cluster projection)")
     run_dir = RunDir(args.run_dir) if args.run_dir is not None else None
@@ -138,16 +145,15 @@ def run(args: argparse.Namespace) -> int:
     if args.batch is not None:  # a size of its own: named so, and never calibrated as the run's preset
         preset = dataclasses.replace(preset, batch=args.batch, name=f"{preset.name}-batch{args.batch}")
     if run is not None and run.config is not None and run.config.cluster is not None:
-        return _project_cluster_run(args, run_dir, run.config.cluster, preset)
+        return _project_cluster_run(args, run_dir, run.config.cluster, preset, write), run_dir, 0
     variants = _variants(args, run)
     with tempfile.TemporaryDirectory(prefix="tfprof-project-") as tmp, forkserver.serving(
             PROJECTION_PRELOAD, Path(tmp) / "fork-server.txt", supervise.tf_child_env(), console.err):
         doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
-    if run_dir is not None:
+    if run_dir is not None and write:
         write_json(run_dir.root / PROJECTION_JSON, doc)
         _rerender(run_dir)  # the report's "measured vs projected" section shows it
-    show(doc, run_dir, args.json)
-    return 0 if doc["ranking"] else EXIT_NOTHING_PROJECTED
+    return doc, run_dir, 0 if doc["ranking"] else EXIT_NOTHING_PROJECTED
 
 
 def show(doc: dict[str, Any], run_dir: RunDir | None, as_json: bool) -> None:

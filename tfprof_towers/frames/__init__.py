@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from tfprof_towers.frames.export import read_frames, read_parquet
 from tfprof_towers.frames.names import FRAMES
-from tfprof_towers.frames.profile import Profile, load, per_step
+from tfprof_towers.frames.profile import Profile, load, per_step, sql
 
-__all__ = ["FRAMES", "Profile", "load", "per_step", "read_frames", "read_parquet"]
+__all__ = ["FRAMES", "Profile", "load", "per_step", "read_frames", "read_parquet", "sql"]

@@ -34,6 +34,7 @@ from tfprof_towers.vocab.errors import TowersError
 if TYPE_CHECKING:  # pandas is imported when a frame is first asked for: load() itself never needs it
     import pandas as pd
 
+    from tfprof_towers.frames.sql import Source
     from tfprof_towers.rundir.records import VariantRecord
     from tfprof_towers.trace.analysis import Analysis
     from tfprof_towers.trace.pod import PodAnalysis
@@ -271,6 +272,14 @@ class Profile:
             raise ValueError(f"no frame named {', '.join(unknown)} (the frames: {', '.join(FRAMES)})")
         return {name: getattr(self, name) for name in FRAMES if name in names}
 
+    def sql(self, query: str) -> pd.DataFrame:
+        """DuckDB SQL over the frames, one view per frame, each built only when the query names it
+        (:mod:`tfprof_towers.frames.sql`); read-only.  Raises
+        :class:`~tfprof_towers.vocab.errors.QueryError` with DuckDB's message for a query it refuses."""
+        from tfprof_towers.frames.sql import Source, query_sources
+
+        return query_sources([Source(trace_label(Path(self.source)), self)], query)
+
     def to_parquet(self, folder: Path | str, frames: Sequence[str] | None = None) -> list[Path]:
         """One ``<frame>.parquet`` per frame (``frames``: those only) in ``folder`` (made if needed), with
         pyarrow."""
@@ -358,6 +367,43 @@ def trace_label(path: Path) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name or str(path)
+
+
+def run_labels(paths: Sequence[Path | str]) -> list[str]:
+    """Each path's label in a query over several (:func:`sql`'s ``run`` column): its name (a trace's
+    without ``.xplane.pb``); where two share a name, the path as given; the same path again gets
+    ``#2``, ``#3``."""
+    names = [trace_label(Path(p)) for p in paths]
+    out = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
+    seen: dict[str, int] = {}
+    for i, label in enumerate(out):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            out[i] = f"{label}#{seen[label]}"
+    return out
+
+
+def sql(paths: Path | str | Sequence[Path | str], query: str, run: str | None = None,
+        dask: Any = None) -> pd.DataFrame:
+    """DuckDB SQL ``query`` over the frames of ``paths`` (:mod:`tfprof_towers.frames.sql`): one path, or
+    several, each row then naming its ``run`` (:func:`run_labels`); ``run`` and ``dask`` as for
+    :func:`load`, for every path.  Raises :class:`~tfprof_towers.vocab.errors.QueryError` (DuckDB's
+    message, one line) for a query DuckDB refuses, and ``load``'s errors for a path it cannot read."""
+    from tfprof_towers.frames.sql import query_sources
+
+    return query_sources(sources(paths, run, dask), query)
+
+
+def sources(paths: Path | str | Sequence[Path | str], run: str | None = None, dask: Any = None,
+            progress: Callable[..., None] | None = None) -> list[Source]:
+    """Each path loaded (:func:`load`), under its label (:func:`run_labels`): what :func:`sql` queries."""
+    from tfprof_towers.frames.sql import Source
+
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not items:
+        raise TowersError("sql: give at least one path")
+    profiles = [load(p, run=run, dask=dask, progress=progress) for p in items]
+    return [Source(label, p) for label, p in zip(run_labels(items), profiles)]
 
 
 def load_trace(path: Path, run: str | None = None, dask: Any = None,

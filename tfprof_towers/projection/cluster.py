@@ -131,15 +131,17 @@ def parameter_server(preset: Preset, hw: Hardware, hosts: int, ps: int, rates: R
 
 
 def project_cluster_run(run_dir: RunDir, hardware: str, preset: Preset, opts: ClusterOptions,
-                        host_build: str | None = None) -> dict[str, Any]:
+                        host_build: str | None = None, write: bool = True) -> dict[str, Any]:
     """A cluster run projected on as many hosts of ``hardware`` as it had workers (and its ps, else 1),
-    written to RUN_DIR/projection.json: the twin of :func:`.api.project_run`."""
+    written to RUN_DIR/projection.json (``write`` False: not written): the twin of
+    :func:`.api.project_run`."""
     from tfprof_towers.projection.api import PROJECTION_JSON
     from tfprof_towers.rundir.paths import write_json
 
     hw = load_hardware(hardware)
     doc = project_cluster(hw.with_host_build(host_build) if host_build else hw, preset, *cluster_size(opts))
-    write_json(run_dir.root / PROJECTION_JSON, doc)
+    if write:
+        write_json(run_dir.root / PROJECTION_JSON, doc)
     return doc
 
 

@@ -40,3 +40,7 @@ class TraceError(TowersError):
 
 class VariantError(TowersError):
     """A variant name or variant file that cannot be used."""
+
+
+class QueryError(TowersError):
+    """A SQL query that DuckDB refused (bad SQL, an unknown view, a write or a file it may not touch)."""
