@@ -12,7 +12,7 @@ from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
 from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TowersError
 from tfprof_towers.vocab.fmt import fmt_some
-from tfprof_towers.vocab.textcap import visible
+from tfprof_towers.vocab.textcap import single_line, visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print_memory(doc, buf)
         print_findings(doc, buf)
         if args.html is not None:
-            buf.write(f"\nwrote {args.html}\n")
+            buf.write(f"\nwrote {single_line(str(args.html))}\n")
         if analysis.executor_note:
             buf.write(f"\n{analysis.executor_note}\n")
         sys.stdout.write(visible(buf.getvalue()))

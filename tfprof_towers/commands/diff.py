@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.errors import EXIT_INCONCLUSIVE, EXIT_SLOWER, TowersError
-from tfprof_towers.vocab.textcap import visible
+from tfprof_towers.vocab.textcap import single_line, visible
 
 
 def _pct(text: str) -> float:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         buf = io.StringIO()
         write_text(doc, buf)
         if args.html is not None:
-            buf.write(f"\nwrote {args.html}\n")
+            buf.write(f"\nwrote {single_line(str(args.html))}\n")
         sys.stdout.write(visible(buf.getvalue()))
     gate = doc.get("gate")
     failed = None if gate is None else gate_failed(gate)

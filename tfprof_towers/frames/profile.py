@@ -276,17 +276,24 @@ class Profile:
         pyarrow."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(frames), Path(folder), "parquet", inputs=(self.source,))
+        return write_frames(self.frames(frames), _out_folder(folder), "parquet", inputs=(self.source,))
 
     def to_csv(self, folder: Path | str, frames: Sequence[str] | None = None) -> list[Path]:
         """One ``<frame>.csv`` per frame (``frames``: those only) in ``folder`` (dtypes are not kept: use
         Parquet for that)."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(frames), Path(folder), "csv", inputs=(self.source,))
+        return write_frames(self.frames(frames), _out_folder(folder), "csv", inputs=(self.source,))
 
     def __repr__(self) -> str:
         return f"<Profile {self.kind} {self.source!r}: {', '.join(self.variant_names)}>"
+
+
+def _out_folder(folder: Path | str) -> Path:
+    """``folder`` as a path; an empty name (``Path("")`` is the current directory) refused."""
+    if not str(folder).strip():
+        raise TowersError(f"{str(folder)!r}: an empty name; give a folder to write the frames into")
+    return Path(folder)
 
 
 def _categories(frames: Sequence[pd.DataFrame], col: str) -> list[str]:
