@@ -22,7 +22,7 @@ def _pct(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a finite percentage (e.g. 5), not {text}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a percentage >= 0, not {text}")
-    return value
+    return value + 0.0  # -0 is 0: never "more than -0%"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
