@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise TowersError("export: give --parquet DIR or --csv DIR")
     for path in written:
         print(path)
-    failed = [f for p in profile.parts if p.pod is not None for f in p.pod.failures]
+    failed = profile.failed_hosts
     if failed:
         names = ", ".join(f.name for f in failed)
         err(f"error: {len(failed)} host(s) could not be read ({names}): the files above leave them out")

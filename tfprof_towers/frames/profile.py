@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pandas is imported when a frame is first asked for: load() 
 
     from tfprof_towers.rundir.records import VariantRecord
     from tfprof_towers.trace.analysis import Analysis
-    from tfprof_towers.trace.pod import PodAnalysis
+    from tfprof_towers.trace.pod import HostFailure, PodAnalysis
 
 #: What a profile was loaded from.
 TRACE, RUN, VARIANT = "trace", "run", "variant"
@@ -73,6 +73,12 @@ class Profile:
     parts: tuple[Part, ...]
     summary: Mapping[str, Any] | None = None  # summary.json's document, as report computes it
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def failed_hosts(self) -> tuple[HostFailure, ...]:
+        """The hosts of a trace or logdir that could not be read (each its name, file and one-line
+        reason), left out of every frame; empty when every host was read, and for a run directory."""
+        return tuple(f for p in self.parts if p.pod is not None for f in p.pod.failures)
 
     @property
     def variant_names(self) -> tuple[str, ...]:
@@ -347,7 +353,7 @@ def load(path: Path | str, run: str | None = None, dask: Any = None,
     """
     from tfprof_towers.trace.locate import check_path
 
-    p = Path(path)
+    p = _load_path(path)
     check_path(p)  # one line for a missing path, a link loop, a FIFO or a device: before any resolve()
     if p.is_dir() and is_run_dir(p):
         return load_run(p, only=run)
@@ -357,6 +363,22 @@ def load(path: Path | str, run: str | None = None, dask: Any = None,
             raise TowersError(f"--run {run}: does not apply to one variant's directory ({p})")
         return load_run(q.parent.parent, only=q.name)
     return load_trace(p, run, dask, progress)
+
+
+def _load_path(path: Any) -> Path:
+    """``load``'s path, refusing what names no profile: not a path (a number, None, bytes), an empty
+    name (``Path("")`` is the current directory) or the filesystem's root (a walk of every file)."""
+    if not isinstance(path, str | Path) or isinstance(path, bytes):
+        raise TowersError(f"load: the path must be a str or pathlib.Path, not {type(path).__name__} "
+                          f"({path!r:.60})")
+    if not str(path).strip():
+        raise TowersError("load: an empty path (it would be the current directory); give the trace, logdir "
+                          "or run directory")
+    p = Path(path)
+    root = p.resolve()
+    if root == root.parent:  # "/", "//", "../../.." from near the top
+        raise TowersError(f"load: {p} is the filesystem's root; give the trace, logdir or run directory")
+    return p
 
 
 def trace_label(path: Path) -> str:
