@@ -112,3 +112,13 @@ def test_memory_imbalance_needs_a_median_of_more_than_a_few_bytes() -> None:
                                                                     {"tf_op": "mm:MatMul"})
     found = {f.rule for f in evaluate_trace(analyze_trace(trace_from_bytes(b.to_bytes()))).findings}
     assert "memory_imbalance" not in found
+
+
+def test_the_memory_frame_shows_an_impossible_figure_as_unknown() -> None:
+    b = trace([{"bytes_allocated": GIB, "bytes_available": math.nan, "fragmentation": "x"},
+               {"bytes_allocated": -7, "bytes_available": GIB}])
+    a = analyze_trace(trace_from_bytes(b.to_bytes()))
+    df = a.trace.memory.frame()
+    assert df["bytes_in_use"].tolist() == [GIB, -1]
+    assert df["bytes_available"].tolist() == [-1, GIB]
+    assert math.isnan(df["fragmentation"].iloc[0])

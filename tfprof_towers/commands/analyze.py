@@ -368,6 +368,9 @@ def print_memory(doc: dict[str, Any], out: TextIO, every: bool = False) -> None:
     if len(shown) < len(devices):
         out.write(f"(the {len(shown)} largest peaks of {len(devices)} allocators: --all prints every one)\n")
     out.write(f"note: {memory.get('note')}\n")
+    for name, d in devices.items():
+        for what in d.get("unknown") or ():
+            out.write(f"note: {name}: {what}\n")
 
 
 def print_findings(doc: dict[str, Any], out: TextIO) -> None:

@@ -49,7 +49,7 @@ from tfprof_towers.trace.classify import (
 from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
 from tfprof_towers.trace.memory import MEMORY_STATS, MemoryEvents, memory_events
-from tfprof_towers.trace.producer import TF_DATA_THREAD, UNKNOWN, Producer, detect_producer
+from tfprof_towers.trace.producer import UNKNOWN, Producer, detect_producer
 from tfprof_towers.trace.steps import (
     REGION_GAP_PS,
     StepSources,
@@ -245,16 +245,12 @@ def producer_of(raw: RawSpace) -> Producer:
     kinds = raw.planes.kinds
     items = raw.strings.items
     on = kinds[raw.event_plane]
-    # what runs on tf.data's threads (a map function's ops) is the input pipeline's, not the framework's
-    tf_data = np.array([bool(TF_DATA_THREAD.match(n)) for n in raw.lines.names] or [False])
-    own = ~tf_data[raw.event_line] if tf_data.any() else np.ones(raw.n_events, dtype=bool)
 
-    def names(mask: np.ndarray) -> list[str]:
-        return [items[c] for c in used_codes(raw.name[mask]).tolist()]
+    def names(kind: int) -> list[str]:
+        return [items[c] for c in used_codes(raw.name[on == kind]).tolist()]
 
     threads = [n for n, p in zip(raw.lines.names, raw.lines.plane.tolist()) if kinds[p] == HOST]
-    return detect_producer(raw.planes.names, raw.planes.stats, threads, names((on == HOST) & own),
-                           names(on == DEVICE))
+    return detect_producer(raw.planes.names, raw.planes.stats, threads, names(HOST), names(DEVICE))
 
 
 _GPU_PLANE = re.compile(r"^/device:GPU:\d+$")
