@@ -43,3 +43,10 @@ def test_failed_hosts_names_the_hosts_left_out(tmp_path: Path) -> None:
     assert all(f.reason and "\n" not in f.reason for f in p.failed_hosts)
     assert sorted(p.steps["host"].astype(str).unique()) == ["h0", "h1"]
     assert tt.load(root / "h0.xplane.pb").failed_hosts == ()
+
+
+def test_a_link_loop_is_still_named_as_one(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(tt.TraceError, match="symbolic link loop"):
+        tt.load(loop)

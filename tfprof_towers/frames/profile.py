@@ -375,7 +375,10 @@ def _load_path(path: Any) -> Path:
         raise TowersError("load: an empty path (it would be the current directory); give the trace, logdir "
                           "or run directory")
     p = Path(path)
-    root = p.resolve()
+    try:
+        root = p.resolve()
+    except (OSError, RuntimeError):  # a link loop: check_path says so next
+        return p
     if root == root.parent:  # "/", "//", "../../.." from near the top
         raise TowersError(f"load: {p} is the filesystem's root; give the trace, logdir or run directory")
     return p
