@@ -111,3 +111,14 @@ def test_the_all_flag_prints_every_device(tmp_path, capsys) -> None:
     assert any(ln.startswith(gpu) for ln in every.splitlines())
     assert any(ln.startswith("h7 ") for ln in short.splitlines())
     assert len(short.splitlines()) < len(every.splitlines())
+
+
+def test_the_page_flags_an_impossible_rate(tmp_path) -> None:
+    from tfprof_towers.render.analysis_html import render_analysis_html
+
+    doc = pod_doc(2)
+    doc["links"][0].update(gbps=7303.0, impossible=True)
+    doc["memory"] = {"devices": {}, "note": "none"}
+    out = tmp_path / "a.html"
+    render_analysis_html(doc, out, ["x"], {})
+    assert out.read_text().count("(impossible: bytes not per copy)") == 1
