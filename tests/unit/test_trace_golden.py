@@ -22,6 +22,9 @@ Changes of meaning so far:
 * Issue 25, who wrote the trace.  Every file only gained two keys: ``producer`` (the framework
   and vendor, with the evidence: TensorFlow on NVIDIA for both) and ``unread_planes`` (empty:
   every plane here is a host or a GPU).  Every number as before.
+* Impossible rates.  The copy-heavy trace's four host<->device links carry byte counts that give
+  7-8 TB/s (its ``memcpy_details`` sizes are drawn, not per copy): each gained ``"impossible":
+  true``, a rate above any such link's peak, left out of the findings.  Every number as before.
 """
 
 from __future__ import annotations
