@@ -67,6 +67,7 @@ def test_host_names_and_prefixes_are_distinct() -> None:
     names, notes = host_names(files)
     assert names == ["h0.xplane.pb", "h0", "h0.xplane.riegeli", "h1"]
     assert len(notes) == 1 and "h0.xplane.pb.xplane.pb is host h0.xplane.pb" in notes[0]
+    assert host_names([Path(".xplane.pb"), Path("h0.xplane.pb")])[0] == [".xplane.pb", "h0"]  # no empty name
     files = [Path("a:1.xplane.pb"), Path("a_1.xplane.pb"), Path("a_1_2.xplane.pb")]
     prefixes, notes = host_prefixes(files, None)
     assert prefixes == ["/job:a_1/task:0", "/job:a_1_3/task:0", "/job:a_1_2/task:0"]

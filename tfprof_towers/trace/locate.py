@@ -115,20 +115,21 @@ def host_names(files: Sequence[Path]) -> tuple[list[str], tuple[str, ...]]:
     """A distinct name per file, and a note naming what was told apart: :func:`host_name`, but where two
     files give one name, each of those is named by its file name less only its last ``.xplane.*``
     suffix (``h0.xplane.pb.xplane.pb`` is ``h0.xplane.pb``), else by its whole file name, else
-    ``NAME~2``, ``NAME~3``..."""
+    ``NAME~2``, ``NAME~3``...; a file whose name gives no host name (``.xplane.pb``) is named by its
+    file name."""
     plain = [host_name(f) for f in files]
-    twice = {n for n in plain if plain.count(n) > 1}
+    twice = {n for n in plain if plain.count(n) > 1} | {""}  # ".xplane.pb" names no host: its file name
     taken: set[str] = set()
     out, renamed = [], []
     for f, name in zip(files, plain):
         pick = name
         if name in twice:
             for pick in (f.name.rsplit(".xplane.", 1)[0], f.name):
-                if pick not in taken:
+                if pick and pick not in taken:
                     break
             k = 2
             while pick in taken or (pick in plain and pick not in twice):
-                pick, k = f"{name}~{k}", k + 1
+                pick, k = f"{name or f.name}~{k}", k + 1
             renamed.append(f"{f.name} is host {pick}")
         taken.add(pick)
         out.append(pick)
