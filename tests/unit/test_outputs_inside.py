@@ -106,3 +106,25 @@ def test_a_path_with_a_line_break_is_one_line(tmp_path: Path, capsys: pytest.Cap
     assert main(["analyze", str(pod), "--html", str(page)]) == 0
     out = capsys.readouterr().out
     assert "wrote " + str(tmp_path) + "/x<U+000A>y.html" in out
+
+
+@pytest.mark.parametrize("command", ["analyze", "diff"])
+def test_an_empty_html_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       command: str) -> None:
+    pod = small_pod(tmp_path)
+    argv = [command, str(pod), *([str(pod)] if command == "diff" else []), "--html", ""]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and "an empty file name" in capsys.readouterr().err
+
+
+def test_load_accepts_any_path_like(tmp_path: Path) -> None:
+    import os
+
+    from tfprof_towers.frames import load
+
+    class Where(os.PathLike):
+        def __fspath__(self) -> str:
+            return str(small_pod(tmp_path))
+
+    assert load(Where()).failed_hosts == ()

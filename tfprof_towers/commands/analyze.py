@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", metavar="PATH",
                    help="an *.xplane.pb file, a TensorBoard logdir or a run directory")
     p.add_argument("--json", action="store_true", help="print the analysis as one JSON document")
-    p.add_argument("--html", metavar="OUT", type=Path, help="also write an HTML page of the analysis to OUT")
+    p.add_argument("--html", metavar="OUT", type=out_file,
+                   help="also write an HTML page of the analysis to OUT")
     p.add_argument("--run", metavar="NAME",
                    help="which profile run (logdir) or variant (run directory) to analyse")
     p.add_argument("--all", action="store_true", dest="every",
@@ -32,6 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dask", metavar="ADDRESS",
                    help="analyse the hosts on the Dask cluster at ADDRESS (tcp://scheduler:8786) instead of "
                         "a local process pool (docs/cluster.md)")
+
+
+def out_file(text: str) -> Path:
+    """An OUT file name of the command line; an empty one (``Path("")`` is the current directory) refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty file name; give a file to write")
+    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ def _pct(text: str) -> float:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from tfprof_towers.cli import add_command
+    from tfprof_towers.commands.analyze import out_file
 
     p = add_command(sub, "diff", run)
     p.add_argument("base", metavar="BASE", help="a run directory, RUN_DIR/variants/NAME, a trace or a logdir "
@@ -37,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", metavar="RUN", default=None,
                    help="two logdirs: which profile run of each (BASE:RUN or NEW:RUN picks one side's)")
     p.add_argument("--json", action="store_true", help="print the comparison as one JSON document")
-    p.add_argument("--html", metavar="OUT", type=Path, help="also write a self-contained HTML page to OUT")
+    p.add_argument("--html", metavar="OUT", type=out_file,
+                   help="also write a self-contained HTML page to OUT")
     p.add_argument("--fail-if-slower", metavar="PCT", type=_pct, default=None,
                    help=f"exit {EXIT_SLOWER} when a variant's median step time is more than PCT %% slower "
                         "(beyond noise) or a variant that ran on BASE did not on NEW; "

@@ -19,6 +19,7 @@ No TensorFlow.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -368,7 +369,9 @@ def load(path: Path | str, run: str | None = None, dask: Any = None,
 def _load_path(path: Any) -> Path:
     """``load``'s path, refusing what names no profile: not a path (a number, None, bytes), an empty
     name (``Path("")`` is the current directory) or the filesystem's root (a walk of every file)."""
-    if not isinstance(path, str | Path) or isinstance(path, bytes):
+    if isinstance(path, os.PathLike) and not isinstance(path, Path):
+        path = os.fspath(path)  # another path type; bytes are refused below
+    if not isinstance(path, str | Path):
         raise TowersError(f"load: the path must be a str or pathlib.Path, not {type(path).__name__} "
                           f"({path!r:.60})")
     if not str(path).strip():
