@@ -122,3 +122,12 @@ def test_a_stray_entry_alone_is_still_refused(tmp_path: Path) -> None:
     root.mkdir()
     os.mkfifo(root / "h0.xplane.pb")
     assert main(["analyze", str(root)]) == 2
+
+
+def test_one_trace_of_a_folder_is_never_a_stray_entry(tmp_path: Path) -> None:
+    from tfprof_towers.trace.locate import locate
+
+    root = write_hosts(tmp_path / "pod", ["h1.xplane.pb"])
+    (root / "h0.xplane.pb").mkdir()  # sorts first
+    file, notes = locate(root)
+    assert file == root / "h1.xplane.pb" and "using h1" in notes[-1]

@@ -94,8 +94,9 @@ def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, .
     """The trace file ``path`` names, and notes on which one was picked."""
     files, notes = locate_hosts(path, run)
     extra = ()
-    if len(files) > 1:
-        pick = files[0]
+    pick = files[0]
+    if len(files) > 1:  # the first host file that can hold a trace (a stray entry is never picked)
+        pick = next((f for f in files if unreadable(f) is None), files[0])
         check_path(pick, file_only=True)
         hosts = ", ".join(host_names(files)[0])
         run_name = _run_name(Path(path), pick)
@@ -103,7 +104,7 @@ def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, .
             f"run {run_name} has {len(files)} hosts ({hosts}); using {host_name(pick)} "
             f"(choose with --run {run_name}/HOST)",
         )
-    return files[0], notes + extra
+    return pick, notes + extra
 
 
 def host_name(file: Path) -> str:
