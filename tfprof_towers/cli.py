@@ -94,10 +94,13 @@ def _stdout_usable() -> bool:
 
 
 def _say(line: str) -> None:
-    """One line on stderr, if there is a stderr."""
+    """One line on stderr, if there is a stderr (a line break or control character in it, from a path
+    the user gave, shown as ``<U+000A>``)."""
+    from tfprof_towers.vocab.textcap import single_line
+
     if sys.stderr is not None:
         with contextlib.suppress(OSError, ValueError):
-            print(line, file=sys.stderr)
+            print(single_line(line), file=sys.stderr)
 
 
 def _silence_stdout() -> None:

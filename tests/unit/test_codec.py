@@ -51,13 +51,13 @@ def test_variant_record_bytes() -> None:
         clock_unix={"s": 1.0}, returncode=0, process_s={"cpu": 1.0},
         cluster={"family": "multi_worker", "loopback": True, "tasks": [{"task": "w", "status": "ok"}],
                  "attempts": [{"attempt": 1, "status": "ok"}]},
-        host_tasks={"h": "worker:0"}, timings=Timings(StepStats(1.0), None, (1.0, 2.0), (3.0,)))
+        host_tasks={"h": "worker:0"}, timings=Timings(StepStats(1.5), None, (1.0, 2.0), (3.0,)))
     assert _bytes(full) == (
         '{"schema": 1, "name": "towers_bug", "source": "builtin", "family": "tf1-graph", "status": "ok", '
         '"error": null, "stage": null, "versions": {"python": "3.11.0", "tensorflow": "2.99.0"}, '
         '"topology": {"kind": "gpu", "host": "/device:CPU:0", '
         '"accelerators": ["/device:GPU:0", "/device:GPU:1"]}, '
-        '"timings": {"step_times_s": [1.0, 2.0], "step_time_s": {"median": 1.0, "p10": null, "p90": null, '
+        '"timings": {"step_times_s": [1.0, 2.0], "step_time_s": {"median": 1.5, "p10": null, "p90": null, '
         '"min": null, "max": null, "n": 0}, "profiled_step_times_s": [3.0]}, '
         '"placement": {"nodes": [], "edges": [], '
         '"devices": {"/device:CPU:1": {"ops": 3, "flops_per_step": 100}}, '

@@ -136,3 +136,23 @@ def test_hardware_command_unknown_is_one_line(capsys: pytest.CaptureFixture[str]
     assert run_cli("hardware", "nope") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown hardware 'nope'" in err
+
+
+@pytest.mark.parametrize("what, said", [("folder", "is a directory, not a TOML file"),
+                                        ("null", "is a character device, not a TOML file"),
+                                        ("dangling", "a symbolic link to nothing"),
+                                        ("missing", "not found")])
+def test_a_hardware_path_that_is_no_file_says_what_it_is(tmp_path: Path, what: str, said: str) -> None:
+    from tfprof_towers.projection.hardware import HardwareError, load_hardware
+
+    path = tmp_path / "hw.toml"
+    if what == "folder":
+        path.mkdir()
+    elif what == "null":
+        path = Path("/dev/null")
+    elif what == "dangling":
+        path.symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(HardwareError) as exc:
+        load_hardware(str(path))
+    assert str(exc.value) == f"hardware file {path}: {said}" or str(exc.value).startswith(
+        f"hardware file {path}: {said}")

@@ -50,7 +50,7 @@ def test_device_rows_and_a_verdict_that_does_not_fit(hw) -> None:
     assert (fit.fits, fit.device) == (False, GPU0)
     assert fit.verdict == "does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)"
     assert fit.why == ("the variables and their optimizer slots (38 tensors, 0.07 GiB) on GPU:0; the "
-                       "largest tensors live at the peak: big/<b>act</b> 1.80 GiB, small 0.00 GiB; 7.13 GiB "
+                       "largest tensors live at the peak: big/<b>act</b> 1.80 GiB, small 1.00 KiB; 7.13 GiB "
                        "of tensors live at once in all")
 
 
@@ -248,10 +248,26 @@ def test_a_run_finding_says_which_tensors_make_the_difference(tmp_path: Path) ->
     assert found[0]["message"] == (
         "on 2x-gtx1060-pcie3, this placement does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable): "
         "the variables and their optimizer slots (38 tensors, 0.07 GiB) on GPU:0; the largest tensors live "
-        "at the peak: big/<b>act</b> 1.80 GiB, small 0.00 GiB; 7.13 GiB of tensors live at once in all")
+        "at the peak: big/<b>act</b> 1.80 GiB, small 1.00 KiB; 7.13 GiB of tensors live at once in all")
     assert found[0]["severity"] == "medium" and found[0]["evidence"]["device"] == GPU0
     rule = next(r for r in summary["rules"] if r["rule"] == "does_not_fit")
     assert rule["evaluated"]
     bare = make_run_dir(tmp_path / "without")  # no projection: not evaluated, and why
     rules = {r["rule"]: r for r in finish_run(RunDir(bare))["rules"]}
     assert not rules["does_not_fit"]["evaluated"]
+
+
+def test_a_small_verdict_is_never_zero_of_zero(tmp_path) -> None:
+    """A tiny model on a tiny device: the verdict names sizes that show, not "0.00 GiB of 0.00 GiB"."""
+    from tfprof_towers.projection.hardware import load_hardware
+    from tfprof_towers.vocab.fmt import fmt_gib
+
+    assert (fmt_gib(1 << 20), fmt_gib(3 << 10), fmt_gib(100), fmt_gib(0), fmt_gib(6 << 30)) == (
+        "1.00 MiB", "3.00 KiB", "100 B", "0 GiB", "6 GiB")
+    hw = load_hardware("2x-gtx1060-pcie3")
+    rows = device_rows({"devices": {GPU0: {"peak_bytes": 300_000, "transient_bytes": 300_000}}}, hw)
+    rows[GPU0]["capacity_bytes"] = 4_000_000
+    rows[GPU0]["fits"] = True
+    fit = fit_of(rows, {"devices": {}})
+    assert "0.00 GiB" not in fit.verdict
+    assert fit.verdict == "fits: peak 292.97 KiB of 3.81 MiB (3.43 MiB usable) on GPU:0"

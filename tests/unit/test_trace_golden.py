@@ -25,6 +25,9 @@ Changes of meaning so far:
 * Weighed producer signs.  Only the producer's ``evidence`` changed: a line per decision's confidence,
   the 8-GPU trace's tf.data threads named as shared (not counted), the count of GPU planes with a
   compute capability.  Every number as before.
+* Impossible rates.  The copy-heavy trace's four host<->device links carry byte counts that give
+  7-8 TB/s (its ``memcpy_details`` sizes are drawn, not per copy): each gained ``"impossible":
+  true``, a rate above any such link's peak, left out of the findings.  Every number as before.
 """
 
 from __future__ import annotations

@@ -123,6 +123,10 @@ def memory_suggestion(rule_name: str, framework: str, vendor: str) -> str:
     raise ValueError(f"no memory rule named {rule_name!r}")
 
 
+#: The smallest median peak a device's peak is compared with (``memory_imbalance``).
+MIN_MEDIAN_BYTES = 64 << 10  # 64 KiB: below it, a ratio compares allocators that barely ran
+
+
 def _memory(facts: MemoryFacts) -> tuple[DeviceMemory, ...]:
     return facts.memory
 
@@ -199,7 +203,7 @@ def check_memory_imbalance(rule: Rule, f: MemoryFacts) -> Finding | None:
     for d in devices:
         others = [o.peak_bytes for o in devices if o is not d]
         median = statistics.median(others)
-        if median > 0:
+        if median >= MIN_MEDIAN_BYTES:  # a ratio to a few bytes says nothing ("2e10x the median (0 B)")
             ratios.append((d.peak_bytes / median, d, median))
     if not ratios:
         return None

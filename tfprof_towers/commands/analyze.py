@@ -10,9 +10,10 @@ from typing import Any, TextIO
 
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.categories import IDLE_SPLIT
+from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device, task_of
 from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TowersError
 from tfprof_towers.vocab.fmt import fmt_some
-from tfprof_towers.vocab.textcap import visible
+from tfprof_towers.vocab.textcap import single_line, visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,12 +23,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", metavar="PATH",
                    help="an *.xplane.pb file, a TensorBoard logdir or a run directory")
     p.add_argument("--json", action="store_true", help="print the analysis as one JSON document")
-    p.add_argument("--html", metavar="OUT", type=Path, help="also write an HTML page of the analysis to OUT")
+    p.add_argument("--html", metavar="OUT", type=out_file,
+                   help="also write an HTML page of the analysis to OUT")
     p.add_argument("--run", metavar="NAME",
                    help="which profile run (logdir) or variant (run directory) to analyse")
+    p.add_argument("--all", action="store_true", dest="every",
+                   help="print every device, link and allocator of a pod (by default, a pod of many devices "
+                        "is printed one row per host; --json and --html always hold everything)")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="analyse the hosts on the Dask cluster at ADDRESS (tcp://scheduler:8786) instead of "
                         "a local process pool (docs/cluster.md)")
+
+
+def out_file(text: str) -> Path:
+    """An OUT file name of the command line; an empty one (``Path("")`` is the current directory) refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty file name; give a file to write")
+    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
     of a Dask cluster with --dask), then reduced: memory does not grow with the hosts.  A host
     that cannot be read is named and left out; the others are analysed, everything is printed,
     and the command then exits 7.
+
+    A pod of many devices (more than POD_ROWS) is printed one row per host -- the median of its
+    accelerators and the one furthest from it -- with the slowest and fastest hosts, the links and
+    allocators that matter most, and every finding; --all prints every device, link and allocator.
     """
     from tfprof_towers.commands.console import HostProgress, err
 
@@ -68,11 +84,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json_text(doc) + "\n")
     else:  # names from the trace are printed with their control and bidi characters made visible
         buf = io.StringIO()
-        print_tables(doc, buf)
-        print_memory(doc, buf)
+        print_tables(doc, buf, every=args.every)
+        print_memory(doc, buf, every=args.every)
         print_findings(doc, buf)
         if args.html is not None:
-            buf.write(f"\nwrote {args.html}\n")
+            buf.write(f"\nwrote {single_line(str(args.html))}\n")
         if analysis.executor_note:
             buf.write(f"\n{analysis.executor_note}\n")
         sys.stdout.write(visible(buf.getvalue()))
@@ -201,8 +217,21 @@ def _hosts_line(doc: dict[str, Any], out: TextIO) -> None:
     out.write("\n")
 
 
-def print_tables(doc: dict[str, Any], out: TextIO) -> None:
-    """The per-device wall table (seconds per step and % of step) and the per-link table."""
+#: Above this many devices on several hosts, ``analyze`` prints one row per host (``--all``: every device).
+POD_ROWS = 24
+#: At pod scale, the links and allocators printed (the rest: ``--all``).
+POD_TOP = 10
+
+
+def pod_scale(doc: dict[str, Any]) -> bool:
+    """Whether the document is a pod too large to print device by device."""
+    devices = doc.get("devices") or {}
+    return len(devices) > POD_ROWS and len({task_of(d) for d in devices}) > 1
+
+
+def print_tables(doc: dict[str, Any], out: TextIO, every: bool = False) -> None:
+    """The per-device wall table (seconds per step and % of step) and the per-link table; at pod scale
+    (:func:`pod_scale`) and without ``every``, one row per host and the links with the most time."""
     steps = max(int(doc["steps"]), 1)
     out.write(f"trace: {doc['source']}\n")
     producer = doc.get("producer") or {}
@@ -230,7 +259,8 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     idle = doc.get("idle_accelerators") or []
     if idle:
         out.write(
-            f"note: {len(idle)} accelerator(s) ran no kernel in the analysed window: {', '.join(idle)} "
+            f"note: {len(idle)} accelerator(s) ran no kernel in the analysed window: "
+            f"{', '.join(idle) if every or not pod_scale(doc) else fmt_some(idle, 6)} "
             "(see the idle_accelerators finding)\n"
         )
     devices = doc["devices"]
@@ -241,13 +271,25 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
     for d in devices.values():
         cats += [c for c, s in d["wall"].items() if s and c not in cats and c != "idle"]
     cats.append("idle")
+    pod = pod_scale(doc) and not every
+    if pod:
+        _host_table(doc, cats, steps, out)
+    else:
+        _device_table(devices, cats, steps, out)
+        _idle_table(devices, steps, out)
+    _task_table(doc.get("tasks") or [], out)
+    _hosts_line(doc, out)
+    _link_table(doc["links"], steps, out, POD_TOP if pod else None)
+
+
+def _device_table(devices: dict[str, Any], cats: list[str], steps: int, out: TextIO) -> None:
     out.write("\nper device, wall time per step (exclusive; the columns sum to the step):\n")
     rows = [["device", "step", *cats]]
     for name, d in devices.items():
         step_s = d["window_s"] / steps
         row = [name, _fmt_s(step_s)]
         for c in cats:
-            s = d["wall"].get(c)
+            s = d["wall"].get(c) or 0.0
             if not s and c != "idle":
                 row.append("")
             else:
@@ -255,28 +297,73 @@ def print_tables(doc: dict[str, Any], out: TextIO) -> None:
                 row.append(f"{_fmt_s(s / steps)} {pct:4.1f}%")
         rows.append(row)
     _table(rows, out)
-    _idle_table(devices, steps, out)
-    _task_table(doc.get("tasks") or [], out)
-    _hosts_line(doc, out)
-    links = doc["links"]
+
+
+def _share(d: dict[str, Any], cat: str) -> float:
+    return 100.0 * d["wall"].get(cat, 0.0) / d["window_s"] if d["window_s"] else 0.0
+
+
+def _host_table(doc: dict[str, Any], cats: list[str], steps: int, out: TextIO) -> None:
+    """One row per host: the median over its accelerators (its devices, if it has none) of each
+    category's time per step, and the accelerator whose idle share is furthest from that median."""
+    import statistics
+
+    names = {t.get("task"): t.get("host") for t in doc.get("tasks") or () if t.get("task")}
+    by_task: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for name, d in doc["devices"].items():
+        by_task.setdefault(task_of(name), []).append((name, d))
+    out.write(f"\nper host, the median of its accelerators' wall time per step ({len(doc['devices'])} "
+              f"devices on {len(by_task)} hosts: --all prints every device; --json and --html hold all):\n")
+    rows = [["host", "devices", "step", *cats, "furthest from the median (idle)"]]
+    for task, members in by_task.items():
+        acc = [(n, d) for n, d in members if is_accelerator_plane(n)] or members
+        row = [names.get(task) or task or "(no task)", str(len(acc)),
+               _fmt_s(statistics.median(d["window_s"] for _, d in acc) / steps)]
+        for c in cats:
+            secs = statistics.median(d["wall"].get(c, 0.0) for _, d in acc)
+            pct = statistics.median(_share(d, c) for _, d in acc)
+            row.append("" if not secs and c != "idle" else f"{_fmt_s(secs / steps)} {pct:4.1f}%")
+        idle = statistics.median(_share(d, "idle") for _, d in acc)
+        far_name, far = max(acc, key=lambda nd: abs(_share(nd[1], "idle") - idle))
+        gap = _share(far, "idle") - idle
+        row.append(f"{short_device(far_name).rsplit('/', 1)[-1]} {_share(far, 'idle'):.1f}% ({gap:+.1f} pts)"
+                   if len(acc) > 1 and abs(gap) >= 0.05 else "-")
+        rows.append(row)
+    _table(rows, out)
+
+
+def _link_table(links: list[dict[str, Any]], steps: int, out: TextIO, top: int | None = None) -> None:
+    """Every link per step; with ``top``, the ``top`` links with the most time (then bytes)."""
     out.write("\nper link, per step:\n")
     if not links:
         out.write("no copies or send/recv edges in the analysed window\n")
         return
+    shown = links
+    if top is not None and len(links) > top:
+        shown = sorted(links, key=lambda k: (-(k["seconds"] or 0.0), -(k["bytes"] or 0)))[:top]
     rows = [["src", "dst", "kind", "bytes", "count", "time", "GB/s"]]
-    for link in links:
+    for link in shown:
         b = None if link["bytes"] is None else link["bytes"] / steps
         t = None if link["seconds"] is None else link["seconds"] / steps
         measured = link["measured"]
         gbps = ("-" if link["gbps"] is None else f"{link['gbps']:.2f}") if measured else "not measured"
+        if link.get("impossible"):
+            gbps += " (!)"
         rows.append([link["src"], link["dst"], link["kind"], _fmt_bytes(b), f"{link['count'] / steps:g}",
                      _fmt_s(t) if measured else "not measured", gbps])
     _table(rows, out)
+    impossible = sum(1 for k in links if k.get("impossible"))
+    if impossible:
+        out.write(f"note: (!) {impossible} link(s) at a rate above any such link's peak: their byte counts "
+                  "are not per copy, so their rates are left out of the findings\n")
+    if len(shown) < len(links):
+        out.write(f"(the {len(shown)} links with the most time of {len(links)}: --all prints every link)\n")
 
 
-def print_memory(doc: dict[str, Any], out: TextIO) -> None:
+def print_memory(doc: dict[str, Any], out: TextIO, every: bool = False) -> None:
     """Per device: the allocator's peak (over the trace and within the steps), its capacity, the
-    fragmentation and the largest op live at the peak; or why there is nothing to show."""
+    fragmentation and the largest op live at the peak; or why there is nothing to show.  At pod scale
+    (:func:`pod_scale`) and without ``every``: the :data:`POD_TOP` largest peaks."""
     memory = doc.get("memory") or {}
     devices = memory.get("devices") or {}
     out.write("\nmemory per device (the allocators' events; peak = most bytes in use):\n")
@@ -285,7 +372,11 @@ def print_memory(doc: dict[str, Any], out: TextIO) -> None:
         return
     rows = [["device", "allocator", "peak", "in steps", "capacity", "of capacity", "fragmentation",
              "before trace", "largest op live at the peak"]]
-    for name, d in devices.items():
+    shown = devices
+    if not every and pod_scale(doc) and len(devices) > POD_TOP:
+        top = sorted(devices, key=lambda n: -devices[n]["peak_bytes"])[:POD_TOP]
+        shown = {n: devices[n] for n in devices if n in top}
+    for name, d in shown.items():
         cap, peak = d.get("capacity_bytes"), d["peak_bytes"]
         top = d["top_ops"][0] if d["top_ops"] else None
         frag = d.get("fragmentation")
@@ -294,7 +385,12 @@ def print_memory(doc: dict[str, Any], out: TextIO) -> None:
                      "-" if frag is None else f"{frag:.4f}", _fmt_bytes(d.get("before_trace_bytes")),
                      f"{top['op']} ({_fmt_bytes(top['bytes'])})" if top else "-"])
     _table(rows, out)
+    if len(shown) < len(devices):
+        out.write(f"(the {len(shown)} largest peaks of {len(devices)} allocators: --all prints every one)\n")
     out.write(f"note: {memory.get('note')}\n")
+    for name, d in devices.items():
+        for what in d.get("unknown") or ():
+            out.write(f"note: {name}: {what}\n")
 
 
 def print_findings(doc: dict[str, Any], out: TextIO) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.errors import EXIT_INCONCLUSIVE, EXIT_SLOWER, TowersError
-from tfprof_towers.vocab.textcap import visible
+from tfprof_towers.vocab.textcap import single_line, visible
 
 
 def _pct(text: str) -> float:
@@ -23,11 +23,12 @@ def _pct(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a finite percentage (e.g. 5), not {text}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a percentage >= 0, not {text}")
-    return value
+    return value + 0.0  # -0 is 0: never "more than -0%"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from tfprof_towers.cli import add_command
+    from tfprof_towers.commands.analyze import out_file
 
     p = add_command(sub, "diff", run)
     p.add_argument("base", metavar="BASE", help="a run directory, RUN_DIR/variants/NAME, a trace or a logdir "
@@ -38,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", metavar="RUN", default=None,
                    help="two logdirs: which profile run of each (BASE:RUN or NEW:RUN picks one side's)")
     p.add_argument("--json", action="store_true", help="print the comparison as one JSON document")
-    p.add_argument("--html", metavar="OUT", type=Path, help="also write a self-contained HTML page to OUT")
+    p.add_argument("--html", metavar="OUT", type=out_file,
+                   help="also write a self-contained HTML page to OUT")
     p.add_argument("--fail-if-slower", metavar="PCT", type=_pct, default=None,
                    help=f"exit {EXIT_SLOWER} when a variant's median step time is more than PCT %% slower "
                         "(beyond noise) or a variant that ran on BASE did not on NEW; "
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         buf = io.StringIO()
         write_text(doc, buf)
         if args.html is not None:
-            buf.write(f"\nwrote {args.html}\n")
+            buf.write(f"\nwrote {single_line(str(args.html))}\n")
         sys.stdout.write(visible(buf.getvalue()))
     gate = doc.get("gate")
     failed = None if gate is None else gate_failed(gate)

@@ -24,8 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write only these frames (comma-separated; default: all). A profile of many hosts: "
                         "leave out events and memory, the frames of every event (docs/notebook.md)")
     fmt = p.add_mutually_exclusive_group(required=True)
-    fmt.add_argument("--parquet", metavar="DIR", type=Path, help="write DIR/<frame>.parquet (pyarrow)")
-    fmt.add_argument("--csv", metavar="DIR", type=Path, help="write DIR/<frame>.csv")
+    fmt.add_argument("--parquet", metavar="DIR", type=_folder, help="write DIR/<frame>.parquet (pyarrow)")
+    fmt.add_argument("--csv", metavar="DIR", type=_folder, help="write DIR/<frame>.csv")
+
+
+def _folder(text: str) -> Path:
+    if not text.strip():  # Path("") would be the current directory
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty folder name; give a folder")
+    return Path(text)
 
 
 def _frame_names(text: str) -> list[str]:
@@ -51,10 +57,12 @@ def run(args: argparse.Namespace) -> int:
     """
     from tfprof_towers.commands.console import HostProgress, err
     from tfprof_towers.frames import load
-    from tfprof_towers.rundir.outputs import output_folder
+    from tfprof_towers.frames.export import check_frames_out
+    from tfprof_towers.frames.names import FRAMES
 
-    folder, what = (args.parquet, "--parquet") if args.parquet is not None else (args.csv, "--csv")
-    output_folder(folder, [args.path], what, make=False)  # refused before the trace is read
+    folder, fmt = (args.parquet, "parquet") if args.parquet is not None else (args.csv, "csv")
+    # the folder and every file refused before the trace is read
+    check_frames_out(folder, args.frames or FRAMES, fmt, [args.path], make=False)
     with HostProgress() as progress:  # names each host that cannot be read, as analyze does
         profile = load(args.path, run=args.run, dask=args.dask, progress=progress)
     for note in profile.notes:  # which run of a logdir was taken; stdout keeps only the files written
@@ -67,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise TowersError("export: give --parquet DIR or --csv DIR")
     for path in written:
         print(path)
-    failed = [f for p in profile.parts if p.pod is not None for f in p.pod.failures]
+    failed = profile.failed_hosts
     if failed:
         names = ", ".join(f.name for f in failed)
         err(f"error: {len(failed)} host(s) could not be read ({names}): the files above leave them out")

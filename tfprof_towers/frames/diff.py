@@ -63,14 +63,47 @@ class Side:
 
     def samples(self) -> tuple[list[float], str]:
         """Every timed step's duration, and where they come from."""
+        timed = self.timed()
+        if timed:
+            return timed, TIMED
+        windows = self.windows()
+        if windows:
+            return windows, WINDOWS
+        return [], "no step times"
+
+    def timed(self) -> list[float]:
+        """The record's timed steps (none for a trace, or a record without them)."""
         rec = self.part.record
-        if rec is not None and rec.timings.step_times_s:
-            return list(rec.timings.step_times_s), "timed steps (record.json)"
+        return list(rec.timings.step_times_s) if rec is not None and rec.timings.step_times_s else []
+
+    def windows(self) -> list[float]:
+        """The trace's step windows, seconds (none without a trace)."""
         a = self.analysed
         table = None if a is None else a.step_table if self.part.pod is not None else a.trace.step_table
-        if table is not None and len(table):
-            return (table.window_ps / PS).tolist(), "the trace's step windows"
-        return [], "no step times"
+        return (table.window_ps / PS).tolist() if table is not None and len(table) else []
+
+
+#: Where a side's step times come from.
+TIMED, WINDOWS = "timed steps (record.json)", "the trace's step windows"
+
+
+def like_samples(b: Side, n: Side) -> tuple[list[float], list[float], str, str | None]:
+    """BASE's and NEW's step times from the same source -- timed steps on both sides, else the trace's
+    step windows on both -- where they come from, and why they cannot be compared (None: they can).
+    A side whose timed steps are missing is never compared by its trace windows against the other's
+    timed steps: a profiled window is not a timed step."""
+    xs, src_b = b.samples()
+    ys, src_n = n.samples()
+    if src_b == src_n or not xs or not ys:
+        return xs, ys, src_b if src_b == src_n else f"BASE: {src_b}; NEW: {src_n}", None
+    wb, wn = b.windows(), n.windows()
+    if wb and wn:
+        return wb, wn, f"{WINDOWS} (one side has no {TIMED})", None
+    has = "BASE" if src_b == TIMED else "NEW"
+    other = "NEW" if has == "BASE" else "BASE"
+    return [], [], f"BASE: {src_b}; NEW: {src_n}", (
+        f"{has} has {TIMED} and {other} only {WINDOWS}, and {has} has no trace to compare windows with: "
+        "unlike samples, not compared")
 
 
 def pairs(base: Profile, new: Profile, only: Sequence[str] = ()) -> tuple[list[tuple[Side, Side]], list[str]]:
@@ -101,16 +134,16 @@ def _kind_text(kind: str) -> str:
 
 
 def step_time(b: Side, n: Side, alpha: float = ALPHA) -> dict[str, Any]:
-    xs, src_b = b.samples()
-    ys, src_n = n.samples()
+    """The two sides' step times compared: like with like (:func:`like_samples`)."""
+    xs, ys, source, unlike = like_samples(b, n)
     test = mann_whitney(xs, ys)
     mb = float(np.median(xs)) if xs else None
     mn = float(np.median(ys)) if ys else None
     change = (mn - mb) / mb * 100.0 if mb and mn is not None else None
     return {"base_median_s": mb, "new_median_s": mn, "change_pct": change,
             "beyond_noise": test.beyond_noise(alpha), "alpha": alpha, "test": test.to_json(),
-            "samples": src_b if src_b == src_n else f"BASE: {src_b}; NEW: {src_n}",
-            "base_steps_s": xs, "new_steps_s": ys}
+            "samples": source, "base_steps_s": xs, "new_steps_s": ys,
+            **({"unlike": unlike} if unlike else {})}
 
 
 def _per_step(df: pd.DataFrame, keys: list[str], values: list[str], steps: int) -> pd.DataFrame:
@@ -357,6 +390,8 @@ def judge(pair: Mapping[str, Any], pct: float, kind: str = RUN) -> Verdict:
     bad = [side for side, v in (("BASE", xs), ("NEW", ys)) if not np.isfinite(np.asarray(v, float)).all()]
     if bad:
         return Verdict(name, REGRESSED, f"a step time on {' and '.join(bad)} is not a finite number")
+    if st.get("unlike"):
+        return Verdict(name, INCONCLUSIVE, str(st["unlike"]))
     if not xs or not ys:
         side = "either side" if not xs and not ys else "BASE" if not xs else "NEW"
         return Verdict(name, INCONCLUSIVE, f"no step times on {side}")

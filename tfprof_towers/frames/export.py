@@ -34,23 +34,34 @@ def _pyarrow():
     return pa, pq
 
 
-def write_frames(frames: Mapping[str, pd.DataFrame], folder: Path, fmt: str,
-                 inputs: Sequence[Path | str] = ()) -> list[Path]:
-    """``folder/<frame>.<fmt>`` for each frame; the paths written.  Every file goes through
-    :func:`~tfprof_towers.rundir.outputs.write_output` (``inputs``: paths it must not overwrite), so a
-    failure is one line naming the user's path and the cause."""
+def check_frames_out(folder: Path, names: Sequence[str], fmt: str, inputs: Sequence[Path | str] = (),
+                     make: bool = True) -> dict[str, Path]:
+    """``folder/<frame>.<fmt>`` for each of ``names``, after refusing what must not be written (the
+    folder, then each file: :func:`~tfprof_towers.rundir.outputs.output_path`; a link there is replaced,
+    never followed); ``make``: make the folder.  ``export`` calls it before anything is read."""
     if fmt not in FORMATS:
         raise ValueError(fmt)
     if fmt == "parquet":
         _pyarrow()
     what = f"--{fmt}"
-    output_folder(folder, inputs, what)
-    paths = {name: folder / f"{name}.{fmt}" for name in frames}
-    for path in paths.values():  # refuse before anything is written
-        output_path(path, inputs, what)
+    output_folder(folder, inputs, what, make=make)
+    paths = {name: folder / f"{name}.{fmt}" for name in names}
+    for path in paths.values():
+        output_path(path, inputs, what, follow_links=False)
+    return paths
+
+
+def write_frames(frames: Mapping[str, pd.DataFrame], folder: Path, fmt: str,
+                 inputs: Sequence[Path | str] = ()) -> list[Path]:
+    """``folder/<frame>.<fmt>`` for each frame; the paths written.  Every file goes through
+    :func:`~tfprof_towers.rundir.outputs.write_output` (``inputs``: paths it must not overwrite), so a
+    failure is one line naming the user's path and the cause; a link at one of these names, inside the
+    folder the user named, is replaced, not written through."""
+    what = f"--{fmt}"
+    paths = check_frames_out(folder, list(frames), fmt, inputs)  # refuse before anything is written
     for name, df in frames.items():
         data = parquet_bytes(df) if fmt == "parquet" else df.to_csv(index=False)
-        write_output(paths[name], data, inputs, what)
+        write_output(paths[name], data, inputs, what, follow_links=False)
     return list(paths.values())
 
 

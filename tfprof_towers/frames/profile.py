@@ -19,6 +19,7 @@ No TensorFlow.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # pandas is imported when a frame is first asked for: load() 
     from tfprof_towers.frames.sql import Source
     from tfprof_towers.rundir.records import VariantRecord
     from tfprof_towers.trace.analysis import Analysis
-    from tfprof_towers.trace.pod import PodAnalysis
+    from tfprof_towers.trace.pod import HostFailure, PodAnalysis
 
 #: What a profile was loaded from.
 TRACE, RUN, VARIANT = "trace", "run", "variant"
@@ -74,6 +75,12 @@ class Profile:
     parts: tuple[Part, ...]
     summary: Mapping[str, Any] | None = None  # summary.json's document, as report computes it
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def failed_hosts(self) -> tuple[HostFailure, ...]:
+        """The hosts of a trace or logdir that could not be read (each its name, file and one-line
+        reason), left out of every frame; empty when every host was read, and for a run directory."""
+        return tuple(f for p in self.parts if p.pod is not None for f in p.pod.failures)
 
     @property
     def variant_names(self) -> tuple[str, ...]:
@@ -285,17 +292,24 @@ class Profile:
         pyarrow."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(frames), Path(folder), "parquet", inputs=(self.source,))
+        return write_frames(self.frames(frames), _out_folder(folder), "parquet", inputs=(self.source,))
 
     def to_csv(self, folder: Path | str, frames: Sequence[str] | None = None) -> list[Path]:
         """One ``<frame>.csv`` per frame (``frames``: those only) in ``folder`` (dtypes are not kept: use
         Parquet for that)."""
         from tfprof_towers.frames.export import write_frames
 
-        return write_frames(self.frames(frames), Path(folder), "csv", inputs=(self.source,))
+        return write_frames(self.frames(frames), _out_folder(folder), "csv", inputs=(self.source,))
 
     def __repr__(self) -> str:
         return f"<Profile {self.kind} {self.source!r}: {', '.join(self.variant_names)}>"
+
+
+def _out_folder(folder: Path | str) -> Path:
+    """``folder`` as a path; an empty name (``Path("")`` is the current directory) refused."""
+    if not str(folder).strip():
+        raise TowersError(f"{str(folder)!r}: an empty name; give a folder to write the frames into")
+    return Path(folder)
 
 
 def _categories(frames: Sequence[pd.DataFrame], col: str) -> list[str]:
@@ -349,7 +363,7 @@ def load(path: Path | str, run: str | None = None, dask: Any = None,
     """
     from tfprof_towers.trace.locate import check_path
 
-    p = Path(path)
+    p = _load_path(path)
     check_path(p)  # one line for a missing path, a link loop, a FIFO or a device: before any resolve()
     if p.is_dir() and is_run_dir(p):
         return load_run(p, only=run)
@@ -359,6 +373,27 @@ def load(path: Path | str, run: str | None = None, dask: Any = None,
             raise TowersError(f"--run {run}: does not apply to one variant's directory ({p})")
         return load_run(q.parent.parent, only=q.name)
     return load_trace(p, run, dask, progress)
+
+
+def _load_path(path: Any) -> Path:
+    """``load``'s path, refusing what names no profile: not a path (a number, None, bytes), an empty
+    name (``Path("")`` is the current directory) or the filesystem's root (a walk of every file)."""
+    if isinstance(path, os.PathLike) and not isinstance(path, Path):
+        path = os.fspath(path)  # another path type; bytes are refused below
+    if not isinstance(path, str | Path):
+        raise TowersError(f"load: the path must be a str or pathlib.Path, not {type(path).__name__} "
+                          f"({path!r:.60})")
+    if not str(path).strip():
+        raise TowersError("load: an empty path (it would be the current directory); give the trace, logdir "
+                          "or run directory")
+    p = Path(path)
+    try:
+        root = p.resolve()
+    except (OSError, RuntimeError):  # a link loop: check_path says so next
+        return p
+    if root == root.parent:  # "/", "//", "../../.." from near the top
+        raise TowersError(f"load: {p} is the filesystem's root; give the trace, logdir or run directory")
+    return p
 
 
 def trace_label(path: Path) -> str:

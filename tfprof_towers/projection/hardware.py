@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import stat
 import typing
 from dataclasses import dataclass
 from importlib import resources
@@ -175,7 +177,7 @@ def load_hardware(name_or_path: str) -> Hardware:
     if text.endswith(".toml") or "/" in text or Path(text).is_file():
         path = Path(text)
         if not path.is_file():
-            raise HardwareError(f"hardware file {path}: not found")
+            raise HardwareError(f"hardware file {path}: {_not_a_file(path)}")
         return load_file(path)
     path = builtin_dir() / f"{text}.toml"
     if not path.is_file():
@@ -184,6 +186,23 @@ def load_hardware(name_or_path: str) -> Hardware:
             "(or pass a .toml file)"
         )
     return load_file(path, origin=f"builtin:{text}")
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_a_file(path: Path) -> str:
+    """What ``path`` is, where it is no regular file: missing, a link to nothing, a folder, a device..."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"a symbolic link to nothing ({os.readlink(path)})" if path.is_symlink() else "not found"
+    except OSError as exc:
+        return f"cannot read ({exc.strerror or exc})"
+    kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+    return f"is {kind}, not a TOML file"
 
 
 def load_file(path: Path, origin: str | None = None) -> Hardware:

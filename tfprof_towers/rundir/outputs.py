@@ -6,7 +6,10 @@
   directory) is refused: writing by rename would replace the device node with a regular file;
 * a **symbolic link is written through**: the file written is the link's target (the link stays a
   link; ``latest.html -> reports/x.html`` keeps pointing at the new page), and the target is checked
-  like any OUT (a link to a device or to an input is refused; a link loop is refused);
+  like any OUT (a link to a device or to an input is refused; a link loop is refused) -- but a file
+  the tool names inside a folder the user named (``export --parquet DIR``: ``DIR/steps.parquet``,
+  ``follow_links=False``) is the tool's, not a link's target: a link there is replaced, never
+  followed (it may point at anything);
 * an OUT that is one of the command's inputs (the same file, however named), any ``*.xplane.pb``
   trace, or a file the tool owns inside a run directory (``run.json``, ``summary.json``,
   ``report.html``, ``projection.json``, ``scaling.json``, ``cluster.json``, anything under
@@ -46,22 +49,27 @@ _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-def output_path(out: Path | str, inputs: Iterable[Path | str] = (), what: str = "--html") -> Path:
-    """The path to write for the user's ``out``: ``out`` itself, or a symbolic link's target.
+def output_path(out: Path | str, inputs: Iterable[Path | str] = (), what: str = "--html",
+                follow_links: bool = True) -> Path:
+    """The path to write for the user's ``out``: ``out`` itself, or a symbolic link's target (with
+    ``follow_links=False``: ``out`` itself, a link there to be replaced).
     Raises :class:`TowersError` (exit 2) for an OUT that must not be written (module docstring)."""
     out = Path(out)
     label = f"{what} {out}"
+    if not str(out).strip():
+        raise TowersError(f"{what} {out!r}: an empty name; give a path")
+    replace_link = not follow_links and out.is_symlink()  # the link itself is replaced, whatever it points at
     try:
-        target = out.resolve() if out.is_symlink() else out
+        target = out.resolve() if out.is_symlink() and not replace_link else out
     except (OSError, RuntimeError):  # RuntimeError: Python 3.11's pathlib on a loop
         raise TowersError(f"{label}: a symbolic link loop (it leads back to itself)") from None
-    st = _stat(target, label)
+    st = None if replace_link else _stat(target, label)
     via = f" (the target of the link, {target})" if target != out else ""
     if st is not None and not stat.S_ISREG(st.st_mode):
         kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
         hint = "; give a file name" if stat.S_ISDIR(st.st_mode) else ""
         raise TowersError(f"{label}: is {kind}{via}, not a regular file; refusing to replace it{hint}")
-    for inp in inputs:
+    for inp in () if replace_link else inputs:
         if _same(target, Path(inp)):
             raise TowersError(f"{label}: is one of the inputs ({inp}){via}; refusing to overwrite it")
     if target.name.endswith(TRACE_SUFFIXES):
@@ -93,9 +101,9 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def write_output(out: Path | str, data: bytes | str, inputs: Iterable[Path | str] = (),
-                 what: str = "--html") -> Path:
+                 what: str = "--html", follow_links: bool = True) -> Path:
     """Check ``out`` (:func:`output_path`) and write ``data`` there atomically; the path written."""
-    target = output_path(out, inputs, what)
+    target = output_path(out, inputs, what, follow_links)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
         atomic_write_bytes(target, raw)
@@ -128,6 +136,8 @@ def output_folder(folder: Path | str, inputs: Iterable[Path | str] = (), what: s
                   make: bool = True) -> Path:
     """A folder to write files into: made if needed (``make``); refused when it exists and is not a
     folder, or is (or is inside) a folder the tool owns in a run directory."""
+    if not str(folder).strip():  # Path("") is the current directory: never what was meant
+        raise TowersError(f"{what} {str(folder)!r}: an empty name; give a folder")
     folder = Path(folder)
     label = f"{what} {folder}"
     st = _stat(folder, label)

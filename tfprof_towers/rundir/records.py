@@ -7,6 +7,7 @@ document) stay mappings; only the fields the analysis reads are type-checked.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from tfprof_towers.rundir.fields import (
     RecordError,
     check_fields,
     check_items,
+    decode,
     describe,
     if_empty,
     if_none,
@@ -100,6 +102,40 @@ class Timings(Record):
     profiled_step_times_s: tuple[float, ...] | None = meta(None, omit=if_none,
                                                            read=lambda f, k: step_seconds_list(f, k))
     JSON_ORDER = ("step_times_s", "step_time_s", "profiled_step_times_s")
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Timings:
+        """The timings, refused where a summary disagrees with its own list of steps (a median of no
+        steps, or a median, min, max or count that is not the list's): :func:`check_summary`."""
+        t = decode(cls, f)
+        check_summary(f, "step_time_s", t.step_time_s, t.step_times_s)
+        check_summary(f, "profiled_step_time_s", t.profiled_step_time_s, t.profiled_step_times_s)
+        return t
+
+
+def check_summary(f: Fields, key: str, stats: StepStats | None, times: tuple[float, ...] | None) -> None:
+    """Refuse ``stats`` (``f``'s ``key``) that is not the summary of ``times``, where both are given: each
+    of its median, min, max and count that is given must be the list's; a record without the list (an
+    older writer) keeps its summary unchecked."""
+    if times is None or stats is None:
+        return
+    if not times:
+        if stats.median is not None or stats.n:
+            listed = f.name(key.replace("step_time_s", "step_times_s"))
+            f.fail(f"{key}.median", f"is {stats.median!r} (of {stats.n} step(s)), but {listed} is empty: a "
+                                    "summary of no steps")
+        return
+    import numpy as np
+
+    arr = np.asarray(times, dtype=float)
+    want = {"median": float(np.median(arr)), "min": float(arr.min()), "max": float(arr.max())}
+    for name, value in want.items():
+        got = getattr(stats, name)
+        if got is not None and not math.isclose(got, value, rel_tol=1e-6):
+            f.fail(f"{key}.{name}", f"is {got!r}, but the record's own steps give {value!r}: a summary "
+                                    "that is not of its steps")
+    if stats.n and stats.n != len(times):
+        f.fail(f"{key}.n", f"is {stats.n}, but the record's own list holds {len(times)} steps")
 
 
 # ------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from tfprof_towers.vocab.categories import (
     WALL_CATEGORIES,
 )
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
+from tfprof_towers.vocab.links import impossible_rate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -208,6 +209,7 @@ def links_doc(rows: tuple[Link, ...] | list[Link], scale: float = 1.0) -> list[d
             "seconds": None if not r.measured or r.seconds is None else r.seconds * scale,
             "gbps": None if not r.measured or r.gbps is None else float(r.gbps),
             "measured": bool(r.measured),
+            **({"impossible": True} if r.measured and impossible_rate(r.kind, r.gbps) else {}),
         }
         for r in rows
     ]

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs
 from tfprof_towers.trace.hosts import _start_method, host_prefixes, idle_cores
-from tfprof_towers.trace.locate import host_name, locate_hosts
+from tfprof_towers.trace.locate import host_name, host_names, locate_hosts, unreadable
 from tfprof_towers.trace.pod import HostFailure, HostJob, HostResult, PodAnalysis, Progress, map_host
 from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.vocab.device_names import canonical_device
@@ -352,8 +352,8 @@ def host_jobs(
         made_up: list[str] = []
     else:
         prefixes, made_up = host_prefixes(files, tasks)
-    jobs = [HostJob(str(f), host_name(f), p, node_devices, kind, edge_bytes, cutoffs)
-            for f, p in zip(files, prefixes)]
+    jobs = [HostJob(str(f), name, p, node_devices, kind, edge_bytes, cutoffs)
+            for f, name, p in zip(files, host_names(files)[0], prefixes)]
     return jobs, notes, made_up
 
 
@@ -371,9 +371,15 @@ def analyze_pod(
     if len(jobs) == 1:  # one host: the same map, here; its failure is the command's
         runner: Executor = Serial()
         out: list[Outcome] = [map_host(jobs[0], keep_going=False)]
-    else:
+    else:  # a stray entry (a dangling link, a folder, a FIFO) is a host that failed, never opened
+        stray = {i: HostFailure(j.name, j.file, why) for i, j in enumerate(jobs)
+                 if (why := unreadable(Path(j.file))) is not None}
+        for failure in stray.values():
+            _report(progress, 0, len(jobs), failure)
         runner = executor_for(executor)
-        out = runner.map(jobs, progress)
+        mapped = iter(runner.map([j for i, j in enumerate(jobs) if i not in stray], progress)
+                      if len(stray) < len(jobs) else [])
+        out = [stray[i] if i in stray else next(mapped) for i in range(len(jobs))]
     results = tuple(r for r in out if isinstance(r, HostResult))
     failures = tuple(r for r in out if isinstance(r, HostFailure))
     if not results:

@@ -35,7 +35,7 @@ import numpy as np
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.columns import EventColumns, merge
 from tfprof_towers.trace.load import Host, Trace, read_trace
-from tfprof_towers.trace.locate import host_name, locate_hosts
+from tfprof_towers.trace.locate import host_name, host_names, locate_hosts
 from tfprof_towers.trace.memory import MemoryEvents
 from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.trace.producer import combine
@@ -90,22 +90,45 @@ def idle_cores() -> int:
 
 
 def host_prefixes(files: Sequence[Path], tasks: Mapping[str, str] | None) -> tuple[list[str], list[str]]:
-    """Per file, its task's name (``/job:worker/task:1``), and notes on names that were made up."""
+    """Per file, its task's name (``/job:worker/task:1``), distinct for every file, and notes on names
+    that were made up or told apart (two files of one host name, or whose names differ only by
+    characters a job name cannot hold, ``10.0.0.1:2222`` and ``10.0.0.1_2222``)."""
     tasks = tasks or {}
+    names, renamed = host_names(files)
     out, made_up = [], []
-    for f in files:
+    for f, name in zip(files, names):
         task = tasks.get(host_name(f)) or tasks.get(f.name)
         if task:
             out.append(canonical_device(task))
         else:
-            out.append(f"/job:{re.sub(r'[^A-Za-z0-9_.-]', '_', host_name(f))}/task:0")
-            made_up.append(host_name(f))
-    notes = []
+            out.append(f"/job:{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}/task:0")
+            made_up.append(name)
+    notes = list(renamed)
     if made_up:
         notes.append(
             f"no task known for host(s) {', '.join(made_up)}: their devices are named "
             "/job:<host file name>/task:0/..."
         )
+    distinct, apart = _distinct_prefixes(out, names)
+    return distinct, notes + apart
+
+
+def _distinct_prefixes(prefixes: Sequence[str], names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``prefixes``, each repeat's job renamed ``JOB_2``, ``JOB_3``... (unused by another), and a note."""
+    taken: set[str] = set()
+    out, moved = [], []
+    for prefix, name in zip(prefixes, names):
+        pick, k = prefix, 2
+        while pick in taken or (pick != prefix and pick in prefixes):
+            pick = re.sub(r"^/job:([^/]+)", lambda m, k=k: f"/job:{m.group(1)}_{k}", prefix, count=1)
+            if pick == prefix:  # no job to rename
+                pick = f"/job:host_{k}{prefix}"
+            k += 1
+        if pick != prefix:
+            moved.append(f"{name}'s devices are named {pick}/... ({prefix} is another host's)")
+        taken.add(pick)
+        out.append(pick)
+    notes = [f"hosts that would share a task name were told apart: {'; '.join(moved)}"] if moved else []
     return out, notes
 
 
@@ -230,22 +253,22 @@ def load_hosts(
     named with its task's prefix only when ``tasks`` names it); ``skip``: host names to leave out (those
     a host-by-host analysis could not read)."""
     files, notes = locate_hosts(path, run)
-    if skip:
-        kept = [f for f in files if host_name(f) not in set(skip)]
-        files = kept or files  # none left: read them all, and fail as the host-by-host analysis did
+    names = host_names(files)[0]
     if len(files) == 1:
         task = (tasks or {}).get(host_name(files[0]))
         prefix = canonical_device(task) if task else ""
         trace = read_trace(files[0], node_devices, prefix)
-        host = Host(host_name(files[0]), prefix, trace.step_table, trace.window)
+        host = Host(names[0], prefix, trace.step_table, trace.window)
         return replace(trace, notes=notes + trace.notes, hosts=(host,))
-    prefixes, made_up = host_prefixes(files, tasks)
+    prefixes, made_up = host_prefixes(files, tasks)  # of every host: the names the host-by-host map used
+    kept = [i for i, n in enumerate(names) if n not in set(skip)] or list(range(len(files)))
+    files, names, prefixes = ([seq[i] for i in kept] for seq in (files, names, prefixes))  # none left: all
     source = str(files[0].parent)
     with handoff_folder() as tmp:  # the hosts' columns, mapped until they are joined
         traces = read_hosts(files, prefixes, node_devices, workers, tmp)
-        trace = join_hosts(traces, prefixes, [host_name(f) for f in files], source)
+        trace = join_hosts(traces, prefixes, names, source)
         del traces
     note = f"{len(files)} hosts analysed together: " + ", ".join(
-        f"{host_name(f)} = {p}" for f, p in zip(files, prefixes)
+        f"{n} = {p}" for n, p in zip(names, prefixes)
     )
     return replace(trace, notes=(*notes, note, *made_up, *trace.notes))

@@ -11,7 +11,9 @@ no runs: ``run`` is refused there).  Every file a walk finds is checked before i
 (:func:`check_path`): a FIFO, a device, a socket or a symbolic link loop named like a trace is
 refused in one line, never opened (opening a FIFO would wait for a writer forever).
 :func:`locate_hosts` picks a run the same way but keeps all its hosts (a multi-host
-profile: one file per task).
+profile: one file per task); there a stray entry named like a trace (a dangling link, a folder, a
+FIFO, a device) is one host that cannot be read (:func:`unreadable`), not a refusal of the whole run.
+:func:`host_names` gives every host of a run a distinct name, even where two file names map to one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,20 +94,59 @@ def locate(path: Path | str, run: str | None = None) -> tuple[Path, tuple[str, .
     """The trace file ``path`` names, and notes on which one was picked."""
     files, notes = locate_hosts(path, run)
     extra = ()
-    if len(files) > 1:
-        pick = files[0]
-        hosts = ", ".join(host_name(f) for f in files)
+    pick = files[0]
+    if len(files) > 1:  # the first host file that can hold a trace (a stray entry is never picked)
+        pick = next((f for f in files if unreadable(f) is None), files[0])
+        check_path(pick, file_only=True)
+        hosts = ", ".join(host_names(files)[0])
         run_name = _run_name(Path(path), pick)
         extra = (
             f"run {run_name} has {len(files)} hosts ({hosts}); using {host_name(pick)} "
             f"(choose with --run {run_name}/HOST)",
         )
-    return files[0], notes + extra
+    return pick, notes + extra
 
 
 def host_name(file: Path) -> str:
     """A trace file's host: its name without ``.xplane.pb``."""
     return file.name.split(".xplane.")[0]
+
+
+def host_names(files: Sequence[Path]) -> tuple[list[str], tuple[str, ...]]:
+    """A distinct name per file, and a note naming what was told apart: :func:`host_name`, but where two
+    files give one name, each of those is named by its file name less only its last ``.xplane.*``
+    suffix (``h0.xplane.pb.xplane.pb`` is ``h0.xplane.pb``), else by its whole file name, else
+    ``NAME~2``, ``NAME~3``...; a file whose name gives no host name (``.xplane.pb``) is named by its
+    file name."""
+    plain = [host_name(f) for f in files]
+    twice = {n for n in plain if plain.count(n) > 1} | {""}  # ".xplane.pb" names no host: its file name
+    taken: set[str] = set()
+    out, renamed = [], []
+    for f, name in zip(files, plain):
+        pick = name
+        if name in twice:
+            for pick in (f.name.rsplit(".xplane.", 1)[0], f.name):
+                if pick and pick not in taken:
+                    break
+            k = 2
+            while pick in taken or (pick in plain and pick not in twice):
+                pick, k = f"{name or f.name}~{k}", k + 1
+            renamed.append(f"{f.name} is host {pick}")
+        taken.add(pick)
+        out.append(pick)
+    notes = ()
+    if renamed:
+        notes = (f"host files whose names give one host name were told apart: {'; '.join(renamed)}",)
+    return out, notes
+
+
+def unreadable(path: Path) -> str | None:
+    """Why a host file a walk found cannot hold a trace (:func:`check_path` with ``file_only``), else None."""
+    try:
+        check_path(path, file_only=True)
+    except TraceError as exc:
+        return str(exc)
+    return None
 
 
 def _run_name(root: Path, file: Path) -> str:
@@ -145,6 +187,6 @@ def locate_hosts(path: Path | str, run: str | None = None) -> tuple[list[Path], 
     if len(runs) > 1 and run is None:
         pick = candidates[0].run
         notes.append(f"{len(runs)} runs under {path}; using the newest, {pick} (choose with --run)")
-    for p in candidates:  # a FIFO named like a trace would block the reader's open() forever
-        check_path(p.path, file_only=True)
+    if len(candidates) == 1:  # a FIFO named like a trace would block the reader's open() forever
+        check_path(candidates[0].path, file_only=True)  # several: each is the map's (unreadable())
     return [p.path for p in candidates], tuple(notes)

@@ -20,6 +20,11 @@ older writers: ``shape``).  :func:`memory_events` reads them into :class:`Memory
   before the peak and not freed by then, summed per TF op; what the peak holds beyond them
   was allocated before the trace began (variables, optimizer slots, a pre-allocated pool).
 
+A figure that cannot be true -- a byte stat that is negative, not a finite number, a string, above
+:data:`MAX_BYTES`, or in use whose sum overflows -- is unknown, never read as 0: an event whose bytes
+in use cannot be true is left out of the peaks, a capacity or a fragmentation that cannot be true is
+None, and :attr:`DeviceMemory.unknown` says which (``analyze`` prints it as a note).
+
 An allocator is named as the device it serves: ``GPU_6_bfc`` -> ``/device:GPU:6``,
 ``gpu_host_bfc`` / ``xla_gpu_host_bfc`` / ``mklcpu`` -> the host plane (``/host:CPU``), anything else by
 its own name.
@@ -55,6 +60,10 @@ EVENTS_NOTE = (
     "from the allocators' MemoryAllocation/MemoryDeallocation events; peak = the most bytes in use; "
     "capacity = in use + available at the peak (the allocator's limit, as XProf's memory profile)"
 )
+#: No device's memory comes near this (1 PiB): a byte figure above it cannot be true.
+MAX_BYTES = 1 << 50
+#: ``MemoryEvents.in_use``/``available`` of an event whose figure cannot be true (``available`` -1: none).
+BAD = -2
 #: The ops listed as live at a peak.
 TOP_OPS = 5
 #: Points of a timeline, at most (each the largest in use of its stretch of events, as XProf samples).
@@ -94,10 +103,10 @@ class MemoryEvents:
     allocator: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     device: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     allocation: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # False: a free
-    in_use: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # allocated + reserved
-    available: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # -1: not recorded
+    in_use: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # allocated + reserved; BAD
+    available: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # -1: not recorded; BAD
     peak_stat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # peak_bytes_in_use
-    fragmentation: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))  # nan: none
+    fragmentation: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))  # nan: none; -1: bad
     requested: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     nbytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # allocation_bytes
     address: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -158,12 +167,12 @@ class MemoryEvents:
             "allocator": cat(self.allocator),
             "device": cat(self.device),
             "activity": activity,
-            "bytes_in_use": self.in_use,
-            "bytes_available": self.available,
+            "bytes_in_use": np.maximum(self.in_use, -1),  # -1: cannot be true
+            "bytes_available": np.maximum(self.available, -1),  # -1: not recorded, or cannot be true
             "peak_bytes_in_use": self.peak_stat,
             "requested_bytes": self.requested,
             "allocation_bytes": self.nbytes,
-            "fragmentation": self.fragmentation,
+            "fragmentation": np.where(self.fragmentation < 0, np.nan, self.fragmentation),
             "tf_op": cat(self.tf_op),
             "region_type": cat(self.region),
             "data_type": cat(self.dtype),
@@ -202,13 +211,35 @@ def _values(column: StatColumn, rows: np.ndarray, default: int = 0) -> np.ndarra
     return out
 
 
+def _bytes(column: StatColumn, rows: np.ndarray, default: int = 0) -> np.ndarray:
+    """:func:`_values` of a byte count, :data:`BAD` where the event's value cannot be one: a string, a
+    double that is not finite, negative, or above :data:`MAX_BYTES`."""
+    out = np.full(rows.size, default, dtype=np.int64)
+    if column.any and rows.size:
+        at = np.minimum(np.searchsorted(column.index, rows), column.index.size - 1)
+        has = column.index[at] == rows
+        codes = column.codes[at[has]]
+        values = column.values[at[has]]
+        good = (codes < 0) & np.isfinite(values) & (values >= 0) & (values <= MAX_BYTES)
+        out[has] = np.where(good, column.nums[at[has]], BAD)
+    return out
+
+
 def _reals(column: StatColumn, rows: np.ndarray) -> np.ndarray:
+    """Per row: the stat as a real number, NaN where it has none, -1 where it is a string."""
     out = np.full(rows.size, np.nan, dtype=np.float64)
     if column.any and rows.size:
         at = np.minimum(np.searchsorted(column.index, rows), column.index.size - 1)
         has = column.index[at] == rows
-        out[has] = column.values[at[has]]
+        out[has] = np.where(column.codes[at[has]] >= 0, -1.0, column.values[at[has]])
     return out
+
+
+def _in_use(allocated: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+    """``allocated + reserved``, :data:`BAD` where either is, or where their sum passes :data:`MAX_BYTES`."""
+    bad = (allocated == BAD) | (reserved == BAD)
+    total = np.where(bad, 0, allocated) + np.where(bad, 0, reserved)  # each <= MAX_BYTES: no overflow
+    return np.where(bad | (total > MAX_BYTES), BAD, total)
 
 
 def _texts(column: StatColumn, rows: np.ndarray, raw: RawSpace, index: dict[str, int],
@@ -241,8 +272,9 @@ def memory_events(raw: RawSpace, stats: Mapping[str, StatColumn], prefix: str = 
     task's name before every device), and each device plane's ``memory_size``."""
     memory = {}
     for name, numbers in zip(raw.planes.names, raw.planes.numbers):
-        if numbers.get("memory_size"):
-            memory[prefix + name] = int(numbers["memory_size"])
+        size = numbers.get("memory_size")
+        if isinstance(size, int | float) and np.isfinite(size) and 0 < size <= MAX_BYTES:  # else unknown
+            memory[prefix + name] = int(size)
     k = raw.n_kept
     index = raw.strings._index
     codes = [index[n] for n in (ALLOCATION, DEALLOCATION) if n in index]
@@ -276,12 +308,12 @@ def memory_events(raw: RawSpace, stats: Mapping[str, StatColumn], prefix: str = 
         allocator=allocator,
         device=device_of[allocator],
         allocation=raw.name[rows] == index.get(ALLOCATION, -1),
-        in_use=_values(stats["bytes_allocated"], rows) + _values(stats["bytes_reserved"], rows),
-        available=_values(stats["bytes_available"], rows, -1),
-        peak_stat=_values(stats["peak_bytes_in_use"], rows),
+        in_use=_in_use(_bytes(stats["bytes_allocated"], rows), _bytes(stats["bytes_reserved"], rows)),
+        available=_bytes(stats["bytes_available"], rows, -1),
+        peak_stat=np.maximum(_bytes(stats["peak_bytes_in_use"], rows), 0),
         fragmentation=_reals(stats["fragmentation"], rows),
-        requested=_values(stats["requested_bytes"], rows),
-        nbytes=_values(stats["allocation_bytes"], rows),
+        requested=np.maximum(_bytes(stats["requested_bytes"], rows), 0),
+        nbytes=np.maximum(_bytes(stats["allocation_bytes"], rows), 0),
         address=_values(stats["addr"], rows),
         tf_op=tf_op,
         region=region,
@@ -320,6 +352,8 @@ class DeviceMemory:
     peak_op: str = ""  # the op whose allocation reached the peak ("" when the peak event names none)
     peak_ps: int = 0  # ``peak_time_s`` in picoseconds (exact, to move it to another clock)
     peak_in_steps_ps: int | None = None
+    #: the figures of this allocator that cannot be true, shown as unknown (module docstring)
+    unknown: tuple[str, ...] = ()
 
     def shifted(self, delta_ps: int) -> DeviceMemory:
         """The same figures on a clock ``delta_ps`` later (a host's, put on a multi-host trace's clock)."""
@@ -345,6 +379,7 @@ class DeviceMemory:
             "top_ops": [{"op": o.op, "bytes": o.bytes, "count": o.count} for o in self.top_ops],
             "events": self.events,
             "peak_op": self.peak_op,
+            **({"unknown": list(self.unknown)} if self.unknown else {}),
         }
 
 
@@ -382,6 +417,12 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
     key = ev.device.astype(np.int64) * len(ev.texts) + ev.allocator  # one allocator name on several hosts
     for k in np.unique(key).tolist():
         rows = np.flatnonzero(key == k)
+        bad = int(np.count_nonzero(ev.in_use[rows] == BAD))
+        unknown = [f"{bad} of its {rows.size} events carry bytes in use that cannot be true (negative, not "
+                   "a finite number, or past 1 PiB): left out of its peaks"] if bad else []
+        rows = rows[ev.in_use[rows] != BAD]
+        if not rows.size:
+            continue  # nothing known of this allocator
         a = int(ev.allocator[rows[0]])
         use = ev.in_use[rows]
         top = int(use.max())
@@ -391,7 +432,15 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
         device = ev.texts[int(ev.device[at])]
         plane_memory = ev.device_memory.get(device)
         capacity = top + avail if avail >= 0 else plane_memory
-        frag = float(ev.fragmentation[at])
+        if avail == BAD or (capacity is not None and capacity > MAX_BYTES):
+            capacity = None
+            unknown.append("its bytes_available at the peak cannot be true: capacity unknown")
+        frag: float | None = float(ev.fragmentation[at])
+        if frag is not None and np.isnan(frag):
+            frag = None
+        elif frag is not None and not 0.0 <= frag <= 1.0:
+            frag = None
+            unknown.append("its fragmentation at the peak is not a number from 0 to 1: unknown")
         live = _live_at(ev, rows, p)
         in_steps = np.flatnonzero(step[rows] >= 0)
         if in_steps.size:
@@ -410,13 +459,14 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
             lifetime_peak_bytes=int(max(ev.peak_stat[rows].max(), top)),
             capacity_bytes=capacity,
             device_memory_bytes=plane_memory,
-            fragmentation=None if np.isnan(frag) else frag,
+            fragmentation=frag,
             before_trace_bytes=max(0, top - int(ev.nbytes[live].sum())),
             top_ops=_top_ops(ev, live),
             events=int(rows.size),
             peak_op=ev.texts[int(ev.tf_op[at])] if ev.allocation[at] else "",
             peak_ps=int(ev.start_ps[at]),
             peak_in_steps_ps=steps_ps,
+            unknown=tuple(unknown),
         ))
     out = list(sort_memory(out))
     named: set[str] = set()
@@ -453,7 +503,7 @@ def timeline(ev: MemoryEvents, device: str, points: int = TIMELINE_POINTS) -> tu
     """One device's bytes in use over time, (seconds, bytes): every event, or where there are more than
     ``points``, the largest of each of ``points`` equal stretches of events (XProf's max box filter)."""
     code = ev.texts.index(device) if device in ev.texts else -1
-    rows = np.flatnonzero(ev.device == code) if code > 0 else np.zeros(0, np.int64)
+    rows = np.flatnonzero((ev.device == code) & (ev.in_use != BAD)) if code > 0 else np.zeros(0, np.int64)
     t, b = ev.start_ps[rows] / 1e12, ev.in_use[rows]
     if rows.size <= points:
         return t, b

@@ -53,8 +53,13 @@ def fmt_bytes(v: float) -> str:
 @_or_dash
 def fmt_gib(v: float) -> str:
     """Memory in GiB, as memory sizes are quoted (a "6 GB" card holds 6 GiB): ``6442450944`` -> ``"6 GiB"``,
-    ``3.93e9`` -> ``"3.66 GiB"``."""
+    ``3.93e9`` -> ``"3.66 GiB"``; under 0.005 GiB, in MiB, KiB or bytes (``1048576`` -> ``"1.00 MiB"``)."""
     g = v / (1 << 30)
+    if v and abs(g) < 0.005:  # "0.00 GiB" says nothing: a small size in the unit that shows it
+        for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if abs(v) >= size:
+                return f"{v / size:.2f} {unit}"
+        return f"{v:.0f} B"
     if g == round(g) or g >= 100:
         return f"{g:.0f} GiB"
     return f"{g:.2f} GiB" if g < 10 else f"{g:.1f} GiB"

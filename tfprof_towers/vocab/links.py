@@ -33,3 +33,15 @@ def ring_seconds(nbytes: float, n: int, link: Link) -> float:
     if n < 2:
         return 0.0
     return 2 * (n - 1) * link.latency_us * 1e-6 + 2 * (n - 1) / n * nbytes / link.bytes_per_s
+
+
+#: The fastest any link carries, GB/s one way: a host<->device copy (``h2d``/``d2h``) at most NVLink-C2C's
+#: 450 GB/s a direction (Grace Hopper; PCIe 7.0 x16 is 128), anything else at most NVLink 5's 900 GB/s a
+#: direction per GPU.  A measured rate above it means the byte counts are not per copy.
+PEAK_GBPS: Mapping[str, float] = {"h2d": 450.0, "d2h": 450.0}
+ANY_LINK_PEAK_GBPS = 900.0
+
+
+def impossible_rate(kind: str, gbps: float | None) -> bool:
+    """Whether ``gbps`` over a link of ``kind`` is above any such link's peak (:data:`PEAK_GBPS`)."""
+    return gbps is not None and gbps > PEAK_GBPS.get(kind, ANY_LINK_PEAK_GBPS)

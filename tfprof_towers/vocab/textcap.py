@@ -125,5 +125,11 @@ def visible(text: str) -> str:
     return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
 
+def single_line(text: str) -> str:
+    """:func:`visible`, and line breaks shown as ``<U+000A>`` too: a user's path echoed in a one-line
+    message (an ``--html`` name with a newline) stays one line."""
+    return visible(text).replace("\n", "<U+000A>")
+
+
 def has_invisible(text: str) -> bool:
     return _INVISIBLE.search(text) is not None

@@ -7,6 +7,7 @@ from tfprof_towers.advice.findings import Finding, Rule
 from tfprof_towers.advice.trace_rules.facts import TraceFacts
 from tfprof_towers.advice.trace_rules.suggestions import copies_suggestion, suggestion
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_rate, fmt_seconds, fmt_some
+from tfprof_towers.vocab.links import impossible_rate
 
 
 def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
@@ -20,9 +21,12 @@ def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
         cp = f.copies.loc[dev] if dev in f.copies.index else None
         seconds = float(cp.seconds) if cp is not None else 0.0
         nbytes = float(cp.bytes) if cp is not None else 0.0
+        gbps = nbytes / seconds / 1e9 if seconds > 0 else None
+        impossible = impossible_rate("h2d", gbps)  # byte counts that are not per copy: no rate, no bytes
         rows.append({"device": dev, "exposed_s": exposed, "step_s": window, "share": exposed / window,
-                     "copy_s": seconds, "bytes_per_step": nbytes,
-                     "gbps": nbytes / seconds / 1e9 if seconds > 0 else None,
+                     "copy_s": seconds, "bytes_per_step": None if impossible else nbytes,
+                     "gbps": None if impossible else gbps,
+                     **({"impossible_gbps": gbps} if impossible else {}),
                      "h2d_exposed_s": f.wall_s(dev, "h2d"), "d2h_exposed_s": f.wall_s(dev, "d2h")})
     if not rows:
         return None
@@ -32,7 +36,9 @@ def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
     msg = (f"host↔device copies not hidden behind other work on {r['device']} are {fmt_percent(r['share'])} "
            f"of its {fmt_seconds(r['step_s'])} step ({fmt_seconds(r['exposed_s'])}: host→device "
            f"{fmt_seconds(r['h2d_exposed_s'])}, device→host {fmt_seconds(r['d2h_exposed_s'])}); "
-           f"{fmt_bytes(r['bytes_per_step'])} per step at {rate} achieved")
+           + (f"{fmt_bytes(r['bytes_per_step'])} per step at {rate} achieved" if "impossible_gbps" not in r
+              else "its copies' byte counts give a rate above any host link's peak (not per copy): no rate "
+              "is given"))
     if len(rows) > 1:
         msg += "; also " + fmt_some([f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:]])
     slow = r["gbps"] is not None and r["gbps"] < rule.param("slow_gbps")
