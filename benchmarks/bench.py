@@ -67,6 +67,7 @@ from typing import Any
 from tfprof_towers.rundir.paths import write_json
 from tfprof_towers.variants.config import PRESETS
 from tfprof_towers.variants.registry import BUILTIN_NAMES, CLUSTER_NAMES
+from tfprof_towers.vocab import phase
 
 TF1, TF2 = "tf1-graph", "tf2-strategy"
 #: The cluster variant whose overhead is measured (a cluster runs as several processes, so its
@@ -263,18 +264,18 @@ def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
     if not proc or not ph:
         return {"failed variants": wall}
     out = {
-        TF_STARTUP: ph.get("tf_import", 0.0) + ph.get("session_init", 0.0) + ph.get("load_values", 0.0)
-        + ph.get("devices", 0.0) + proc["exit"],
+        TF_STARTUP: ph.get(phase.TF_IMPORT, 0.0) + ph.get(phase.SESSION_INIT, 0.0)
+        + ph.get(phase.LOAD_VALUES, 0.0) + ph.get(phase.DEVICES, 0.0) + proc["exit"],
         "child process start": proc["start"],
-        "graph build": ph.get("build", 0.0),
+        "graph build": ph.get(phase.BUILD, 0.0),
         # the math steps and a tf.function's second call are warm-up steps
-        "warm-up steps": ph.get("warmup", 0.0) + ph.get("math", 0.0) + ph.get("second_call", 0.0),
+        "warm-up steps": ph.get(phase.WARMUP, 0.0) + ph.get(phase.MATH, 0.0) + ph.get(phase.SECOND_CALL, 0.0),
         # a tf.function's first call traces it with graph collection on: the placement's trace
-        "placement trace": ph.get("placement_trace", 0.0) + ph.get("placement_extract", 0.0)
-        + ph.get("first_call_placement", 0.0),
-        "timed steps": ph.get("timed", 0.0),
-        "profiled steps": ph.get("profiled", 0.0),
-        "trace collection": ph.get("profiler_start", 0.0) + ph.get("collect", 0.0),
+        "placement trace": ph.get(phase.PLACEMENT_TRACE, 0.0) + ph.get(phase.PLACEMENT_EXTRACT, 0.0)
+        + ph.get(phase.FIRST_CALL_PLACEMENT, 0.0),
+        "timed steps": ph.get(phase.TIMED, 0.0),
+        "profiled steps": ph.get(phase.PROFILED, 0.0),
+        "trace collection": ph.get(phase.PROFILER_START, 0.0) + ph.get(phase.COLLECT, 0.0),
     }
     out["child bookkeeping"] = max(0.0, wall - sum(out.values()))
     return out
@@ -282,13 +283,13 @@ def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
 
 #: A cluster task's phases (capture.cluster.task) -> the categories above.
 CLUSTER_PHASES: dict[str, tuple[str, ...]] = {
-    TF_STARTUP: ("tf_import", "strategy_init", "server_start", "coordinator_init"),
-    "graph build": ("build",),
-    "warm-up steps": ("warmup", "first_call", "second_call"),
-    "placement trace": ("first_call_placement", "placement_extract"),
-    "timed steps": ("timed",),
-    "profiled steps": ("profiled",),
-    "cluster coordination": ("wait_capture", "wait_peers", "wait_release", "wait_servers"),
+    TF_STARTUP: (phase.TF_IMPORT, phase.STRATEGY_INIT, phase.SERVER_START, phase.COORDINATOR_INIT),
+    "graph build": (phase.BUILD,),
+    "warm-up steps": (phase.WARMUP, phase.FIRST_CALL, phase.SECOND_CALL),
+    "placement trace": (phase.FIRST_CALL_PLACEMENT, phase.PLACEMENT_EXTRACT),
+    "timed steps": (phase.TIMED,),
+    "profiled steps": (phase.PROFILED,),
+    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_RELEASE, phase.WAIT_SERVERS),
 }
 
 
@@ -625,7 +626,7 @@ def tensorflow_starts(run_doc: Mapping[str, Any], records: Sequence[Mapping[str,
     if no child ever waited on an import (the projection's builders are not counted: a lower bound)."""
     starts = run_doc.get("tensorflow_starts") or {}
     start_s = sum(float((r.get("process_s") or {}).get("start") or 0.0)
-                  + float((r.get("phases_s") or {}).get("tf_import") or 0.0) for r in records)
+                  + float((r.get("phases_s") or {}).get(phase.TF_IMPORT) or 0.0) for r in records)
     return {"tf_imports": float(starts.get("imports") or 0), "tf_start_s": start_s,
             "server_import_s": float(starts.get("import_s") or 0.0),
             "lower_bound_s": max(0.0, total - start_s)}

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tfprof_towers.capture.cluster.attempt import Attempt, task_rows
 from tfprof_towers.capture.cluster.coord import Coord, CoordTimeout, least_progress, where
+from tfprof_towers.capture.cluster.diagnose import root_cause
 from tfprof_towers.capture.cluster.docs import (
     MULTI_WORKER,
     PARAMETER_SERVER,
@@ -28,7 +30,7 @@ from tfprof_towers.capture.cluster.spec import (
     free_ports,
     loopback_cluster,
 )
-from tfprof_towers.capture.cluster.watch import Attempt, late_tasks, missing_traces, root_cause, task_rows
+from tfprof_towers.capture.cluster.watch import late_tasks, missing_traces
 from tfprof_towers.procs import supervise
 from tfprof_towers.variants.config import PRESETS
 
@@ -222,7 +224,7 @@ def attempt(tmp_path: Path, ends: dict[str, int | None], stderr: dict[str, str] 
 
 
 def test_a_crash_is_named_not_the_peer_that_saw_its_socket_close(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.watch.FAILURE_GRACE_S", 0.0)
+    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": -11, "capture": None})
     a.coord.mark(TaskId("worker", 0), "failed", error="UnavailableError during profiled: Socket closed",
                  stage="profiled")
@@ -235,7 +237,7 @@ def test_a_crash_is_named_not_the_peer_that_saw_its_socket_close(tmp_path: Path,
 
 
 def test_a_crash_after_the_steps_is_the_profilers_and_is_retried(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.watch.FAILURE_GRACE_S", 0.0)
+    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": -6}, {"worker:1": "munmap_chunk(): invalid pointer"})
     a.coord.mark(TaskId("worker", 1), "done")
     out = root_cause(a, a.coord, [])
@@ -252,7 +254,7 @@ def test_a_hand_started_task_whose_worker_marked_its_crash_is_named_and_retried(
     from tfprof_towers.capture.cluster.docs import task_dir
     from tfprof_towers.capture.cluster.worker import mark_for_child
 
-    monkeypatch.setattr("tfprof_towers.capture.cluster.watch.FAILURE_GRACE_S", 0.0)
+    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
     a = attempt(tmp_path, {})
     w0, w1 = TaskId("worker", 0), TaskId("worker", 1)
     a.coord.mark(w0, "failed", error="UnavailableError during wait_release: Socket closed",
@@ -303,7 +305,7 @@ def test_faults_for_one_attempt_only(monkeypatch) -> None:
 
 
 def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.watch.FAILURE_GRACE_S", 0.0)
+    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": None})
     a.coord.mark(TaskId("worker", 0), "failed", stage="wait_peers",
                  error="waited 10.0 s for 'done' from worker:1 (timed out) during wait_peers",
@@ -321,7 +323,7 @@ def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_a_taken_port_is_said_and_retried(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.watch.FAILURE_GRACE_S", 0.0)
+    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
     a = attempt(tmp_path, {"worker:0": None, "worker:1": 3},
                 {"worker:1": "E0000 add_port.cc:83] Failed to add port\nCould not start gRPC server"})
     a.coord.mark(TaskId("worker", 1), "failed", stage="strategy",
@@ -343,7 +345,7 @@ def test_missing_traces_and_a_short_window(tmp_path: Path) -> None:
 
 
 def test_gpus_are_shared_out_among_loopback_workers() -> None:
-    from tfprof_towers.capture.cluster.watch import gpu_plan
+    from tfprof_towers.capture.cluster.launch import gpu_plan
 
     ws = [TaskId("worker", 0), TaskId("worker", 1)]
     assert gpu_plan(ws, ws, ["0", "1", "2", "3"]) == ({"worker:0": "0,1", "worker:1": "2,3"}, None)

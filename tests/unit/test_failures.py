@@ -118,9 +118,9 @@ def test_a_cluster_task_record_with_a_nan_loss_is_strict_and_read_back(tmp_path:
 
 
 def test_a_task_record_that_cannot_be_read_is_named_with_why(tmp_path: Path) -> None:
+    from tfprof_towers.capture.cluster.attempt import record_problem
     from tfprof_towers.capture.cluster.docs import task_dir
     from tfprof_towers.capture.cluster.spec import TaskId
-    from tfprof_towers.capture.cluster.watch import record_problem
 
     class A:  # the attempt's folder is all record_problem reads
         folder = tmp_path

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tfprof_towers.capture.cluster.attempt import Attempt, Outcome, record_problem
+from tfprof_towers.capture.cluster.diagnose import PORT_RETRY
 from tfprof_towers.capture.cluster.docs import (
     ATTACH_JSON,
     MULTI_WORKER,
@@ -35,16 +37,9 @@ from tfprof_towers.capture.cluster.docs import (
     Timeouts,
     roles,
 )
+from tfprof_towers.capture.cluster.launch import gpu_plan, visible_gpus
 from tfprof_towers.capture.cluster.spec import Cluster, ClusterError, TaskId, loopback_cluster
-from tfprof_towers.capture.cluster.watch import (
-    PORT_RETRY,
-    Attempt,
-    Outcome,
-    gpu_plan,
-    record_problem,
-    run_attempt,
-    visible_gpus,
-)
+from tfprof_towers.capture.cluster.watch import run_attempt
 from tfprof_towers.capture.families import Draft
 from tfprof_towers.capture.stats import step_stats
 from tfprof_towers.rundir.paths import write_json

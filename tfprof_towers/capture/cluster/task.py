@@ -36,7 +36,7 @@ from tfprof_towers.capture.cluster.coord import Coord, CoordTimeout, write_marke
 from tfprof_towers.capture.cluster.docs import MULTI_WORKER, TaskSpec, read_spec, task_dir
 from tfprof_towers.capture.cluster.spec import Cluster, ClusterError, TaskId
 from tfprof_towers.capture.families import Phases, import_tensorflow
-from tfprof_towers.vocab import textcap
+from tfprof_towers.vocab import phase, textcap
 from tfprof_towers.vocab.errors import TowersError
 
 
@@ -152,9 +152,9 @@ def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0) -> N
     """Warm-up (beyond the two math calls; at least ``min_warmup``), timed steps, ``ready``."""
     d = ctx.draft
     ctx.stage("warmup")
-    d.timed("warmup", run_steps, ctx, step, max(ctx.spec.warmup - 2, min_warmup), False)
+    d.timed(phase.WARMUP, run_steps, ctx, step, max(ctx.spec.warmup - 2, min_warmup), False)
     ctx.stage("timed")
-    times = d.timed("timed", run_steps, ctx, step, ctx.spec.steps, False)
+    times = d.timed(phase.TIMED, run_steps, ctx, step, ctx.spec.steps, False)
     d.doc["step_times_s"] = times
     ctx.coord.mark(ctx.me, "ready", median_step_s=median(times))
 
@@ -162,10 +162,10 @@ def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0) -> N
 def profiled(ctx: Ctx, step: Callable[[], Any], peers: list[TaskId]) -> None:
     d = ctx.draft
     ctx.stage("wait_capture")
-    d.doc["wait_tracing_s"] = d.timed("wait_capture", wait_traced, ctx, peers)
+    d.doc["wait_tracing_s"] = d.timed(phase.WAIT_CAPTURE, wait_traced, ctx, peers)
     ctx.stage("profiled")
-    d.doc["profiled_step_times_s"] = d.timed("profiled", run_steps, ctx, step, ctx.spec.profile_steps, True,
-                                             "profiled_step")
+    d.doc["profiled_step_times_s"] = d.timed(phase.PROFILED, run_steps, ctx, step, ctx.spec.profile_steps,
+                                             True, "profiled_step")
     ctx.stage("after_profiled")
 
 
@@ -217,29 +217,30 @@ def run_multi_worker(ctx: Ctx) -> None:
     peers = [t for t in ctx.cluster.tasks("chief", "worker") if t != ctx.me]
     ctx.stage("strategy")
     ctx.coord.mark(ctx.me, "strategy")  # the constructor returns only when every worker is there
-    strategy = d.timed("strategy_init", mwms, ctx)
+    strategy = d.timed(phase.STRATEGY_INIT, mwms, ctx)
     ctx.coord.mark(ctx.me, "server_up", port=ctx.cluster.port(ctx.me))
     d.doc["strategy"] = describe(strategy)
     ctx.stage("build")
-    step, files, origin = d.timed("build", build_mw_step, ctx, strategy)
+    step, files, origin = d.timed(phase.BUILD, build_mw_step, ctx, strategy)
     ctx.stage("placement")
-    meta, first = d.timed("first_call_placement", collect_partition_graphs, step)
-    placement = d.timed("placement_extract", strategy_placement, step.get_concrete_function(), meta, files)
+    meta, first = d.timed(phase.FIRST_CALL_PLACEMENT, collect_partition_graphs, step)
+    placement = d.timed(phase.PLACEMENT_EXTRACT, strategy_placement, step.get_concrete_function(), meta,
+                        files)
     d.doc["placement"] = {**placement, "strategy": d.doc["strategy"]}
-    second = d.timed("second_call", step)
+    second = d.timed(phase.SECOND_CALL, step)
     d.doc["math"] = first_math(first, second, origin).to_json()
     timed_and_ready(ctx, step)
     profiled(ctx, step, peers)
     ctx.coord.mark(ctx.me, "done")
     ctx.stage("wait_peers")
-    d.timed("wait_peers", ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, abort=ctx.abort)
+    d.timed(phase.WAIT_PEERS, ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, abort=ctx.abort)
 
 
 def serve(ctx: Ctx) -> None:
     """A ps or worker task: a ``tf.distribute.Server`` until the driver releases it (bounded)."""
     d = ctx.draft
     ctx.stage("server")
-    server = d.timed("server_start", ctx.tf.distribute.Server, ctx.cluster.to_dict(), job_name=ctx.me.job,
+    server = d.timed(phase.SERVER_START, ctx.tf.distribute.Server, ctx.cluster.to_dict(), job_name=ctx.me.job,
                      task_index=ctx.me.index, protocol="grpc", start=True)
     ctx.coord.mark(ctx.me, "server_up", port=ctx.cluster.port(ctx.me), target=server.target)
     d.doc["server"] = server.target
@@ -247,7 +248,7 @@ def serve(ctx: Ctx) -> None:
         ctx.coord.wait(ctx.cluster.tasks("chief"), "ready", ctx.spec.timeouts.serve_s, abort=ctx.abort)
         time.sleep(0.2)
     ctx.stage("serving")
-    d.timed("serving", ctx.coord.wait, ["driver"], "release", ctx.spec.timeouts.serve_s,
+    d.timed(phase.SERVING, ctx.coord.wait, ["driver"], "release", ctx.spec.timeouts.serve_s,
             abort=ctx.coord.aborted)
 
 
@@ -306,19 +307,19 @@ def run_chief(ctx: Ctx) -> None:
     servers = ctx.cluster.tasks("ps", "worker")
     workers = ctx.cluster.tasks("worker")
     ctx.stage("wait_servers")
-    d.timed("wait_servers", ctx.coord.wait, servers, "server_up", ctx.spec.timeouts.startup_s,
+    d.timed(phase.WAIT_SERVERS, ctx.coord.wait, servers, "server_up", ctx.spec.timeouts.startup_s,
             abort=ctx.abort)
     ctx.stage("strategy")
     ctx.coord.mark(ctx.me, "strategy")
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = d.timed("strategy_init", tf.distribute.experimental.ParameterServerStrategy, resolver)
-    coordinator = d.timed("coordinator_init", tf.distribute.experimental.coordinator.ClusterCoordinator,
+    strategy = d.timed(phase.STRATEGY_INIT, tf.distribute.experimental.ParameterServerStrategy, resolver)
+    coordinator = d.timed(phase.COORDINATOR_INIT, tf.distribute.experimental.coordinator.ClusterCoordinator,
                           strategy)
     ctx.coord.mark(ctx.me, "server_up", port=ctx.cluster.port(ctx.me))
     ctx.stage("build")
     p = ctx.spec.preset
     values = shared_seed_values(p.batch, p.dim, p.blocks)
-    step = d.timed("build", seed_step.seed_step, strategy, values, "/cpu:0", takes_input=True)
+    step = d.timed(phase.BUILD, seed_step.seed_step, strategy, values, "/cpu:0", takes_input=True)
     x = tf.constant(values.x)
     shards = tf.split(x, len(workers), axis=0) if len(workers) > 1 else [x]
 
@@ -333,10 +334,10 @@ def run_chief(ctx: Ctx) -> None:
         return rvs[-1].fetch()
 
     ctx.stage("placement")
-    first = d.timed("first_call", whole)
-    d.doc["placement"] = d.timed("placement_extract", ps_placement, ctx, strategy, step, x, shards[0])
+    first = d.timed(phase.FIRST_CALL, whole)
+    d.doc["placement"] = d.timed(phase.PLACEMENT_EXTRACT, ps_placement, ctx, strategy, step, x, shards[0])
     d.doc["strategy"] = d.doc["placement"]["strategy"]
-    second = d.timed("second_call", whole)
+    second = d.timed(phase.SECOND_CALL, whole)
     origin = f"built-in variant {ctx.spec.variant}"
     d.doc["math"] = first_math(first, second, origin).to_json()
     timed_and_ready(ctx, one, min_warmup=1)  # the math calls ran the whole batch: trace the shards' step
@@ -357,7 +358,7 @@ def dispatch(ctx: Ctx) -> None:
         raise ClusterError(f"{family}: no role for task {ctx.me} (jobs: chief, ps, worker)")
     # stay up (profiler service, ring peers) until the driver has every trace
     ctx.stage("wait_release")
-    ctx.draft.timed("wait_release", ctx.coord.wait, ["driver"], "release", ctx.spec.timeouts.release_s,
+    ctx.draft.timed(phase.WAIT_RELEASE, ctx.coord.wait, ["driver"], "release", ctx.spec.timeouts.release_s,
                     abort=ctx.coord.aborted)
 
 
@@ -423,7 +424,7 @@ def run_task(cluster_path: str, task: str, run_dir: str) -> int:
     code = 0
     try:
         draft.stage = "import"
-        tf = draft.timed("tf_import", import_tensorflow)
+        tf = draft.timed(phase.TF_IMPORT, import_tensorflow)
         draft.doc["versions"] = {"tensorflow": tf.__version__}
         coord.mark(me, "imported")
         ctx = Ctx(spec, cluster, me, coord, draft, tf)

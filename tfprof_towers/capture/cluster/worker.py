@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from tfprof_towers.capture.cluster.attempt import exit_reason
 from tfprof_towers.capture.cluster.coord import Coord, where
 from tfprof_towers.capture.cluster.docs import ATTACH_JSON, SPEC_JSON, read_spec, task_dir
+from tfprof_towers.capture.cluster.launch import task_argv
 from tfprof_towers.capture.cluster.spec import Cluster, ClusterError, TaskId
-from tfprof_towers.capture.cluster.watch import exit_reason, task_argv
 from tfprof_towers.procs import supervise
 from tfprof_towers.vocab.errors import EXIT_SIGINT, EXIT_SIGTERM
 

@@ -28,6 +28,7 @@ from tfprof_towers.rundir.records import (
     Topology,
     VariantRecord,
 )
+from tfprof_towers.vocab import phase
 
 #: Profiler settings: host ops (level 2: TF ops, which the analysis needs to attribute
 #: CPU-device ops; not every runtime detail), no Python tracer, device (CUDA) tracer on.
@@ -114,17 +115,17 @@ def timed_then_profiled(tf: Any, spec: ChildSpec, draft: Draft, call: Callable[[
     """A runner's last phases: timed calls without the profiler, then profiled ones with step markers."""
     phases = draft.phases
     draft.stage = "timed"
-    times = phases.run("timed", timed_calls, call, spec.steps)
+    times = phases.run(phase.TIMED, timed_calls, call, spec.steps)
     draft.timings = replace(draft.timings, step_times_s=tuple(times), step_time_s=step_stats(times))
 
     draft.stage = "profiled"
     profiler = tf.profiler.experimental
     options = profiler.ProfilerOptions(**PROFILER_OPTIONS)
-    phases.run("profiler_start", profiler.start, spec.logdir, options=options)
+    phases.run(phase.PROFILER_START, profiler.start, spec.logdir, options=options)
     try:
-        ptimes = phases.run("profiled", timed_calls, call, spec.profile_steps, profiler.Trace)
+        ptimes = phases.run(phase.PROFILED, timed_calls, call, spec.profile_steps, profiler.Trace)
     finally:
-        phases.run("collect", profiler.stop)
+        phases.run(phase.COLLECT, profiler.stop)
     draft.timings = replace(draft.timings, profiled_step_times_s=tuple(ptimes),
                             profiled_step_time_s=step_stats(ptimes))
     draft.profiler_options = dict(PROFILER_OPTIONS)

@@ -19,6 +19,7 @@ from tfprof_towers.capture.families import Draft, timed_calls, timed_then_profil
 from tfprof_towers.capture.families import import_tensorflow as _import_tensorflow
 from tfprof_towers.rundir.records import OK, ChildSpec
 from tfprof_towers.variants import registry
+from tfprof_towers.vocab import phase
 
 
 def import_tensorflow() -> Any:
@@ -59,7 +60,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     """Run one TF1-graph variant, filling ``draft`` as each phase completes."""
     phases = draft.phases
     draft.stage = "import"
-    tf = phases.run("tf_import", import_tensorflow)
+    tf = phases.run(phase.TF_IMPORT, import_tensorflow)
     draft.versions["tensorflow"] = tf.__version__
     from tfprof_towers.capture.placement import extract_placement
 
@@ -68,30 +69,30 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     draft.topology = devices.topology()
 
     draft.stage = "build"
-    graph, fetches, feed, init = phases.run("build", build_graph, tf, spec.name, spec.file, devices)
+    graph, fetches, feed, init = phases.run(phase.BUILD, build_graph, tf, spec.name, spec.file, devices)
 
     draft.stage = "session"
-    sess = phases.run("session_init", new_session, tf, graph, devices)
-    phases.run("session_init", sess.run, init)
+    sess = phases.run(phase.SESSION_INIT, new_session, tf, graph, devices)
+    phases.run(phase.SESSION_INIT, sess.run, init)
     from tfprof_towers.capture.mathcheck import MATH_STEPS, first_steps, load_initial_values
 
-    phases.run("load_values", load_initial_values, sess, graph)
+    phases.run(phase.LOAD_VALUES, load_initial_values, sess, graph)
 
     draft.stage = "math"
-    draft.math = phases.run("math", first_steps, sess, fetches, feed, graph)
+    draft.math = phases.run(phase.MATH, first_steps, sess, fetches, feed, graph)
     done = MATH_STEPS if draft.math is not None else 0
 
     step = partial(sess.run, fetches, feed)
     draft.stage = "warmup"
-    phases.run("warmup", timed_calls, step, max(spec.warmup - done, 0))
+    phases.run(phase.WARMUP, timed_calls, step, max(spec.warmup - done, 0))
 
     draft.stage = "placement"
     options = tf.compat.v1.RunOptions(
         trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True
     )
     meta = tf.compat.v1.RunMetadata()
-    phases.run("placement_trace", sess.run, fetches, feed, options=options, run_metadata=meta)
-    draft.placement = phases.run("placement_extract", extract_placement, graph, meta)
+    phases.run(phase.PLACEMENT_TRACE, sess.run, fetches, feed, options=options, run_metadata=meta)
+    draft.placement = phases.run(phase.PLACEMENT_EXTRACT, extract_placement, graph, meta)
 
     timed_then_profiled(tf, spec, draft, step)
     sess.close()

@@ -23,6 +23,7 @@ from tfprof_towers.capture.devices import Devices, plan_devices
 from tfprof_towers.capture.families import Draft, import_tensorflow, timed_calls, timed_then_profiled
 from tfprof_towers.rundir.records import OK, ChildSpec, MathCheck
 from tfprof_towers.variants import registry
+from tfprof_towers.vocab import phase
 from tfprof_towers.vocab.errors import VariantError
 
 
@@ -105,11 +106,11 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     """Run one tf2-strategy variant, filling ``draft`` as each phase completes."""
     phases = draft.phases
     draft.stage = "import"
-    tf = phases.run("tf_import", import_tensorflow)
+    tf = phases.run(phase.TF_IMPORT, import_tensorflow)
     draft.versions["tensorflow"] = tf.__version__
     from tfprof_towers.capture.tf2.strategies import describe, machine_offers
 
-    devices = phases.run("devices", plan, tf, spec)
+    devices = phases.run(phase.DEVICES, plan, tf, spec)
     draft.topology = devices.topology()
     reason = registry.skip_reason(needs(spec), machine_offers(devices), devices.kind,
                                   draft.topology.accelerators)
@@ -118,28 +119,28 @@ def run(spec: ChildSpec, draft: Draft) -> None:
         return
 
     draft.stage = "build"
-    strategy, build_step, user_files = phases.run("build", strategy_and_step, spec, devices)
+    strategy, build_step, user_files = phases.run(phase.BUILD, strategy_and_step, spec, devices)
     if spec.keras_model:
         from tfprof_towers.capture.tf2.keras_fit import run_keras
 
         run_keras(spec, draft, strategy, describe(strategy))
         return
     origin = f"variant file {spec.file}" if spec.file else f"built-in variant {spec.name}"
-    step = check_step(phases.run("build", build_step, strategy, devices), origin)
+    step = check_step(phases.run(phase.BUILD, build_step, strategy, devices), origin)
 
     draft.stage = "placement"
     from tfprof_towers.capture.tf2.placement import collect_partition_graphs, strategy_placement
 
-    meta, first = phases.run("first_call_placement", collect_partition_graphs, step)
+    meta, first = phases.run(phase.FIRST_CALL_PLACEMENT, collect_partition_graphs, step)
     concrete = step.get_concrete_function()
-    placement = phases.run("placement_extract", strategy_placement, concrete, meta, user_files)
+    placement = phases.run(phase.PLACEMENT_EXTRACT, strategy_placement, concrete, meta, user_files)
     draft.placement = {**placement, "strategy": describe(strategy)}
 
     draft.stage = "warmup"
-    second = phases.run("second_call", step)
+    second = phases.run(phase.SECOND_CALL, step)
     draft.math = first_math(first, second, origin)
     call = fetched(step)
-    phases.run("warmup", timed_calls, call, max(spec.warmup - 2, 0))
+    phases.run(phase.WARMUP, timed_calls, call, max(spec.warmup - 2, 0))
     timed_then_profiled(tf, spec, draft, call)
     if step.experimental_get_tracing_count() != 1:
         raise VariantError(f"{origin}: the step was traced {step.experimental_get_tracing_count()} times; "

@@ -35,6 +35,7 @@ import tensorflow as tf
 from tfprof_towers.capture.families import PROFILER_OPTIONS, Draft
 from tfprof_towers.capture.stats import step_stats
 from tfprof_towers.rundir.records import OK, ChildSpec, MathCheck
+from tfprof_towers.vocab import phase
 from tfprof_towers.vocab.errors import VariantError
 
 
@@ -57,7 +58,7 @@ class Phases(keras.callbacks.Callback):
         self.warmup, self.timed, self.profiled = warmup, timed, profiled
         self.logdir, self.options = logdir, options
         self.times: list[float] = []
-        self.profiler_s = {"profiler_start": 0.0, "collect": 0.0}
+        self.profiler_s = {phase.PROFILER_START: 0.0, phase.COLLECT: 0.0}
         self._marker: Any = None
         self._on = False
         self._t0 = 0.0
@@ -67,7 +68,7 @@ class Phases(keras.callbacks.Callback):
         if batch == first_profiled:
             t = time.perf_counter()
             tf.profiler.experimental.start(self.logdir, options=self.options)
-            self.profiler_s["profiler_start"] = time.perf_counter() - t
+            self.profiler_s[phase.PROFILER_START] = time.perf_counter() - t
             self._on = True
         if self._on:
             self._marker = tf.profiler.experimental.Trace("train", step_num=batch - first_profiled, _r=1)
@@ -86,7 +87,7 @@ class Phases(keras.callbacks.Callback):
         if self._on:
             t = time.perf_counter()
             tf.profiler.experimental.stop()
-            self.profiler_s["collect"] = time.perf_counter() - t
+            self.profiler_s[phase.COLLECT] = time.perf_counter() - t
             self._on = False
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
@@ -150,14 +151,14 @@ def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mappin
 
     phases = draft.phases
     path = str(spec.keras_model)
-    model, dataset = phases.run("build", build_and_compile, path, strategy)
+    model, dataset = phases.run(phase.BUILD, build_and_compile, path, strategy)
 
     draft.stage = "placement"
     losses = LossPerEpoch()
-    meta, _ = phases.run("first_call_placement", collect_partition_graphs, model.fit, dataset,
+    meta, _ = phases.run(phase.FIRST_CALL_PLACEMENT, collect_partition_graphs, model.fit, dataset,
                          epochs=2, steps_per_epoch=1, callbacks=[losses], verbose=0)
     concrete = train_concrete_function(model)
-    placement = phases.run("placement_extract", strategy_placement, concrete, meta, [path])
+    placement = phases.run(phase.PLACEMENT_EXTRACT, strategy_placement, concrete, meta, [path])
     draft.placement = {**placement, "strategy": dict(strategy_doc), "keras_model": path}
     draft.math = MathCheck(tuple(losses.losses), None)
 
@@ -166,7 +167,8 @@ def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mappin
     warmup = max(spec.warmup - 2, 1)  # every fit call's first batch pays for its iterator's set-up
     cb = Phases(warmup, spec.steps, spec.profile_steps, spec.logdir, options)
     total = warmup + spec.steps + spec.profile_steps
-    phases.run("fit_phases", model.fit, dataset, epochs=1, steps_per_epoch=total, callbacks=[cb], verbose=0)
+    phases.run(phase.FIT_PHASES, model.fit, dataset, epochs=1, steps_per_epoch=total, callbacks=[cb],
+               verbose=0)
     for key, seconds in cb.profiler_s.items():
         phases.seconds[key] = seconds
     _, times, ptimes = cb.split()
