@@ -46,9 +46,9 @@ def with_trace_findings(summary: Summary, analyses: Mapping[str, VariantTrace]) 
 
     def one(e: SummaryEntry) -> SummaryEntry:
         t = analyses.get(e.name)
-        if t is None or t.analysis is None:
+        if t is None or t.pod is None:
             return replace(e, trace_findings=())
-        return replace(e, trace_findings=tuple(evaluate_trace(t.analysis).to_json()["findings"]))
+        return replace(e, trace_findings=tuple(evaluate_trace(t.pod.facts).to_json()["findings"]))
 
     return summary.map_entries(one)
 
@@ -63,7 +63,7 @@ def export_chrome_traces(
 
     def one(e: SummaryEntry) -> SummaryEntry:
         t = analyses.get(e.name)
-        if t is None or t.trace is None:
+        if t is None or t.pod is None:
             return replace(e, chrome_trace=None, chrome_trace_error=None)
         path = run_dir.variant_dir(e.name) / CHROME_TRACE
         try:
@@ -71,6 +71,8 @@ def export_chrome_traces(
         except OSError as exc:
             why = f"cannot write {path}: {exc.strerror or exc}"
             return replace(e, chrome_trace=None, chrome_trace_error=why)
+        except TowersError as exc:  # the events could not be merged: the analysis stands
+            return replace(e, chrome_trace=None, chrome_trace_error=exc.message)
         return replace(e, chrome_trace=path.relative_to(run_dir.root).as_posix(), chrome_trace_error=None)
 
     return summary.map_entries(one)
@@ -83,9 +85,12 @@ def timelines(summary: Summary, analyses: Mapping[str, VariantTrace]) -> list[di
     out = []
     for e in summary.variants:
         t = analyses.get(e.name)
-        if t is None or t.trace is None:
+        if t is None or t.pod is None:
             continue
-        tl = step_timeline(t.trace, e.name, topology)
+        try:
+            tl = step_timeline(t.trace, e.name, topology)
+        except TowersError:  # the events could not be merged (the Chrome trace's entry says why)
+            continue
         if tl is not None:
             out.append(tl)
     return out
@@ -93,10 +98,7 @@ def timelines(summary: Summary, analyses: Mapping[str, VariantTrace]) -> list[di
 
 def memory_timelines(analyses: Mapping[str, VariantTrace]) -> dict[str, Any]:
     """Per variant whose trace has allocator events: each device's bytes in use over time."""
-    from tfprof_towers.trace.memory import timelines as memory_series
-
-    return {name: memory_series(t.analysis.trace.memory, t.analysis.memory)
-            for name, t in analyses.items() if t.analysis is not None and t.analysis.memory}
+    return {name: t.pod.timelines for name, t in analyses.items() if t.pod is not None and t.pod.memory}
 
 
 def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
