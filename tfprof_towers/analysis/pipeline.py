@@ -45,9 +45,11 @@ class VariantTrace:
         return merged_trace(self.logdir, self.context, tuple(f.name for f in self.pod.failures))
 
     def merged_analysis(self) -> Any:
-        """The ``trace.analysis.Analysis`` of :attr:`trace` (the ``events`` and ``memory`` frames')."""
+        """The ``trace.analysis.Analysis`` of :attr:`trace` (a run's frames'); None without an analysis."""
         from tfprof_towers.trace.analysis import analyze_trace
 
+        if self.pod is None:
+            return None
         return analyze_trace(self.trace, self.context.kind, self.context.edge_bytes, label=self.pod.label)
 
 

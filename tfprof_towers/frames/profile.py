@@ -8,9 +8,9 @@
   fit) come from every host's events merged (:func:`~tfprof_towers.trace.analysis.analyze_xplane`),
   read only when one of them is first asked for;
 * a run directory: every variant, analysed exactly as ``report`` analyses them
-  (:func:`tfprof_towers.session.report.analyse_run`: host by host as above, with the node -> device
-  join, the topology kind, the edge bytes and the host -> task map from each record; then audits and
-  advice);
+  (:func:`tfprof_towers.session.report.analyse_run`: the node -> device join, the topology kind,
+  the edge bytes and the host -> task map from each record; then audits and advice); its frames
+  come from each variant's merged events;
 * ``RUN_DIR/variants/NAME``: that variant of its run (the run is analysed as a whole, so its
   speedup, rank and findings are the run's).
 
@@ -483,17 +483,10 @@ def load_run(root: Path, only: str | None = None) -> Profile:
         if only not in entries:
             raise TowersError(f"variant {only}: not in the run {root} (it has: {', '.join(names) or 'none'})")
         names = [only]
-    parts = tuple(_run_part(n, analyses.get(n), records.get(n), entries[n]) for n in names)
+    parts = tuple(Part(n, t.merged_analysis() if (t := analyses.get(n)) else None, records.get(n), entries[n])
+                  for n in names)
     src = str(root if only is None else rd.variant_dir(only))
     return Profile(src, RUN if only is None else VARIANT, parts, doc, tuple(doc.get("problems") or ()))
-
-
-def _run_part(name: str, t: Any, record: VariantRecord | None, entry: Mapping[str, Any]) -> Part:
-    """A run's variant as :func:`load_run` gives it: its hosts' analysis (``t``: the pipeline's
-    ``VariantTrace``, or None) and, for the event frames, its merged events."""
-    if t is None or t.pod is None:
-        return Part(name, None, record, entry)
-    return Part(name, None, record, entry, pod=t.pod, merged=t.merged_analysis)
 
 
 def per_step(frame: pd.DataFrame, by: Sequence[str], value: str = "seconds") -> pd.DataFrame:
