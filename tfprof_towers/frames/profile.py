@@ -172,12 +172,11 @@ class Profile:
         """A frame of a few rows per device and step: a pod part's from its hosts' results."""
         from tfprof_towers.frames import tables
 
-        fn, pod_fn = getattr(tables, build), getattr(tables, f"pod_{build}")
+        fn = getattr(tables, build)
 
         def one(p: Part) -> pd.DataFrame | None:
-            if p.pod is not None:
-                return pod_fn(p.pod)
-            return None if p.analysis is None else fn(p.analysis)
+            src = p.pod if p.pod is not None else p.analysis
+            return None if src is None else fn(src)
 
         return self._concat(frame, one)
 
