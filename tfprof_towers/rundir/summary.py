@@ -118,6 +118,7 @@ class MemoryPeak(Record):
     fits: bool | None = meta(None, read=lambda f, key: None if f.data.get(key) is None else f.flag(key))
     # fits None: no capacity to check against
     estimated_peak_bytes: int | None = meta(None, omit=if_none)  # measured rows: the estimate as well
+    label: str | None = meta(None, omit=if_none)  # measured on logical devices: where and at what size
     WHERE = "summary.json: variants[].memory"
 
     @property

@@ -461,3 +461,71 @@ def timeline(ev: MemoryEvents, device: str, points: int = TIMELINE_POINTS) -> tu
     best = np.maximum.reduceat(b, edges[:-1])
     pick = edges[:-1] + np.array([int(np.argmax(b[s:e])) for s, e in pairwise(edges.tolist())])
     return t[pick], best
+
+
+@dataclass(frozen=True)
+class PlacedPeak:
+    """One logical device's measured peak on a host allocator several devices share: its allocations
+    (by the device each event's op was placed on) summed over the trace, plus what it held before."""
+
+    device: str
+    peak_bytes: int  # held_bytes + the most the trace's allocations of its ops held at once
+    held_bytes: int  # given: what the device held when the trace began (its variables, optimizer slots)
+    peak_ps: int  # when (the event that reached it; 0: no allocation of the device's ops)
+    allocations: int  # the allocations attributed to it
+    allocators: tuple[str, ...]  # the allocators they came from
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"peak_bytes": self.peak_bytes, "held_bytes": self.held_bytes,
+                "in_trace_bytes": self.peak_bytes - self.held_bytes, "allocations": self.allocations,
+                "allocators": list(self.allocators)}
+
+
+def op_of(tf_op: str) -> str:
+    """The node name of an event's ``tf_op`` (``name`` or ``name:Type``)."""
+    return tf_op.split(":", 1)[0]
+
+
+def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mapping[str, int],
+                 host: str = HOST_THREADS, fallback: str | None = None) -> tuple[PlacedPeak, ...]:
+    """Per logical device, the peak of the host allocators' events attributed to it: an allocation goes
+    to the device its op was placed on (``device_of_op``: node name -> device), one naming no op or an
+    op not placed (a fed input, the session's own) to ``fallback`` (default: the first device that holds
+    nothing and is not placed, else the host's CPU); a free to its allocation's device (paired by
+    allocator and address; a free of a block allocated before the trace counts nothing).  ``held``:
+    what each device held when the trace began, added to its peak.  Only the allocators named as the
+    host's (``allocator_device``): an accelerator's own allocator is already one device's."""
+    rows = np.flatnonzero(ev.device == ev.texts.index(host)) if host in ev.texts else np.zeros(0, np.int64)
+    names = list(ev.texts)
+    dev_index: dict[str, int] = {}
+    spare = fallback or "/device:CPU:0"
+    code_dev = np.array([dev_index.setdefault(device_of_op.get(op_of(t), spare), len(dev_index)) if t else
+                         dev_index.setdefault(spare, len(dev_index)) for t in names], dtype=np.int64)
+    r_dev = code_dev[ev.tf_op[rows]]
+    alloc = ev.allocation[rows]
+    nbytes = ev.nbytes[rows]
+    # pair each free with the allocation before it at the same (allocator, address)
+    order = np.lexsort((np.arange(rows.size), ev.address[rows], ev.allocator[rows]))
+    same = np.r_[False, (ev.address[rows][order][1:] == ev.address[rows][order][:-1])
+                 & (ev.allocator[rows][order][1:] == ev.allocator[rows][order][:-1])]
+    prev = np.r_[-1, order[:-1]]
+    paired = ~alloc[order] & same & alloc[prev]
+    owner = np.full(rows.size, -1, np.int64)
+    owner[alloc] = r_dev[alloc]
+    owner[order[paired]] = r_dev[prev[paired]]
+    delta = np.where(alloc, nbytes, -nbytes) * (owner >= 0)
+    devices = sorted(set(dev_index) | set(held), key=device_sort_key)
+    out = []
+    for d in devices:
+        k = dev_index.get(d, -1)
+        mine = np.flatnonzero(owner == k)
+        run = np.cumsum(delta[mine]) if mine.size else np.zeros(0, np.int64)
+        top = int(max(run.max(), 0)) if run.size else 0
+        at = int(ev.start_ps[rows[mine[int(np.argmax(run))]]]) if top > 0 else 0
+        h = int(held.get(d, 0))
+        allocs = int(alloc[mine].sum())
+        if not allocs and not h:
+            continue
+        used = sorted({ev.texts[int(a)] for a in ev.allocator[rows[mine]].tolist()})
+        out.append(PlacedPeak(d, h + top, h, at, allocs, tuple(used)))
+    return tuple(out)

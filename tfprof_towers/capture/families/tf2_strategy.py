@@ -133,7 +133,10 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     meta, first = phases.run("first_call_placement", collect_partition_graphs, step)
     concrete = step.get_concrete_function()
     placement = phases.run("placement_extract", strategy_placement, concrete, meta, user_files)
-    draft.placement = {**placement, "strategy": describe(strategy)}
+    from tfprof_towers.capture.placement import variable_bytes
+
+    draft.placement = {**placement, "strategy": describe(strategy),
+                       "variable_bytes": variable_bytes(concrete.variables)}
 
     draft.stage = "warmup"
     second = phases.run("second_call", step)
