@@ -129,6 +129,35 @@ class MemoryPeak(Record):
         return self.estimated_peak_bytes / self.peak_bytes
 
 
+@dataclass(frozen=True)
+class EstimateGap:
+    """How far a variant's memory estimate was from what its run measured on the same device, at the
+    run's size: the device farthest apart."""
+
+    ratio: float  # estimated / measured
+    device: str
+    where: str  # "the cpu preset" (measured on logical devices), else "the run's size"
+
+    def text(self) -> str:
+        """One sentence: "the estimate was 3% under the measured peak at the cpu preset (CPU:1, ...)"."""
+        from tfprof_towers.vocab.device_names import short_device
+
+        side = "over" if self.ratio >= 1 else "under"
+        return (f"the estimate was {abs(self.ratio - 1):.0%} {side} the measured peak at {self.where} "
+                f"({short_device(self.device)}, estimated / measured {self.ratio:.2f})")
+
+
+def estimate_gap(memory: Mapping[str, MemoryPeak]) -> EstimateGap | None:
+    """The :class:`EstimateGap` of a variant's memory rows; None where nothing measured has an estimate."""
+    apart = [(abs(r.estimate_vs_measured - 1), d, r.estimate_vs_measured, r) for d, r in memory.items()
+             if r.estimate_vs_measured is not None]
+    if not apart:
+        return None
+    _, dev, ratio, r = max(apart, key=lambda x: (x[0], x[1]))
+    where = r.label.removeprefix("measured at ").split(",")[0] if r.label else "the run's size"
+    return EstimateGap(ratio, dev, where)
+
+
 def _profiled_median(f: Fields, key: str) -> float | None:
     return f.obj_as(key, lambda profiled: profiled.number("median"))
 

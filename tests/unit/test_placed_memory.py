@@ -1,0 +1,68 @@
+"""Each logical device's measured peak from one host allocator's events (``trace.memory.placed_peaks``):
+on a trace built in code whose ops are placed on two logical CPU devices, every allocation goes to
+its op's device, every free to its allocation's, a fed input (no op) to the host, and each device's
+variables are added; exact numbers."""
+
+from __future__ import annotations
+
+from trace_kit import US, TraceBuilder
+
+from tfprof_towers.rundir.summary import MemoryPeak
+from tfprof_towers.testing.synth import Alloc, allocator_events
+from tfprof_towers.trace.load import trace_from_bytes
+from tfprof_towers.trace.memory import op_of, placed_peaks
+
+HOST, CPU1, CPU2 = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
+PLACED = {"t0/mm": CPU1, "t0/act": CPU1, "t1/mm": CPU2, "avg/add": HOST}
+HELD = {HOST: 10_000, CPU1: 0, CPU2: 0}  # the variables live on the host
+
+#: one allocator for every logical CPU device; in use on each device after each event in the comment
+EVENTS = [
+    Alloc(10 * US, 4096, 0x1),  # the fed batch: host 4096
+    Alloc(20 * US, 1000, 0x10, "t0/mm"),  # cpu1 1000
+    Alloc(30 * US, 3000, 0x20, "t1/mm"),  # cpu2 3000
+    Alloc(40 * US, 500, 0x30, "t0/act:Sigmoid"),  # cpu1 1500: its peak (a tf_op with its type)
+    Alloc(50 * US, 1000, 0x10, free=True),  # cpu1 500
+    Alloc(60 * US, 2000, 0x10, "t1/mm"),  # the address reused by the other device: cpu2 5000, its peak
+    Alloc(70 * US, 256, 0x40, "avg/add"),  # host 4352: its peak
+    Alloc(80 * US, 3000, 0x20, free=True),  # cpu2 2000
+    Alloc(90 * US, 4096, 0x1, free=True),  # host 256
+    Alloc(95 * US, 64, 0x99, free=True),  # a block allocated before the trace: counts nothing
+    Alloc(100 * US, 2000, 0x10, free=True),  # cpu2 0
+]
+
+
+def trace():
+    b = TraceBuilder()
+    host = b.plane("/host:CPU")
+    host.line("python").event("train", 0, 200 * US, {"step_num": 0, "_r": 1})
+    allocator_events(host.line("tf_Compute/1"), "bfc_cpu_allocator_for_gpu", EVENTS, held=10_064)
+    return trace_from_bytes(b.to_bytes())
+
+
+def test_each_devices_peak_from_its_ops_allocations() -> None:
+    got = {p.device: p for p in placed_peaks(trace().memory, PLACED, HELD)}
+    assert list(got) == [HOST, CPU1, CPU2]
+    assert (got[HOST].peak_bytes, got[HOST].held_bytes, got[HOST].allocations) == (10_000 + 4352, 10_000, 2)
+    assert (got[CPU1].peak_bytes, got[CPU1].held_bytes, got[CPU1].allocations) == (1500, 0, 2)
+    assert (got[CPU2].peak_bytes, got[CPU2].allocations) == (5000, 2)
+    assert got[CPU1].peak_ps == 40 * US and got[CPU2].peak_ps == 60 * US
+    assert got[CPU1].allocators == ("bfc_cpu_allocator_for_gpu",)
+    # the allocator's own peak (XProf's) is held + the sum of the devices' at its peak, never less
+    # than any one device's in-trace peak
+    assert got[CPU2].to_doc() == {"peak_bytes": 5000, "held_bytes": 0, "in_trace_bytes": 5000,
+                                  "allocations": 2, "allocators": ["bfc_cpu_allocator_for_gpu"]}
+
+
+def test_a_device_without_allocations_shows_its_variables_and_unplaced_ops_go_to_the_fallback() -> None:
+    got = {p.device: p.peak_bytes for p in placed_peaks(trace().memory, {"t0/mm": CPU1}, {CPU2: 777},
+                                                          fallback=HOST)}
+    # t0/act, t1/mm and avg/add are not placed: with the batch they go to the host, which peaks at
+    # 70 us with the batch, both t1/mm blocks, t0/act and avg/add live
+    assert got == {HOST: 4096 + 3000 + 500 + 2000 + 256, CPU1: 1000, CPU2: 777}
+
+
+def test_op_names_and_the_summary_row() -> None:
+    assert op_of("a/b:MatMul") == "a/b" and op_of("a/b") == "a/b"
+    row = MemoryPeak(1500, "measured", 0, None, None, label="measured at the cpu preset, logical devices")
+    assert MemoryPeak.from_json(row.to_json()) == row
