@@ -17,18 +17,20 @@ PLACED = {"t0/mm": CPU1, "t0/act": CPU1, "t1/mm": CPU2, "avg/add": HOST}
 HELD = {HOST: 10_000, CPU1: 0, CPU2: 0}  # the variables live on the host
 
 #: one allocator for every logical CPU device; in use on each device after each event in the comment
+#: (requests rounded up to 256 B; the allocator's blocks: the same but t1/mm's second, served whole from a
+#: 6,144 B chunk)
 EVENTS = [
     Alloc(10 * US, 4096, 0x1),  # the fed batch: host 4096
-    Alloc(20 * US, 1000, 0x10, "t0/mm"),  # cpu1 1000
-    Alloc(30 * US, 3000, 0x20, "t1/mm"),  # cpu2 3000
-    Alloc(40 * US, 500, 0x30, "t0/act:Sigmoid"),  # cpu1 1500: its peak (a tf_op with its type)
-    Alloc(50 * US, 1000, 0x10, free=True),  # cpu1 500
-    Alloc(60 * US, 2000, 0x10, "t1/mm"),  # the address reused by the other device: cpu2 5000, its peak
+    Alloc(20 * US, 1000, 0x10, "t0/mm"),  # cpu1 1024
+    Alloc(30 * US, 3072, 0x20, "t1/mm"),  # cpu2 3072
+    Alloc(40 * US, 512, 0x30, "t0/act:Sigmoid"),  # cpu1 1536: its peak (a tf_op with its type)
+    Alloc(50 * US, 1000, 0x10, free=True),  # cpu1 512
+    Alloc(60 * US, 2048, 0x10, "t1/mm", block=6144),  # the address reused by the other device: cpu2 5120
     Alloc(70 * US, 256, 0x40, "avg/add"),  # host 4352: its peak
-    Alloc(80 * US, 3000, 0x20, free=True),  # cpu2 2000
+    Alloc(80 * US, 3072, 0x20, free=True),  # cpu2 2048
     Alloc(90 * US, 4096, 0x1, free=True),  # host 256
     Alloc(95 * US, 64, 0x99, free=True),  # a block allocated before the trace: counts nothing
-    Alloc(100 * US, 2000, 0x10, free=True),  # cpu2 0
+    Alloc(100 * US, 2048, 0x10, free=True, block=6144),  # cpu2 0
 ]
 
 
@@ -44,14 +46,14 @@ def test_each_devices_peak_from_its_ops_allocations() -> None:
     got = {p.device: p for p in placed_peaks(trace().memory, PLACED, HELD)}
     assert list(got) == [HOST, CPU1, CPU2]
     assert (got[HOST].peak_bytes, got[HOST].held_bytes, got[HOST].allocations) == (10_000 + 4352, 10_000, 2)
-    assert (got[CPU1].peak_bytes, got[CPU1].held_bytes, got[CPU1].allocations) == (1500, 0, 2)
-    assert (got[CPU2].peak_bytes, got[CPU2].allocations) == (5000, 2)
+    assert (got[CPU1].peak_bytes, got[CPU1].held_bytes, got[CPU1].allocations) == (1536, 0, 2)
+    assert got[CPU1].allocated_bytes == 1000 + 512  # the blocks as the events give them
+    assert (got[CPU2].peak_bytes, got[CPU2].allocated_bytes, got[CPU2].allocations) == (5120, 3072 + 6144, 2)
     assert got[CPU1].peak_ps == 40 * US and got[CPU2].peak_ps == 60 * US
     assert got[CPU1].allocators == ("bfc_cpu_allocator_for_gpu",)
-    # the allocator's own peak (XProf's) is held + the sum of the devices' at its peak, never less
-    # than any one device's in-trace peak
-    assert got[CPU2].to_doc() == {"peak_bytes": 5000, "held_bytes": 0, "in_trace_bytes": 5000,
-                                  "allocations": 2, "allocators": ["bfc_cpu_allocator_for_gpu"]}
+    assert got[CPU2].to_doc() == {"peak_bytes": 5120, "allocated_bytes": 9216, "held_bytes": 0,
+                                  "in_trace_bytes": 5120, "allocations": 2,
+                                  "allocators": ["bfc_cpu_allocator_for_gpu"]}
 
 
 def test_a_device_without_allocations_shows_its_variables_and_unplaced_ops_go_to_the_fallback() -> None:
@@ -59,10 +61,11 @@ def test_a_device_without_allocations_shows_its_variables_and_unplaced_ops_go_to
                                                           fallback=HOST)}
     # t0/act, t1/mm and avg/add are not placed: with the batch they go to the host, which peaks at
     # 70 us with the batch, both t1/mm blocks, t0/act and avg/add live
-    assert got == {HOST: 4096 + 3000 + 500 + 2000 + 256, CPU1: 1000, CPU2: 777}
+    assert got == {HOST: 4096 + 3072 + 512 + 2048 + 256, CPU1: 1024, CPU2: 777}
 
 
 def test_op_names_and_the_summary_row() -> None:
     assert op_of("a/b:MatMul") == "a/b" and op_of("a/b") == "a/b"
-    row = MemoryPeak(1500, "measured", 0, None, None, label="measured at the cpu preset, logical devices")
+    row = MemoryPeak(1536, "measured", 0, None, None, label="measured at the cpu preset, logical devices",
+                     allocated_bytes=1512)
     assert MemoryPeak.from_json(row.to_json()) == row

@@ -141,7 +141,8 @@ def measured_here(events: Any, placement: Mapping[str, Any], preset: str) -> dic
     if not events.n:
         return {}
     label = measured_label(preset)
-    return {p.device: MemoryPeak(p.peak_bytes, "measured", p.held_bytes, None, None, label=label)
+    return {p.device: MemoryPeak(p.peak_bytes, "measured", p.held_bytes, None, None, label=label,
+                                 allocated_bytes=p.allocated_bytes)
             for p in placed_peaks(events, nodes, held)}
 
 
@@ -250,6 +251,8 @@ def _projected_variant(entry: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(entry.get("memory_fit"), Mapping):  # projection.json schema 2
         out["memory"] = {str(d): _plain(r) for d, r in (entry.get("memory") or {}).items()}
         out["memory_fit"] = _plain(entry["memory_fit"])
+    if isinstance(entry.get("memory_at_run"), Mapping):  # the estimate at the run's size, its devices
+        out["memory_at_run"] = _plain(entry["memory_at_run"])
     return out
 
 

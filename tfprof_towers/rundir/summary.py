@@ -119,6 +119,9 @@ class MemoryPeak(Record):
     # fits None: no capacity to check against
     estimated_peak_bytes: int | None = meta(None, omit=if_none)  # measured rows: the estimate as well
     label: str | None = meta(None, omit=if_none)  # measured on logical devices: where and at what size
+    # measured on logical devices: the peak with the blocks the allocator handed out (peak_bytes: the
+    # requests, each rounded up to 256 bytes)
+    allocated_bytes: int | None = meta(None, omit=if_none)
     WHERE = "summary.json: variants[].memory"
 
     @property

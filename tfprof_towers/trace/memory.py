@@ -463,22 +463,29 @@ def timeline(ev: MemoryEvents, device: str, points: int = TIMELINE_POINTS) -> tu
     return t[pick], best
 
 
+#: The BFC allocator's unit: every request is rounded up to a multiple of it.
+BFC_UNIT = 256
+
+
 @dataclass(frozen=True)
 class PlacedPeak:
     """One logical device's measured peak on a host allocator several devices share: its allocations
     (by the device each event's op was placed on) summed over the trace, plus what it held before."""
 
     device: str
-    peak_bytes: int  # held_bytes + the most the trace's allocations of its ops held at once
+    #: held_bytes + the most the trace's requests of its ops held at once (each rounded up to the BFC
+    #: allocator's 256 bytes: what the step's tensors need)
+    peak_bytes: int
+    allocated_bytes: int  # the same with the blocks the allocator handed out (its chunks: XProf's measure)
     held_bytes: int  # given: what the device held when the trace began (its variables, optimizer slots)
-    peak_ps: int  # when (the event that reached it; 0: no allocation of the device's ops)
+    peak_ps: int  # when (the event that reached ``peak_bytes``; 0: no allocation of the device's ops)
     allocations: int  # the allocations attributed to it
     allocators: tuple[str, ...]  # the allocators they came from
 
     def to_doc(self) -> dict[str, Any]:
-        return {"peak_bytes": self.peak_bytes, "held_bytes": self.held_bytes,
-                "in_trace_bytes": self.peak_bytes - self.held_bytes, "allocations": self.allocations,
-                "allocators": list(self.allocators)}
+        return {"peak_bytes": self.peak_bytes, "allocated_bytes": self.allocated_bytes,
+                "held_bytes": self.held_bytes, "in_trace_bytes": self.peak_bytes - self.held_bytes,
+                "allocations": self.allocations, "allocators": list(self.allocators)}
 
 
 def op_of(tf_op: str) -> str:
@@ -490,42 +497,47 @@ def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mappin
                  host: str = HOST_THREADS, fallback: str | None = None) -> tuple[PlacedPeak, ...]:
     """Per logical device, the peak of the host allocators' events attributed to it: an allocation goes
     to the device its op was placed on (``device_of_op``: node name -> device), one naming no op or an
-    op not placed (a fed input, the session's own) to ``fallback`` (default: the first device that holds
-    nothing and is not placed, else the host's CPU); a free to its allocation's device (paired by
-    allocator and address; a free of a block allocated before the trace counts nothing).  ``held``:
-    what each device held when the trace began, added to its peak.  Only the allocators named as the
-    host's (``allocator_device``): an accelerator's own allocator is already one device's."""
+    op not placed (a fed input, the session's own) to ``fallback`` (default: ``/device:CPU:0``); a free
+    to its allocation's device (paired by allocator and address; a free of a block allocated before the
+    trace counts nothing).  ``held``: what each device held when the trace began, added to its peak.
+    Only the allocators named as the host's (``allocator_device``): an accelerator's own allocator is
+    already one device's.  Two measures: the requests (rounded up to :data:`BFC_UNIT`) and the blocks
+    handed out (a request served from a larger free chunk the allocator did not split holds all of it)."""
     rows = np.flatnonzero(ev.device == ev.texts.index(host)) if host in ev.texts else np.zeros(0, np.int64)
     names = list(ev.texts)
     dev_index: dict[str, int] = {}
     spare = fallback or "/device:CPU:0"
-    code_dev = np.array([dev_index.setdefault(device_of_op.get(op_of(t), spare), len(dev_index)) if t else
-                         dev_index.setdefault(spare, len(dev_index)) for t in names], dtype=np.int64)
+    owners = [device_of_op.get(op_of(t), spare) if t else spare for t in names]
+    code_dev = np.array([dev_index.setdefault(d, len(dev_index)) for d in owners], dtype=np.int64)
     r_dev = code_dev[ev.tf_op[rows]]
     alloc = ev.allocation[rows]
-    nbytes = ev.nbytes[rows]
     # pair each free with the allocation before it at the same (allocator, address)
     order = np.lexsort((np.arange(rows.size), ev.address[rows], ev.allocator[rows]))
-    same = np.r_[False, (ev.address[rows][order][1:] == ev.address[rows][order][:-1])
-                 & (ev.allocator[rows][order][1:] == ev.allocator[rows][order][:-1])]
+    addr, allocator = ev.address[rows][order], ev.allocator[rows][order]
+    same = np.r_[False, (addr[1:] == addr[:-1]) & (allocator[1:] == allocator[:-1])]
     prev = np.r_[-1, order[:-1]]
     paired = ~alloc[order] & same & alloc[prev]
     owner = np.full(rows.size, -1, np.int64)
     owner[alloc] = r_dev[alloc]
     owner[order[paired]] = r_dev[prev[paired]]
-    delta = np.where(alloc, nbytes, -nbytes) * (owner >= 0)
-    devices = sorted(set(dev_index) | set(held), key=device_sort_key)
+    source = np.arange(rows.size)
+    source[order[paired]] = prev[paired]  # a free's sizes are its allocation's
+    sign = np.where(alloc, 1, -1) * (owner >= 0)
+    requested = -(-ev.requested[rows][source] // BFC_UNIT) * BFC_UNIT
+    deltas = (sign * requested, sign * ev.nbytes[rows][source])
     out = []
-    for d in devices:
-        k = dev_index.get(d, -1)
-        mine = np.flatnonzero(owner == k)
-        run = np.cumsum(delta[mine]) if mine.size else np.zeros(0, np.int64)
-        top = int(max(run.max(), 0)) if run.size else 0
-        at = int(ev.start_ps[rows[mine[int(np.argmax(run))]]]) if top > 0 else 0
+    for d in sorted(set(dev_index) | set(held), key=device_sort_key):
+        mine = np.flatnonzero(owner == dev_index.get(d, -1))
         h = int(held.get(d, 0))
         allocs = int(alloc[mine].sum())
         if not allocs and not h:
             continue
+        tops, at = [], 0
+        for delta in deltas:
+            run = np.cumsum(delta[mine])
+            tops.append(int(max(run.max(), 0)) if run.size else 0)
+            if not at and tops[0] > 0:
+                at = int(ev.start_ps[rows[mine[int(np.argmax(run))]]])
         used = sorted({ev.texts[int(a)] for a in ev.allocator[rows[mine]].tolist()})
-        out.append(PlacedPeak(d, h + top, h, at, allocs, tuple(used)))
+        out.append(PlacedPeak(d, h + tops[0], h + tops[1], h, at, allocs, tuple(used)))
     return tuple(out)
