@@ -97,6 +97,7 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
     here = {str(v.get("name")): (v.get("memory_at_run") or {}).get("devices") or {}
             for v in projection.get("variants") or () if isinstance(v, Mapping)}
     logical = summary.topology is not None and summary.topology.kind == "logical-cpu"
+    headroom = float((projection.get("memory") or {}).get("headroom") or 0.0)
     preset = summary.config.preset.name if summary.config is not None and summary.config.preset else "run's"
 
     def one(e: SummaryEntry) -> SummaryEntry:
@@ -114,8 +115,7 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
                 rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]))
         for dev, r in projected.get(e.name, {}).items():
             if dev in rows and rows[dev].label is None:  # a GPU run measured the target's own device
-                if rows[dev].estimated_peak_bytes is None:
-                    rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]))
+                rows[dev] = on_target(rows[dev], r, headroom)
             else:  # the target's device (named apart where a logical device of this run has its name)
                 key = dev if dev not in rows else f"{dev} ({projection.get('hardware') or 'target'})"
                 rows[key] = MemoryPeak(int(r["peak_bytes"]), "estimated", r.get("persistent_bytes"),
@@ -123,6 +123,18 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
         return replace(e, memory=rows)
 
     return summary.map_entries(one)
+
+
+def on_target(measured: MemoryPeak, projected: Mapping[str, Any], headroom: float) -> MemoryPeak:
+    """A GPU run's measured peak on a device the projection's target also has: judged against the
+    target's capacity less the headroom (not the run's own allocator's limit), the estimate beside it
+    (unless the run's own size already gave one)."""
+    cap = projected.get("capacity_bytes")
+    est = measured.estimated_peak_bytes
+    out = replace(measured, estimated_peak_bytes=int(projected["peak_bytes"]) if est is None else est)
+    if cap:
+        out = replace(out, capacity_bytes=int(cap), fits=measured.peak_bytes <= int(cap) * (1 - headroom))
+    return out
 
 
 def measured_label(preset: str) -> str:
@@ -140,10 +152,13 @@ def measured_here(events: Any, placement: Mapping[str, Any], preset: str) -> dic
     held = {str(d): int(b) for d, b in (placement.get("variable_bytes") or {}).items()}
     if not events.n:
         return {}
+    peaks = placed_peaks(events, nodes, held)
+    if not any(p.allocations for p in peaks):  # no host allocator's events (its BFC allocator was off)
+        return {}
     label = measured_label(preset)
     return {p.device: MemoryPeak(p.peak_bytes, "measured", p.held_bytes, None, None, label=label,
                                  allocated_bytes=p.allocated_bytes)
-            for p in placed_peaks(events, nodes, held)}
+            for p in peaks}
 
 
 def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:

@@ -504,6 +504,9 @@ def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mappin
     already one device's.  Two measures: the requests (rounded up to :data:`BFC_UNIT`) and the blocks
     handed out (a request served from a larger free chunk the allocator did not split holds all of it)."""
     rows = np.flatnonzero(ev.device == ev.texts.index(host)) if host in ev.texts else np.zeros(0, np.int64)
+    if not rows.size:  # no host allocator: what each device held is all there is
+        return tuple(PlacedPeak(d, int(h), int(h), int(h), 0, 0, ()) for d, h in
+                     sorted(held.items(), key=lambda x: device_sort_key(x[0])) if h)
     names = list(ev.texts)
     dev_index: dict[str, int] = {}
     spare = fallback or "/device:CPU:0"
