@@ -109,7 +109,7 @@ MEMORY_BASES = ("measured", "estimated")
 @dataclass(frozen=True)
 class MemoryPeak(Record):
     """One device's peak memory for a variant: measured (its trace's allocator events) or estimated
-    (TensorFlow's grappler estimator on the projection's target), against that device's capacity."""
+    (the projection's walk of the step's tensors on the target), against that device's capacity."""
 
     peak_bytes: int
     basis: str = meta(choices=MEMORY_BASES)
