@@ -105,7 +105,7 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
         t = analyses.get(e.name)
         rec = (records or {}).get(e.name)
         if logical and t is not None and t.analysis is not None and rec is not None and rec.placement:
-            rows.update(measured_here(t.analysis.trace.memory, rec.placement, preset))
+            rows.update(measured_here(t.analysis.trace, rec.placement, preset))
         for d in (t.analysis.memory if t is not None and t.analysis is not None and not rows else ()):
             cap = d.capacity_bytes
             rows[d.device] = MemoryPeak(d.peak_bytes, "measured", d.before_trace_bytes, cap,
@@ -142,17 +142,18 @@ def measured_label(preset: str) -> str:
     return f"measured at the {preset} preset, logical devices on this CPU"
 
 
-def measured_here(events: Any, placement: Mapping[str, Any], preset: str) -> dict[str, MemoryPeak]:
+def measured_here(trace: Any, placement: Mapping[str, Any], preset: str) -> dict[str, MemoryPeak]:
     """Each logical device's measured peak (:func:`.trace.memory.placed_peaks`): the host allocators'
-    events by the device their op was placed on, plus the variables the placement put there."""
+    events by the device their op was placed on, the most within one step, plus the variables the
+    placement put there."""
     from tfprof_towers.trace.memory import placed_peaks
 
     nodes = {str(n["name"]): str(n["device"]) for n in placement.get("nodes") or ()
              if isinstance(n, Mapping) and n.get("name") and n.get("device")}
     held = {str(d): int(b) for d, b in (placement.get("variable_bytes") or {}).items()}
-    if not events.n:
+    if not trace.memory.n:
         return {}
-    peaks = placed_peaks(events, nodes, held)
+    peaks = placed_peaks(trace.memory, nodes, held, steps=trace.step_table)
     if not any(p.allocations for p in peaks):  # no host allocator's events (its BFC allocator was off)
         return {}
     label = measured_label(preset)

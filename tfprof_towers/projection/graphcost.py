@@ -303,28 +303,69 @@ def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
     return {"devices": out, "estimator": "liveness"}
 
 
+#: Ops that call a function (a nested ``tf.function``, Keras's step): their body is walked inline.
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+
+
 def step_tensors(graph: Any, fetches: Any, placed: dict[str, str]) -> list[Any]:
     """The step's ops as :func:`.liveness.walk_peaks` reads them, in :func:`executed_ops`' order:
     each output's static bytes, its data inputs, whether it is held (a constant, a variable, a value
-    a ``tf.function`` captures) or fed (a TF1 placeholder)."""
+    a ``tf.function`` captures) or fed (a TF1 placeholder).  A call of a function (Keras's step inside
+    its train function) is walked inline, its ops named ``<call op>/<op>`` as Grappler inlines them:
+    each argument a view of the call's input, each of the call's outputs a view of the body's."""
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    captured = {t.op.name for _, t in getattr(graph, "captures", ())}
+    default = canonical_device(next(iter(placed.values()), "/device:CPU:0"))
+    out: list[Any] = []
+    _inline(graph, fetches, "", {}, captured, placed, default, out)
+    return out
+
+
+def _inline(graph: Any, fetches: Any, prefix: str, args: dict[str, tuple[int, int]], captured: set[str],
+            placed: dict[str, str], default: str, out: list[Any]) -> dict[str, int]:
+    """Append ``graph``'s ops run for ``fetches`` to ``out`` (names under ``prefix``; ``args``: each
+    argument placeholder's name -> the (op, slot) in ``out`` that feeds it); returns name -> index."""
     from tfprof_towers.projection.liveness import HELD_TYPES, OpTensors
     from tfprof_towers.vocab.device_names import canonical_device
 
-    order = executed_ops(fetches)
-    index = {op.name: i for i, op in enumerate(order)}
-    captured = {t.op.name for _, t in getattr(graph, "captures", ())}
-    default = next(iter(placed.values()), "/device:CPU:0")
-    out = []
-    for op in order:
+    index: dict[str, int] = {}
+
+    def source(t: Any) -> tuple[int, int] | None:
+        i = index.get(t.op.name)
+        return None if i is None else (i, t.value_index)
+
+    for op in executed_ops(fetches):
+        name = prefix + op.name
+        device = canonical_device(placed.get(name, default))
+        if op.name in args:  # a function's argument: the caller's tensor
+            out.append(OpTensors(name, "Identity", device, (tensor_nbytes(op.outputs[0]),), (args[op.name],)))
+            index[op.name] = len(out) - 1
+            continue
+        inner = getattr(getattr(graph, "_functions", {}).get(op.get_attr("f").name), "graph", None) \
+            if op.type in CALL_OPS else None
+        inputs = tuple(src for t in op.inputs if (src := source(t)) is not None)
+        after = tuple(index[c.name] for c in op.control_inputs if c.name in index)
+        if inner is not None:
+            fed = {arg.op.name: src for arg, t in zip(inner.inputs, op.inputs)
+                   if (src := source(t)) is not None}
+            body = _inline(inner, [*inner.outputs, *inner.control_outputs], f"{name}/", fed, set(), placed,
+                           device, out)
+            inputs = tuple((body[t.op.name], t.value_index) for t in inner.outputs if t.op.name in body)
+            sizes = tuple(tensor_nbytes(t) for t in op.outputs)
+            out.append(OpTensors(name, "IdentityN", device, sizes, inputs, after=tuple(
+                body[c.name] for c in inner.control_outputs if c.name in body)))
+            index[op.name] = len(out) - 1
+            continue
         placeholder = op.type == "Placeholder"
+        held = op.type in HELD_TYPES or (placeholder and (op.name in captured or bool(prefix)))
         out.append(OpTensors(
-            name=op.name, type=op.type, device=canonical_device(placed.get(op.name, default)),
-            outputs=tuple(tensor_nbytes(t) for t in op.outputs),
-            inputs=tuple((index[t.op.name], t.value_index) for t in op.inputs if t.op.name in index),
-            held=op.type in HELD_TYPES or (placeholder and op.name in captured),
-            fed=placeholder and op.name not in captured, view_of=_split_on_axis0(op),
+            name=name, type=op.type, device=device, outputs=tuple(tensor_nbytes(t) for t in op.outputs),
+            inputs=inputs, held=held, after=after,
+            fed=placeholder and not prefix and op.name not in captured, view_of=_split_on_axis0(op),
         ))
-    return out
+        index[op.name] = len(out) - 1
+    return index
 
 
 def _split_on_axis0(op: Any) -> int | None:

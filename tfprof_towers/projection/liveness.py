@@ -64,6 +64,7 @@ class OpTensors:
     held: bool = False  # made before the step (a captured value, a constant): not walked
     fed: bool = False  # a fed input: made by the host's allocator
     view_of: int | None = None  # every output is a slice of this input's buffer (``Split`` on axis 0)
+    after: tuple[int, ...] = ()  # control inputs: ops (indices in the walk) that must run first
 
 
 @dataclass
@@ -122,17 +123,46 @@ def _shared(a: str, b: str) -> bool:
     return a == b or (is_cpu(a) and is_cpu(b))
 
 
+def executor_order(ops: Sequence[OpTensors]) -> list[int]:
+    """The order TensorFlow's executor runs ``ops`` in when each runs as soon as its inputs are ready:
+    one ready queue, first in first out (``ExecutorState::ScheduleReady`` with inexpensive kernels, as
+    every GPU kernel is); an op's readers join the queue in the order of ``ops`` when its last input
+    arrives.  So an op that needs only variables (an optimizer's ``beta * m``) runs at the step's start
+    and its output waits for the gradient."""
+    readers: list[list[int]] = [[] for _ in ops]
+    pending = []
+    for i, op in enumerate(ops):
+        producers = sorted({src for src, _ in op.inputs} | set(op.after))  # a tensor read twice counts once
+        pending.append(len(producers))
+        for j in producers:
+            readers[j].append(i)
+    queue = [i for i, n in enumerate(pending) if n == 0]
+    order: list[int] = []
+    head = 0
+    while head < len(queue):
+        i = queue[head]
+        head += 1
+        order.append(i)
+        for r in readers[i]:
+            pending[r] -= 1
+            if pending[r] == 0:
+                queue.append(r)
+    seen = set(order)
+    return order + [i for i in range(len(ops)) if i not in seen]  # a cycle (never in a step): as given
+
+
 def walk_peaks(ops: Sequence[OpTensors], host: str) -> dict[str, tuple[int, list[tuple[str, int]]]]:
     """Per device: (peak bytes of the step's tensors, the buffers live at the peak as (op, bytes)).
 
-    ``ops`` in an order the step may run them (every producer before its readers); ``host``: the
+    ``ops``: every producer before its readers; walked in :func:`executor_order`.  ``host``: the
     device whose allocator makes fed inputs.
     """
     readers, readers_on = _readers(ops)
     walk = _Walk()
     where: dict[tuple[int, int], int] = {}  # (op, slot) -> buffer
     copies: dict[tuple[int, str], int] = {}  # (buffer, device) -> its copy there
-    for i, op in enumerate(ops):
+    for i in executor_order(ops):
+        op = ops[i]
         if op.held:
             continue
         touched = {op.device}

@@ -493,8 +493,27 @@ def op_of(tf_op: str) -> str:
     return tf_op.split(":", 1)[0]
 
 
+def _step_top(run: np.ndarray, delta: np.ndarray, step: np.ndarray | None) -> tuple[int, int]:
+    """The most a running sum rises within one step over what it held when that step began (the whole
+    trace when ``step`` is None or marks none), and the index where it does; (0, -1) when it never rises."""
+    if not run.size:
+        return 0, -1
+    if step is None or not (step >= 0).any():
+        at = int(np.argmax(run))
+        return max(int(run[at]), 0), at if run[at] > 0 else -1
+    best, where = 0, -1
+    for k in np.unique(step[step >= 0]).tolist():
+        idx = np.flatnonzero(step == k)
+        base = int(run[idx[0]] - delta[idx[0]])  # held when the step began
+        at = idx[int(np.argmax(run[idx]))]
+        if int(run[at]) - base > best:
+            best, where = int(run[at]) - base, int(at)
+    return best, where
+
+
 def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mapping[str, int],
-                 host: str = HOST_THREADS, fallback: str | None = None) -> tuple[PlacedPeak, ...]:
+                 host: str = HOST_THREADS, fallback: str | None = None, steps: StepTable | None = None
+                 ) -> tuple[PlacedPeak, ...]:
     """Per logical device, the peak of the host allocators' events attributed to it: an allocation goes
     to the device its op was placed on (``device_of_op``: node name -> device), one naming no op or an
     op not placed (a fed input, the session's own) to ``fallback`` (default: ``/device:CPU:0``); a free
@@ -502,7 +521,12 @@ def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mappin
     trace counts nothing).  ``held``: what each device held when the trace began, added to its peak.
     Only the allocators named as the host's (``allocator_device``): an accelerator's own allocator is
     already one device's.  Two measures: the requests (rounded up to :data:`BFC_UNIT`) and the blocks
-    handed out (a request served from a larger free chunk the allocator did not split holds all of it)."""
+    handed out (a request served from a larger free chunk the allocator did not split holds all of it).
+
+    With ``steps`` (the step windows), a device's peak is the most its bytes rose within one step over
+    what it held when that step began: a variable whose update writes a new buffer (a TF2 optimizer's
+    assign) frees its old one, allocated before the trace and so unmatched in it, and a running sum
+    over the whole trace would count the new buffer on top of ``held`` for good."""
     rows = np.flatnonzero(ev.device == ev.texts.index(host)) if host in ev.texts else np.zeros(0, np.int64)
     if not rows.size:  # no host allocator: what each device held is all there is
         return tuple(PlacedPeak(d, int(h), int(h), int(h), 0, 0, ()) for d, h in
@@ -536,11 +560,12 @@ def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mappin
         if not allocs and not h:
             continue
         tops, at = [], 0
+        step = assign_steps(ev.start_ps[rows[mine]], steps) if steps is not None and len(steps) else None
         for delta in deltas:
-            run = np.cumsum(delta[mine])
-            tops.append(int(max(run.max(), 0)) if run.size else 0)
-            if not at and tops[0] > 0:
-                at = int(ev.start_ps[rows[mine[int(np.argmax(run))]]])
+            top, where = _step_top(np.cumsum(delta[mine]), delta[mine], step)
+            tops.append(top)
+            if not at and where >= 0:
+                at = int(ev.start_ps[rows[mine[where]]])
         used = sorted({ev.texts[int(a)] for a in ev.allocator[rows[mine]].tolist()})
         out.append(PlacedPeak(d, h + tops[0], h + tops[1], h, at, allocs, tuple(used)))
     return tuple(out)
