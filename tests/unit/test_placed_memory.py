@@ -5,12 +5,13 @@ variables are added; exact numbers."""
 
 from __future__ import annotations
 
+import numpy as np
 from trace_kit import US, TraceBuilder
 
 from tfprof_towers.rundir.summary import MemoryPeak
 from tfprof_towers.testing.synth import Alloc, allocator_events
 from tfprof_towers.trace.load import trace_from_bytes
-from tfprof_towers.trace.memory import op_of, placed_peaks
+from tfprof_towers.trace.memory import NOT_PLACED, op_of, placed_peaks
 
 HOST, CPU1, CPU2 = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
 PLACED = {"t0/mm": CPU1, "t0/act": CPU1, "t1/mm": CPU2, "avg/add": HOST}
@@ -56,12 +57,13 @@ def test_each_devices_peak_from_its_ops_allocations() -> None:
                                   "allocators": ["bfc_cpu_allocator_for_gpu"]}
 
 
-def test_a_device_without_allocations_shows_its_variables_and_unplaced_ops_go_to_the_fallback() -> None:
+def test_a_device_without_allocations_shows_its_variables_and_unplaced_ops_are_apart() -> None:
     got = {p.device: p.peak_bytes for p in placed_peaks(trace().memory, {"t0/mm": CPU1}, {CPU2: 777},
                                                           fallback=HOST)}
-    # t0/act, t1/mm and avg/add are not placed: with the batch they go to the host, which peaks at
-    # 70 us with the batch, both t1/mm blocks, t0/act and avg/add live
-    assert got == {HOST: 4096 + 3072 + 512 + 2048 + 256, CPU1: 1024, CPU2: 777}
+    # t0/act, t1/mm and avg/add are not placed: they are apart, and peak at 70 us with both t1/mm blocks,
+    # t0/act and avg/add live; the batch (no op) is the host's
+    assert got == {HOST: 4096, CPU1: 1024, CPU2: 777, NOT_PLACED: 3072 + 512 + 2048 + 256}
+    assert [p.device for p in placed_peaks(trace().memory, {}, {})][-1] == NOT_PLACED  # listed last
 
 
 def test_op_names_and_the_summary_row() -> None:
@@ -69,3 +71,27 @@ def test_op_names_and_the_summary_row() -> None:
     row = MemoryPeak(1536, "measured", 0, None, None, label="measured at the cpu preset, logical devices",
                      allocated_bytes=1512)
     assert MemoryPeak.from_json(row.to_json()) == row
+
+
+def test_a_variable_updated_into_a_new_buffer_counts_once_within_a_step() -> None:
+    """A TF2 optimizer's assign gives a variable (1,024 B, held before the trace) a new buffer and frees
+    the old one.  Over the whole trace the first free is of a block allocated before it (unmatched) and
+    the new buffer would count on top of the variable for good: 1,024 + 4,096.  Within each step, over
+    what the device held when the step began: the variable, the activation and the new buffer, 4,096."""
+    from tfprof_towers.trace.steps import StepTable
+
+    events = [
+        Alloc(10 * US, 2048, 0x1, "act"), Alloc(20 * US, 1024, 0x2, "opt/new"),
+        Alloc(30 * US, 1024, 0x9, free=True), Alloc(40 * US, 2048, 0x1, free=True),
+        Alloc(110 * US, 2048, 0x1, "act"), Alloc(120 * US, 1024, 0x3, "opt/new"),
+        Alloc(130 * US, 1024, 0x2, free=True), Alloc(140 * US, 2048, 0x1, free=True),
+    ]
+    b = TraceBuilder()
+    host = b.plane("/host:CPU")
+    allocator_events(host.line("tf_Compute/1"), "bfc_cpu_allocator_for_gpu", events, held=1024)
+    ev = trace_from_bytes(b.to_bytes()).memory
+    placed, held = {"act": CPU1, "opt/new": CPU1}, {CPU1: 1024}
+    assert [p.peak_bytes for p in placed_peaks(ev, placed, held)] == [1024 + 4096]
+    steps = StepTable(np.array([0, 1]), np.array([0, 100 * US]), np.array([100 * US, 200 * US]))
+    (p,) = placed_peaks(ev, placed, held, steps=steps)
+    assert (p.peak_bytes, p.peak_ps) == (4096, 20 * US)  # both steps reach it: the first

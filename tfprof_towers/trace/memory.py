@@ -488,6 +488,11 @@ class PlacedPeak:
                 "allocations": self.allocations, "allocators": list(self.allocators)}
 
 
+#: Where allocations of ops the placement does not name go (a collective's scratch chunks, an
+#: iterator's buffers): they belong to no logical device that can be told.
+NOT_PLACED = "(ops not placed)"
+
+
 def op_of(tf_op: str) -> str:
     """The node name of an event's ``tf_op`` (``name`` or ``name:Type``)."""
     return tf_op.split(":", 1)[0]
@@ -515,8 +520,9 @@ def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mappin
                  host: str = HOST_THREADS, fallback: str | None = None, steps: StepTable | None = None
                  ) -> tuple[PlacedPeak, ...]:
     """Per logical device, the peak of the host allocators' events attributed to it: an allocation goes
-    to the device its op was placed on (``device_of_op``: node name -> device), one naming no op or an
-    op not placed (a fed input, the session's own) to ``fallback`` (default: ``/device:CPU:0``); a free
+    to the device its op was placed on (``device_of_op``: node name -> device), one naming no op (a fed
+    input) to ``fallback`` (default: ``/device:CPU:0``), one naming an op the placement does not know
+    (a collective's scratch chunk, an iterator) to :data:`NOT_PLACED`; a free
     to its allocation's device (paired by allocator and address; a free of a block allocated before the
     trace counts nothing).  ``held``: what each device held when the trace began, added to its peak.
     Only the allocators named as the host's (``allocator_device``): an accelerator's own allocator is
@@ -534,7 +540,7 @@ def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mappin
     names = list(ev.texts)
     dev_index: dict[str, int] = {}
     spare = fallback or "/device:CPU:0"
-    owners = [device_of_op.get(op_of(t), spare) if t else spare for t in names]
+    owners = [device_of_op.get(op_of(t), NOT_PLACED) if t else spare for t in names]
     code_dev = np.array([dev_index.setdefault(d, len(dev_index)) for d in owners], dtype=np.int64)
     r_dev = code_dev[ev.tf_op[rows]]
     alloc = ev.allocation[rows]
@@ -553,7 +559,7 @@ def placed_peaks(ev: MemoryEvents, device_of_op: Mapping[str, str], held: Mappin
     requested = -(-ev.requested[rows][source] // BFC_UNIT) * BFC_UNIT
     deltas = (sign * requested, sign * ev.nbytes[rows][source])
     out = []
-    for d in sorted(set(dev_index) | set(held), key=device_sort_key):
+    for d in sorted(set(dev_index) | set(held), key=lambda d: (d == NOT_PLACED, device_sort_key(d))):
         mine = np.flatnonzero(owner == dev_index.get(d, -1))
         h = int(held.get(d, 0))
         allocs = int(alloc[mine].sum())
