@@ -71,8 +71,8 @@ def test_the_headroom_is_the_edge(hw, peak: int, fits: bool) -> None:
 
 def test_no_estimate_or_no_memory_size_is_not_a_verdict(hw) -> None:
     assert fit_of({}, None).to_json()["fits"] is None
-    err = fit_of({}, {"error": "grappler's memory estimator failed: boom"})
-    assert (err.fits, err.verdict) == (None, "memory not estimated: grappler's memory estimator failed: boom")
+    err = fit_of({}, {"error": "the memory estimate failed: boom"})
+    assert (err.fits, err.verdict) == (None, "memory not estimated: the memory estimate failed: boom")
     bare = replace(hw, accelerator=replace(hw.accelerator, memory_gb=None),
                    host=replace(hw.host, memory_gb=None))
     entry = with_memory({"name": "single"}, MEMORY["single"], bare)
