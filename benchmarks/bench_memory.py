@@ -64,6 +64,42 @@ def step_times(out: Path) -> dict[str, list[float]]:
     return times
 
 
+def allocator_cost(preset: str, variants: list[str], rounds: int) -> dict[str, dict]:
+    """Per variant: its timed steps with the host's BFC allocator and with TensorFlow's default, from
+    ``rounds`` interleaved ``profile`` runs of each: the fastest and the median step, and their ratios."""
+    times: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    with tempfile.TemporaryDirectory(prefix="bench-allocator-") as tmp:
+        for r in range(rounds):
+            for bfc in (True, False):
+                out = Path(tmp) / f"{'bfc' if bfc else 'default'}{r}"
+                profile(out, preset, variants, bfc)
+                for name, t in step_times(out).items():
+                    times[bfc].setdefault(name, []).extend(t)
+    cost = {}
+    for name in variants:
+        on, off = times[True].get(name), times[False].get(name)
+        if on and off:
+            cost[name] = {"steps": [len(on), len(off)], "bfc_min_s": min(on), "default_min_s": min(off),
+                          "min_ratio": min(on) / min(off), "bfc_median_s": statistics.median(on),
+                          "default_median_s": statistics.median(off),
+                          "median_ratio": statistics.median(on) / statistics.median(off)}
+    return cost
+
+
+def allocator_lines(cost: dict[str, dict], rounds: int) -> list[str]:
+    """The printed table of :func:`allocator_cost`."""
+    lines = [f"host allocator cost ({rounds} runs each, interleaved): timed step with the BFC allocator / "
+             "with TensorFlow's default",
+             f"{'variant':24} {'fastest BFC':>12} {'default':>10} {'ratio':>7} "
+             f"{'median BFC':>12} {'default':>10} {'ratio':>7}"]
+    for name, c in cost.items():
+        cells = [f"{c[k] * 1e3:9.2f} ms" for k in ("bfc_min_s", "default_min_s")]
+        cells += [f"{c['min_ratio']:7.3f}"]
+        cells += [f"{c[k] * 1e3:9.2f} ms" for k in ("bfc_median_s", "default_median_s")]
+        lines.append(f"{name:24} {' '.join(cells)} {c['median_ratio']:7.3f}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="cpu")
@@ -73,17 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the variants whose step time is measured with and without the BFC allocator")
     ap.add_argument("--rounds", type=int, default=3, help="allocator on/off runs each (interleaved)")
     args = ap.parse_args(argv)
-    variants = args.variants.split(",")
-    cost_variants = args.cost_variants.split(",")
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        run = profile(Path(tmp) / "all", args.preset, variants, True)
-        times: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
-        for r in range(args.rounds):
-            for bfc in (True, False):
-                out = Path(tmp) / f"{'bfc' if bfc else 'default'}{r}"
-                profile(out, args.preset, cost_variants, bfc)
-                for name, t in step_times(out).items():
-                    times[bfc].setdefault(name, []).extend(t)
+        run = profile(Path(tmp) / "all", args.preset, args.variants.split(","), True)
+    cost = allocator_cost(args.preset, args.cost_variants.split(","), args.rounds) if args.rounds else {}
     rows = estimate_rows(run)
     print(f"memory at the {args.preset} preset, logical devices on this CPU: estimate vs measured")
     print("(measured: the requests, each rounded up to 256 B; blocks: as the allocator handed them out)")
@@ -93,23 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         est = "-" if r["estimated"] is None else f"{r['estimated']:,}"
         blocks = "-" if r["allocated"] is None else f"{r['allocated']:,}"
         print(f"{r['variant']:24} {r['device']:18} {est:>12} {r['measured']:>12,} {ratio:>9} {blocks:>12}")
-    cost = {}
-    for name in cost_variants:
-        on, off = times[True].get(name), times[False].get(name)
-        if on and off:
-            cost[name] = {"steps": [len(on), len(off)], "bfc_min_s": min(on), "default_min_s": min(off),
-                          "min_ratio": min(on) / min(off), "bfc_median_s": statistics.median(on),
-                          "default_median_s": statistics.median(off),
-                          "median_ratio": statistics.median(on) / statistics.median(off)}
-    print(f"\nhost allocator cost ({args.rounds} runs each, interleaved): timed step with the BFC "
-          "allocator / with TensorFlow's default")
-    print(f"{'variant':24} {'fastest BFC':>12} {'default':>10} {'ratio':>7} "
-          f"{'median BFC':>12} {'default':>10} {'ratio':>7}")
-    for name, c in cost.items():
-        cells = [f"{c[k] * 1e3:9.2f} ms" for k in ("bfc_min_s", "default_min_s")]
-        cells += [f"{c['min_ratio']:7.3f}"]
-        cells += [f"{c[k] * 1e3:9.2f} ms" for k in ("bfc_median_s", "default_median_s")]
-        print(f"{name:24} {' '.join(cells)} {c['median_ratio']:7.3f}")
+    print("\n" + "\n".join(allocator_lines(cost, args.rounds)))
     out = REPO / "reports" / "bench_memory.json"
     out.write_text(json.dumps({"preset": args.preset, "estimate_vs_measured": rows, "allocator_cost": cost},
                               indent=1))
