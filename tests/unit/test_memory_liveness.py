@@ -89,3 +89,14 @@ def test_fed_inputs_are_the_hosts_held_values_are_not_walked() -> None:
         OpTensors("mm", "MatMul", CPU1, (512,), ((0, 0), (1, 0))),
     ]
     assert peaks(ops) == {HOST: 4096, CPU1: 512}
+
+
+def test_a_slice_read_on_another_gpu_crosses_alone() -> None:
+    """The host's fed batch (4,096 B) split on axis 0: each GPU gets a copy of its own half."""
+    ops = [
+        OpTensors("input", "Placeholder", HOST, (4096,), fed=True),
+        OpTensors("split", "Split", HOST, (2048, 2048), ((0, 0),), view_of=0),
+        OpTensors("t0", "MatMul", D, (256,), ((1, 0),)),
+        OpTensors("t1", "MatMul", GPU1, (256,), ((1, 1),)),
+    ]
+    assert peaks(ops) == {HOST: 4096, D: 2048 + 256, GPU1: 2048 + 256}

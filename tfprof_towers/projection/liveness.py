@@ -12,8 +12,9 @@ The rules, each TensorFlow's own (``core/common_runtime/executor.cc``, ``OpKerne
 * an **in-place** op (element-wise math, ``BiasAdd``, ``AddN``, the activations' gradients:
   kernels that call ``forward_input_or_allocate_output``) writes into an input's buffer when that
   buffer has the output's size and no other reader left, instead of allocating;
-* a tensor read on another device is copied there (its own buffer on the reader's device), except
-  between CPU devices of one process, which share the sender's buffer;
+* a tensor read on another device is copied there (its own buffer on the reader's device, the
+  tensor's bytes: a slice crosses alone), except between CPU devices of one process, which share
+  the sender's buffer;
 * a fed input (a ``Placeholder``) is made by the host's allocator; a GPU that reads it gets a copy.
 
 Every buffer is counted as the BFC allocator takes it: rounded up to a multiple of 256 bytes.
@@ -160,7 +161,7 @@ def walk_peaks(ops: Sequence[OpTensors], host: str) -> dict[str, tuple[int, list
     readers, readers_on = _readers(ops)
     walk = _Walk()
     where: dict[tuple[int, int], int] = {}  # (op, slot) -> buffer
-    copies: dict[tuple[int, str], int] = {}  # (buffer, device) -> its copy there
+    copies: dict[tuple[int, str, tuple[int, int]], int] = {}  # (buffer, device, tensor) -> its copy
     for i in executor_order(ops):
         op = ops[i]
         if op.held:
@@ -225,7 +226,8 @@ def _viewed(op: OpTensors, slot: int) -> int | None:
     return None
 
 
-def _input_buffer(walk: _Walk, where: Mapping[tuple[int, int], int], copies: dict[tuple[int, str], int],
+def _input_buffer(walk: _Walk, where: Mapping[tuple[int, int], int],
+                  copies: dict[tuple[int, str, tuple[int, int]], int],
                   readers_on: Mapping[tuple[int, int, str], int], ops: Sequence[OpTensors],
                   src: tuple[int, int], device: str, touched: set[str]) -> int | None:
     """The buffer ``device`` reads for ``src``: the producer's, or its copy on ``device`` (made at its
@@ -236,9 +238,10 @@ def _input_buffer(walk: _Walk, where: Mapping[tuple[int, int], int], copies: dic
     buf = walk.buffers[b]
     if _shared(buf.device, device):
         return b
-    key = (b, device)
+    key = (b, device, src)  # a slice (an axis-0 Split's part) crosses alone: its own bytes
     if key not in copies:
-        copies[key] = walk.allocate(device, buf.nbytes, ops[src[0]].name, readers_on[(*src, device)])
+        nbytes = ops[src[0]].outputs[src[1]] if src[1] < len(ops[src[0]].outputs) else buf.nbytes
+        copies[key] = walk.allocate(device, nbytes, ops[src[0]].name, readers_on[(*src, device)])
         touched.add(device)
         walk.release(b)  # the send is one reader of the source
     return copies[key]
