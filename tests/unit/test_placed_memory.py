@@ -95,3 +95,23 @@ def test_a_variable_updated_into_a_new_buffer_counts_once_within_a_step() -> Non
     steps = StepTable(np.array([0, 1]), np.array([0, 100 * US]), np.array([100 * US, 200 * US]))
     (p,) = placed_peaks(ev, placed, held, steps=steps)
     assert (p.peak_bytes, p.peak_ps) == (4096, 20 * US)  # both steps reach it: the first
+
+
+def test_the_estimates_distance_from_the_measurement_is_said_next_to_the_verdict() -> None:
+    """The device farthest apart names the gap: in the report's sentence and the terminal's cell."""
+    from tfprof_towers.commands.console import memory_cell, peak_cell
+    from tfprof_towers.rundir.summary import estimate_gap
+
+    label = "measured at the cpu preset, logical devices on this CPU"
+    rows = {CPU1: MemoryPeak(1000, "measured", 0, label=label, estimated_peak_bytes=980),
+            CPU2: MemoryPeak(1000, "measured", 0, label=label, estimated_peak_bytes=880),
+            "/device:GPU:0": MemoryPeak(5 << 30, "estimated", 0, 6 << 30, True)}
+    gap = estimate_gap(rows)
+    assert (gap.ratio, gap.device, gap.where) == (0.88, CPU2, "the cpu preset")
+    assert gap.text() == ("the estimate was 12% under the measured peak at the cpu preset "
+                          "(CPU:2, estimated / measured 0.88)")
+    assert estimate_gap({"/device:GPU:0": rows["/device:GPU:0"]}) is None
+    fit = {"fits": True, "peak_bytes": 5 << 30, "device": "/device:GPU:0"}
+    assert memory_cell(fit, gap) == "5 GiB GPU:0 [dim](est. x0.88 of measured at the cpu preset)[/]"
+    # the CPU table shows the largest measured logical device, not the target's estimate
+    assert peak_cell({d: r.to_json() for d, r in rows.items()}).endswith("(meas.) est. x0.98")
