@@ -18,7 +18,7 @@ from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
-from tfprof_towers.vocab.fmt import fmt_gib
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib
 
 
 def _console(stderr: bool = False) -> Console:
@@ -136,7 +136,8 @@ def peak_cell(memory: dict[str, Any]) -> str:
     if not acc:
         return "-"
     dev, r = max(acc.items(), key=lambda x: (x[1].peak_bytes, x[0]))
-    text = f"{fmt_gib(r.peak_bytes)} {short_device(dev)} ({'est.' if r.basis == 'estimated' else 'meas.'})"
+    size = fmt_bytes(r.peak_bytes) if r.label else fmt_gib(r.peak_bytes)  # a run's size: often MB, not GiB
+    text = f"{size} {short_device(dev)} ({'est.' if r.basis == 'estimated' else 'meas.'})"
     if r.estimate_vs_measured is not None:
         text += f" est. x{r.estimate_vs_measured:.2f}"
     return f"[red]{_escape(text)} does not fit[/]" if r.fits is False else _escape(text)
