@@ -59,6 +59,8 @@ def test_in_place_ops_write_into_their_input_at_its_last_read() -> None:
         OpTensors("loss", "Mean", D, (4,), ((2, 0),)),
     ]
     assert peaks(chain)[D] == 4096 + 256
+    # the buffer is named by the op that wrote it last by the peak
+    assert sorted(walk_peaks(chain, HOST)[D][1]) == [("act", 4096), ("loss", 256)]
     shared = [*chain[:3], OpTensors("sum", "Sum", D, (4,), ((0, 0), (2, 0)))]
     assert peaks(shared)[D] == 2 * 4096 + 256
 

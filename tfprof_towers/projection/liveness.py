@@ -3,6 +3,8 @@ frees and reuses buffers.  No TensorFlow here: :func:`.graphcost.estimate_memory
 
 The rules, each TensorFlow's own (``core/common_runtime/executor.cc``, ``OpKernelContext``):
 
+* ops run as soon as their inputs are ready, from one first-in first-out queue
+  (:func:`executor_order`: the executor's ``ScheduleReady`` for inexpensive kernels, as GPU kernels are);
 * a tensor's buffer is allocated when its op runs and freed when the last op reading it has run
   (the executor drops an input's reference once its consumer finishes);
 * a **view** (``Reshape``, ``Identity``, ``Squeeze``, ``ExpandDims``, ``StopGradient``,
@@ -73,36 +75,66 @@ class _Buffer:
     device: str
     nbytes: int
     readers: int = 0
-    producer: str = ""
-    freed: bool = False
+    writers: list[tuple[int, str]] = field(default_factory=list)  # (when, op): who wrote it, in order
+    born: int = 0
+    died: int | None = None  # when it was freed (None: live at the end)
+
+    @property
+    def freed(self) -> bool:
+        return self.died is not None
+
+    def writer_at(self, t: int) -> str:
+        """The op whose output the buffer held at time ``t``."""
+        return next((op for when, op in reversed(self.writers) if when <= t), self.writers[0][1])
 
 
 @dataclass
 class _Walk:
+    """The buffers, each device's bytes live, and when each device peaked (a clock of events, so
+    that what was live at a peak is found once, at the end: :meth:`live_at_peak`)."""
+
     live: dict[str, int] = field(default_factory=dict)
     peak: dict[str, int] = field(default_factory=dict)
-    at_peak: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    peak_at: dict[str, int] = field(default_factory=dict)
     buffers: list[_Buffer] = field(default_factory=list)
+    clock: int = 0
+
+    def tick(self) -> int:
+        self.clock += 1
+        return self.clock
 
     def allocate(self, device: str, nbytes: int, producer: str, readers: int) -> int:
         nbytes = rounded(nbytes)
-        self.buffers.append(_Buffer(device, nbytes, readers, producer))
+        t = self.tick()
+        self.buffers.append(_Buffer(device, nbytes, readers, [(t, producer)], born=t))
         self.live[device] = self.live.get(device, 0) + nbytes
         return len(self.buffers) - 1
+
+    def rewrite(self, b: int, producer: str) -> None:
+        """An in-place op wrote its output into buffer ``b``."""
+        self.buffers[b].writers.append((self.tick(), producer))
 
     def release(self, b: int) -> None:
         buf = self.buffers[b]
         buf.readers -= 1
         if buf.readers <= 0 and not buf.freed:
-            buf.freed = True
+            buf.died = self.tick()
             self.live[buf.device] -= buf.nbytes
 
     def mark(self, devices: set[str]) -> None:
+        t = self.tick()
         for d in devices:
             if self.live.get(d, 0) > self.peak.get(d, -1):
                 self.peak[d] = self.live.get(d, 0)
-                self.at_peak[d] = [(b.producer, b.nbytes) for b in self.buffers
-                                   if not b.freed and b.device == d and b.nbytes > 0]
+                self.peak_at[d] = t
+
+    def live_at_peak(self, device: str) -> list[tuple[str, int]]:
+        """The buffers of ``device`` live at its peak: (the op that had written it then, bytes)."""
+        t = self.peak_at.get(device)
+        if t is None:
+            return []
+        return [(b.writer_at(t), b.nbytes) for b in self.buffers
+                if b.device == device and b.nbytes > 0 and b.born <= t and (b.died is None or b.died > t)]
 
 
 #: TensorFlow's BFC allocator hands out multiples of 256 bytes (``kMinAllocationSize``).
@@ -184,7 +216,7 @@ def walk_peaks(ops: Sequence[OpTensors], host: str) -> dict[str, tuple[int, list
             reuse = _reusable(walk, op, ins, nbytes) if slot == 0 else None
             if reuse is not None:
                 walk.buffers[reuse].readers += n_read
-                walk.buffers[reuse].producer = op.name
+                walk.rewrite(reuse, op.name)
                 where[(i, slot)] = reuse
                 continue
             device = host if op.fed else op.device
@@ -197,7 +229,7 @@ def walk_peaks(ops: Sequence[OpTensors], host: str) -> dict[str, tuple[int, list
         for b in ins:
             if b is not None:
                 walk.release(b)
-    return {d: (p, walk.at_peak.get(d, [])) for d, p in walk.peak.items()}
+    return {d: (p, walk.live_at_peak(d)) for d, p in walk.peak.items()}
 
 
 def _readers(ops: Sequence[OpTensors]
