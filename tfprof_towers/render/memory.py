@@ -188,6 +188,7 @@ def memory_view(summary: Mapping[str, Any],
         "headroom_why": mem.get("headroom_why"),
         "note": mem.get("note"),
         "keras": (f"Not estimated for --keras-model ({keras}): the projection builds the seed workload and "
-                  "variant files, not Keras models; only memory measured in a GPU run's trace is shown.")
+                  "variant files, not Keras models; only the memory this run measured (its allocators' "
+                  "events) is shown.")
         if keras else None,
     }
