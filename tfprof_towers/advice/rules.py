@@ -1,6 +1,6 @@
-"""The run's rules over measured facts (nothing without evidence), and :func:`advise`.
+"""The run's rules over a variant's facts (nothing without evidence), and :func:`advise`.
 
-:func:`evaluate` decides, per rule and variant, whether the rule can be
+The engine (:mod:`.engine`) decides, per rule and variant, whether the rule can be
 evaluated at all: rules that need real accelerator timings (copy time, idle
 time, scaling) are *not evaluated* on logical-CPU runs, where every "device"
 shares the same cores, nor on a variant whose trace could not be analysed; the
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof_towers.advice import cluster as cluster_advice
-from tfprof_towers.advice import recommend
+from tfprof_towers.advice import engine, recommend
 from tfprof_towers.advice import strategy as strategy_advice
+from tfprof_towers.advice.engine import Evaluation, run_level_gap, unmet  # noqa: F401  (the engine's, for callers)
 from tfprof_towers.advice.findings import (
     BASELINE,
     HIGH,
@@ -30,16 +31,13 @@ from tfprof_towers.advice.findings import (
     MEDIUM,
     PEER_PATH,
     PLACEMENT,
-    TASKS,
     Facts,
     Finding,
     Rule,
-    by_severity,
 )
-from tfprof_towers.advice.memory_rules import DOES_NOT_FIT, memory_fit_unmet
+from tfprof_towers.advice.memory_rules import DOES_NOT_FIT
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
-from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS
 from tfprof_towers.rundir import nonfinite
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab.categories import COPY_CATEGORIES, IDLE_SPLIT
@@ -392,9 +390,7 @@ RULES: tuple[Rule, ...] = (
          severity=LOW, check=strategy_advice.check_central_storage_pulls,
          params={"min_accelerators": 2, "link_model": "pcie3_x16", "medium_at_modeled_share": 0.10},
          primary="min_accelerators", needs=(PLACEMENT,)),
-    Rule("straggler", "one task reaches the all-reduce late, step after step, and the others wait for it",
-         severity=MEDIUM, high_at=0.25, check=cluster_advice.check_straggler,
-         params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,)),
+    cluster_advice.STRAGGLER,
     DOES_NOT_FIT,
 )
 
@@ -448,60 +444,9 @@ def facts_for(summary: Mapping[str, Any]) -> list[Facts]:
 HOST_LINK_KEY = "host_link"
 
 
-def run_level_gap(rule: Rule, topology: Mapping[str, Any]) -> str | None:
-    """Why ``rule`` cannot be evaluated on any variant of a run on ``topology`` (None: it can)."""
-    if rule.needs_measured_timings and topology.get("kind") != "gpu":
-        if topology.get("kind") == "logical-cpu":
-            return "not measurable here: the accelerators are logical CPU devices sharing the same cores"
-        return "needs device timings from real accelerators"
-    return None
-
-
-def unmet(rule: Rule, f: Facts) -> str | None:
-    """Why ``rule`` cannot be evaluated on the variant of ``f`` (None: it can)."""
-    gap = run_level_gap(rule, f.topology)
-    if gap:
-        return gap
-    if PLACEMENT in rule.needs and not f.audit:
-        return "no placement recorded"
-    if MEASURED_TIMINGS in rule.needs and not f.measured_timings:
-        error = (f.breakdown or {}).get("error")
-        return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
-    if BASELINE in rule.needs and not f.baseline and not f.is_baseline:
-        return f"the baseline {registry.baseline_of(f.entry)} did not succeed"
-    if (PEER_PATH in rule.needs and strategy_advice.reduces_across_devices(f)
-            and strategy_advice.profile(f) is None):
-        return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
-                "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
-    if (why := memory_fit_unmet(rule, f)) is not None:
-        return why
-    if MATH in rule.needs:
-        return samemath.not_compared_why(f.entry, f.math_reference)
-    return cluster_advice.unmet_tasks(f) if TASKS in rule.needs else None
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What the rules found, and where each could not be evaluated."""
-
-    findings: tuple[Finding, ...]
-    skipped: Mapping[str, Mapping[str, str]]  # rule -> {variant: why not evaluated}
-
-
 def evaluate(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> Evaluation:
-    """Every rule over every successful variant where its needs are met; findings by severity."""
-    findings: list[Finding] = []
-    skipped: dict[str, dict[str, str]] = {r.name: {} for r in rules}
-    for f in facts_for(summary):
-        for rule in rules:
-            why = unmet(rule, f)
-            if why is not None:
-                skipped[rule.name][f.name] = why
-                continue
-            found = rule.check(rule, f)
-            if found is not None:
-                findings.append(found)
-    return Evaluation(tuple(by_severity(findings)), skipped)
+    """Every rule over every successful variant where its needs are met (:func:`.engine.evaluate`)."""
+    return engine.evaluate(rules, facts_for(summary))
 
 
 def run_rules(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[Finding]:
@@ -519,19 +464,7 @@ def rules_status(
     """
     evaluation = evaluation or evaluate(summary, rules)
     topology = summary.get("topology") or {}
-    out = []
-    for r in rules:
-        doc = r.to_json()
-        gap = run_level_gap(r, topology)
-        skipped = dict(evaluation.skipped.get(r.name) or {})
-        if gap is None and skipped:
-            gap = "; ".join(f"{name}: {why}" for name, why in skipped.items())
-            gap = f"not evaluated on {len(skipped)} variant(s): {gap}"
-        doc["evaluated"] = gap is None
-        doc["why_not"] = gap
-        doc["not_evaluated"] = skipped
-        out.append(doc)
-    return out
+    return engine.status(rules, evaluation, lambda r: run_level_gap(r, topology))
 
 
 @dataclass(frozen=True)
