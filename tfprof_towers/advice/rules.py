@@ -40,7 +40,7 @@ from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
 from tfprof_towers.rundir import nonfinite
 from tfprof_towers.variants import registry
-from tfprof_towers.vocab.categories import COPY_CATEGORIES, IDLE_SPLIT
+from tfprof_towers.vocab.categories import IDLE_SPLIT
 from tfprof_towers.vocab.device_names import HOST_THREADS
 from tfprof_towers.vocab.fmt import (
     fmt_bytes,
@@ -102,40 +102,6 @@ def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
         ],
     }
     return Finding(rule.name, rule.tier(share), f.name, msg, suggestion, evidence, tuple(sources))
-
-
-def check_exposed_copies(rule: Rule, f: Facts) -> Finding | None:
-    if not f.measured_timings:
-        return None
-    worst = None
-    for dev in f.accelerators_used:
-        d = (f.breakdown["devices"] or {}).get(dev) or {}
-        step = d.get("window_s") or 0.0
-        if step <= 0:
-            continue
-        exposed = sum((d.get("wall") or {}).get(c, 0.0) for c in COPY_CATEGORIES)
-        if worst is None or exposed / step > worst[1]:
-            worst = (dev, exposed / step, exposed, step)
-    if worst is None or worst[1] < rule.param("min_exposed_share"):
-        return None
-    dev, share, exposed, step = worst
-    links = [ln for ln in (f.audit or {}).get("links", ()) if ln["kind"] != "other"]
-    bus_bytes = sum(ln["bytes_per_step"] for ln in links)
-    msg = (
-        f"exposed copies are {fmt_percent(share)} of the step on {dev}: {fmt_seconds(exposed)} of "
-        f"{fmt_seconds(step)}; {fmt_bytes(bus_bytes)}/step cross between devices"
-    )
-    biggest = _largest_tensor(links)
-    suggestion = "Suggestion: move less data per step between devices"
-    if biggest:
-        suggestion += (
-            f"; the largest tensor crossing is {biggest['tensor']} ({fmt_bytes(biggest['bytes'])}, "
-            f"{biggest['src']} → {biggest['dst']}): compute it on the device that consumes it"
-        )
-    suggestion += "."
-    evidence = {"device": dev, "exposed_copy_s": exposed, "step_s": step, "share": share,
-                "bytes_per_step": bus_bytes}
-    return Finding(rule.name, rule.tier(share), f.name, msg, suggestion, evidence, ())
 
 
 def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
@@ -359,9 +325,7 @@ RULES: tuple[Rule, ...] = (
          severity=MEDIUM, high_at=0.25, check=check_host_compute,
          params={"min_host_flops_share": 0.10}, primary="min_host_flops_share", needs=(PLACEMENT,),
          disqualifies=True),
-    Rule("exposed_copies", "exposed copy time is a large share of the step",
-         severity=MEDIUM, high_at=0.40, check=check_exposed_copies,
-         params={"min_exposed_share": 0.20}, primary="min_exposed_share", needs=(MEASURED_TIMINGS,)),
+    # exposed_copies is a trace rule (trace_rules/transfers.py): it reads each variant's trace
     Rule("accelerator_idle", "accelerators idle, waiting on the host",
          severity=MEDIUM, high_at=0.70, check=check_accelerator_idle,
          params={"min_idle_share": 0.40, "min_host_busy": 0.20}, primary="min_idle_share",
@@ -407,15 +371,6 @@ def _list(items) -> str:
 def _source_device(group: Mapping[str, Any]) -> str:
     devs = group.get("source_devices") or []
     return devs[0] if devs else group.get("device", "")
-
-
-def _largest_tensor(links: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    best = None
-    for ln in links:
-        for t in ln.get("largest_tensors") or ():
-            if best is None or t["bytes"] > best["bytes"]:
-                best = {**t, "src": ln["src"], "dst": ln["dst"]}
-    return best
 
 
 # ------------------------------------------------------------------------------------------

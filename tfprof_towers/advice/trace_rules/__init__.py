@@ -128,7 +128,8 @@ TRACE_RULES: tuple[Rule, ...] = (
                  "launch_delay_cutoff_s": CUTOFFS.launch_delay_cutoff_s, "min_kernels_per_step": 20,
                  "min_gap_share": 0.20},
          primary="short_kernel_s", needs=(ACCELERATOR_PLANES, KERNELS)),
-    Rule("exposed_copies", "host↔device copies not hidden behind compute are a large share of the step",
+    # the one exposed_copies: every kind of copy counts (peer and device-to-device too), read from the trace
+    Rule("exposed_copies", "copies not hidden behind compute are a large share of the step",
          severity=MEDIUM, high_at=0.40, check=check_exposed_copies,
          params={"min_exposed_share": 0.20, "slow_gbps": 1.0}, primary="min_exposed_share",
          needs=(ACCELERATOR_PLANES,)),
