@@ -274,6 +274,14 @@ def test_accelerator_imbalance_names_the_slowest() -> None:
     assert "the slowest accelerator, /device:GPU:0, sets the step" in f.message
 
 
+def test_accelerator_imbalance_by_measured_time_is_low_under_two() -> None:
+    t = GpuTrace().kernel(0, "volta_sgemm", 0, 750, launch_us=0).kernel(1, "volta_sgemm", 0, 500, launch_us=0)
+    f = by_rule(evaluate_trace(t.analysis()))["accelerator_imbalance"]
+    assert (f.severity, f.evidence["ratio"]) == (LOW, pytest.approx(1.5))
+    compute = {d: us(s) for d, s in f.evidence["compute_s"].items()}
+    assert compute == {"/device:GPU:0": 750, "/device:GPU:1": 500}
+
+
 def test_accelerator_imbalance_silent_when_close_and_needs_two() -> None:
     t = GpuTrace().kernel(0, "volta_sgemm", 0, 110, launch_us=0).kernel(1, "volta_sgemm", 0, 100, launch_us=0)
     ev = evaluate_trace(t.analysis())

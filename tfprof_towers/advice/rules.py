@@ -163,15 +163,16 @@ def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, di
 
 
 def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
-    """One accelerator gets much more work than another (measured time on GPUs, else FLOPs)."""
+    """The placement gives one accelerator many more estimated FLOPs than another.
+
+    The plan, which only a run's placement has; the measured imbalance (busy time) is the trace
+    rule ``accelerator_imbalance``'s, on every analysed trace."""
     if not f.audit:
         return None
     rows = [d for d in f.audit["devices"] if d["device"] in f.accelerators_used]
     if len(rows) < 2:
         return None
-    measured = f.measured_timings and all(d["compute_s"] is not None for d in rows)
-    key, what = ("compute_s", "measured compute time") if measured else ("flops_per_step", "estimated FLOPs")
-    values = {d["device"]: float(d[key] or 0.0) for d in rows}
+    values = {d["device"]: float(d["flops_per_step"] or 0.0) for d in rows}
     hi = max(values, key=values.get)
     lo = min(values, key=values.get)
     if values[hi] <= 0:
@@ -179,16 +180,15 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
     ratio = values[hi] / values[lo] if values[lo] > 0 else float("inf")
     if ratio < rule.param("min_ratio"):
         return None
-    fmt = fmt_seconds if measured else fmt_count
     msg = (
-        f"towers are unbalanced by {what}: {hi} has {fmt(values[hi])} per step, {lo} {fmt(values[lo])} "
-        f"({'no work' if values[lo] == 0 else fmt_ratio(ratio)})"
+        f"towers are unbalanced by estimated FLOPs: {hi} has {fmt_count(values[hi])} per step, {lo} "
+        f"{fmt_count(values[lo])} ({'no work' if values[lo] == 0 else fmt_ratio(ratio)})"
     )
     suggestion = (
         "Suggestion: give every accelerator an equal share of the batch and of the shared work "
         "(the variable update and gradient reduction can be spread across devices, as `replicated` does)."
     )
-    evidence = {"metric": key, "per_accelerator": values, "ratio": None if lo == hi else ratio}
+    evidence = {"metric": "flops_per_step", "per_accelerator": values, "ratio": None if lo == hi else ratio}
     return Finding(rule.name, rule.tier(min(ratio, 1e9)), f.name, msg, suggestion, evidence, ())
 
 
