@@ -15,7 +15,7 @@ WORKERS ?= auto
 STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 .DEFAULT_GOAL := help
-.PHONY: help install profile test test-fast lint tensorboard bench bench-parse bench-corpus bench-hosts clean browser
+.PHONY: help install profile test test-fast lint tensorboard bench bench-memory bench-parse bench-corpus bench-hosts clean browser
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -52,6 +52,9 @@ tensorboard: install ## serve the latest run's TensorBoard logdir on 127.0.0.1 (
 
 bench: install ## measure the harness's own cost (writes reports/bench.json)
 	$(BIN)/python -m benchmarks.bench $(ARGS)
+
+bench-memory: install ## memory estimate vs measured per built-in and device at the cpu preset; the host BFC allocator's cost
+	$(BIN)/python -m benchmarks.bench_memory $(ARGS)
 
 bench-parse: install ## trace-parsing speed on a synthetic trace of 1M+ events
 	$(BIN)/python -m benchmarks.bench_parse $(ARGS)

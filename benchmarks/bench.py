@@ -127,7 +127,7 @@ class BenchOptions:
     rounds: int = 10
     block_steps: int = 4
     warmup: int = 5
-    parts: tuple[str, ...] = ("overhead", "harness", "fork", "parse")
+    parts: tuple[str, ...] = ("overhead", "harness", "fork", "parse", "allocator")
     sweep: bool = False
     profile_runs: int = 3
     cluster_runs: int = 1  # whole `profile --workers 2` runs (each starts every task's TensorFlow afresh)
@@ -881,7 +881,7 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     p.add_argument("--full-parse", action="store_true",
                    help="the parse benchmark at its full size (as `make bench-parse`), not its small one")
     p.add_argument("--only", default=",".join(BenchOptions.parts), metavar="PARTS",
-                   help="which figures: overhead, harness, fork, parse (comma-separated) [all]")
+                   help="which figures: overhead, harness, fork, parse, allocator (comma-separated) [all]")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: tiny preset, 2 rounds of 3 steps, 1 profile run (unless given)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -917,6 +917,23 @@ QUICK = BenchOptions(preset="tiny", rounds=2, block_steps=3, warmup=1, profile_r
                      fork_variants=("single",))
 
 
+def measure_allocator(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
+    """What the host's BFC allocator (``TF_CPU_ALLOCATOR_USE_BFC=true``, which every profile sets so a
+    CPU-only run records memory) costs the timed steps: :func:`benchmarks.bench_memory.allocator_cost`
+    on the fork-server variants (a TF1 graph, a TF2 strategy), ``profile_runs`` interleaved runs each."""
+    rounds = max(opts.profile_runs, 1)
+    say(f"  allocator: {rounds} profile run(s) each of {', '.join(opts.fork_variants)}, BFC on and off")
+    cost = importlib.import_module("benchmarks.bench_memory").allocator_cost(
+        opts.preset, list(opts.fork_variants), rounds)
+    return {"rounds": rounds, "variants": cost}
+
+
+def format_allocator(part: Mapping[str, Any]) -> list[str]:
+    from benchmarks.bench_memory import allocator_lines
+
+    return allocator_lines(part.get("variants") or {}, int(part.get("rounds") or 0))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--overhead-child"]:
@@ -941,6 +958,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "harness": ("harness_overhead", lambda: measure_harness(opts, say)),
         "fork": ("fork_server", lambda: measure_fork(opts, say)),
         "parse": ("parse", lambda: measure_parse(say, opts.full_parse)),
+        "allocator": ("host_allocator", lambda: measure_allocator(opts, say)),
     }
     for part, (key, _) in measures.items():  # what is not measured yet says so, in every rewrite
         doc[key] = {"skipped": "not measured yet (the bench stopped before it)"} if part in opts.parts else {
@@ -964,7 +982,8 @@ def report_lines(doc: Mapping[str, Any]) -> list[str]:
     """The printed report of a bench.json document."""
     lines: list[str] = []
     for key, fmt in (("profiler_overhead", format_overhead), ("harness_overhead", format_harness),
-                     ("fork_server", format_fork), ("parse", format_parse)):
+                     ("fork_server", format_fork), ("parse", format_parse),
+                     ("host_allocator", format_allocator)):
         part = doc.get(key) or {"skipped": "absent"}
         lines += [f"{key}: skipped ({part['skipped']})"] if "skipped" in part else fmt(part)
         lines.append("")

@@ -139,7 +139,7 @@ def memory_estimate(peaks_gib: dict[str, float], variables: int = 0, persistent_
         devices[dev] = {"peak_bytes": peak, "transient_bytes": peak - persistent,
                         "persistent_bytes": persistent, "variables": variables if i == 0 else 0,
                         "top_tensors": [["big/<b>act</b>", peak // 4], ["small", 1024]]}
-    return {"devices": devices, "estimator": "grappler"}
+    return {"devices": devices, "estimator": "liveness"}
 
 
 #: Estimates for :func:`projection_graphs` (``memory=True``): on 2x 6 GiB, single does not fit.

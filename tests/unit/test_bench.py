@@ -139,7 +139,7 @@ def test_quick_sets_defaults_that_explicit_options_override() -> None:
     assert (quick.preset, quick.rounds, quick.profile_runs) == ("tiny", 2, 0)
     full = bench.parse_args(["--variants", "single,replicated", "--no-sweep"])
     assert (full.preset, full.variants, full.sweep) == ("cpu", ("single", "replicated"), False)
-    assert full.parts == ("overhead", "harness", "fork", "parse")
+    assert full.parts == ("overhead", "harness", "fork", "parse", "allocator")
     assert bench.parse_args([]).sweep is False and bench.parse_args(["--sweep"]).sweep is True
     assert bench.parse_args(["--full-parse"]).full_parse is True
     assert bench.parse_args(["--only", "harness"]).parts == ("harness",)
@@ -168,13 +168,17 @@ def test_main_writes_bench_json_and_prints(
     monkeypatch.setattr(bench, "measure_harness", lambda opts, say: doc["harness_overhead"])
     monkeypatch.setattr(bench, "measure_fork", lambda opts, say: doc["fork_server"])
     monkeypatch.setattr(bench, "measure_parse", lambda say, full=False: doc["parse"])
+    monkeypatch.setattr(bench, "measure_allocator", lambda opts, say: {"rounds": 1, "variants": {"single": {
+        "steps": [20, 20], "bfc_min_s": 0.101, "default_min_s": 0.1, "min_ratio": 1.01, "bfc_median_s": 0.11,
+        "default_median_s": 0.1, "median_ratio": 1.1}}})
     out = tmp_path / "reports" / "bench.json"
     assert bench.main(["--out", str(out)]) == 0
     saved = json.loads(out.read_text())
     assert saved["profiler_overhead"]["chosen"] == "harness"
     assert saved["fork_server"]["identical"] is True
     assert saved["schema"] == bench.SCHEMA
-    assert set(saved["part_wall_s"]) == {"overhead", "harness", "fork", "parse"}
+    assert set(saved["part_wall_s"]) == {"overhead", "harness", "fork", "parse", "allocator"}
+    assert saved["host_allocator"]["variants"]["single"]["min_ratio"] == 1.01
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temporary left
     assert f"wrote {out}" in capsys.readouterr().out
 

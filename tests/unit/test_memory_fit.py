@@ -71,8 +71,8 @@ def test_the_headroom_is_the_edge(hw, peak: int, fits: bool) -> None:
 
 def test_no_estimate_or_no_memory_size_is_not_a_verdict(hw) -> None:
     assert fit_of({}, None).to_json()["fits"] is None
-    err = fit_of({}, {"error": "grappler's memory estimator failed: boom"})
-    assert (err.fits, err.verdict) == (None, "memory not estimated: grappler's memory estimator failed: boom")
+    err = fit_of({}, {"error": "the memory estimate failed: boom"})
+    assert (err.fits, err.verdict) == (None, "memory not estimated: the memory estimate failed: boom")
     bare = replace(hw, accelerator=replace(hw.accelerator, memory_gb=None),
                    host=replace(hw.host, memory_gb=None))
     entry = with_memory({"name": "single"}, MEMORY["single"], bare)
@@ -149,7 +149,8 @@ def test_summary_keeps_the_verdicts(tmp_path: Path) -> None:
 
 
 def test_measured_rows_keep_the_estimate_beside_them(tmp_path: Path) -> None:
-    """A variant whose trace has allocator events: measured peaks, the estimate next to a device both give."""
+    """A variant whose trace has allocator events: measured peaks, the estimate next to a device both give,
+    judged against the target's capacity (less its headroom), not the run's own allocator's limit."""
     from test_trace_memory import memory_trace
 
     from tfprof_towers.analysis.pipeline import VariantTrace, with_memory
@@ -159,13 +160,16 @@ def test_measured_rows_keep_the_estimate_beside_them(tmp_path: Path) -> None:
     path = tmp_path / "h.xplane.pb"
     path.write_bytes(memory_trace().to_bytes())
     pod = analyze_pod(path)
-    projection = {"variants": [{"name": "single", "memory": {
-        GPU0: {"peak_bytes": 13_000_000, "persistent_bytes": 1_000, "capacity_bytes": 6 * GIB, "fits": True},
+    # the target's GPU holds 7 MB, less the 10% headroom: the measured 6.5 MB do not fit it (the run's own
+    # allocator had 6 GB)
+    projection = {"memory": {"headroom": 0.1}, "variants": [{"name": "single", "memory": {
+        GPU0: {"peak_bytes": 13_000_000, "persistent_bytes": 1_000, "capacity_bytes": 7_000_000,
+               "fits": False},
         "/device:GPU:3": {"peak_bytes": 5, "persistent_bytes": 0, "capacity_bytes": 6 * GIB, "fits": True}}}]}
     summary = Summary("run", variants=(SummaryEntry("single", status="ok"),), projection=projection)
     out = with_memory(summary, {"single": VariantTrace({}, pod)})
     mem = out.entry("single").memory
-    assert mem[GPU0] == MemoryPeak(6_500_000, "measured", 1_000_000, 6_000_000_000, True, 13_000_000)
+    assert mem[GPU0] == MemoryPeak(6_500_000, "measured", 1_000_000, 7_000_000, False, 13_000_000)
     assert mem[GPU0].estimate_vs_measured == 2.0
     assert mem["/device:GPU:3"].basis == "estimated" and mem["/device:GPU:3"].estimate_vs_measured is None
     assert mem["/host:CPU"] == MemoryPeak(4096, "measured", 0, None, None)

@@ -90,7 +90,7 @@ def test_advice_adds_findings_rules_and_the_recommendation(run: Path) -> None:
         "link_model": "pcie3_x16",
         "medium_at_modeled_share": 0.1,
     }
-    assert not rules["exposed_copies"]["evaluated"]
+    assert not rules["accelerator_idle"]["evaluated"]
 
 
 def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run: Path) -> None:
@@ -103,7 +103,7 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
     summary, _ = analyse_run(RunDir(run))
     rules = {r["rule"]: r for r in summary.rules}
     error = summary.entry("towers_bug").breakdown["error"]
-    for name in ("exposed_copies", "accelerator_idle"):
+    for name in ("accelerator_idle", "poor_scaling"):
         assert rules[name]["evaluated"] is False
         assert rules[name]["not_evaluated"] == {"towers_bug": f"no device timings: {error}"}
         assert (
@@ -168,7 +168,7 @@ def test_pipeline_on_records_without_traces(tmp_path: Path) -> None:
     assert summary.recommendation.speedup_vs_single == pytest.approx(10 / 4.8)
     rules = {r["rule"]: r for r in summary.rules}
     # a GPU run, but no variant has a trace: the timing rules were not evaluated, and say so
-    assert rules["exposed_copies"]["not_evaluated"] == {
+    assert rules["accelerator_idle"]["not_evaluated"] == {
         "single": "no device timings (no trace analysed)",
         "replicated": "no device timings (no trace analysed)",
     }

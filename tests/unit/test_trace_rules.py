@@ -242,6 +242,26 @@ def test_exposed_copies_silent_when_hidden_behind_compute() -> None:
     assert "exposed_copies" not in by_rule(ev) and status(ev, "exposed_copies")["evaluated"]
 
 
+def test_exposed_copies_counts_copies_between_devices() -> None:
+    """Every kind of copy not hidden behind compute counts, a device-to-device one as a host one."""
+    t = GpuTrace().kernel(0, "volta_sgemm", 0, 500, launch_us=0).kernel(1, "volta_sgemm", 0, 900, launch_us=0)
+    t.copy(0, "MemcpyD2D", 500, 300, 4_000_000)  # exposed [500, 800): 300 us of the 1000 us step
+    f = by_rule(evaluate_trace(t.analysis()))["exposed_copies"]
+    e = f.evidence
+    assert (f.severity, e["device"], f.devices) == (MEDIUM, "/device:GPU:0", ("/device:GPU:0",))
+    assert e["share"] == pytest.approx(0.3) and us(e["d2d_exposed_s"]) == 300
+    assert us(e["h2d_exposed_s"]) == 0 and us(e["d2h_exposed_s"]) == 0
+    assert f.message.startswith("copies not hidden behind other work on /device:GPU:0 are 30.0%")
+    assert "device→device" in f.message and "Between accelerators" in f.suggestion
+
+
+def test_exposed_copies_not_evaluated_without_an_accelerator_plane() -> None:
+    t = GpuTrace()
+    t.executor.event("op:MatMul", 0, 500 * US, {"tf_op": "op:MatMul"})
+    st = status(evaluate_trace(t.analysis()), "exposed_copies")
+    assert st["evaluated"] is False and st["why_not"].startswith("the trace has no accelerator plane")
+
+
 # ------------------------------------------------------------------ accelerator_imbalance
 
 
@@ -252,6 +272,14 @@ def test_accelerator_imbalance_names_the_slowest() -> None:
     assert {d: us(s) for d, s in f.evidence["busy_s"].items()} == {"/device:GPU:0": 300, "/device:GPU:1": 100}
     assert f.severity == HIGH and f.devices == ("/device:GPU:0", "/device:GPU:1")
     assert "the slowest accelerator, /device:GPU:0, sets the step" in f.message
+
+
+def test_accelerator_imbalance_by_measured_time_is_low_under_two() -> None:
+    t = GpuTrace().kernel(0, "volta_sgemm", 0, 750, launch_us=0).kernel(1, "volta_sgemm", 0, 500, launch_us=0)
+    f = by_rule(evaluate_trace(t.analysis()))["accelerator_imbalance"]
+    assert (f.severity, f.evidence["ratio"]) == (LOW, pytest.approx(1.5))
+    compute = {d: us(s) for d, s in f.evidence["compute_s"].items()}
+    assert compute == {"/device:GPU:0": 750, "/device:GPU:1": 500}
 
 
 def test_accelerator_imbalance_silent_when_close_and_needs_two() -> None:

@@ -1,4 +1,4 @@
-"""Advice rules that look across the tasks of a cluster variant.
+"""The ``straggler`` rule, which looks across the tasks of a cluster variant or of a multi-host trace.
 
 * ``straggler`` -- one task reaches the collectives of a synchronous step late, step after
   step, and every other worker waits for it inside the all-reduce.  Measured from the
@@ -6,7 +6,8 @@
   task shares this machine's cores, so a task can be late because of the others (on 2 cores a
   worker is often 1-3 ms behind in a 5 ms step): the finding says "on loopback" and is one tier lower.
 
-No TensorFlow; plain mappings in.
+Defined once (:data:`STRAGGLER`): a run's cluster variant and a multi-host trace both give it their
+tasks' steps; only a run knows whether its tasks ran on loopback.  No TensorFlow; plain mappings in.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tfprof_towers.advice.findings import HIGH, LOW, MEDIUM, Facts, Finding, Rule
-from tfprof_towers.analysis.cluster_view import short_task, step_table, stepping_tasks, stragglers
+from tfprof_towers.advice.findings import HIGH, LOW, MEDIUM, TASKS, Facts, Finding, Rule
+from tfprof_towers.analysis.cluster_view import (
+    STRAGGLER_PARAMS,
+    short_task,
+    step_table,
+    stepping_tasks,
+    stragglers,
+)
 from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 
@@ -25,9 +32,14 @@ def task_steps(f: Facts) -> list[Mapping[str, Any]]:
     return stepping_tasks((f.breakdown or {}).get("tasks") or (), stepping)
 
 
-def unmet_tasks(f: Facts) -> str | None:
-    """Why the straggler view cannot be made for this cluster variant (None: it can; a single-process
-    variant has no other task to wait for, so the rule finds nothing there)."""
+def unmet_tasks(f: Any) -> str | None:
+    """Why the straggler view cannot be made from the facts ``f``: a run variant's (a single-process
+    variant has no other task to wait for, so the rule finds nothing there) or a trace's (None: it can)."""
+    if not isinstance(f, Facts):
+        if len(stepping_tasks(f.tasks, None)) < 2:
+            return ("fewer than two tasks ran steps (a single-host trace; a multi-host logdir holds one "
+                    "trace per task)")
+        return None
     if not (f.entry.get("cluster") or {}):
         return None
     if (f.breakdown or {}).get("error"):
@@ -37,7 +49,10 @@ def unmet_tasks(f: Facts) -> str | None:
     return None
 
 
-def check_straggler(rule: Rule, f: Facts) -> Finding | None:
+def check_straggler(rule: Rule, f: Any) -> Finding | None:
+    """The straggler finding of a run's cluster variant (:class:`Facts`) or of a multi-host trace's facts."""
+    if not isinstance(f, Facts):
+        return straggler_finding(rule, stepping_tasks(f.tasks, None), f.name, loopback=False)
     loopback = bool((f.entry.get("cluster") or {}).get("loopback"))
     return straggler_finding(rule, task_steps(f), f.name, loopback)
 
@@ -46,7 +61,7 @@ def straggler_finding(rule: Rule, tasks: Sequence[Mapping[str, Any]], variant: s
                       loopback: bool) -> Finding | None:
     """The straggler finding over ``tasks`` (each ``{"task", "host", "steps": [...]}``, as
     :func:`tfprof_towers.trace.tasks.task_steps` gives them): a run's cluster variant, or a multi-host
-    logdir analysed by the trace rules (:mod:`.trace_rules`)."""
+    logdir's trace."""
     table = step_table(tasks)
     found = stragglers(table, rule.param("min_late_s"), rule.param("min_late_share"),
                        rule.param("min_steps_share"))
@@ -85,3 +100,9 @@ def straggler_finding(rule: Rule, tasks: Sequence[Mapping[str, Any]], variant: s
                 "others_late_s_median": {o["task"]: o["late_s_median"] for o in found[1:]}}
     late = (s["task"], *(o["task"] for o in found[1:]))
     return Finding(rule.name, severity, variant, msg, suggestion, evidence, (), late)
+
+
+STRAGGLER = Rule("straggler",
+                 "one task reaches the all-reduce late, step after step, and the others wait for it",
+                 severity=MEDIUM, high_at=0.25, check=check_straggler,
+                 params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,))

@@ -1,6 +1,6 @@
-"""What every advice rule is made of: the :class:`Facts` of one variant in, a :class:`Finding` out,
-and the :class:`Rule` that names its parameters, its tier and what it needs.  Plain mappings
-from the summary document; no TensorFlow.
+"""What every advice rule is made of: facts in (a run variant's :class:`Facts`, or a trace's), a
+:class:`Finding` out, and the :class:`Rule` that names its parameters, its tier and what it needs;
+:mod:`.engine` runs them.  Plain mappings from the summary document; no TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def by_severity(items: Iterable[Any], severity: Callable[[Any], str] = lambda x:
     order = {s: i for i, s in enumerate(SEVERITIES)}
     return sorted(items, key=lambda x: order.get(severity(x), len(order)))
 
-#: What a rule may need before it can be evaluated on a variant (see :func:`.rules.unmet`).
+#: What a rule may need before it can be evaluated on a variant (see :func:`.engine.unmet`).
 PLACEMENT, MEASURED_TIMINGS, BASELINE, MATH = "placement", "measured_timings", "baseline", "math"
 PEER_PATH, TASKS = "peer_path", "tasks"
 #: What a trace rule (:mod:`.trace_rules`) may need of the one trace it reads.

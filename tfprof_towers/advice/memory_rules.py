@@ -2,7 +2,7 @@
 ``memory_imbalance``, on the allocators' figures of :mod:`tfprof_towers.trace.memory`
 (``TraceFacts.memory``, from ``Analysis.memory``: per device its peak, capacity and the ops live at the peak).
 
-They are trace rules (:mod:`.trace_rules` appends :data:`MEMORY_RULES` to its ``TRACE_RULES`` and asks
+They are trace rules (:mod:`.trace_rules` appends :data:`MEMORY_RULES` to its ``TRACE_RULES``; the engine asks
 :func:`memory_unmet` why one cannot be evaluated): same engine, a :class:`~.findings.Rule` with named
 parameters, facts the trace rules' ``TraceFacts`` (read here only through :class:`MemoryFacts`, so this
 module does not import :mod:`.trace_rules`).  Each suggestion speaks the producer's language

@@ -1,6 +1,6 @@
-"""The run's rules over measured facts (nothing without evidence), and :func:`advise`.
+"""The run's rules over a variant's facts (nothing without evidence), and :func:`advise`.
 
-:func:`evaluate` decides, per rule and variant, whether the rule can be
+The engine (:mod:`.engine`) decides, per rule and variant, whether the rule can be
 evaluated at all: rules that need real accelerator timings (copy time, idle
 time, scaling) are *not evaluated* on logical-CPU runs, where every "device"
 shares the same cores, nor on a variant whose trace could not be analysed; the
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof_towers.advice import cluster as cluster_advice
-from tfprof_towers.advice import recommend
+from tfprof_towers.advice import engine, recommend
 from tfprof_towers.advice import strategy as strategy_advice
+from tfprof_towers.advice.engine import Evaluation, run_level_gap, unmet  # noqa: F401  (the engine's, for callers)
 from tfprof_towers.advice.findings import (
     BASELINE,
     HIGH,
@@ -30,19 +31,16 @@ from tfprof_towers.advice.findings import (
     MEDIUM,
     PEER_PATH,
     PLACEMENT,
-    TASKS,
     Facts,
     Finding,
     Rule,
-    by_severity,
 )
-from tfprof_towers.advice.memory_rules import DOES_NOT_FIT, memory_fit_unmet
+from tfprof_towers.advice.memory_rules import DOES_NOT_FIT
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
-from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS
 from tfprof_towers.rundir import nonfinite
 from tfprof_towers.variants import registry
-from tfprof_towers.vocab.categories import COPY_CATEGORIES, IDLE_SPLIT
+from tfprof_towers.vocab.categories import IDLE_SPLIT
 from tfprof_towers.vocab.device_names import HOST_THREADS
 from tfprof_towers.vocab.fmt import (
     fmt_bytes,
@@ -106,40 +104,6 @@ def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
     return Finding(rule.name, rule.tier(share), f.name, msg, suggestion, evidence, tuple(sources))
 
 
-def check_exposed_copies(rule: Rule, f: Facts) -> Finding | None:
-    if not f.measured_timings:
-        return None
-    worst = None
-    for dev in f.accelerators_used:
-        d = (f.breakdown["devices"] or {}).get(dev) or {}
-        step = d.get("window_s") or 0.0
-        if step <= 0:
-            continue
-        exposed = sum((d.get("wall") or {}).get(c, 0.0) for c in COPY_CATEGORIES)
-        if worst is None or exposed / step > worst[1]:
-            worst = (dev, exposed / step, exposed, step)
-    if worst is None or worst[1] < rule.param("min_exposed_share"):
-        return None
-    dev, share, exposed, step = worst
-    links = [ln for ln in (f.audit or {}).get("links", ()) if ln["kind"] != "other"]
-    bus_bytes = sum(ln["bytes_per_step"] for ln in links)
-    msg = (
-        f"exposed copies are {fmt_percent(share)} of the step on {dev}: {fmt_seconds(exposed)} of "
-        f"{fmt_seconds(step)}; {fmt_bytes(bus_bytes)}/step cross between devices"
-    )
-    biggest = _largest_tensor(links)
-    suggestion = "Suggestion: move less data per step between devices"
-    if biggest:
-        suggestion += (
-            f"; the largest tensor crossing is {biggest['tensor']} ({fmt_bytes(biggest['bytes'])}, "
-            f"{biggest['src']} → {biggest['dst']}): compute it on the device that consumes it"
-        )
-    suggestion += "."
-    evidence = {"device": dev, "exposed_copy_s": exposed, "step_s": step, "share": share,
-                "bytes_per_step": bus_bytes}
-    return Finding(rule.name, rule.tier(share), f.name, msg, suggestion, evidence, ())
-
-
 def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
     if not f.measured_timings or not f.audit:
         return None
@@ -199,15 +163,16 @@ def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, di
 
 
 def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
-    """One accelerator gets much more work than another (measured time on GPUs, else FLOPs)."""
+    """The placement gives one accelerator many more estimated FLOPs than another.
+
+    The plan, which only a run's placement has; the measured imbalance (busy time) is the trace
+    rule ``accelerator_imbalance``'s, on every analysed trace."""
     if not f.audit:
         return None
     rows = [d for d in f.audit["devices"] if d["device"] in f.accelerators_used]
     if len(rows) < 2:
         return None
-    measured = f.measured_timings and all(d["compute_s"] is not None for d in rows)
-    key, what = ("compute_s", "measured compute time") if measured else ("flops_per_step", "estimated FLOPs")
-    values = {d["device"]: float(d[key] or 0.0) for d in rows}
+    values = {d["device"]: float(d["flops_per_step"] or 0.0) for d in rows}
     hi = max(values, key=values.get)
     lo = min(values, key=values.get)
     if values[hi] <= 0:
@@ -215,16 +180,15 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
     ratio = values[hi] / values[lo] if values[lo] > 0 else float("inf")
     if ratio < rule.param("min_ratio"):
         return None
-    fmt = fmt_seconds if measured else fmt_count
     msg = (
-        f"towers are unbalanced by {what}: {hi} has {fmt(values[hi])} per step, {lo} {fmt(values[lo])} "
-        f"({'no work' if values[lo] == 0 else fmt_ratio(ratio)})"
+        f"towers are unbalanced by estimated FLOPs: {hi} has {fmt_count(values[hi])} per step, {lo} "
+        f"{fmt_count(values[lo])} ({'no work' if values[lo] == 0 else fmt_ratio(ratio)})"
     )
     suggestion = (
         "Suggestion: give every accelerator an equal share of the batch and of the shared work "
         "(the variable update and gradient reduction can be spread across devices, as `replicated` does)."
     )
-    evidence = {"metric": key, "per_accelerator": values, "ratio": None if lo == hi else ratio}
+    evidence = {"metric": "flops_per_step", "per_accelerator": values, "ratio": None if lo == hi else ratio}
     return Finding(rule.name, rule.tier(min(ratio, 1e9)), f.name, msg, suggestion, evidence, ())
 
 
@@ -361,9 +325,7 @@ RULES: tuple[Rule, ...] = (
          severity=MEDIUM, high_at=0.25, check=check_host_compute,
          params={"min_host_flops_share": 0.10}, primary="min_host_flops_share", needs=(PLACEMENT,),
          disqualifies=True),
-    Rule("exposed_copies", "exposed copy time is a large share of the step",
-         severity=MEDIUM, high_at=0.40, check=check_exposed_copies,
-         params={"min_exposed_share": 0.20}, primary="min_exposed_share", needs=(MEASURED_TIMINGS,)),
+    # exposed_copies is a trace rule (trace_rules/transfers.py): it reads each variant's trace
     Rule("accelerator_idle", "accelerators idle, waiting on the host",
          severity=MEDIUM, high_at=0.70, check=check_accelerator_idle,
          params={"min_idle_share": 0.40, "min_host_busy": 0.20}, primary="min_idle_share",
@@ -392,9 +354,7 @@ RULES: tuple[Rule, ...] = (
          severity=LOW, check=strategy_advice.check_central_storage_pulls,
          params={"min_accelerators": 2, "link_model": "pcie3_x16", "medium_at_modeled_share": 0.10},
          primary="min_accelerators", needs=(PLACEMENT,)),
-    Rule("straggler", "one task reaches the all-reduce late, step after step, and the others wait for it",
-         severity=MEDIUM, high_at=0.25, check=cluster_advice.check_straggler,
-         params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,)),
+    cluster_advice.STRAGGLER,
     DOES_NOT_FIT,
 )
 
@@ -411,15 +371,6 @@ def _list(items) -> str:
 def _source_device(group: Mapping[str, Any]) -> str:
     devs = group.get("source_devices") or []
     return devs[0] if devs else group.get("device", "")
-
-
-def _largest_tensor(links: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    best = None
-    for ln in links:
-        for t in ln.get("largest_tensors") or ():
-            if best is None or t["bytes"] > best["bytes"]:
-                best = {**t, "src": ln["src"], "dst": ln["dst"]}
-    return best
 
 
 # ------------------------------------------------------------------------------------------
@@ -448,60 +399,9 @@ def facts_for(summary: Mapping[str, Any]) -> list[Facts]:
 HOST_LINK_KEY = "host_link"
 
 
-def run_level_gap(rule: Rule, topology: Mapping[str, Any]) -> str | None:
-    """Why ``rule`` cannot be evaluated on any variant of a run on ``topology`` (None: it can)."""
-    if rule.needs_measured_timings and topology.get("kind") != "gpu":
-        if topology.get("kind") == "logical-cpu":
-            return "not measurable here: the accelerators are logical CPU devices sharing the same cores"
-        return "needs device timings from real accelerators"
-    return None
-
-
-def unmet(rule: Rule, f: Facts) -> str | None:
-    """Why ``rule`` cannot be evaluated on the variant of ``f`` (None: it can)."""
-    gap = run_level_gap(rule, f.topology)
-    if gap:
-        return gap
-    if PLACEMENT in rule.needs and not f.audit:
-        return "no placement recorded"
-    if MEASURED_TIMINGS in rule.needs and not f.measured_timings:
-        error = (f.breakdown or {}).get("error")
-        return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
-    if BASELINE in rule.needs and not f.baseline and not f.is_baseline:
-        return f"the baseline {registry.baseline_of(f.entry)} did not succeed"
-    if (PEER_PATH in rule.needs and strategy_advice.reduces_across_devices(f)
-            and strategy_advice.profile(f) is None):
-        return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
-                "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
-    if (why := memory_fit_unmet(rule, f)) is not None:
-        return why
-    if MATH in rule.needs:
-        return samemath.not_compared_why(f.entry, f.math_reference)
-    return cluster_advice.unmet_tasks(f) if TASKS in rule.needs else None
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What the rules found, and where each could not be evaluated."""
-
-    findings: tuple[Finding, ...]
-    skipped: Mapping[str, Mapping[str, str]]  # rule -> {variant: why not evaluated}
-
-
 def evaluate(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> Evaluation:
-    """Every rule over every successful variant where its needs are met; findings by severity."""
-    findings: list[Finding] = []
-    skipped: dict[str, dict[str, str]] = {r.name: {} for r in rules}
-    for f in facts_for(summary):
-        for rule in rules:
-            why = unmet(rule, f)
-            if why is not None:
-                skipped[rule.name][f.name] = why
-                continue
-            found = rule.check(rule, f)
-            if found is not None:
-                findings.append(found)
-    return Evaluation(tuple(by_severity(findings)), skipped)
+    """Every rule over every successful variant where its needs are met (:func:`.engine.evaluate`)."""
+    return engine.evaluate(rules, facts_for(summary))
 
 
 def run_rules(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[Finding]:
@@ -519,19 +419,7 @@ def rules_status(
     """
     evaluation = evaluation or evaluate(summary, rules)
     topology = summary.get("topology") or {}
-    out = []
-    for r in rules:
-        doc = r.to_json()
-        gap = run_level_gap(r, topology)
-        skipped = dict(evaluation.skipped.get(r.name) or {})
-        if gap is None and skipped:
-            gap = "; ".join(f"{name}: {why}" for name, why in skipped.items())
-            gap = f"not evaluated on {len(skipped)} variant(s): {gap}"
-        doc["evaluated"] = gap is None
-        doc["why_not"] = gap
-        doc["not_evaluated"] = skipped
-        out.append(doc)
-    return out
+    return engine.status(rules, evaluation, lambda r: run_level_gap(r, topology))
 
 
 @dataclass(frozen=True)

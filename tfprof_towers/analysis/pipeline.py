@@ -111,29 +111,83 @@ def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> S
     return summary.map_entries(one)
 
 
-def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
+def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
+                records: Mapping[str, VariantRecord] | None = None) -> Summary:
     """Each variant's peak memory per device: measured where its trace has allocator events, estimated
-    (the projection's target, grappler's estimator) for the devices the trace does not show; a device
-    with both keeps the measured peak and the estimate beside it."""
+    (the projection's target) for the devices the trace does not show; a measured device keeps the
+    estimate of the same device beside it (the projection's estimate at the run's own size).
+
+    On logical CPU devices the host's allocator serves them all: each device's measured peak is its
+    ops' allocations (the placement's node -> device) plus its variables (:func:`measured_here`)."""
+    projection = summary.projection or {}
     projected = {str(v.get("name")): v.get("memory") or {}
-                 for v in (summary.projection or {}).get("variants") or () if isinstance(v, Mapping)}
+                 for v in projection.get("variants") or () if isinstance(v, Mapping)}
+    here = {str(v.get("name")): (v.get("memory_at_run") or {}).get("devices") or {}
+            for v in projection.get("variants") or () if isinstance(v, Mapping)}
+    logical = summary.topology is not None and summary.topology.kind == "logical-cpu"
+    headroom = float((projection.get("memory") or {}).get("headroom") or 0.0)
+    preset = summary.config.preset.name if summary.config is not None and summary.config.preset else "run's"
 
     def one(e: SummaryEntry) -> SummaryEntry:
         rows: dict[str, MemoryPeak] = {}
         t = analyses.get(e.name)
-        for d in (t.pod.memory if t is not None and t.pod is not None else ()):
+        rec = (records or {}).get(e.name)
+        if logical and t is not None and t.pod is not None and rec is not None and rec.placement:
+            rows.update(measured_here(t.trace, rec.placement, preset))  # the allocators' events, merged
+        for d in (t.pod.memory if t is not None and t.pod is not None and not rows else ()):
             cap = d.capacity_bytes
             rows[d.device] = MemoryPeak(d.peak_bytes, "measured", d.before_trace_bytes, cap,
                                         None if cap is None else d.peak_bytes <= cap)
-        for dev, r in projected.get(e.name, {}).items():
+        for dev, r in here.get(e.name, {}).items():
             if dev in rows:
                 rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]))
-            else:
-                rows[dev] = MemoryPeak(int(r["peak_bytes"]), "estimated", r.get("persistent_bytes"),
+        for dev, r in projected.get(e.name, {}).items():
+            if dev in rows and rows[dev].label is None:  # a GPU run measured the target's own device
+                rows[dev] = on_target(rows[dev], r, headroom)
+            else:  # the target's device (named apart where a logical device of this run has its name)
+                key = dev if dev not in rows else f"{dev} ({projection.get('hardware') or 'target'})"
+                rows[key] = MemoryPeak(int(r["peak_bytes"]), "estimated", r.get("persistent_bytes"),
                                        r.get("capacity_bytes"), r.get("fits"))
         return replace(e, memory=rows)
 
     return summary.map_entries(one)
+
+
+def on_target(measured: MemoryPeak, projected: Mapping[str, Any], headroom: float) -> MemoryPeak:
+    """A GPU run's measured peak on a device the projection's target also has: judged against the
+    target's capacity less the headroom (not the run's own allocator's limit), the estimate beside it
+    (unless the run's own size already gave one)."""
+    cap = projected.get("capacity_bytes")
+    est = measured.estimated_peak_bytes
+    out = replace(measured, estimated_peak_bytes=int(projected["peak_bytes"]) if est is None else est)
+    if cap:
+        out = replace(out, capacity_bytes=int(cap), fits=measured.peak_bytes <= int(cap) * (1 - headroom))
+    return out
+
+
+def measured_label(preset: str) -> str:
+    """How a logical device's measured peak is labelled: where and at what size it was measured."""
+    return f"measured at the {preset} preset, logical devices on this CPU"
+
+
+def measured_here(trace: Any, placement: Mapping[str, Any], preset: str) -> dict[str, MemoryPeak]:
+    """Each logical device's measured peak (:func:`.trace.memory.placed_peaks`): the host allocators'
+    events by the device their op was placed on, the most within one step, plus the variables the
+    placement put there."""
+    from tfprof_towers.trace.memory import placed_peaks
+
+    nodes = {str(n["name"]): str(n["device"]) for n in placement.get("nodes") or ()
+             if isinstance(n, Mapping) and n.get("name") and n.get("device")}
+    held = {str(d): int(b) for d, b in (placement.get("variable_bytes") or {}).items()}
+    if not trace.memory.n:
+        return {}
+    peaks = placed_peaks(trace.memory, nodes, held, steps=trace.step_table)
+    if not any(p.allocations for p in peaks):  # no host allocator's events (its BFC allocator was off)
+        return {}
+    label = measured_label(preset)
+    return {p.device: MemoryPeak(p.peak_bytes, "measured", p.held_bytes, None, None, label=label,
+                                 allocated_bytes=p.allocated_bytes)
+            for p in peaks}
 
 
 def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:
@@ -241,6 +295,8 @@ def _projected_variant(entry: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(entry.get("memory_fit"), Mapping):  # projection.json schema 2
         out["memory"] = {str(d): _plain(r) for d, r in (entry.get("memory") or {}).items()}
         out["memory_fit"] = _plain(entry["memory_fit"])
+    if isinstance(entry.get("memory_at_run"), Mapping):  # the estimate at the run's size, its devices
+        out["memory_at_run"] = _plain(entry["memory_at_run"])
     return out
 
 

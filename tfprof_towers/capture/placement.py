@@ -237,3 +237,18 @@ def summarise_transfers(edges: Sequence[Mapping[str, Any]]) -> list[dict[str, An
         link["bytes_per_step"] += int(e["bytes"])
         link["tensors"] += 1
     return sorted(links.values(), key=lambda x: (-x["bytes_per_step"], x["src"], x["dst"]))
+
+
+def variable_bytes(variables: Iterable[Any], placed: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Bytes of ``variables`` per device (canonical name): what each device holds before a step (the
+    variables and optimizer slots), each as the BFC allocator takes it (rounded up to 256 bytes).  A
+    variable's device: ``placed`` (node name -> device, a TF1 graph's placement) where it names its
+    op, else its own ``device``; unknown shapes count nothing."""
+    out: dict[str, int] = defaultdict(int)
+    for v in variables:
+        name = v.op.name if placed else ""  # TF1 graph variables only (eager ones have no op)
+        device = (placed or {}).get(name) or canonical_device(getattr(v, "device", "") or "")
+        if not device or not v.shape.is_fully_defined():
+            continue
+        out[device] += -(-int(v.dtype.size * math.prod(v.shape.as_list())) // 256) * 256
+    return dict(sorted(out.items()))

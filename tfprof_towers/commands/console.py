@@ -13,12 +13,12 @@ from rich.table import Table
 
 from tfprof_towers.advice.recommend import stand_in_why
 from tfprof_towers.rundir.paths import RunDir
-from tfprof_towers.rundir.summary import MemoryPeak
+from tfprof_towers.rundir.summary import EstimateGap, MemoryPeak, estimate_gap
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
-from tfprof_towers.vocab.fmt import fmt_gib
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib
 
 
 def _console(stderr: bool = False) -> Console:
@@ -131,21 +131,38 @@ def peak_cell(memory: dict[str, Any]) -> str:
     """A variant's largest accelerator peak (``variants[].memory``, read typed), whether measured or
     estimated, red when it does not fit (rich markup, escaped); "-" without one."""
     rows = {d: MemoryPeak.from_json(r) for d, r in memory.items()}
-    acc = {d: r for d, r in rows.items() if is_accelerator_plane(d)} or rows
+    here = {d: r for d, r in rows.items() if r.label}  # measured on this run's logical devices
+    acc = here or {d: r for d, r in rows.items() if is_accelerator_plane(d)} or rows
     if not acc:
         return "-"
     dev, r = max(acc.items(), key=lambda x: (x[1].peak_bytes, x[0]))
-    text = f"{fmt_gib(r.peak_bytes)} {short_device(dev)} ({'est.' if r.basis == 'estimated' else 'meas.'})"
+    size = fmt_bytes(r.peak_bytes) if r.label else fmt_gib(r.peak_bytes)  # a run's size: often MB, not GiB
+    text = f"{size} {short_device(dev)} ({'est.' if r.basis == 'estimated' else 'meas.'})"
+    if r.estimate_vs_measured is not None:
+        text += f" est. x{r.estimate_vs_measured:.2f}"
     return f"[red]{_escape(text)} does not fit[/]" if r.fits is False else _escape(text)
 
 
-def memory_cell(fit: dict[str, Any] | None) -> str:
+def memory_cell(fit: dict[str, Any] | None, checked: EstimateGap | None = None) -> str:
     """A variant's peak memory on the target, for a table: its tightest device's estimated peak, red when
-    it does not fit (rich markup, escaped)."""
+    it does not fit (rich markup, escaped); ``checked``: (estimated / measured, where) of the same
+    estimate at the run's size, the device farthest apart."""
     if not fit or fit.get("peak_bytes") is None:
         return "-"
     text = f"{fmt_gib(fit['peak_bytes'])} {short_device(str(fit.get('device') or ''))}"
-    return f"[red]{_escape(text)} (does not fit)[/]" if fit.get("fits") is False else _escape(text)
+    check = ("" if checked is None
+             else f" [dim](est. x{checked.ratio:.2f} of measured at {_escape(checked.where)})[/]")
+    return (f"[red]{_escape(text)} (does not fit)[/]" if fit.get("fits") is False else _escape(text)) + check
+
+
+def estimate_checks(summary: dict[str, Any]) -> dict[str, EstimateGap]:
+    """Per variant: how far its memory estimate was from what the run measured at its own size."""
+    out = {}
+    for v in summary.get("variants") or ():
+        gap = estimate_gap({d: MemoryPeak.from_json(r) for d, r in (v.get("memory") or {}).items()})
+        if gap is not None:
+            out[str(v["name"])] = gap
+    return out
 
 
 def projected_table(summary: dict[str, Any]) -> Table | None:
@@ -162,13 +179,15 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
         t.add_column(col, justify=just)
     excluded = (summary.get("recommendation") or {}).get("excluded") or {}
     by_name = {v["name"]: v for v in proj["variants"]}
+    checks = estimate_checks(summary)
     ranking = list(proj.get("ranking") or ())
     for name in [*ranking, *(n for n in by_name if n not in ranking)]:
         v = by_name[name]
         step = v.get("projected_step_s")
         span = f"{_ms(step['overlapped'])} - {_ms(step['serial'])}" if step else "-"
         note = v.get("error") or (f"not recommended: {excluded[name]}" if name in excluded else "")
-        t.add_row(str(v.get("rank") or "-"), _escape(name), span, memory_cell(v.get("memory_fit")),
+        t.add_row(str(v.get("rank") or "-"), _escape(name), span,
+                  memory_cell(v.get("memory_fit"), checks.get(name)),
                   _escape(str(v.get("bottleneck") or "-")),
                   f"[yellow]{_escape(note)}[/]" if note else "")
     return t

@@ -93,11 +93,19 @@ def child_env(extra: Mapping[str, str] | None = None,
     return env
 
 
+#: TensorFlow's BFC allocator for host memory too, so that a CPU-only run records the allocators'
+#: MemoryAllocation/MemoryDeallocation events (read once, when the runtime makes its first CPU
+#: allocator: set before the fork server imports TensorFlow, it holds in every forked child).
+CPU_BFC = ("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
 def tf_child_env() -> dict[str, str]:
     """The parent's environment for a child that imports TensorFlow: TensorFlow's INFO and
-    WARNING lines off unless the user set ``TF_CPP_MIN_LOG_LEVEL``, Python's output unbuffered."""
+    WARNING lines off unless the user set ``TF_CPP_MIN_LOG_LEVEL``, the host's BFC allocator on
+    (:data:`CPU_BFC`) unless the user set it, Python's output unbuffered."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault(*CPU_BFC)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

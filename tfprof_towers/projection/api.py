@@ -178,6 +178,7 @@ def project(
     calibration, check_layout, run = _calibration(run_dir, preset)
     if graphs is None:
         graphs = build_graphs(variants, preset, builder_layout(hw), check_layout, build_timeout(run, preset))
+    at_run = memory_at_run(graphs, variants, run, preset, check_layout)
     rates = Rates.of(hw)
     if calibration is not None:
         rates = calibration.apply(rates, hw.host.peak_flops())
@@ -187,7 +188,8 @@ def project(
         if "error" in doc:
             entries.append({"name": v.name, "error": doc["error"]})
             continue
-        entries.append(with_memory(project_work(GraphWork.from_json(doc), hw, rates), doc.get("memory"), hw))
+        entry = with_memory(project_work(GraphWork.from_json(doc), hw, rates), doc.get("memory"), hw)
+        entries.append({**entry, **at_run.get(v.name, {})})
     ranking = rank(entries)
     for e in entries:
         e["rank"] = ranking.index(e["name"]) + 1 if e["name"] in ranking else None
@@ -210,6 +212,32 @@ def project(
     if run_dir is not None and calibration is not None:
         result["calibration"] = _calibration_doc(run_dir, calibration, graphs, variants)
     return result
+
+
+def memory_at_run(graphs: dict[str, Any], variants: Sequence[VariantSpec], run: RunDoc | None,
+                  preset: Preset, check_layout: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Per variant ``{"memory_at_run": {"preset", "devices": {device: {peak_bytes, ...}}}}``: the memory
+    estimate of the run's own graph, at the run's size on the run's devices, which the report sets
+    beside what the run measured.  Built here when the run's preset is not the projected one."""
+    if run is None or run.topology is None or not run.topology.accelerators or run.preset is None:
+        return {}
+    checks = graphs.get("checks") or {}
+    if check_layout is None:
+        layout = {"host": run.topology.host, "accelerators": list(run.topology.accelerators),
+                  "kind": run.topology.kind or "gpu"}
+        try:
+            built = build_graphs(variants, run.preset, layout, None, build_timeout(run, run.preset))
+            checks = built["variants"]
+        except TowersError:
+            return {}
+    out = {}
+    for v in variants:
+        mem = (checks.get(v.name) or {}).get("memory") or {}
+        if mem.get("devices"):
+            devices = {d: {k: r[k] for k in ("peak_bytes", "transient_bytes", "persistent_bytes")}
+                       for d, r in mem["devices"].items()}
+            out[v.name] = {"memory_at_run": {"preset": run.preset.name, "devices": devices}}
+    return out
 
 
 def _calibration(run_dir: RunDir | None, preset: Preset):

@@ -261,20 +261,133 @@ def _full_name(device: str) -> str:
 
 def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
                     variables: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
-    """TensorFlow's own static memory estimate of one step, per device: grappler's
-    ``Cluster(devices=[NamedDevice...]).DeterminePeakMemoryUsage(Item(metagraph))`` over a virtual
-    cluster of ``work``'s host and accelerators, each op on the device ``work`` placed it on.
+    """Each device's peak memory in one step of ``graph``, each op on the device ``work`` placed it on:
+    the step's tensors walked in order with TensorFlow's executor rules (:mod:`.liveness`: views and
+    in-place ops allocate nothing, a buffer is freed after its last reader, a tensor read on another
+    GPU is copied there), plus the variables on each device.
 
-    Per device (canonical name): ``transient_bytes`` (grappler's peak: the tensors live at once),
-    ``persistent_bytes`` (``variables``: (name, device, bytes) -- the variables and optimizer slots on
-    it, which the estimator counts as 0-byte resource handles), ``peak_bytes`` (their sum, less any
-    variable the live list already counts), and ``top_tensors`` (the largest live at the peak).
-    Devices the estimator leaves unused are absent.  Any failure: ``{"error": why}``.
+    Per device (canonical name): ``transient_bytes`` (the most bytes of the step's tensors live at
+    once), ``persistent_bytes`` (``variables``: (name, device, bytes) -- the variables and optimizer
+    slots on it, allocated before the step), ``peak_bytes`` (their sum), ``variables`` (how many) and
+    ``top_tensors`` (the largest buffers live at the peak, named by the op that wrote them last).
+    ``grappler_transient_bytes``: grappler's static estimator's figure on the same graph (it counts
+    every view and in-place output as a new buffer), kept for comparison.  Devices that hold nothing
+    are absent.  Any failure: ``{"error": why}``.
     """
+    from tfprof_towers.projection.liveness import rounded, walk_peaks
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    try:
+        ops = step_tensors(graph, fetches, {op["name"]: op["device"] for op in work["ops"]})
+        peaks = walk_peaks(ops, canonical_device(work["host"]))
+    except Exception as exc:  # a graph the walk cannot read: say so, the rest of the projection stands
+        return {"error": f"the memory estimate failed: {type(exc).__name__}: "
+                         + " ".join(str(exc).split())[:300]}
+    grappler = grappler_peaks(graph, fetches, work)
+    per_var: dict[str, list[tuple[str, int]]] = {}
+    for name, dev, nbytes in variables:
+        per_var.setdefault(canonical_device(dev), []).append((name, rounded(int(nbytes))))
+    out: dict[str, Any] = {}
+    for dev in sorted(set(peaks) | set(per_var)):
+        transient, live = peaks.get(dev, (0, []))
+        own = per_var.get(dev, [])
+        persistent = sum(b for _, b in own)
+        if transient == 0 and not own:
+            continue
+        top = sorted(live, key=lambda x: (-x[1], x[0]))
+        out[dev] = {"peak_bytes": transient + persistent, "transient_bytes": transient,
+                    "persistent_bytes": persistent, "variables": len(own),
+                    "top_tensors": [list(t) for t in top[:TOP_TENSORS]]}
+        if dev in grappler:
+            out[dev]["grappler_transient_bytes"] = grappler[dev]
+    return {"devices": out, "estimator": "liveness"}
+
+
+#: Ops that call a function (a nested ``tf.function``, Keras's step): their body is walked inline.
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+
+
+def step_tensors(graph: Any, fetches: Any, placed: dict[str, str]) -> list[Any]:
+    """The step's ops as :func:`.liveness.walk_peaks` reads them, in :func:`executed_ops`' order:
+    each output's static bytes, its data inputs, whether it is held (a constant, a variable, a value
+    a ``tf.function`` captures) or fed (a TF1 placeholder).  A call of a function (Keras's step inside
+    its train function) is walked inline, its ops named ``<call op>/<op>`` as Grappler inlines them:
+    each argument a view of the call's input, each of the call's outputs a view of the body's."""
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    captured = {t.op.name for _, t in getattr(graph, "captures", ())}
+    default = canonical_device(next(iter(placed.values()), "/device:CPU:0"))
+    out: list[Any] = []
+    _inline(graph, fetches, "", {}, captured, placed, default, out)
+    return out
+
+
+def _inline(graph: Any, fetches: Any, prefix: str, args: dict[str, tuple[int, int]], captured: set[str],
+            placed: dict[str, str], default: str, out: list[Any]) -> dict[str, int]:
+    """Append ``graph``'s ops run for ``fetches`` to ``out`` (names under ``prefix``; ``args``: each
+    argument placeholder's name -> the (op, slot) in ``out`` that feeds it); returns name -> index."""
+    from tfprof_towers.projection.liveness import HELD_TYPES, OpTensors
+    from tfprof_towers.vocab.device_names import canonical_device
+
+    index: dict[str, int] = {}
+
+    def source(t: Any) -> tuple[int, int] | None:
+        i = index.get(t.op.name)
+        return None if i is None else (i, t.value_index)
+
+    for op in executed_ops(fetches):
+        name = prefix + op.name
+        device = canonical_device(placed.get(name, default))
+        if op.name in args:  # a function's argument: the caller's tensor
+            out.append(OpTensors(name, "Identity", device, (tensor_nbytes(op.outputs[0]),), (args[op.name],)))
+            index[op.name] = len(out) - 1
+            continue
+        inner = getattr(getattr(graph, "_functions", {}).get(op.get_attr("f").name), "graph", None) \
+            if op.type in CALL_OPS else None
+        inputs = tuple(src for t in op.inputs if (src := source(t)) is not None)
+        after = tuple(index[c.name] for c in op.control_inputs if c.name in index)
+        if inner is not None:
+            fed = {arg.op.name: src for arg, t in zip(inner.inputs, op.inputs)
+                   if (src := source(t)) is not None}
+            body = _inline(inner, [*inner.outputs, *inner.control_outputs], f"{name}/", fed, set(), placed,
+                           device, out)
+            inputs = tuple((body[t.op.name], t.value_index) for t in inner.outputs if t.op.name in body)
+            sizes = tuple(tensor_nbytes(t) for t in op.outputs)
+            out.append(OpTensors(name, "IdentityN", device, sizes, inputs, after=tuple(
+                body[c.name] for c in inner.control_outputs if c.name in body)))
+            index[op.name] = len(out) - 1
+            continue
+        placeholder = op.type == "Placeholder"
+        held = op.type in HELD_TYPES or (placeholder and (op.name in captured or bool(prefix)))
+        out.append(OpTensors(
+            name=name, type=op.type, device=device, outputs=tuple(tensor_nbytes(t) for t in op.outputs),
+            inputs=inputs, held=held, after=after,
+            fed=placeholder and not prefix and op.name not in captured, view_of=_split_on_axis0(op),
+        ))
+        index[op.name] = len(out) - 1
+    return index
+
+
+def _split_on_axis0(op: Any) -> int | None:
+    """The input whose buffer a ``Split``/``SplitV`` along axis 0 slices (TensorFlow allocates no
+    parts then), else None."""
+    if op.type == "Split" and len(op.inputs) == 2 and _static_int(op.inputs[0]) == 0:
+        return 1
+    if op.type == "SplitV" and len(op.inputs) == 3 and _static_int(op.inputs[2]) == 0:
+        return 0
+    return None
+
+
+def grappler_peaks(graph: Any, fetches: Any, work: dict[str, Any]) -> dict[str, int]:
+    """Grappler's static estimate of each device's transient peak
+    (``Cluster(devices=[NamedDevice...]).DeterminePeakMemoryUsage(Item(metagraph))`` over a virtual
+    cluster of ``work``'s host and accelerators); empty where the estimator fails."""
     import tensorflow as tf
     from tensorflow.core.protobuf import device_properties_pb2, meta_graph_pb2
     from tensorflow.python.grappler import cluster as gcluster
     from tensorflow.python.grappler import item as gitem
+
+    from tfprof_towers.vocab.device_names import canonical_device
 
     placed = {op["name"]: op["device"] for op in work["ops"]}
     default = work["accelerators"][0] if work["accelerators"] else work["host"]
@@ -292,29 +405,9 @@ def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
         named.append(d)
     try:
         peaks = gcluster.Cluster(devices=named).DeterminePeakMemoryUsage(gitem.Item(meta))
-    except Exception as exc:  # the estimator's own limits: say so, the rest of the projection stands
-        return {"error": f"grappler's memory estimator failed: {type(exc).__name__}: "
-                         + " ".join(str(exc).split())[:300]}
-    per_var: dict[str, list[tuple[str, int]]] = {}
-    for name, dev, nbytes in variables:
-        per_var.setdefault(dev, []).append((name, int(nbytes)))
-    out: dict[str, Any] = {}
-    from tfprof_towers.vocab.device_names import canonical_device
-
-    for full, (peak, live) in peaks.items():
-        dev = canonical_device(full)
-        counted = {str(t[0]) for t in live if int(t[2]) > 0}
-        own = per_var.get(dev, [])
-        persistent = sum(b for _, b in own)
-        uncounted = sum(b for n, b in own if n not in counted)
-        transient = max(int(peak), 0)
-        if transient == 0 and not own:
-            continue
-        top = sorted(((str(t[0]), int(t[2])) for t in live if int(t[2]) > 0), key=lambda x: (-x[1], x[0]))
-        out[dev] = {"peak_bytes": transient + uncounted, "transient_bytes": transient,
-                    "persistent_bytes": persistent, "variables": len(own),
-                    "top_tensors": [list(t) for t in top[:TOP_TENSORS]]}
-    return {"devices": out, "estimator": "grappler"}
+    except Exception:  # the estimator's own limits: the walk's figure stands alone
+        return {}
+    return {canonical_device(full): max(int(peak), 0) for full, (peak, _live) in peaks.items()}
 
 
 def graph_variables(graph: Any, placed: dict[str, str]) -> list[tuple[str, str, int]]:
@@ -351,9 +444,8 @@ def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tu
 def work_for(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
     graph, fetches = build_variant(spec, preset, host, accelerators, kind)
     work = extract_work(graph, fetches, host, accelerators, default_to_accelerator=(kind == "gpu"))
-    if kind == "gpu":  # the memory the target's GPUs would need (not estimated for CPU stand-ins)
-        placed = {op["name"]: op["device"] for op in work["ops"]}
-        work["memory"] = estimate_memory(graph, fetches, work, graph_variables(graph, placed))
+    placed = {op["name"]: op["device"] for op in work["ops"]}  # the target's GPUs, or the run's own devices
+    work["memory"] = estimate_memory(graph, fetches, work, graph_variables(graph, placed))
     work["variant"] = spec["name"]
     work["preset"] = preset.name
     return work

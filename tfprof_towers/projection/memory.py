@@ -1,10 +1,10 @@
 """Does a placement fit the target's memory?  Each variant's estimated peak per device against the
 hardware profile's ``memory_gb``.
 
-The estimate is TensorFlow's own (grappler's static memory estimator, run on the variant's graph in
-the graph child: :func:`.graphcost.estimate_memory`), plus the variables and optimizer slots placed on
-each device (the estimator counts them as 0-byte resource handles).  A device fits when its peak is at
-most its memory less :data:`HEADROOM`.  No TensorFlow here.
+The estimate walks the variant's graph in the graph child with TensorFlow's executor rules
+(:func:`.graphcost.estimate_memory`, :mod:`.liveness`: a buffer freed after its last reader, views and
+in-place ops allocating nothing), plus the variables and optimizer slots placed on each device.  A device
+fits when its peak is at most its memory less :data:`HEADROOM`.  No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ HEADROOM_WHY = (
     "the allocator's own reserve: on the shared 8xV100 trace, TensorFlow's allocator got 15.48 of the "
     "16.95 GB each V100 reports (8.7% less)"
 )
-ESTIMATED = "estimated (TensorFlow's grappler memory estimator)"
+ESTIMATED = "estimated (the step's tensors walked with TensorFlow's executor rules)"
 MEASURED = "measured (the allocators' events in the trace)"
 NOT_CHECKED = "memory fit not checked: the hardware profile gives no memory_gb"
 
@@ -94,7 +94,7 @@ def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | 
 
 def why_on(device: str, d: Mapping[str, Any]) -> str:
     """Which tensors make a device's peak: its variables and optimizer slots, and the largest tensors live
-    at the peak (grappler's live list)."""
+    at the peak (the walk's live buffers)."""
     parts = []
     if d.get("variables"):
         parts.append(f"the variables and their optimizer slots ({d['variables']} tensors, "

@@ -125,8 +125,8 @@ def work_for(spec: dict[str, Any], preset: Any, layout: dict[str, Any]) -> dict[
     mapping.update({canonical_device(c): canonical_device(g) for c, g in zip(cpu.accelerators,
                                                                             layout["accelerators"])})
     work = rename_devices(work, mapping)
-    if layout["kind"] == "gpu":  # the memory the target's GPUs would need, on the strategy's own graph
-        work["memory"] = estimate_memory(concrete.graph, fetches, work, strategy_variables(concrete, mapping))
+    # the memory the target's GPUs (or the run's own devices) would need, on the strategy's own graph
+    work["memory"] = estimate_memory(concrete.graph, fetches, work, strategy_variables(concrete, mapping))
     del step
     work["variant"] = spec["name"]
     work["preset"] = preset.name

@@ -143,7 +143,7 @@ def memory_view(summary: Mapping[str, Any],
     """The report's Memory section: per variant, each device's peak (``variants[].memory``, read typed)
     against the target's capacity, its fit verdict (the projection's), and its measured timelines
     (``series``: variant -> device -> (seconds, bytes in use)); None when no variant has a figure."""
-    from tfprof_towers.rundir.summary import MemoryPeak
+    from tfprof_towers.rundir.summary import MemoryPeak, estimate_gap
     from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 
     projection = summary.get("projection") or {}
@@ -155,7 +155,7 @@ def memory_view(summary: Mapping[str, Any],
         if not memory:
             continue
         devices = sorted(memory, key=device_sort_key)
-        shown = [d for d in devices if is_accelerator_plane(d)] or devices
+        shown = [d for d in devices if memory[d].label or is_accelerator_plane(d)] or devices
         caps = {memory[d].capacity_bytes for d in shown if memory[d].capacity_bytes}
         bars = [{"device": d, "peak_bytes": memory[d].peak_bytes, "basis": memory[d].basis,
                  "fits": memory[d].fits} for d in shown]
@@ -172,6 +172,7 @@ def memory_view(summary: Mapping[str, Any],
                         for d in devices],
             "svg": peaks_svg(name, bars, max(caps) if len(caps) == 1 else None),
             "verdict": fits.get(name, {}).get("verdict") or "",
+            "gap": gap.text() if (gap := estimate_gap(memory)) is not None else "",
             "fits": fits.get(name, {}).get("fits"),
             "why": fits.get(name, {}).get("why") or "",
             "timelines": timelines,
@@ -187,6 +188,7 @@ def memory_view(summary: Mapping[str, Any],
         "headroom_why": mem.get("headroom_why"),
         "note": mem.get("note"),
         "keras": (f"Not estimated for --keras-model ({keras}): the projection builds the seed workload and "
-                  "variant files, not Keras models; only memory measured in a GPU run's trace is shown.")
+                  "variant files, not Keras models; only the memory this run measured (its allocators' "
+                  "events) is shown.")
         if keras else None,
     }

@@ -109,7 +109,7 @@ MEMORY_BASES = ("measured", "estimated")
 @dataclass(frozen=True)
 class MemoryPeak(Record):
     """One device's peak memory for a variant: measured (its trace's allocator events) or estimated
-    (TensorFlow's grappler estimator on the projection's target), against that device's capacity."""
+    (the projection's walk of the step's tensors on the target), against that device's capacity."""
 
     peak_bytes: int
     basis: str = meta(choices=MEMORY_BASES)
@@ -118,6 +118,10 @@ class MemoryPeak(Record):
     fits: bool | None = meta(None, read=lambda f, key: None if f.data.get(key) is None else f.flag(key))
     # fits None: no capacity to check against
     estimated_peak_bytes: int | None = meta(None, omit=if_none)  # measured rows: the estimate as well
+    label: str | None = meta(None, omit=if_none)  # measured on logical devices: where and at what size
+    # measured on logical devices: the peak with the blocks the allocator handed out (peak_bytes: the
+    # requests, each rounded up to 256 bytes)
+    allocated_bytes: int | None = meta(None, omit=if_none)
     WHERE = "summary.json: variants[].memory"
 
     @property
@@ -126,6 +130,35 @@ class MemoryPeak(Record):
         if self.basis != "measured" or self.estimated_peak_bytes is None or not self.peak_bytes:
             return None
         return self.estimated_peak_bytes / self.peak_bytes
+
+
+@dataclass(frozen=True)
+class EstimateGap:
+    """How far a variant's memory estimate was from what its run measured on the same device, at the
+    run's size: the device farthest apart."""
+
+    ratio: float  # estimated / measured
+    device: str
+    where: str  # "the cpu preset" (measured on logical devices), else "the run's size"
+
+    def text(self) -> str:
+        """One sentence: "the estimate was 3% under the measured peak at the cpu preset (CPU:1, ...)"."""
+        from tfprof_towers.vocab.device_names import short_device
+
+        side = "over" if self.ratio >= 1 else "under"
+        return (f"the estimate was {abs(self.ratio - 1):.0%} {side} the measured peak at {self.where} "
+                f"({short_device(self.device)}, estimated / measured {self.ratio:.2f})")
+
+
+def estimate_gap(memory: Mapping[str, MemoryPeak]) -> EstimateGap | None:
+    """The :class:`EstimateGap` of a variant's memory rows; None where nothing measured has an estimate."""
+    apart = [(abs(r.estimate_vs_measured - 1), d, r.estimate_vs_measured, r) for d, r in memory.items()
+             if r.estimate_vs_measured is not None]
+    if not apart:
+        return None
+    _, dev, ratio, r = max(apart, key=lambda x: (x[0], x[1]))
+    where = r.label.removeprefix("measured at ").split(",")[0] if r.label else "the run's size"
+    return EstimateGap(ratio, dev, where)
 
 
 def _profiled_median(f: Fields, key: str) -> float | None:

@@ -109,7 +109,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     summary = with_projection(summary, load_projection(run_dir))
     analyses = analyse_traces(run_dir, summary, records)
     summary = with_breakdowns(summary, analyses)
-    summary = with_memory(summary, analyses)
+    summary = with_memory(summary, analyses, records)
     summary = with_audits(summary, records)
     summary = with_cluster(summary, records)
     summary = with_advice(summary)

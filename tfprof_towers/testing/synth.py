@@ -296,13 +296,15 @@ def tpu_trace(chips: int = 4, steps: int = 3, step_us: int = 1000, steps_line: b
 @dataclass(frozen=True)
 class Alloc:
     """One allocator event to write: at ``t_ps``, ``nbytes`` at ``addr`` allocated (or freed, ``free``)
-    by ``op`` (``""``: no ``tf_op`` stat)."""
+    by ``op`` (``""``: no ``tf_op`` stat); ``block``: the chunk the allocator hands out for it (its
+    ``allocation_bytes``, counted in use), when larger than ``nbytes`` (the ``requested_bytes``)."""
 
     t_ps: int
     nbytes: int
     addr: int
     op: str = ""
     free: bool = False
+    block: int | None = None
 
 
 def allocator_events(
@@ -317,11 +319,12 @@ def allocator_events(
     use after each event."""
     in_use, peak, out = held, held, []
     for e in events:
-        in_use += -e.nbytes if e.free else e.nbytes
+        size = e.nbytes if e.block is None else e.block
+        in_use += -size if e.free else size
         peak = max(peak, in_use)
         stats: dict[str, int | float | str | Ref] = {
             "allocator_name": Ref(allocator), "bytes_reserved": 0, "bytes_allocated": in_use,
-            "peak_bytes_in_use": peak, "requested_bytes": e.nbytes, "allocation_bytes": e.nbytes,
+            "peak_bytes_in_use": peak, "requested_bytes": e.nbytes, "allocation_bytes": size,
             "addr": e.addr, "data_type": 1,
         }
         if limit is not None:

@@ -2,8 +2,8 @@
 
 A trace captured anywhere (the Keras ``TensorBoard(profile_batch=...)`` callback,
 ``tf.profiler.experimental``, ``jax.profiler``) has no run directory: no placement, no baseline, no
-losses.  These rules need only the trace.  They use the same machinery as the run's rules
-(:mod:`tfprof_towers.advice.findings`): a :class:`~.findings.Rule` with named parameters, a tier raised
+losses.  These rules need only the trace.  They run on the same engine as the run's rules
+(:mod:`tfprof_towers.advice.engine`): a :class:`~.findings.Rule` with named parameters, a tier raised
 to high at ``high_at``, and ``needs`` (keys of :data:`~.findings.NEEDS`) that say when a rule *could not
 be evaluated*, and why.  Each :class:`~.findings.Finding` names its devices, states its measured numbers
 and one ``Suggestion:`` worded for the framework and vendor that wrote the trace
@@ -16,10 +16,11 @@ The package, by concern:
   device's gaps): no rule reads events;
 * :mod:`.devices` (``idle_accelerators``, ``accelerator_imbalance``), :mod:`.host` (``host_bound``,
   ``launch_bound``), :mod:`.transfers` (``exposed_copies``, ``collective_bound``), :mod:`.precision`
-  (``precision``), :mod:`.tasks` (``straggler``): one module per family of rules;
+  (``precision``): one module per family of rules; ``straggler`` is :mod:`..cluster`'s, the same rule a
+  run's cluster variants use;
 * :mod:`.suggestions` -- one table of suggestions per framework, one of words per vendor;
-* here: :data:`TRACE_RULES` (a plain tuple: other rule modules append theirs), :func:`unmet` and
-  :func:`evaluate_trace`.  No TensorFlow.
+* here: :data:`TRACE_RULES` (a plain tuple: other rule modules append theirs) and :func:`evaluate_trace`,
+  which builds the facts and runs :mod:`..engine` on them.  No TensorFlow.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tfprof_towers.advice import engine
+from tfprof_towers.advice.cluster import STRAGGLER, check_straggler
+from tfprof_towers.advice.engine import unmet
 from tfprof_towers.advice.findings import (
     ACCELERATOR_PLANES,
     KERNELS,
@@ -35,13 +39,11 @@ from tfprof_towers.advice.findings import (
     LOW,
     MEDIUM,
     PRECISION_NAMES,
-    TASKS,
     TWO_ACCELERATORS,
     Finding,
     Rule,
-    by_severity,
 )
-from tfprof_towers.advice.memory_rules import MEMORY_RULES, memory_unmet
+from tfprof_towers.advice.memory_rules import MEMORY_RULES
 from tfprof_towers.advice.trace_rules.devices import check_accelerator_imbalance, check_idle_accelerators
 from tfprof_towers.advice.trace_rules.facts import (
     HOST_ACTIVITY,
@@ -64,10 +66,7 @@ from tfprof_towers.advice.trace_rules.precision import (
     precision_of,
 )
 from tfprof_towers.advice.trace_rules.suggestions import suggestion
-from tfprof_towers.advice.trace_rules.tasks import check_straggler
 from tfprof_towers.advice.trace_rules.transfers import check_collective_bound, check_exposed_copies
-from tfprof_towers.analysis.cluster_view import STRAGGLER_PARAMS, stepping_tasks
-from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 if TYPE_CHECKING:
     from tfprof_towers.trace.analysis import Analysis
@@ -129,7 +128,8 @@ TRACE_RULES: tuple[Rule, ...] = (
                  "launch_delay_cutoff_s": CUTOFFS.launch_delay_cutoff_s, "min_kernels_per_step": 20,
                  "min_gap_share": 0.20},
          primary="short_kernel_s", needs=(ACCELERATOR_PLANES, KERNELS)),
-    Rule("exposed_copies", "host↔device copies not hidden behind compute are a large share of the step",
+    # the one exposed_copies: every kind of copy counts (peer and device-to-device too), read from the trace
+    Rule("exposed_copies", "copies not hidden behind compute are a large share of the step",
          severity=MEDIUM, high_at=0.40, check=check_exposed_copies,
          params={"min_exposed_share": 0.20, "slow_gbps": 1.0}, primary="min_exposed_share",
          needs=(ACCELERATOR_PLANES,)),
@@ -145,9 +145,7 @@ TRACE_RULES: tuple[Rule, ...] = (
          severity=LOW, check=check_precision,
          params={"min_fp32_share": 0.80, "min_known_share": 0.25}, primary="min_fp32_share",
          needs=(ACCELERATOR_PLANES, KERNELS, PRECISION_NAMES)),
-    Rule("straggler", "one task reaches the all-reduce late, step after step, and the others wait for it",
-         severity=MEDIUM, high_at=0.25, check=check_straggler,
-         params=dict(STRAGGLER_PARAMS), primary="min_late_share", needs=(TASKS,)),
+    STRAGGLER,  # advice/cluster.py: the same rule as a run's cluster variants'
     *MEMORY_RULES,  # advice/memory_rules.py: the allocators' memory
 )
 
@@ -156,43 +154,10 @@ TRACE_RULES: tuple[Rule, ...] = (
 # Running the rules
 
 
-def unmet(rule: Rule, f: TraceFacts) -> str | None:
-    """Why ``rule`` could not be evaluated on this trace (None: it can)."""
-    if (why := memory_unmet(rule, f)) is not None:
-        return why
-    if ACCELERATOR_PLANES in rule.needs and not f.accelerators:
-        why = "the trace has no accelerator plane (a CPU-only capture"
-        if f.kind == "logical-cpu":
-            why += "; its accelerators are logical CPU devices, whose time is the host's"
-        return why + ")"
-    if KERNELS in rule.needs and not f.working:
-        return "no accelerator ran a kernel in the analysed steps"
-    if TWO_ACCELERATORS in rule.needs and len(f.working) < 2:
-        return f"only {len(f.working)} accelerator ran kernels ({', '.join(f.working) or 'none'})"
-    if LAUNCHES in rule.needs and not f.launches_known:
-        return ("no kernel is joined to its host launch (no correlation_id on the launches): host wait "
-                "cannot be told from other idle time")
-    if PRECISION_NAMES in rule.needs and f.producer.vendor == "google-tpu":
-        return ("the accelerators are TPUs: their matrix units compute in bfloat16 natively, and their op "
-                "names do not tell a precision")
-    if PRECISION_NAMES in rule.needs:
-        p = precision_of(f)
-        if p.compute_s <= 0:
-            return "no compute kernel ran on an accelerator (collectives only)"
-        if p.known_share < rule.param("min_known_share"):
-            return (f"the kernel names tell the precision of only {fmt_percent(p.known_share)} of "
-                    f"{fmt_seconds(p.compute_s)} of compute time (fused or generic kernels do not), under "
-                    f"{fmt_percent(rule.param('min_known_share'))}")
-    if TASKS in rule.needs:
-        tasks = stepping_tasks(f.tasks, None)
-        if len(tasks) < 2:
-            return ("fewer than two tasks ran steps (a single-host trace; a multi-host logdir holds one "
-                    "trace per task)")
-    return None
-
-
 @dataclass(frozen=True)
 class TraceEvaluation:
+    """The trace rules' findings on one trace, and each rule's status."""
+
     findings: tuple[Finding, ...]
     rules: tuple[dict[str, Any], ...]  # each rule's to_json() with evaluated / why_not
 
@@ -201,21 +166,11 @@ class TraceEvaluation:
                 "rules": [dict(r) for r in self.rules]}
 
 
-
 def evaluate_trace(analysis: Analysis | TraceFacts, rules: Sequence[Rule] | None = None) -> TraceEvaluation:
     """Every trace rule (``rules``, default :data:`TRACE_RULES`) on ``analysis`` (one analysis, or the
     facts a pod's reduce joined: :mod:`tfprof_towers.trace.pod`); findings most severe first, and each
     rule's status."""
     rules = TRACE_RULES if rules is None else rules
     f = analysis if isinstance(analysis, TraceFacts) else TraceFacts.of(analysis, cutoffs_of(rules))
-    findings: list[Finding] = []
-    status = []
-    for rule in rules:
-        why = unmet(rule, f)
-        doc = {**rule.to_json(), "evaluated": why is None, "why_not": why}
-        status.append(doc)
-        if why is None:
-            found = rule.check(rule, f)
-            if found is not None:
-                findings.append(found)
-    return TraceEvaluation(tuple(by_severity(findings)), tuple(status))
+    evaluation = engine.evaluate(rules, (f,))
+    return TraceEvaluation(evaluation.findings, tuple(engine.status(rules, evaluation, per_subject=False)))

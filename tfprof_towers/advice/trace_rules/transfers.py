@@ -1,21 +1,25 @@
-"""Rules on moving data: ``exposed_copies`` (host<->device copies not hidden behind compute) and
-``collective_bound`` (time in collectives)."""
+"""Rules on moving data: ``exposed_copies`` (copies not hidden behind compute) and ``collective_bound``
+(time in collectives)."""
 
 from __future__ import annotations
 
 from tfprof_towers.advice.findings import Finding, Rule
 from tfprof_towers.advice.trace_rules.facts import TraceFacts
 from tfprof_towers.advice.trace_rules.suggestions import copies_suggestion, suggestion
+from tfprof_towers.vocab.categories import COPY_CATEGORIES
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_rate, fmt_seconds, fmt_some
 from tfprof_towers.vocab.links import impossible_rate
 
 
 def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
+    """Copies of every kind (peer, device-to-device, host-to-device, device-to-host) not hidden behind
+    other work on an accelerator, as a share of its step: any of them lengthens the step alike."""
     d = f.devices
     rows = []
     for dev in d.index:
         window = float(d.at[dev, "window_s"])
-        exposed = f.wall_s(dev, "h2d") + f.wall_s(dev, "d2h")
+        kinds = {c: f.wall_s(dev, c) for c in COPY_CATEGORIES}
+        exposed = sum(kinds.values())
         if window <= 0 or exposed / window < rule.param("min_exposed_share"):
             continue
         cp = f.copies.loc[dev] if dev in f.copies.index else None
@@ -23,19 +27,26 @@ def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
         nbytes = float(cp.bytes) if cp is not None else 0.0
         gbps = nbytes / seconds / 1e9 if seconds > 0 else None
         impossible = impossible_rate("h2d", gbps)  # byte counts that are not per copy: no rate, no bytes
+        between = {k: kinds[k] for k in _BETWEEN_DEVICES if kinds[k] > 0}
         rows.append({"device": dev, "exposed_s": exposed, "step_s": window, "share": exposed / window,
                      "copy_s": seconds, "bytes_per_step": None if impossible else nbytes,
                      "gbps": None if impossible else gbps,
                      **({"impossible_gbps": gbps} if impossible else {}),
-                     "h2d_exposed_s": f.wall_s(dev, "h2d"), "d2h_exposed_s": f.wall_s(dev, "d2h")})
+                     "h2d_exposed_s": kinds["h2d"], "d2h_exposed_s": kinds["d2h"],
+                     **{f"{k}_exposed_s": v for k, v in between.items()}})
     if not rows:
         return None
     rows.sort(key=lambda r: -r["share"])
     r = rows[0]
     rate = fmt_rate(r["gbps"] * 1e9) if r["gbps"] is not None else "–"
-    msg = (f"host↔device copies not hidden behind other work on {r['device']} are {fmt_percent(r['share'])} "
+    between = [f"{_BETWEEN_DEVICES[k]} {fmt_seconds(r[f'{k}_exposed_s'])}" for k in _BETWEEN_DEVICES
+               if f"{k}_exposed_s" in r]
+    what = "copies" if between else "host↔device copies"
+    msg = (f"{what} not hidden behind other work on {r['device']} are {fmt_percent(r['share'])} "
            f"of its {fmt_seconds(r['step_s'])} step ({fmt_seconds(r['exposed_s'])}: host→device "
-           f"{fmt_seconds(r['h2d_exposed_s'])}, device→host {fmt_seconds(r['d2h_exposed_s'])}); "
+           f"{fmt_seconds(r['h2d_exposed_s'])}, device→host {fmt_seconds(r['d2h_exposed_s'])}"
+           + "".join(f", {b}" for b in between) + "); "
+           + ("host↔device copies: " if between else "")
            + (f"{fmt_bytes(r['bytes_per_step'])} per step at {rate} achieved" if "impossible_gbps" not in r
               else "its copies' byte counts give a rate above any host link's peak (not per copy): no rate "
               "is given"))
@@ -43,9 +54,15 @@ def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
         msg += "; also " + fmt_some([f"{x['device']} {fmt_percent(x['share'])}" for x in rows[1:]])
     slow = r["gbps"] is not None and r["gbps"] < rule.param("slow_gbps")
     text = copies_suggestion(f.producer, slow, rule.param("slow_gbps"))
+    if between:
+        text += (" Between accelerators: move less data per step from one device to another (compute "
+                 "each tensor on the device that consumes it; keep the variables next to the compute).")
     return Finding(rule.name, rule.tier(r["share"]), f.name, msg, text,
                    {**r, "others": rows[1:]}, (), tuple(x["device"] for x in rows))
 
+
+#: The copies between accelerators, in the message's words.
+_BETWEEN_DEVICES = {"d2d": "device→device", "p2p": "peer"}
 
 
 def check_collective_bound(rule: Rule, f: TraceFacts) -> Finding | None:

@@ -56,6 +56,14 @@ def new_session(tf: Any, graph: Any, devices: Devices) -> Any:
     return tf.compat.v1.Session(graph=graph, config=config)
 
 
+def held_bytes(tf: Any, graph: Any, placement: dict[str, Any]) -> dict[str, int]:
+    """Bytes of the graph's variables (and optimizer slots) per device, where the step placed them."""
+    from tfprof_towers.capture.placement import variable_bytes
+
+    placed = {n["name"]: n["device"] for n in placement["nodes"]}
+    return variable_bytes(graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES), placed)
+
+
 def run(spec: ChildSpec, draft: Draft) -> None:
     """Run one TF1-graph variant, filling ``draft`` as each phase completes."""
     phases = draft.phases
@@ -93,6 +101,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     meta = tf.compat.v1.RunMetadata()
     phases.run(phase.PLACEMENT_TRACE, sess.run, fetches, feed, options=options, run_metadata=meta)
     draft.placement = phases.run(phase.PLACEMENT_EXTRACT, extract_placement, graph, meta)
+    draft.placement = {**draft.placement, "variable_bytes": held_bytes(tf, graph, draft.placement)}
 
     timed_then_profiled(tf, spec, draft, step)
     sess.close()

@@ -134,7 +134,10 @@ def run(spec: ChildSpec, draft: Draft) -> None:
     meta, first = phases.run(phase.FIRST_CALL_PLACEMENT, collect_partition_graphs, step)
     concrete = step.get_concrete_function()
     placement = phases.run(phase.PLACEMENT_EXTRACT, strategy_placement, concrete, meta, user_files)
-    draft.placement = {**placement, "strategy": describe(strategy)}
+    from tfprof_towers.capture.placement import variable_bytes
+
+    draft.placement = {**placement, "strategy": describe(strategy),
+                       "variable_bytes": variable_bytes(concrete.variables)}
 
     draft.stage = "warmup"
     second = phases.run(phase.SECOND_CALL, step)

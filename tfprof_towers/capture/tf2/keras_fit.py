@@ -159,7 +159,10 @@ def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mappin
                          epochs=2, steps_per_epoch=1, callbacks=[losses], verbose=0)
     concrete = train_concrete_function(model)
     placement = phases.run(phase.PLACEMENT_EXTRACT, strategy_placement, concrete, meta, [path])
-    draft.placement = {**placement, "strategy": dict(strategy_doc), "keras_model": path}
+    from tfprof_towers.capture.placement import variable_bytes
+
+    draft.placement = {**placement, "strategy": dict(strategy_doc), "keras_model": path,
+                       "variable_bytes": variable_bytes(concrete.variables)}
     draft.math = MathCheck(tuple(losses.losses), None)
 
     draft.stage = "timed"

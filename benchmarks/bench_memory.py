@@ -1,0 +1,133 @@
+"""`make bench-memory`: the memory estimate against the measured peak; what the host's BFC allocator costs.
+
+1. **Estimate vs measured**: one ``profile`` at a preset (default ``cpu``) of every built-in variant
+   of both families on logical CPU devices; per variant and device, the estimate at the run's size
+   (``projection.json`` -> ``variants[].memory_at_run``, :func:`.projection.graphcost.estimate_memory`)
+   beside the measured peak (``summary.json`` -> ``variants[].memory``, basis ``measured``: the host
+   allocator's events by the device each op was placed on, plus the device's variables) and their ratio.
+2. **Allocator cost**: a few variants (``--cost-variants``) profiled with ``TF_CPU_ALLOCATOR_USE_BFC=true``
+   (the harness's default) and ``=false`` (TensorFlow's default host allocator), ``--rounds`` runs of
+   each, interleaved; per variant the ratio of the fastest timed step (the figure a busy shared machine
+   disturbs least) and of the median one, BFC over default.
+
+Prints both tables; writes ``reports/bench_memory.json``.  ``--variants a,b`` and ``--preset P`` narrow it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tfprof_towers.variants import registry
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def profile(out: Path, preset: str, variants: list[str], bfc: bool) -> dict:
+    """One ``tfprof-towers profile`` run; its summary.json and projection.json."""
+    env = {**os.environ, "TF_CPU_ALLOCATOR_USE_BFC": "true" if bfc else "false", "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "tfprof_towers", "profile", "--preset", preset,
+           "--variants", ",".join(variants), "--out", str(out)]
+    # exit 1: a variant skipped or failed (NCCL without GPUs); the others are measured all the same
+    subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return {"summary": json.loads((out / "summary.json").read_text()),
+            "projection": json.loads((out / "projection.json").read_text())}
+
+
+def estimate_rows(run: dict) -> list[dict]:
+    """Per variant and measured device: estimate at the run's size, measured, ratio."""
+    rows = []
+    for v in run["summary"]["variants"]:
+        for dev, m in sorted((v.get("memory") or {}).items()):
+            if m.get("basis") != "measured" or not m.get("label"):
+                continue
+            est = m.get("estimated_peak_bytes")
+            rows.append({"variant": v["name"], "device": dev, "estimated": est, "measured": m["peak_bytes"],
+                         "allocated": m.get("allocated_bytes"),
+                         "ratio": None if not est or not m["peak_bytes"] else est / m["peak_bytes"]})
+    return rows
+
+
+def step_times(out: Path) -> dict[str, list[float]]:
+    """Each variant's timed step times (seconds) from its record."""
+    times = {}
+    for rec in out.glob("variants/*/record.json"):
+        doc = json.loads(rec.read_text())
+        if doc.get("status") == "ok" and (doc.get("timings") or {}).get("step_times_s"):
+            times[doc["name"]] = list(doc["timings"]["step_times_s"])
+    return times
+
+
+def allocator_cost(preset: str, variants: list[str], rounds: int) -> dict[str, dict]:
+    """Per variant: its timed steps with the host's BFC allocator and with TensorFlow's default, from
+    ``rounds`` interleaved ``profile`` runs of each: the fastest and the median step, and their ratios."""
+    times: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    with tempfile.TemporaryDirectory(prefix="bench-allocator-") as tmp:
+        for r in range(rounds):
+            for bfc in (True, False):
+                out = Path(tmp) / f"{'bfc' if bfc else 'default'}{r}"
+                profile(out, preset, variants, bfc)
+                for name, t in step_times(out).items():
+                    times[bfc].setdefault(name, []).extend(t)
+    cost = {}
+    for name in variants:
+        on, off = times[True].get(name), times[False].get(name)
+        if on and off:
+            cost[name] = {"steps": [len(on), len(off)], "bfc_min_s": min(on), "default_min_s": min(off),
+                          "min_ratio": min(on) / min(off), "bfc_median_s": statistics.median(on),
+                          "default_median_s": statistics.median(off),
+                          "median_ratio": statistics.median(on) / statistics.median(off)}
+    return cost
+
+
+def allocator_lines(cost: dict[str, dict], rounds: int) -> list[str]:
+    """The printed table of :func:`allocator_cost`."""
+    lines = [f"host allocator cost ({rounds} runs each, interleaved): timed step with the BFC allocator / "
+             "with TensorFlow's default",
+             f"{'variant':24} {'fastest BFC':>12} {'default':>10} {'ratio':>7} "
+             f"{'median BFC':>12} {'default':>10} {'ratio':>7}"]
+    for name, c in cost.items():
+        cells = [f"{c[k] * 1e3:9.2f} ms" for k in ("bfc_min_s", "default_min_s")]
+        cells += [f"{c['min_ratio']:7.3f}"]
+        cells += [f"{c[k] * 1e3:9.2f} ms" for k in ("bfc_median_s", "default_median_s")]
+        lines.append(f"{name:24} {' '.join(cells)} {c['median_ratio']:7.3f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--variants", default=",".join(registry.names(registry.TF1_GRAPH)
+                                                   + registry.names(registry.TF2_STRATEGY)))
+    ap.add_argument("--cost-variants", default="single,towers_host_vars,mirrored",
+                    help="the variants whose step time is measured with and without the BFC allocator")
+    ap.add_argument("--rounds", type=int, default=3, help="allocator on/off runs each (interleaved)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+        run = profile(Path(tmp) / "all", args.preset, args.variants.split(","), True)
+    cost = allocator_cost(args.preset, args.cost_variants.split(","), args.rounds) if args.rounds else {}
+    rows = estimate_rows(run)
+    print(f"memory at the {args.preset} preset, logical devices on this CPU: estimate vs measured")
+    print("(measured: the requests, each rounded up to 256 B; blocks: as the allocator handed them out)")
+    print(f"{'variant':24} {'device':18} {'estimated':>12} {'measured':>12} {'est/meas':>9} {'blocks':>12}")
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        est = "-" if r["estimated"] is None else f"{r['estimated']:,}"
+        blocks = "-" if r["allocated"] is None else f"{r['allocated']:,}"
+        print(f"{r['variant']:24} {r['device']:18} {est:>12} {r['measured']:>12,} {ratio:>9} {blocks:>12}")
+    print("\n" + "\n".join(allocator_lines(cost, args.rounds)))
+    out = REPO / "reports" / "bench_memory.json"
+    out.write_text(json.dumps({"preset": args.preset, "estimate_vs_measured": rows, "allocator_cost": cost},
+                              indent=1))
+    print(f"\nwritten: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The memory estimate's walk of a step's tensors (``projection/liveness.py``) on graphs built in code,
+with exact expected peaks: views (Reshape, Identity, axis-0 Split) allocate nothing and keep their
+input's buffer alive for their readers; in-place ops write into an input's buffer at its last read;
+a tensor read on another GPU is copied there, never between CPU devices of one process; a fed input
+is the host's; every buffer is counted as the BFC allocator takes it (a multiple of 256 bytes)."""
+
+from __future__ import annotations
+
+from tfprof_towers.projection.liveness import OpTensors, rounded, walk_peaks
+
+D, HOST = "/device:GPU:0", "/device:CPU:0"
+CPU1, CPU2, GPU1 = "/device:CPU:1", "/device:CPU:2", "/device:GPU:1"
+
+
+def peaks(ops: list[OpTensors], host: str = HOST) -> dict[str, int]:
+    return {d: p for d, (p, _live) in walk_peaks(ops, host).items()}
+
+
+def test_bfc_rounding() -> None:
+    assert [rounded(n) for n in (0, 1, 256, 257, 1000, 4096)] == [0, 256, 256, 512, 1024, 4096]
+
+
+def test_reshape_then_identity_alias_their_input() -> None:
+    """a (1,000 B -> 1,024) -> Reshape -> Identity -> c (400 B -> 512) -> d (4 B -> 256).  The views
+    allocate nothing; a's buffer lives until c has read the Identity: the peak is a + c at c."""
+    ops = [
+        OpTensors("a", "MatMul", D, (1000,)),
+        OpTensors("r", "Reshape", D, (1000,), ((0, 0),)),
+        OpTensors("i", "Identity", D, (1000,), ((1, 0),)),
+        OpTensors("c", "MatMul", D, (400,), ((2, 0),)),
+        OpTensors("d", "Sum", D, (4,), ((3, 0),)),
+    ]
+    result = walk_peaks(ops, HOST)
+    assert result[D][0] == 1024 + 512
+    assert sorted(result[D][1]) == [("a", 1024), ("c", 512)]  # live at the peak, by producer
+    # counted as new buffers (grappler's static estimator does), each view holds a second copy at once
+    as_copies = [OpTensors(o.name, "MatMul", o.device, o.outputs, o.inputs) for o in ops]
+    assert peaks(as_copies)[D] == 2 * 1024
+
+
+def test_a_view_keeps_its_input_alive_until_its_last_reader() -> None:
+    """a -> Reshape r; b reads a, then e reads r later: a's buffer is live until e."""
+    ops = [
+        OpTensors("a", "MatMul", D, (1024,)),
+        OpTensors("r", "Reshape", D, (1024,), ((0, 0),)),
+        OpTensors("b", "MatMul", D, (2048,), ((0, 0),)),
+        OpTensors("e", "MatMul", D, (256,), ((1, 0), (2, 0))),
+    ]
+    assert peaks(ops)[D] == 1024 + 2048 + 256
+
+
+def test_in_place_ops_write_into_their_input_at_its_last_read() -> None:
+    """MatMul -> BiasAdd -> Sigmoid, each read once: one buffer.  A second reader of the MatMul's
+    output (Sum, after the Sigmoid) forbids writing into it: the BiasAdd then allocates."""
+    chain = [
+        OpTensors("mm", "MatMul", D, (4096,)),
+        OpTensors("bias", "BiasAdd", D, (4096,), ((0, 0),)),
+        OpTensors("act", "Sigmoid", D, (4096,), ((1, 0),)),
+        OpTensors("loss", "Mean", D, (4,), ((2, 0),)),
+    ]
+    assert peaks(chain)[D] == 4096 + 256
+    # the buffer is named by the op that wrote it last by the peak
+    assert sorted(walk_peaks(chain, HOST)[D][1]) == [("act", 4096), ("loss", 256)]
+    shared = [*chain[:3], OpTensors("sum", "Sum", D, (4,), ((0, 0), (2, 0)))]
+    assert peaks(shared)[D] == 2 * 4096 + 256
+
+
+def test_split_on_axis0_slices_its_input() -> None:
+    ops = [
+        OpTensors("x", "MatMul", D, (4096,)),
+        OpTensors("s", "Split", D, (2048, 2048), ((0, 0),), view_of=0),
+        OpTensors("u", "MatMul", D, (512,), ((1, 0),)),
+        OpTensors("v", "MatMul", D, (512,), ((1, 1),)),
+        OpTensors("w", "AddV2", D, (512,), ((2, 0), (3, 0))),  # in place, into u's buffer
+    ]
+    assert peaks(ops)[D] == 4096 + 512 + 512
+
+
+def test_a_gpu_reading_another_devices_tensor_gets_a_copy_cpus_share() -> None:
+    """x on GPU 0, read by GPU 1 (a copy there) and by a logical CPU device (none)."""
+    gpus = [OpTensors("x", "MatMul", D, (1024,)), OpTensors("y", "MatMul", GPU1, (256,), ((0, 0),))]
+    assert peaks(gpus) == {D: 1024, GPU1: 1024 + 256}
+    cpus = [OpTensors("x", "MatMul", CPU1, (1024,)), OpTensors("y", "MatMul", CPU2, (256,), ((0, 0),))]
+    assert peaks(cpus) == {CPU1: 1024, CPU2: 256}
+
+
+def test_fed_inputs_are_the_hosts_held_values_are_not_walked() -> None:
+    ops = [
+        OpTensors("input", "Placeholder", CPU1, (4096,), fed=True),
+        OpTensors("w", "VariableV2", CPU1, (1024,), held=True),
+        OpTensors("mm", "MatMul", CPU1, (512,), ((0, 0), (1, 0))),
+    ]
+    assert peaks(ops) == {HOST: 4096, CPU1: 512}
+
+
+def test_a_slice_read_on_another_gpu_crosses_alone() -> None:
+    """The host's fed batch (4,096 B) split on axis 0: each GPU gets a copy of its own half."""
+    ops = [
+        OpTensors("input", "Placeholder", HOST, (4096,), fed=True),
+        OpTensors("split", "Split", HOST, (2048, 2048), ((0, 0),), view_of=0),
+        OpTensors("t0", "MatMul", D, (256,), ((1, 0),)),
+        OpTensors("t1", "MatMul", GPU1, (256,), ((1, 1),)),
+    ]
+    assert peaks(ops) == {HOST: 4096, D: 2048 + 256, GPU1: 2048 + 256}
