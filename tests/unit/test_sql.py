@@ -188,6 +188,8 @@ BAD = {
     "selec 1": "Parser Error",
     "SELECT * FROM nope": "Table with name nope does not exist",
     "SELECT nope FROM steps": "Binder Error",
+    "": "returns no rows",
+    "-- only a comment": "returns no rows",
 }
 
 

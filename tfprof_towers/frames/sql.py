@@ -88,7 +88,11 @@ def query_sources(sources: Sequence[Source], query: str) -> pd.DataFrame:
         for statement in LOCK_STATEMENTS:
             con.execute(statement)
         try:
-            result = con.execute(query).df()
+            executed = con.execute(query)
+            if executed is None or executed.description is None:  # empty text, a comment, a SET
+                raise QueryError("the query returns no rows: give a SELECT (or a statement that "
+                                 "returns a result)")
+            result = executed.df()
         except duckdb.Error as exc:
             message = one_line(exc)
             if "Table with name" in message:
