@@ -11,6 +11,7 @@ import pytest
 from records_kit import GPU, record, run_doc, write_run
 from report_kit import ACC0, HOST, TOPOLOGY, make_run_dir
 
+from tfprof_towers.advice.trace_rules import TRACE_RULES
 from tfprof_towers.analysis.pipeline import (
     VariantTrace,
     analyse_traces,
@@ -108,6 +109,11 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
     assert rules["poor_scaling"]["why_not"] == (
         f"not evaluated on 1 variant(s): towers_bug: no device timings: {error}")
     assert rules["host_compute"]["evaluated"] is True
+    # the trace rules' status, after the run rules', per variant: no trace for towers_bug
+    assert list(rules)[-len(TRACE_RULES) + 1:] == [r.name for r in TRACE_RULES if r.name != "straggler"]
+    assert rules["host_bound"]["not_evaluated"] == {
+        "single": "the trace has no accelerator plane (a CPU-only capture)",
+        "towers_bug": "no trace analysed"}
     html = finish_run(RunDir(run)) and (run / "report.html").read_text()
     assert "not evaluated on 1 variant(s): towers_bug: no device timings" in html
 

@@ -216,6 +216,26 @@ def test_host_bound_named_parameters_drive_the_check() -> None:
     assert "host_bound" in by_rule(evaluate_trace(analysis, [host_bound]))
 
 
+def test_run_status_lists_each_trace_rule_per_variant() -> None:
+    """A run's list of the trace rules' status: per variant, as a run rule's."""
+    from tfprof_towers.advice.trace_rules import NO_TRACE, run_status
+
+    traced = evaluate_trace(host_computes_trace().analysis())
+    rules = {r["rule"]: r for r in run_status({"a": traced, "b": None}, skip={"straggler"})}
+    assert list(rules) == [r.name for r in TRACE_RULES if r.name != "straggler"]
+    assert rules["host_bound"]["evaluated"] is False
+    assert rules["host_bound"]["not_evaluated"] == {"b": NO_TRACE}
+    assert rules["host_bound"]["why_not"] == "not evaluated on 1 variant(s): b: no trace analysed"
+    one_gpu = "only 1 accelerator ran kernels (/device:GPU:0)"
+    assert rules["accelerator_imbalance"]["not_evaluated"] == {"a": one_gpu, "b": NO_TRACE}
+    only = {r["rule"]: r for r in run_status({"a": traced})}
+    assert only["host_bound"]["evaluated"] is True and only["host_bound"]["not_evaluated"] == {}
+    # one reason on every variant: that reason
+    assert only["accelerator_imbalance"]["why_not"] == one_gpu
+    none = {r["rule"]: r for r in run_status({"a": None, "b": None})}
+    assert none["host_bound"]["why_not"] == NO_TRACE and none["straggler"]["evaluated"] is False
+
+
 def test_host_bound_not_evaluated_without_launches() -> None:
     t = GpuTrace().kernel(0, "volta_sgemm", 100, 100)
     s = status(evaluate_trace(t.analysis()), "host_bound")

@@ -25,7 +25,7 @@ The package, by concern:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +98,7 @@ __all__ = [
     "known_accelerators",
     "launch_times",
     "precision_of",
+    "run_status",
     "suggestion",
     "unmet",
 ]
@@ -174,3 +175,29 @@ def evaluate_trace(analysis: Analysis | TraceFacts, rules: Sequence[Rule] | None
     f = analysis if isinstance(analysis, TraceFacts) else TraceFacts.of(analysis, cutoffs_of(rules))
     evaluation = engine.evaluate(rules, (f,))
     return TraceEvaluation(evaluation.findings, tuple(engine.status(rules, evaluation, per_subject=False)))
+
+
+#: Why a trace rule was not evaluated on a run's variant that has no analysed trace.
+NO_TRACE = "no trace analysed"
+
+
+def run_status(traces: Mapping[str, TraceEvaluation | None], rules: Sequence[Rule] | None = None,
+               skip: Collection[str] = ()) -> list[dict[str, Any]]:
+    """Each trace rule's status over a run's variants, shaped as a run rule's (``not_evaluated`` per
+    variant): ``traces`` maps each successful variant to its trace's evaluation (None: no trace
+    analysed); rules named in ``skip`` (already in the run's list) are left out.  Where every variant
+    gives one reason, ``why_not`` is that reason."""
+    rules = [r for r in (TRACE_RULES if rules is None else rules) if r.name not in skip]
+    skipped: dict[str, dict[str, str]] = {r.name: {} for r in rules}
+    for variant, ev in traces.items():
+        why = {r.name: NO_TRACE for r in rules} if ev is None else {
+            s["rule"]: s["why_not"] for s in ev.rules if not s["evaluated"]}
+        for name, w in why.items():
+            if name in skipped:
+                skipped[name][variant] = w
+
+    def common(rule: Rule) -> str | None:  # one reason on every variant: that reason, as a run-level gap
+        whys = set(skipped[rule.name].values())
+        return whys.pop() if traces and len(skipped[rule.name]) == len(traces) and len(whys) == 1 else None
+
+    return engine.status(rules, engine.Evaluation((), skipped), common)
