@@ -148,17 +148,18 @@ def test_summary_keeps_the_verdicts(tmp_path: Path) -> None:
     assert summary["schema"] == 4
 
 
-def test_measured_rows_keep_the_estimate_beside_them() -> None:
+def test_measured_rows_keep_the_estimate_beside_them(tmp_path: Path) -> None:
     """A variant whose trace has allocator events: measured peaks, the estimate next to a device both give,
     judged against the target's capacity (less its headroom), not the run's own allocator's limit."""
     from test_trace_memory import memory_trace
 
     from tfprof_towers.analysis.pipeline import VariantTrace, with_memory
     from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
-    from tfprof_towers.trace.analysis import analyze_trace
-    from tfprof_towers.trace.load import trace_from_bytes
+    from tfprof_towers.trace.executors import analyze_pod
 
-    analysis = analyze_trace(trace_from_bytes(memory_trace().to_bytes()))
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(memory_trace().to_bytes())
+    pod = analyze_pod(path)
     # the target's GPU holds 7 MB, less the 10% headroom: the measured 6.5 MB do not fit it (the run's own
     # allocator had 6 GB)
     projection = {"memory": {"headroom": 0.1}, "variants": [{"name": "single", "memory": {
@@ -166,7 +167,7 @@ def test_measured_rows_keep_the_estimate_beside_them() -> None:
                "fits": False},
         "/device:GPU:3": {"peak_bytes": 5, "persistent_bytes": 0, "capacity_bytes": 6 * GIB, "fits": True}}}]}
     summary = Summary("run", variants=(SummaryEntry("single", status="ok"),), projection=projection)
-    out = with_memory(summary, {"single": VariantTrace({}, analysis.trace, analysis)})
+    out = with_memory(summary, {"single": VariantTrace({}, pod)})
     mem = out.entry("single").memory
     assert mem[GPU0] == MemoryPeak(6_500_000, "measured", 1_000_000, 7_000_000, False, 13_000_000)
     assert mem[GPU0].estimate_vs_measured == 2.0

@@ -167,11 +167,11 @@ def firing(rule: str) -> Analysis:
         import shutil
         import tempfile
 
-        from tfprof_towers.analysis.run_traces import analyze_path
+        from tfprof_towers.trace.analysis import analyze_xplane
 
         root = Path(tempfile.mkdtemp(prefix="straggler"))
         try:
-            a = analyze_path(two_workers(root, 3))
+            a = analyze_xplane(two_workers(root, 3))
             return a
         finally:
             shutil.rmtree(root, ignore_errors=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from trace_kit import US, TraceBuilder
 
-from tfprof_towers.analysis.run_traces import analyze_run_dir
+from tfprof_towers.analysis.run_traces import run_dir_trace
 from tfprof_towers.cli import main
 from tfprof_towers.rundir.paths import write_json
 from tfprof_towers.trace.analysis import analyze_trace
@@ -88,8 +88,7 @@ def test_gpu_node_time_is_its_streams_time(tmp_path: Path, capsys) -> None:
 
 
 def test_gpu_node_events_in_the_frame(tmp_path: Path) -> None:
-    a = analyze_run_dir(gpu_run_dir(tmp_path / "run"))
-    ev = a.trace.events
+    ev = run_dir_trace(gpu_run_dir(tmp_path / "run")).events
     mm = ev[ev["name"] == "mm:MatMul"]
     assert (mm["device"].tolist(), mm["category"].tolist()) == (["/host:CPU"], ["framework"])
     assert ev.loc[ev["name"] == "x:Identity", "device"].tolist() == ["/device:CPU:0"]

@@ -460,9 +460,9 @@ def test_straggler_on_a_multi_host_logdir(tmp_path: Path, capsys) -> None:
 
 
 def test_straggler_silent_when_tasks_step_together(tmp_path: Path) -> None:
-    from tfprof_towers.analysis.run_traces import analyze_path
+    from tfprof_towers.trace.analysis import analyze_xplane
 
-    ev = evaluate_trace(analyze_path(two_workers(tmp_path, 0)))
+    ev = evaluate_trace(analyze_xplane(two_workers(tmp_path, 0)))
     assert "straggler" not in by_rule(ev) and status(ev, "straggler")["evaluated"]
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from tfprof_towers.analysis import audit
@@ -21,17 +23,39 @@ from tfprof_towers.vocab.device_names import device_role
 from tfprof_towers.vocab.errors import TowersError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VariantTrace:
-    """What the trace analysis gave one variant: its per-step document, and the trace itself."""
+    """What the trace analysis gave one variant: its per-step document, its hosts' analysis, and how to
+    read every host's events when something needs them."""
 
     breakdown: dict[str, Any]
-    trace: Any = None  # tfprof_towers.trace.load.Trace, or None when it could not be analysed
-    analysis: Any = None  # trace.analysis.Analysis (the trace rules and frames/ read it), or None
+    pod: Any = None  # trace.pod.PodAnalysis (memory, the trace rules' facts, frames/), or None on failure
+    logdir: Path | None = None
+    context: Any = None  # analysis.run_traces.RunContext: the record's join, for the merged events
+
+    @cached_property
+    def trace(self) -> Any:
+        """Every host's events in one ``trace.load.Trace``, read on first use (the Chrome trace and the
+        step timeline need the events themselves); None without an analysis.  Raises what the reader
+        raises."""
+        if self.pod is None or self.logdir is None:
+            return None
+        from tfprof_towers.analysis.run_traces import merged_trace
+
+        return merged_trace(self.logdir, self.context, tuple(f.name for f in self.pod.failures))
+
+    def merged_analysis(self) -> Any:
+        """The ``trace.analysis.Analysis`` of :attr:`trace` (a run's frames'); None without an analysis."""
+        from tfprof_towers.trace.analysis import analyze_trace
+
+        if self.pod is None:
+            return None
+        return analyze_trace(self.trace, self.context.kind, self.context.edge_bytes, label=self.pod.label)
 
 
 def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
-    """The per-step breakdown of one variant's trace; ``{"error": ...}`` when that fails.
+    """The per-step breakdown of one variant's trace, host by host then reduced (as ``analyze``);
+    ``{"error": ...}`` when that fails.
 
     ``record`` (already loaded) gives the node -> device join, edge bytes and hosts' tasks;
     ``kind`` is the run's topology kind.  Neither is read again from the run directory.
@@ -42,16 +66,20 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    ctx = RunContext.of(record.to_json(), kind)
+    logdir = run_dir.logdir(record.name)
     try:
-        analysis = analyze_logdir(run_dir.logdir(record.name), RunContext.of(record.to_json(), kind),
-                                  record.name)
+        pod = analyze_logdir(logdir, ctx, record.name)
     except TowersError as exc:
         return VariantTrace({"error": exc.message})
     except Exception as exc:  # a trace we cannot read must not cost the user the whole report
         return VariantTrace({"error": f"trace analysis failed: {type(exc).__name__}: {exc}"})
-    doc = analysis.to_doc(per_step=True)
+    doc = pod.to_doc(per_step=True)
     doc.pop("source", None)
-    return VariantTrace(doc, analysis.trace, analysis)
+    doc.pop("hosts", None)  # the run's record names its hosts
+    if not doc.get("failed_hosts"):
+        doc.pop("failed_hosts", None)
+    return VariantTrace(doc, pod, logdir, ctx)
 
 
 def analyse_traces(
@@ -104,9 +132,9 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
         rows: dict[str, MemoryPeak] = {}
         t = analyses.get(e.name)
         rec = (records or {}).get(e.name)
-        if logical and t is not None and t.analysis is not None and rec is not None and rec.placement:
-            rows.update(measured_here(t.analysis.trace, rec.placement, preset))
-        for d in (t.analysis.memory if t is not None and t.analysis is not None and not rows else ()):
+        if logical and t is not None and t.pod is not None and rec is not None and rec.placement:
+            rows.update(measured_here(t.trace, rec.placement, preset))  # the allocators' events, merged
+        for d in (t.pod.memory if t is not None and t.pod is not None and not rows else ()):
             cap = d.capacity_bytes
             rows[d.device] = MemoryPeak(d.peak_bytes, "measured", d.before_trace_bytes, cap,
                                         None if cap is None else d.peak_bytes <= cap)

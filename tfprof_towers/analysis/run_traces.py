@@ -6,8 +6,10 @@ package, which knows nothing of it.  A variant's record gives the node -> device
 (its placement's nodes), the bytes of send/recv edges (its placement's edges) and which
 task each host's trace is (``host_tasks``: ``{"127.0.0.1_34567": "/job:worker/task:1"}``,
 host file name -> task, written by the capture of a cluster variant); ``run.json`` the
-topology kind.  A variant whose logdir holds one trace per task is analysed as one trace
-of all its hosts (:mod:`tfprof_towers.trace.hosts`), each host's devices named with its task.
+topology kind.  A variant's logdir is analysed host by host, then reduced
+(:mod:`tfprof_towers.trace.pod`), each host's devices named with its task: the path ``analyze`` takes.
+Every host's events in one trace (:func:`~tfprof_towers.trace.hosts.load_hosts`) are read only for
+what needs the events themselves (:func:`merged_trace`: the Chrome trace, the step timeline).
 Never imports TensorFlow.
 """
 
@@ -19,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tfprof_towers.rundir.paths import RunDir, is_run_dir, read_json
-from tfprof_towers.trace.analysis import Analysis, analyze_trace, analyze_xplane
 from tfprof_towers.trace.executors import analyze_pod
 from tfprof_towers.trace.hosts import load_hosts
+from tfprof_towers.trace.load import Trace
 from tfprof_towers.trace.pod import PodAnalysis, Progress
 from tfprof_towers.vocab.errors import TraceError
 
@@ -73,11 +75,18 @@ def run_context(run_dir: Path, variant: str) -> RunContext:
     return RunContext.of(record, kind)
 
 
-def analyze_logdir(logdir: Path, ctx: RunContext, label: str = "", notes: tuple[str, ...] = ()) -> Analysis:
-    """Analyse one variant's logdir (all its hosts together) with what its run record adds."""
-    trace = load_hosts(logdir, node_devices=ctx.node_devices, tasks=ctx.host_tasks)
-    trace = replace(trace, notes=notes + trace.notes)
-    return analyze_trace(trace, ctx.kind, ctx.edge_bytes, label=label)
+def analyze_logdir(logdir: Path, ctx: RunContext, label: str = "", notes: tuple[str, ...] = (),
+                   executor: Any = None, progress: Progress | None = None) -> PodAnalysis:
+    """Analyse one variant's logdir host by host, then reduce, with what its run record adds
+    (``executor``: where the map runs, :func:`~tfprof_towers.trace.executors.analyze_pod`)."""
+    return analyze_pod(logdir, None, ctx.node_devices, ctx.host_tasks, ctx.kind, ctx.edge_bytes, label,
+                       notes, executor, progress)
+
+
+def merged_trace(logdir: Path, ctx: RunContext, skip: tuple[str, ...] = ()) -> Trace:
+    """Every host's events of one variant's logdir in one trace, but the hosts named in ``skip``
+    (those the host-by-host analysis could not read): for what needs the events themselves."""
+    return load_hosts(logdir, node_devices=ctx.node_devices, tasks=ctx.host_tasks, skip=skip)
 
 
 def _variant_of(rd: RunDir, variant: str | None, run_dir: Path | str) -> tuple[str, tuple[str, ...]]:
@@ -104,35 +113,33 @@ def _variant_of(rd: RunDir, variant: str | None, run_dir: Path | str) -> tuple[s
 
 
 def analyze_run_dir(
-    run_dir: Path | str, variant: str | None = None, host_tasks: dict[str, str] | None = None
-) -> Analysis:
-    """Analyse one variant of a run directory (``variant=None``: the first with a trace), all its hosts
-    together; ``host_tasks`` (host file name -> task) overrides the record's."""
+    run_dir: Path | str, variant: str | None = None, host_tasks: dict[str, str] | None = None,
+    executor: Any = None, progress: Progress | None = None,
+) -> PodAnalysis:
+    """Analyse one variant of a run directory (``variant=None``: the first with a trace) host by host,
+    then reduce; ``host_tasks`` (host file name -> task) overrides the record's."""
     rd = RunDir(Path(run_dir))
     variant, notes = _variant_of(rd, variant, run_dir)
     ctx = run_context(rd.root, variant)
     if host_tasks is not None:
         ctx = replace(ctx, host_tasks=host_tasks)
-    return analyze_logdir(rd.logdir(variant), ctx, variant, notes)
+    return analyze_logdir(rd.logdir(variant), ctx, variant, notes, executor, progress)
 
 
-def analyze_path(path: Path | str, run: str | None = None) -> Analysis:
-    """A run directory (``run`` = variant) or a trace file / logdir (``run`` = profile run)."""
-    path = Path(path)
-    if path.is_dir() and is_run_dir(path):
-        return analyze_run_dir(path, run)
-    return analyze_xplane(path, run=run)
+def run_dir_trace(run_dir: Path | str, variant: str | None = None) -> Trace:
+    """Every host's events of one variant of a run directory (``variant=None``: the first with a
+    trace), in one trace, joined through its record."""
+    rd = RunDir(Path(run_dir))
+    variant, _ = _variant_of(rd, variant, run_dir)
+    return merged_trace(rd.logdir(variant), run_context(rd.root, variant))
 
 
 def pod_of_path(path: Path | str, run: str | None = None, executor: Any = None,
                 progress: Progress | None = None) -> PodAnalysis:
-    """:func:`analyze_path` host by host (:mod:`tfprof_towers.trace.pod`): each host mapped on
-    ``executor`` (default: the local process pool), then reduced; what ``analyze`` prints."""
+    """A run directory (``run`` = variant) or a trace file / logdir (``run`` = profile run), host by
+    host (:mod:`tfprof_towers.trace.pod`): each host mapped on ``executor`` (default: the local process
+    pool), then reduced; what ``analyze`` prints."""
     path = Path(path)
     if path.is_dir() and is_run_dir(path):
-        rd = RunDir(path)
-        variant, notes = _variant_of(rd, run, path)
-        ctx = run_context(rd.root, variant)
-        return analyze_pod(rd.logdir(variant), None, ctx.node_devices, ctx.host_tasks, ctx.kind,
-                           ctx.edge_bytes, variant, notes, executor, progress)
+        return analyze_run_dir(path, run, executor=executor, progress=progress)
     return analyze_pod(path, run, executor=executor, progress=progress)

@@ -9,7 +9,8 @@
   read only when one of them is first asked for;
 * a run directory: every variant, analysed exactly as ``report`` analyses them
   (:func:`tfprof_towers.session.report.analyse_run`: the node -> device join, the topology kind,
-  the edge bytes and the host -> task map from each record; then audits and advice);
+  the edge bytes and the host -> task map from each record; then audits and advice); its frames
+  come from each variant's merged events;
 * ``RUN_DIR/variants/NAME``: that variant of its run (the run is analysed as a whole, so its
   speedup, rank and findings are the run's).
 
@@ -171,12 +172,11 @@ class Profile:
         """A frame of a few rows per device and step: a pod part's from its hosts' results."""
         from tfprof_towers.frames import tables
 
-        fn, pod_fn = getattr(tables, build), getattr(tables, f"pod_{build}")
+        fn = getattr(tables, build)
 
         def one(p: Part) -> pd.DataFrame | None:
-            if p.pod is not None:
-                return pod_fn(p.pod)
-            return None if p.analysis is None else fn(p.analysis)
+            src = p.pod if p.pod is not None else p.analysis
+            return None if src is None else fn(src)
 
         return self._concat(frame, one)
 
@@ -482,9 +482,8 @@ def load_run(root: Path, only: str | None = None) -> Profile:
         if only not in entries:
             raise TowersError(f"variant {only}: not in the run {root} (it has: {', '.join(names) or 'none'})")
         names = [only]
-    parts = tuple(
-        Part(n, getattr(analyses.get(n), "analysis", None), records.get(n), entries[n]) for n in names
-    )
+    parts = tuple(Part(n, t.merged_analysis() if (t := analyses.get(n)) else None, records.get(n), entries[n])
+                  for n in names)
     src = str(root if only is None else rd.variant_dir(only))
     return Profile(src, RUN if only is None else VARIANT, parts, doc, tuple(doc.get("problems") or ()))
 

@@ -2,9 +2,9 @@
 
 Trace frames come from an :class:`~tfprof_towers.trace.analysis.Analysis` (the same arrays
 ``analyze`` and ``report`` print from: nothing is attributed twice) or, for a trace or logdir, from a
-:class:`~tfprof_towers.trace.pod.PodAnalysis` (``pod_*``: each host's results, a few rows per device
-and step, moved to the pod's clock; the ``events`` and ``memory`` frames, one row per event, always
-come from the merged analysis, built only when they are asked for); run frames from the summary
+:class:`~tfprof_towers.trace.pod.PodAnalysis` (each host's results, a few rows per device and step,
+moved to the pod's clock), by the same builders; the ``events`` and ``memory`` frames, one row per
+event, always come from the merged analysis, built only when they are asked for; run frames from the summary
 ``report`` computes and the variants' records.  ``device`` columns here are plain Categoricals or
 strings; :mod:`.profile` gives every frame the profile's ordered dtypes.  Vectorised throughout:
 the per-row Python below is per variant, finding, node or link, never per event.
@@ -23,7 +23,7 @@ from tfprof_towers.rundir.records import VariantRecord
 from tfprof_towers.trace.analysis import Analysis
 from tfprof_towers.trace.attribute import Breakdown
 from tfprof_towers.trace.links import Link, links_frame
-from tfprof_towers.trace.pod import HostResult, PodAnalysis
+from tfprof_towers.trace.pod import PodAnalysis
 from tfprof_towers.trace.steps import StepTable
 from tfprof_towers.trace.tasks import hosts_of
 
@@ -53,9 +53,13 @@ def events(a: Analysis) -> pd.DataFrame:
     }, copy=False)
 
 
-def device_hosts(a: Analysis) -> dict[str, str]:
+def device_hosts(a: Analysis | PodAnalysis) -> dict[str, str]:
     """Each device's host (its trace file's name, :func:`~tfprof_towers.trace.tasks.hosts_of`): the host
-    of its events; with one host, every device's is that host's name ("" where the trace has none)."""
+    of its events; with one host, every device's is that host's name ("" where the trace has none).  A
+    pod's: the host whose breakdown or allocators name it."""
+    if isinstance(a, PodAnalysis):
+        return {d: r.name for r in a.results
+                for d in [*r.breakdown.devices, *(m.device for m in r.facts.memory)]}
     hosts = [h.name for h in hosts_of(a.trace)]
     c = a.trace.columns
     if len(hosts) == 1 or not c.n:
@@ -99,14 +103,6 @@ def _steps(devices: Sequence[str], tables: Sequence[StepTable]) -> pd.DataFrame:
     })
 
 
-def steps(a: Analysis) -> pd.DataFrame:
-    """Each device's step windows: its own where the trace gives it some (a ``Steps`` line of its
-    plane, its host's markers), else the trace's -- the windows its time is attributed in."""
-    devices = a.breakdown.devices
-    df = _steps(devices, [a.trace.steps_of(d) for d in devices])
-    return _with_host(df, _hosts(df["device"], device_hosts(a)))
-
-
 def _wall(b: Breakdown) -> pd.DataFrame:
     w = b.wall
     return pd.DataFrame({"device": w["device"], "step": w["step"],
@@ -136,79 +132,49 @@ def _links(rows: Sequence[Link], n_steps: int) -> pd.DataFrame:
                          "measured": lk["measured"]})
 
 
-def _per_device(a: Analysis, build: Callable[[Breakdown], pd.DataFrame]) -> pd.DataFrame:
-    df = build(a.breakdown)
-    return _with_host(df, _hosts(df["device"], device_hosts(a)))
+#: What a device's steps are read from: the builder's breakdown and its devices' step windows.
+Build = Callable[[Breakdown, Callable[[str], StepTable]], pd.DataFrame]
 
 
-def wall(a: Analysis) -> pd.DataFrame:
-    return _per_device(a, _wall)
-
-
-def total(a: Analysis) -> pd.DataFrame:
-    return _per_device(a, _total)
-
-
-def idle(a: Analysis) -> pd.DataFrame:
-    return _per_device(a, _idle)
-
-
-def links(a: Analysis) -> pd.DataFrame:
-    df = _links(a.link_rows, a.n_steps)
-    return _with_host(df, _link_hosts(a.link_rows, device_hosts(a)))
-
-
-# ------------------------------------------------------------------------------------------
-# A trace or logdir as a pod: each host's results (trace/pod.py), a host column, the pod's clock
-
-
-def pod_device_hosts(pod: PodAnalysis) -> dict[str, str]:
-    """Each device of the hosts' breakdowns, links and allocators: its host's name."""
-    out: dict[str, str] = {}
-    for r in pod.results:
-        out.update(dict.fromkeys([*r.breakdown.devices, *(m.device for m in r.facts.memory)], r.name))
-    return out
-
-
-def _host_steps(pod: PodAnalysis, r: HostResult) -> pd.DataFrame:
-    """One host's step windows (as :func:`steps`), moved to the pod's clock."""
-    delta = pod.delta_ps(r)
-    devices = r.breakdown.devices
-    return _steps(devices, [r.device_steps.get(d, r.steps).shifted(delta) for d in devices])
-
-
-def _pod_concat(pod: PodAnalysis, build: Callable[[HostResult], pd.DataFrame]) -> pd.DataFrame:
-    """The hosts' frames one after the other, each with its ``host``."""
-    names = list(dict.fromkeys(r.name for r in pod.results))
+def _per_device(x: Analysis | PodAnalysis, build: Build) -> pd.DataFrame:
+    """``build`` on an analysis (each device's ``host``: of its events), or on each host's results of a
+    pod (moved to the pod's clock), one after the other, each with its ``host``."""
+    if isinstance(x, Analysis):
+        df = build(x.breakdown, x.trace.steps_of)
+        return _with_host(df, _hosts(df["device"], device_hosts(x)))
+    names = list(dict.fromkeys(r.name for r in x.results))
     pieces = []
-    for r in pod.results:
-        df = build(r)
+    for r in x.results:
+        delta = x.delta_ps(r)
+        df = build(r.breakdown, lambda d, r=r, delta=delta: r.device_steps.get(d, r.steps).shifted(delta))
         code = np.full(len(df), names.index(r.name), dtype=np.int32)
         pieces.append(_with_host(df, pd.Categorical.from_codes(code, categories=names)))
     return pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
 
 
-def pod_steps(pod: PodAnalysis) -> pd.DataFrame:
-    return _pod_concat(pod, lambda r: _host_steps(pod, r))
+def steps(x: Analysis | PodAnalysis) -> pd.DataFrame:
+    """Each device's step windows: its own where the trace gives it some (a ``Steps`` line of its
+    plane, its host's markers), else the trace's -- the windows its time is attributed in."""
+    return _per_device(x, lambda b, steps_of: _steps(b.devices, [steps_of(d) for d in b.devices]))
 
 
-def pod_wall(pod: PodAnalysis) -> pd.DataFrame:
-    return _pod_concat(pod, lambda r: _wall(r.breakdown))
+def wall(x: Analysis | PodAnalysis) -> pd.DataFrame:
+    return _per_device(x, lambda b, _: _wall(b))
 
 
-def pod_total(pod: PodAnalysis) -> pd.DataFrame:
-    return _pod_concat(pod, lambda r: _total(r.breakdown))
+def total(x: Analysis | PodAnalysis) -> pd.DataFrame:
+    return _per_device(x, lambda b, _: _total(b))
 
 
-def pod_idle(pod: PodAnalysis) -> pd.DataFrame:
-    return _pod_concat(pod, lambda r: _idle(r.breakdown))
+def idle(x: Analysis | PodAnalysis) -> pd.DataFrame:
+    return _per_device(x, lambda b, _: _idle(b))
 
 
-def pod_links(pod: PodAnalysis) -> pd.DataFrame:
-    """The hosts' links joined (:func:`~tfprof_towers.trace.links.join_links`), as :func:`links`."""
-    rows = pod.link_rows
-    df = _links(rows, pod.n_steps)
-    return _with_host(df, _link_hosts(rows, pod_device_hosts(pod)))
+def links(x: Analysis | PodAnalysis) -> pd.DataFrame:
+    """The links (a pod's: its hosts' joined, :func:`~tfprof_towers.trace.links.join_links`), each with
+    its host."""
+    df = _links(x.link_rows, x.n_steps)
+    return _with_host(df, _link_hosts(x.link_rows, device_hosts(x)))
 
 
 # ------------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def with_trace_findings(summary: Summary, analyses: Mapping[str, VariantTrace]) 
     for e in summary.variants:
         t = analyses.get(e.name)
         if e.ok:
-            evaluations[e.name] = None if t is None or t.analysis is None else evaluate_trace(t.analysis)
+            evaluations[e.name] = None if t is None or t.pod is None else evaluate_trace(t.pod.facts)
 
     def one(e: SummaryEntry) -> SummaryEntry:
         ev = evaluations.get(e.name)
@@ -69,7 +69,7 @@ def export_chrome_traces(
 
     def one(e: SummaryEntry) -> SummaryEntry:
         t = analyses.get(e.name)
-        if t is None or t.trace is None:
+        if t is None or t.pod is None:
             return replace(e, chrome_trace=None, chrome_trace_error=None)
         path = run_dir.variant_dir(e.name) / CHROME_TRACE
         try:
@@ -77,6 +77,8 @@ def export_chrome_traces(
         except OSError as exc:
             why = f"cannot write {path}: {exc.strerror or exc}"
             return replace(e, chrome_trace=None, chrome_trace_error=why)
+        except TowersError as exc:  # the events could not be merged: the analysis stands
+            return replace(e, chrome_trace=None, chrome_trace_error=exc.message)
         return replace(e, chrome_trace=path.relative_to(run_dir.root).as_posix(), chrome_trace_error=None)
 
     return summary.map_entries(one)
@@ -89,9 +91,12 @@ def timelines(summary: Summary, analyses: Mapping[str, VariantTrace]) -> list[di
     out = []
     for e in summary.variants:
         t = analyses.get(e.name)
-        if t is None or t.trace is None:
+        if t is None or t.pod is None:
             continue
-        tl = step_timeline(t.trace, e.name, topology)
+        try:
+            tl = step_timeline(t.trace, e.name, topology)
+        except TowersError:  # the events could not be merged (the Chrome trace's entry says why)
+            continue
         if tl is not None:
             out.append(tl)
     return out
@@ -99,10 +104,7 @@ def timelines(summary: Summary, analyses: Mapping[str, VariantTrace]) -> list[di
 
 def memory_timelines(analyses: Mapping[str, VariantTrace]) -> dict[str, Any]:
     """Per variant whose trace has allocator events: each device's bytes in use over time."""
-    from tfprof_towers.trace.memory import timelines as memory_series
-
-    return {name: memory_series(t.analysis.trace.memory, t.analysis.memory)
-            for name, t in analyses.items() if t.analysis is not None and t.analysis.memory}
+    return {name: t.pod.timelines for name, t in analyses.items() if t.pod is not None and t.pod.memory}
 
 
 def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:

@@ -227,9 +227,9 @@ def kernel_time_by_name(scan: HostScan) -> tuple[tuple[str, int], ...]:
 
 
 @dataclass(frozen=True, eq=False)
-class HostFacts:
-    """What the trace rules read of one host's analysis, without its events (a few rows per accelerator):
-    made where the host is analysed, joined over hosts by :meth:`TraceFacts.reduce`."""
+class Facts(PerAccelerator):
+    """The per-accelerator figures the trace rules read, without events: one host's, or the hosts'
+    joined (the fields :class:`HostFacts` and :class:`TraceFacts` share)."""
 
     kind: str | None
     producer: Producer
@@ -244,6 +244,12 @@ class HostFacts:
     host_activity: dict[str, dict[str, Any]]  # :func:`host_activity` of the accelerators host_bound names
     kernel_ps: tuple[tuple[str, int], ...]  # :func:`kernel_time_by_name`
     memory: tuple[DeviceMemory, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class HostFacts(Facts):
+    """What the trace rules read of one host's analysis, without its events (a few rows per accelerator):
+    made where the host is analysed, joined over hosts by :meth:`TraceFacts.reduce`."""
 
     @classmethod
     def of(cls, analysis: Analysis, cutoffs: Cutoffs = DEFAULT_CUTOFFS) -> HostFacts:
@@ -277,24 +283,11 @@ def host_waiting(f: HostScan | TraceFacts, min_idle_share: float, min_host_wait_
 
 
 @dataclass(frozen=True, eq=False)
-class TraceFacts(PerAccelerator):
-    """What every trace rule reads: the hosts' :class:`HostFacts` joined, and the tasks' steps (built
-    across hosts: :func:`~tfprof_towers.trace.tasks.task_steps`)."""
+class TraceFacts(Facts):
+    """What every trace rule reads: the hosts' :class:`HostFacts` joined, named, and the tasks' steps
+    (built across hosts: :func:`~tfprof_towers.trace.tasks.task_steps`)."""
 
-    name: str
-    kind: str | None
-    producer: Producer
-    accelerators: tuple[str, ...]
-    working: tuple[str, ...]
-    idle_accelerators: tuple[str, ...]
-    devices: pd.DataFrame
-    copies: pd.DataFrame
-    collective_union_s: dict[str, float]
-    launches_known: bool
-    launch: dict[str, dict[str, Any]]
-    host_activity: dict[str, dict[str, Any]]
-    kernel_ps: tuple[tuple[str, int], ...]
-    memory: tuple[DeviceMemory, ...]
+    name: str = ""
     tasks: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -206,41 +206,77 @@ def _copied(c: EventColumns) -> EventColumns:
     return EventColumns(**{k: np.array(v) if isinstance(v, np.memmap) else v for k, v in fields.items()})
 
 
+@dataclass(frozen=True)
+class JoinedSteps:
+    """Several hosts' step windows on one clock: the join both the merged trace and the host-by-host
+    reduce (:class:`~.pod.PodAnalysis`) make (module docstring, "Clocks" and "Steps")."""
+
+    origin_ns: int  # the earliest host's
+    deltas: tuple[int, ...]  # per host: how many picoseconds later than ``origin_ns`` its clock starts
+    hosts: tuple[Host, ...]  # each host's steps, on the joined clock
+    steps: StepTable  # their union per step number
+    window: str
+    sources: StepSources
+
+
+def joined_window(windows: Sequence[str]) -> str:
+    """How several hosts found their steps, as one (``markers`` where any host had them)."""
+    kinds = set(windows)
+    if len(kinds) <= 1:
+        return kinds.pop() if kinds else "whole-trace"
+    return "markers" if "markers" in kinds else "steps-line"
+
+
+def join_steps(
+    names: Sequence[str], tasks: Sequence[str], origins: Sequence[int], tables: Sequence[StepTable],
+    windows: Sequence[str], sources: Sequence[StepSources],
+) -> JoinedSteps:
+    """The hosts' step windows (each on its own clock, counted from ``origins`` in ns) on one clock."""
+    origin = min(origins)
+    deltas = tuple((o - origin) * 1000 for o in origins)
+    hosts = tuple(Host(n, t, s.shifted(d), w) for n, t, s, w, d in zip(names, tasks, tables, windows, deltas))
+    shifted = [s.shifted(d) for s, d in zip(sources, deltas)]
+    joined = StepSources(tuple(n for s in shifted for n in s.names),
+                         tuple(t for s in shifted for t in s.tables), {})
+    steps = StepTable.join([h.steps for h in hosts])
+    return JoinedSteps(origin, deltas, hosts, steps, joined_window(windows), joined)
+
+
+def join_notes(notes: list[str], hosts: Sequence[Host], host_notes: Sequence[Sequence[str]]) -> list[str]:
+    """``notes`` with the join's: the clock, how the hosts found their steps where they differ, then each
+    host's own notes not said yet."""
+    notes = [*notes, CLOCK_NOTE]
+    if len({h.window for h in hosts}) > 1:
+        how = ", ".join(f"{h.name}: {h.window}" for h in hosts)
+        notes.append(f"hosts found their steps differently: {how}")
+    for own in host_notes:
+        notes += [n for n in own if n not in notes]
+    return notes
+
+
 def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence[str], source: str) -> Trace:
     """One trace of several hosts' traces (module docstring)."""
-    origin = min(t.origin_ns for t in traces)
-    hosts, shifted, sources, device_steps = [], [], [], {}
-    for t, prefix, name in zip(traces, prefixes, names):
-        delta = (t.origin_ns - origin) * 1000
+    j = join_steps(names, prefixes, [t.origin_ns for t in traces], [t.step_table for t in traces],
+                   [t.window for t in traces], [t.step_sources for t in traces])
+    shifted, device_steps = [], {}
+    for t, delta, host in zip(traces, j.deltas, j.hosts):
         cols = t.columns
         if delta:
             cols = replace(cols, start_ps=cols.start_ps + delta)
         shifted.append(cols)
-        hosts.append(Host(name, prefix, t.step_table.shifted(delta), t.window))
-        sources.append(t.step_sources.shifted(delta))
         own = {d: table.shifted(delta) for d, table in t.device_steps.items()}
         # every device of this host: its own windows, else the host's (each host's ``step`` column
         # was assigned so, and moves with its times)
         for code in np.flatnonzero(np.bincount(cols.device)).tolist():
             dev = cols.strings.items[code]
-            device_steps[dev] = own.get(dev, hosts[-1].steps)
+            device_steps[dev] = own.get(dev, host.steps)
     columns = merge(shifted)
     del shifted
-    kinds = {h.window for h in hosts}
-    window = kinds.pop() if len(kinds) == 1 else "markers" if "markers" in kinds else "steps-line"
-    steps = StepTable.join([h.steps for h in hosts])
-    joined = StepSources(tuple(n for s in sources for n in s.names),
-                         tuple(t for s in sources for t in s.tables), {})
-    notes = [CLOCK_NOTE]
-    if len({h.window for h in hosts}) > 1:
-        how = ", ".join(f"{h.name}: {h.window}" for h in hosts)
-        notes.append(f"hosts found their steps differently: {how}")
-    for t in traces:
-        notes += [n for n in t.notes if n not in notes]
+    notes = join_notes([], j.hosts, [t.notes for t in traces])
     hostnames = tuple(dict.fromkeys(n for t in traces for n in t.hostnames))
     planes = tuple(p for t in traces for p in t.planes)
-    memory = MemoryEvents.concat([t.memory.shifted((t.origin_ns - origin) * 1000) for t in traces])
-    return Trace(source, columns, steps, window, hostnames, tuple(notes), tuple(hosts), origin, joined,
+    memory = MemoryEvents.concat([t.memory.shifted(d) for t, d in zip(traces, j.deltas)])
+    return Trace(source, columns, j.steps, j.window, hostnames, tuple(notes), j.hosts, j.origin_ns, j.sources,
                  device_steps, planes, combine([t.producer for t in traces]),
                  {k: v for t in traces for k, v in t.unread.items()}, memory)
 

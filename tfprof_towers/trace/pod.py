@@ -7,11 +7,11 @@ time and :class:`~.facts.HostFacts` -- and let the events go.  A result is a few
 step, whatever the host's events: the parent holds only results, never events.
 
 **Reduce** (:class:`PodAnalysis`, in the parent): put the hosts on one clock (each file counts from its
-own earliest timestamp; their epoch timestamps are assumed to agree, :data:`~.hosts.CLOCK_NOTE`), join
-their step windows per step number, join links (a pair across tasks counted by its sends where a host
-holds them, else by its receives), memory and facts, and build the tasks' steps -- the straggler view --
-across hosts.  ``to_doc()`` is ``analyze --json``'s document.  A single-host trace is the same map with
-a one-host reduce: there is one code path.
+own earliest timestamp; their epoch timestamps are assumed to agree), join their step windows per step
+number (:func:`~.hosts.join_steps`, the join the merged trace makes too), join links (a pair across tasks
+counted by its sends where a host holds them, else by its receives), memory and facts, and build the
+tasks' steps -- the straggler view -- across hosts.  ``to_doc()`` is ``analyze --json``'s document.
+A single-host trace is the same map with a one-host reduce: there is one code path.
 
 A host whose file cannot be read is a :class:`HostFailure`: named with its reason, left out, the others
 analysed.  Every figure is computed from integers the map returned, in the reduce, in host order: the
@@ -41,7 +41,7 @@ from tfprof_towers.trace.analysis import (
 from tfprof_towers.trace.attribute import Breakdown, attribute
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, HostFacts, TraceFacts
-from tfprof_towers.trace.hosts import CLOCK_NOTE
+from tfprof_towers.trace.hosts import JoinedSteps, join_notes, join_steps, joined_window
 from tfprof_towers.trace.links import Link, LinkParts, join_links, link_parts
 from tfprof_towers.trace.load import Host, read_trace, trace_from_bytes
 from tfprof_towers.trace.memory import DeviceMemory, sort_memory, timelines
@@ -168,37 +168,40 @@ class PodAnalysis:
         return len(self.results) + len(self.failures) > 1
 
     @cached_property
+    def joined(self) -> JoinedSteps:
+        """The hosts' step windows on one clock (:func:`~.hosts.join_steps`, as the merged trace's)."""
+        rs = self.results
+        return join_steps([r.name for r in rs], [r.task for r in rs], [r.origin_ns for r in rs],
+                          [r.steps for r in rs], [r.window for r in rs], [r.sources for r in rs])
+
+    @property
     def origin_ns(self) -> int:
-        return min((r.origin_ns for r in self.results), default=0)
+        return self.joined.origin_ns if self.results else 0
 
     def delta_ps(self, r: HostResult) -> int:
         """How much later than the pod's clock ``r``'s clock starts."""
         return (r.origin_ns - self.origin_ns) * 1000
 
-    @cached_property
+    @property
     def hosts(self) -> tuple[Host, ...]:
-        return tuple(Host(r.name, r.task, r.steps.shifted(self.delta_ps(r)), r.window) for r in self.results)
+        return self.joined.hosts
 
-    @cached_property
+    @property
+    def one_host(self) -> bool:
+        """A single host read alone: its own steps, as it found them (no join)."""
+        return len(self.results) == 1 and not self.multi_host
+
+    @property
     def step_table(self) -> StepTable:
-        if len(self.results) == 1 and not self.multi_host:
-            return self.results[0].steps
-        return StepTable.join([h.steps for h in self.hosts])
+        return self.results[0].steps if self.one_host else self.joined.steps
 
-    @cached_property
+    @property
     def sources(self) -> StepSources:
-        if len(self.results) == 1 and not self.multi_host:
-            return self.results[0].sources
-        shifted = [r.sources.shifted(self.delta_ps(r)) for r in self.results]
-        names = tuple(n for s in shifted for n in s.names)
-        return StepSources(names, tuple(t for s in shifted for t in s.tables), {})
+        return self.results[0].sources if self.one_host else self.joined.sources
 
-    @cached_property
+    @property
     def window(self) -> str:
-        kinds = {r.window for r in self.results}
-        if len(kinds) <= 1:
-            return kinds.pop() if kinds else "whole-trace"
-        return "markers" if "markers" in kinds else "steps-line"
+        return joined_window([r.window for r in self.results])
 
     @cached_property
     def step_time_ps(self) -> np.ndarray:
@@ -269,13 +272,7 @@ class PodAnalysis:
             total = len(self.results) + len(self.failures)
             notes.append(f"{len(self.failures)} of {total} hosts could not be read and are left out: "
                          + "; ".join(f"{f.name}: {f.reason}" for f in self.failures))
-        notes.append(CLOCK_NOTE)
-        if len({r.window for r in self.results}) > 1:
-            notes.append("hosts found their steps differently: "
-                         + ", ".join(f"{r.name}: {r.window}" for r in self.results))
-        for r in self.results:
-            notes += [n for n in r.notes if n not in notes]
-        return tuple(notes)
+        return tuple(join_notes(notes, self.hosts, [r.notes for r in self.results]))
 
     def to_doc(self, per_step: bool = False) -> dict[str, Any]:
         """``analyze --json``'s document (format: :mod:`tfprof_towers.trace`); ``per_step`` divides every
