@@ -96,21 +96,7 @@ def test_host_compute_tiers() -> None:
     assert found.severity == "medium"
 
 
-# -- accelerator_idle
-
-
-def test_accelerator_idle_fires_when_the_host_computes() -> None:
-    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
-    f = check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU))
-    assert f is not None
-    assert (f.severity, f.evidence["mean_idle_share"], f.evidence["host_busy_share"]) == ("medium", 0.6, 0.5)
-
-
-def test_accelerator_idle_quiet_when_busy_or_host_idle() -> None:
-    busy = gpu_breakdown({"compute": 0.9, "idle": 0.1}, {"compute": 0.9, "idle": 0.1}, host_compute=0.5)
-    assert check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), busy, GPU)) is None
-    idle_host = gpu_breakdown({"compute": 0.2, "idle": 0.8}, {"compute": 0.2, "idle": 0.8}, host_compute=0.0)
-    assert check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), idle_host, GPU)) is None
+# -- an accelerator idle while the host works: host_bound, a trace rule (test_trace_rules.py)
 
 
 # -- unbalanced_towers
@@ -186,7 +172,7 @@ def test_variables_remote_quiet_without_pulls() -> None:
 
 def test_rules_status_marks_timing_rules_not_evaluated_on_logical_devices() -> None:
     status = {r["rule"]: r for r in advise.rules_status({"topology": TOPOLOGY})}
-    assert [n for n, r in status.items() if not r["evaluated"]] == ["accelerator_idle", "poor_scaling"]
+    assert [n for n, r in status.items() if not r["evaluated"]] == ["poor_scaling"]
     assert all(r["evaluated"] for r in advise.rules_status({"topology": GPU}))
 
 
@@ -260,8 +246,8 @@ def test_logical_cpu_runs_say_what_the_ranking_means() -> None:
 
 def test_rules_report_their_named_parameters() -> None:
     status = {r["rule"]: r for r in advise.rules_status({"topology": GPU})}
-    assert status["accelerator_idle"]["params"] == {"min_idle_share": 0.4, "min_host_busy": 0.2}
-    assert status["accelerator_idle"]["threshold"] == 0.4
+    assert status["poor_scaling"]["params"] == {"max_efficiency": 0.5, "min_accelerators": 2}
+    assert status["poor_scaling"]["threshold"] == 0.5
     assert status["variables_remote"]["params"]["link_model"] == "pcie3_x16"
     assert status["variables_remote"]["threshold"] == 2  # min_accelerators
     assert status["poor_scaling"]["needs"] == ["measured_timings", "baseline"]
@@ -270,9 +256,13 @@ def test_rules_report_their_named_parameters() -> None:
 def test_named_parameters_drive_the_checks() -> None:
     from dataclasses import replace
 
-    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
-    busier = replace(rule("accelerator_idle"), params={"min_idle_share": 0.4, "min_host_busy": 0.6})
-    assert busier.check(busier, facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU)) is None
+    bd = gpu_breakdown({"compute": 0.9, "idle": 0.1}, {"compute": 0.9, "idle": 0.1})
+    slow = facts(entry("v", 1.0, speedup=0.8, efficiency=0.4), gpu_audit(100, 100), bd, GPU,
+                 entry("single", 0.8))
+    scaling = rule("poor_scaling")
+    assert scaling.check(scaling, slow).severity == "medium"
+    stricter = replace(scaling, params={**scaling.params, "max_efficiency": 0.3})
+    assert stricter.check(stricter, slow) is None
     remote = rule("variables_remote")
     x8 = replace(remote, params={**remote.params, "link_model": "pcie3_x8"})
     f = x8.check(x8, facts(entry("towers_bug", 0.05), audit.audit_variant(BUG, TOPOLOGY)))
@@ -295,14 +285,16 @@ def test_timing_rules_are_not_evaluated_on_a_gpu_variant_without_a_trace() -> No
     a = gpu_audit(100, 100)
     good = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
     summary = {"topology": GPU, "variants": [
-        {**entry("traced", 1.0), "audit": a, "breakdown": good},
-        {**entry("untraced", 1.0), "audit": a, "breakdown": {"error": "corrupt trace"}}]}
+        {**entry("single", 0.5), "audit": a, "breakdown": good},
+        {**entry("traced", 1.0, speedup=0.5, efficiency=0.25), "audit": a, "breakdown": good},
+        {**entry("untraced", 1.0, speedup=0.5, efficiency=0.25), "audit": a,
+         "breakdown": {"error": "corrupt trace"}}]}
     evaluation = advise.evaluate(summary)
-    assert [(f.rule, f.variant) for f in evaluation.findings] == [("accelerator_idle", "traced")]
+    assert [(f.rule, f.variant) for f in evaluation.findings] == [("poor_scaling", "traced")]
     status = {r["rule"]: r for r in advise.rules_status(summary)}
-    assert status["accelerator_idle"]["evaluated"] is False
-    assert status["accelerator_idle"]["not_evaluated"] == {"untraced": "no device timings: corrupt trace"}
-    assert status["accelerator_idle"]["why_not"] == (
+    assert status["poor_scaling"]["evaluated"] is False
+    assert status["poor_scaling"]["not_evaluated"] == {"untraced": "no device timings: corrupt trace"}
+    assert status["poor_scaling"]["why_not"] == (
         "not evaluated on 1 variant(s): untraced: no device timings: corrupt trace")
     assert status["host_compute"]["evaluated"] is True and status["host_compute"]["not_evaluated"] == {}
 
@@ -563,27 +555,6 @@ def test_when_every_variant_is_disqualified_the_best_is_named_with_a_caveat() ->
     assert rec.variant == "towers_bug"
     assert "Every variant here has a high-severity finding or failed, so towers_bug is only the best of " \
            "them: fix its findings before using it." in rec.reason
-
-
-# -- accelerator_idle: the idle split of the trace analysis
-
-
-def test_accelerator_idle_evidence_splits_the_idle_time() -> None:
-    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
-    bd["devices"][G0]["idle_split"] = {"host_wait": 0.5, "kernel_wait": 0.04, "other": 0.06}
-    bd["devices"][G1]["idle_split"] = {"host_wait": 0.3, "kernel_wait": 0.2, "other": 0.1}
-    f = check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU))
-    assert f.evidence["idle_split"] == {G0: {"host_wait": 0.5, "kernel_wait": 0.04, "other": 0.06},
-                                        G1: {"host_wait": 0.3, "kernel_wait": 0.2, "other": 0.1}}
-    assert f.message.endswith(
-        "; of each accelerator's idle time per step, on average 400 ms is host wait (the next kernel was "
-        "launched only after the previous one ended), 120 ms kernel wait and 80.0 ms other")
-
-
-def test_accelerator_idle_without_a_split_says_nothing_of_one() -> None:
-    bd = gpu_breakdown({"compute": 0.4, "idle": 0.6}, {"compute": 0.4, "idle": 0.6}, host_compute=0.5)
-    f = check("accelerator_idle", facts(entry("v", 1.0), gpu_audit(100, 100), bd, GPU))
-    assert "idle_split" not in f.evidence and "host wait" not in f.message
 
 
 # -- one hardware profile: modeled link times from the projection's profile

@@ -11,6 +11,7 @@ import pytest
 from records_kit import GPU, record, run_doc, write_run
 from report_kit import ACC0, HOST, TOPOLOGY, make_run_dir
 
+from tfprof_towers.advice.trace_rules import TRACE_RULES
 from tfprof_towers.analysis.pipeline import (
     VariantTrace,
     analyse_traces,
@@ -90,7 +91,7 @@ def test_advice_adds_findings_rules_and_the_recommendation(run: Path) -> None:
         "link_model": "pcie3_x16",
         "medium_at_modeled_share": 0.1,
     }
-    assert not rules["accelerator_idle"]["evaluated"]
+    assert not rules["poor_scaling"]["evaluated"]
 
 
 def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run: Path) -> None:
@@ -103,13 +104,16 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
     summary, _ = analyse_run(RunDir(run))
     rules = {r["rule"]: r for r in summary.rules}
     error = summary.entry("towers_bug").breakdown["error"]
-    for name in ("accelerator_idle", "poor_scaling"):
-        assert rules[name]["evaluated"] is False
-        assert rules[name]["not_evaluated"] == {"towers_bug": f"no device timings: {error}"}
-        assert (
-            rules[name]["why_not"] == f"not evaluated on 1 variant(s): towers_bug: no device timings: {error}"
-        )
+    assert rules["poor_scaling"]["evaluated"] is False
+    assert rules["poor_scaling"]["not_evaluated"] == {"towers_bug": f"no device timings: {error}"}
+    assert rules["poor_scaling"]["why_not"] == (
+        f"not evaluated on 1 variant(s): towers_bug: no device timings: {error}")
     assert rules["host_compute"]["evaluated"] is True
+    # the trace rules' status, after the run rules', per variant: no trace for towers_bug
+    assert list(rules)[-len(TRACE_RULES) + 1:] == [r.name for r in TRACE_RULES if r.name != "straggler"]
+    assert rules["host_bound"]["not_evaluated"] == {
+        "single": "the trace has no accelerator plane (a CPU-only capture)",
+        "towers_bug": "no trace analysed"}
     html = finish_run(RunDir(run)) and (run / "report.html").read_text()
     assert "not evaluated on 1 variant(s): towers_bug: no device timings" in html
 
@@ -168,7 +172,7 @@ def test_pipeline_on_records_without_traces(tmp_path: Path) -> None:
     assert summary.recommendation.speedup_vs_single == pytest.approx(10 / 4.8)
     rules = {r["rule"]: r for r in summary.rules}
     # a GPU run, but no variant has a trace: the timing rules were not evaluated, and say so
-    assert rules["accelerator_idle"]["not_evaluated"] == {
+    assert rules["poor_scaling"]["not_evaluated"] == {
         "single": "no device timings (no trace analysed)",
         "replicated": "no device timings (no trace analysed)",
     }

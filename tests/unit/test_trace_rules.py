@@ -168,6 +168,74 @@ def test_host_bound_silent_when_busy() -> None:
     assert "host_bound" not in by_rule(ev) and status(ev, "host_bound")["evaluated"]
 
 
+def host_computes_trace(launch_b_us: float = 790) -> GpuTrace:
+    """GPU:0 runs [0, 200) and [800, 1000) of a 1000 us step, the second kernel launched at ``launch_b_us``;
+    the host computes [250, 650) (a MatMul on the executor)."""
+    t = GpuTrace().kernel(0, "volta_sgemm", 0, 200, launch_us=0).kernel(0, "volta_sgemm", 800, 200,
+                                                                        launch_us=launch_b_us)
+    t.executor.event("dense/MatMul:MatMul", 250 * US, 400 * US)
+    return t
+
+
+def test_host_bound_fires_when_the_host_computes() -> None:
+    f = by_rule(evaluate_trace(host_computes_trace().analysis()))["host_bound"]
+    e = f.evidence
+    assert (f.severity, f.devices) == (MEDIUM, ("/device:GPU:0",))  # idle 60%: medium under 70%
+    assert e["idle_share"] == pytest.approx(0.6) and e["host_wait_share_of_idle"] == pytest.approx(1.0)
+    assert (us(e["idle_s"]), us(e["host_wait_s"]), us(e["host_in_gaps_s"]["host_compute"])) == (600, 600, 400)
+    assert e["main_activity"] == "host_compute"
+    # framework: the launch at 790 us (2 us); untraced: the rest of the 600 us gap
+    assert f.message == (
+        "/device:GPU:0 is idle 60.0% of its 1.00 ms step, 100.0% of that (600 µs per step) waiting on the "
+        "host (the next kernel was launched only after the device ran out of work); in those gaps the host "
+        "threads were in TF ops computing on the host 400 µs, framework, executor and kernel-launch overhead "
+        "2.00 µs, and no traced host thread was busy for 198 µs; heaviest host ops: "
+        "dense/MatMul (MatMul) 400 µs")
+
+
+def test_host_bound_silent_when_the_host_launched_in_time() -> None:
+    """The device idles 60%, but its next kernel was launched before the previous ended: not host wait."""
+    ev = evaluate_trace(host_computes_trace(launch_b_us=100).analysis())
+    assert "host_bound" not in by_rule(ev) and status(ev, "host_bound")["evaluated"]
+
+
+def test_host_bound_reports_its_named_parameters() -> None:
+    s = status(evaluate_trace(host_computes_trace().analysis()), "host_bound")
+    assert s["params"] == {"min_idle_share": 0.4, "min_host_wait_share": 0.5, "untraced_share": 0.5}
+    assert s["threshold"] == 0.4
+    assert s["needs"] == ["accelerator_planes", "kernels", "launches"]
+
+
+def test_host_bound_named_parameters_drive_the_check() -> None:
+    from dataclasses import replace
+
+    analysis = host_computes_trace().analysis()
+    host_bound = next(r for r in TRACE_RULES if r.name == "host_bound")
+    idler = replace(host_bound, params={**host_bound.params, "min_idle_share": 0.7})
+    assert "host_bound" not in by_rule(evaluate_trace(analysis, [idler]))
+    assert "host_bound" in by_rule(evaluate_trace(analysis, [host_bound]))
+
+
+def test_run_status_lists_each_trace_rule_per_variant() -> None:
+    """A run's list of the trace rules' status: per variant, as a run rule's."""
+    from tfprof_towers.advice.trace_rules import NO_TRACE, run_status
+
+    traced = evaluate_trace(host_computes_trace().analysis())
+    rules = {r["rule"]: r for r in run_status({"a": traced, "b": None}, skip={"straggler"})}
+    assert list(rules) == [r.name for r in TRACE_RULES if r.name != "straggler"]
+    assert rules["host_bound"]["evaluated"] is False
+    assert rules["host_bound"]["not_evaluated"] == {"b": NO_TRACE}
+    assert rules["host_bound"]["why_not"] == "not evaluated on 1 variant(s): b: no trace analysed"
+    one_gpu = "only 1 accelerator ran kernels (/device:GPU:0)"
+    assert rules["accelerator_imbalance"]["not_evaluated"] == {"a": one_gpu, "b": NO_TRACE}
+    only = {r["rule"]: r for r in run_status({"a": traced})}
+    assert only["host_bound"]["evaluated"] is True and only["host_bound"]["not_evaluated"] == {}
+    # one reason on every variant: that reason
+    assert only["accelerator_imbalance"]["why_not"] == one_gpu
+    none = {r["rule"]: r for r in run_status({"a": None, "b": None})}
+    assert none["host_bound"]["why_not"] == NO_TRACE and none["straggler"]["evaluated"] is False
+
+
 def test_host_bound_not_evaluated_without_launches() -> None:
     t = GpuTrace().kernel(0, "volta_sgemm", 100, 100)
     s = status(evaluate_trace(t.analysis()), "host_bound")

@@ -1,11 +1,12 @@
 """The run's rules over a variant's facts (nothing without evidence), and :func:`advise`.
 
 The engine (:mod:`.engine`) decides, per rule and variant, whether the rule can be
-evaluated at all: rules that need real accelerator timings (copy time, idle
-time, scaling) are *not evaluated* on logical-CPU runs, where every "device"
-shares the same cores, nor on a variant whose trace could not be analysed; the
-rules' status in ``summary.json`` says which and why, instead of "evaluated,
-nothing found".
+evaluated at all: rules that need real accelerator timings (scaling) are *not
+evaluated* on logical-CPU runs, where every "device" shares the same cores, nor
+on a variant whose trace could not be analysed; the rules' status in
+``summary.json`` says which and why, instead of "evaluated, nothing found".
+What a trace alone tells (idle time, copies, imbalance) is the trace rules'
+(:mod:`.trace_rules`), run on each analysed variant's trace.
 
 The recommendation never names a variant with a high-severity finding of a rule that
 ``disqualifies`` (heavy compute on the host, changed math) while another variant succeeded.
@@ -40,8 +41,6 @@ from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
 from tfprof_towers.rundir import nonfinite
 from tfprof_towers.variants import registry
-from tfprof_towers.vocab.categories import IDLE_SPLIT
-from tfprof_towers.vocab.device_names import HOST_THREADS
 from tfprof_towers.vocab.fmt import (
     fmt_bytes,
     fmt_count,
@@ -102,64 +101,6 @@ def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
         ],
     }
     return Finding(rule.name, rule.tier(share), f.name, msg, suggestion, evidence, tuple(sources))
-
-
-def check_accelerator_idle(rule: Rule, f: Facts) -> Finding | None:
-    if not f.measured_timings or not f.audit:
-        return None
-    devs = f.breakdown["devices"] or {}
-    idle = {}
-    for dev in f.accelerators_used:
-        d = devs.get(dev) or {}
-        step = d.get("window_s") or 0.0
-        if step > 0:
-            idle[dev] = (d.get("wall") or {}).get("idle", 0.0) / step
-    if not idle:
-        return None
-    host_compute = sum(
-        float(((devs.get(h) or {}).get("total") or {}).get("host_compute", {}).get("seconds") or 0.0)
-        for h in (f.audit["host"], HOST_THREADS)
-    )
-    host_step = max((devs.get(d) or {}).get("window_s") or 0.0 for d in idle)
-    if host_step <= 0:
-        return None
-    mean_idle = sum(idle.values()) / len(idle)
-    host_busy = host_compute / host_step
-    if mean_idle < rule.param("min_idle_share") or host_busy < rule.param("min_host_busy"):
-        return None
-    msg = (
-        f"the accelerators are idle {fmt_percent(mean_idle)} of the step on average "
-        f"({', '.join(f'{d} {fmt_percent(v)}' for d, v in idle.items())}) while the host computes "
-        f"{fmt_seconds(host_compute)} per step ({fmt_percent(host_busy)} of it)"
-    )
-    groups = f.audit.get("host_compute") or []
-    sources = _unique(g["sources"][0] for g in groups if g["sources"])
-    suggestion = (
-        f"Suggestion: move the host compute placed at {_list(sources)} to the accelerators."
-        if sources else
-        "Suggestion: find what the host computes each step (timeline below) and move it to the "
-        "accelerators or overlap it with the previous step (tf.data prefetch)."
-    )
-    evidence = {"idle_share": idle, "mean_idle_share": mean_idle, "host_compute_s": host_compute,
-                "host_busy_share": host_busy}
-    split = idle_split(devs, list(idle))
-    if split:
-        evidence["idle_split"] = split
-        waits = {k: sum(v[k] for v in split.values()) / len(split) for k in IDLE_SPLIT}
-        msg += (f"; of each accelerator's idle time per step, on average {fmt_seconds(waits['host_wait'])} "
-                "is host wait (the next kernel was launched only after the previous one ended), "
-                f"{fmt_seconds(waits['kernel_wait'])} kernel wait and {fmt_seconds(waits['other'])} other")
-    return Finding(rule.name, rule.tier(mean_idle), f.name, msg, suggestion, evidence, tuple(sources))
-
-
-def idle_split(devices: Mapping[str, Any], names: Sequence[str]) -> dict[str, dict[str, float]]:
-    """Per accelerator, its idle time split as the trace analysis gives it (where it does)."""
-    out = {}
-    for dev in names:
-        split = (devices.get(dev) or {}).get("idle_split")
-        if isinstance(split, Mapping) and all(k in split for k in IDLE_SPLIT):
-            out[dev] = {k: float(split[k] or 0.0) for k in IDLE_SPLIT}
-    return out
 
 
 def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
@@ -325,11 +266,7 @@ RULES: tuple[Rule, ...] = (
          severity=MEDIUM, high_at=0.25, check=check_host_compute,
          params={"min_host_flops_share": 0.10}, primary="min_host_flops_share", needs=(PLACEMENT,),
          disqualifies=True),
-    # exposed_copies is a trace rule (trace_rules/transfers.py): it reads each variant's trace
-    Rule("accelerator_idle", "accelerators idle, waiting on the host",
-         severity=MEDIUM, high_at=0.70, check=check_accelerator_idle,
-         params={"min_idle_share": 0.40, "min_host_busy": 0.20}, primary="min_idle_share",
-         needs=(PLACEMENT, MEASURED_TIMINGS)),
+    # exposed_copies and host_bound are trace rules (trace_rules/): they read each variant's trace
     Rule("unbalanced_towers", "one accelerator does much more work than another",
          severity=LOW, high_at=2.0, check=check_unbalanced_towers,
          params={"min_ratio": 1.25}, primary="min_ratio", needs=(PLACEMENT,)),

@@ -41,16 +41,22 @@ def with_advice(summary: Summary) -> Summary:
 
 def with_trace_findings(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
     """Each analysed variant's findings of the trace rules (:mod:`tfprof_towers.advice.trace_rules`): the
-    same diagnosis ``analyze`` gives a trace captured anywhere, below the run's own rules."""
-    from tfprof_towers.advice.trace_rules import evaluate_trace
+    same diagnosis ``analyze`` gives a trace captured anywhere, below the run's own rules; and each trace
+    rule's status over the variants, after the run rules' in ``rules``."""
+    from tfprof_towers.advice.trace_rules import TraceEvaluation, evaluate_trace, run_status
+
+    evaluations: dict[str, TraceEvaluation | None] = {}
+    for e in summary.variants:
+        t = analyses.get(e.name)
+        if e.ok:
+            evaluations[e.name] = None if t is None or t.pod is None else evaluate_trace(t.pod.facts)
 
     def one(e: SummaryEntry) -> SummaryEntry:
-        t = analyses.get(e.name)
-        if t is None or t.pod is None:
-            return replace(e, trace_findings=())
-        return replace(e, trace_findings=tuple(evaluate_trace(t.pod.facts).to_json()["findings"]))
+        ev = evaluations.get(e.name)
+        return replace(e, trace_findings=() if ev is None else tuple(ev.to_json()["findings"]))
 
-    return summary.map_entries(one)
+    trace_rules = run_status(evaluations, skip={r["rule"] for r in summary.rules})
+    return replace(summary.map_entries(one), rules=(*summary.rules, *trace_rules))
 
 
 def export_chrome_traces(

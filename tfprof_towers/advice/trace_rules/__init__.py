@@ -11,27 +11,28 @@ and one ``Suggestion:`` worded for the framework and vendor that wrote the trace
 
 The package, by concern:
 
-* :mod:`.facts` -- :class:`TraceFacts`, what every rule reads, joined from each host's compact
-  :class:`HostFacts` (per-accelerator figures, kernels and their launches, the host's activity in the
-  device's gaps): no rule reads events;
+* :class:`~tfprof_towers.trace.facts.TraceFacts` (made in the trace layer) -- what every rule reads,
+  joined from each host's compact ``HostFacts`` (per-accelerator figures, kernels and their launches,
+  the host's activity in the device's gaps): no rule reads events;
 * :mod:`.devices` (``idle_accelerators``, ``accelerator_imbalance``), :mod:`.host` (``host_bound``,
   ``launch_bound``), :mod:`.transfers` (``exposed_copies``, ``collective_bound``), :mod:`.precision`
   (``precision``): one module per family of rules; ``straggler`` is :mod:`..cluster`'s, the same rule a
   run's cluster variants use;
 * :mod:`.suggestions` -- one table of suggestions per framework, one of words per vendor;
-* here: :data:`TRACE_RULES` (a plain tuple: other rule modules append theirs) and :func:`evaluate_trace`,
-  which builds the facts and runs :mod:`..engine` on them.  No TensorFlow.
+* here: :data:`TRACE_RULES` (a plain tuple: other rule modules append theirs), :func:`cutoffs_of` (the
+  cut-offs the facts' scan takes from the rules' parameters), :func:`evaluate_trace`, which builds the
+  facts and runs :mod:`..engine` on them, and :func:`run_status`, the rules' status over a run's
+  variants.  No TensorFlow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfprof_towers.advice import engine
-from tfprof_towers.advice.cluster import STRAGGLER, check_straggler
-from tfprof_towers.advice.engine import unmet
+from tfprof_towers.advice.cluster import STRAGGLER
 from tfprof_towers.advice.findings import (
     ACCELERATOR_PLANES,
     KERNELS,
@@ -45,74 +46,36 @@ from tfprof_towers.advice.findings import (
 )
 from tfprof_towers.advice.memory_rules import MEMORY_RULES
 from tfprof_towers.advice.trace_rules.devices import check_accelerator_imbalance, check_idle_accelerators
-from tfprof_towers.advice.trace_rules.facts import (
-    HOST_ACTIVITY,
-    Cutoffs,
-    HostFacts,
-    HostScan,
-    TraceFacts,
-    cutoffs_of,
-    device_gaps,
-    heaviest_ops,
-    host_activity,
-    known_accelerators,
-    launch_times,
-)
 from tfprof_towers.advice.trace_rules.host import check_host_bound, check_launch_bound
-from tfprof_towers.advice.trace_rules.precision import (
-    Precision,
-    check_precision,
-    kernel_precision,
-    precision_of,
-)
-from tfprof_towers.advice.trace_rules.suggestions import suggestion
+from tfprof_towers.advice.trace_rules.precision import check_precision, kernel_precision
 from tfprof_towers.advice.trace_rules.transfers import check_collective_bound, check_exposed_copies
+from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, TraceFacts, known_accelerators
 
 if TYPE_CHECKING:
     from tfprof_towers.trace.analysis import Analysis
 
 __all__ = [
-    "CUTOFFS",
-    "HOST_ACTIVITY",
+    "NO_TRACE",
     "TRACE_RULES",
-    "Cutoffs",
-    "HostFacts",
-    "HostScan",
-    "Precision",
     "TraceEvaluation",
     "TraceFacts",
-    "check_accelerator_imbalance",
-    "check_collective_bound",
-    "check_exposed_copies",
-    "check_host_bound",
-    "check_idle_accelerators",
-    "check_launch_bound",
-    "check_precision",
-    "check_straggler",
     "cutoffs_of",
-    "device_gaps",
     "evaluate_trace",
-    "heaviest_ops",
-    "host_activity",
     "kernel_precision",
     "known_accelerators",
-    "launch_times",
-    "precision_of",
-    "suggestion",
-    "unmet",
+    "run_status",
 ]
 
 
-CUTOFFS = Cutoffs()  # the cut-offs a host's scan needs: their defaults are these rules' defaults
-
+# DEFAULT_CUTOFFS: the cut-offs of a host's scan (trace.facts) are the defaults of these rules' parameters
 TRACE_RULES: tuple[Rule, ...] = (
     Rule("idle_accelerators", "accelerators in the trace that ran no kernel",
          severity=MEDIUM, high_at=0.5, check=check_idle_accelerators,
          params={"min_idle_accelerators": 1}, primary="min_idle_accelerators", needs=(ACCELERATOR_PLANES,)),
     Rule("host_bound", "an accelerator idles, waiting on the host",
          severity=MEDIUM, high_at=0.7, check=check_host_bound,
-         params={"min_idle_share": CUTOFFS.min_idle_share, "min_host_wait_share": CUTOFFS.min_host_wait_share,
-                 "untraced_share": 0.50},
+         params={"min_idle_share": DEFAULT_CUTOFFS.min_idle_share,
+                 "min_host_wait_share": DEFAULT_CUTOFFS.min_host_wait_share, "untraced_share": 0.50},
          primary="min_idle_share",
          needs=(ACCELERATOR_PLANES, KERNELS, LAUNCHES)),
     # Holistic Trace Analysis's cut-offs (hta/trace_analysis.py, TraceAnalysis.get_cuda_kernel_launch_stats:
@@ -124,8 +87,8 @@ TRACE_RULES: tuple[Rule, ...] = (
     # (delay over 100 us) is in the evidence.
     Rule("launch_bound", "many short kernels with gaps between them: launch overhead sets the pace",
          severity=MEDIUM, high_at=0.5, check=check_launch_bound,
-         params={"short_kernel_s": CUTOFFS.short_kernel_s,
-                 "launch_delay_cutoff_s": CUTOFFS.launch_delay_cutoff_s, "min_kernels_per_step": 20,
+         params={"short_kernel_s": DEFAULT_CUTOFFS.short_kernel_s,
+                 "launch_delay_cutoff_s": DEFAULT_CUTOFFS.launch_delay_cutoff_s, "min_kernels_per_step": 20,
                  "min_gap_share": 0.20},
          primary="short_kernel_s", needs=(ACCELERATOR_PLANES, KERNELS)),
     # the one exposed_copies: every kind of copy counts (peer and device-to-device too), read from the trace
@@ -154,6 +117,19 @@ TRACE_RULES: tuple[Rule, ...] = (
 # Running the rules
 
 
+def cutoffs_of(rules: Sequence[Rule]) -> Cutoffs:
+    """The scan's cut-offs from ``rules``' parameters (a rule not among them: its default)."""
+    by_name = {r.name: r for r in rules}
+
+    def param(rule: str, key: str, default: float) -> float:
+        return float(by_name[rule].param(key)) if rule in by_name else default
+
+    return Cutoffs(param("launch_bound", "short_kernel_s", DEFAULT_CUTOFFS.short_kernel_s),
+                   param("launch_bound", "launch_delay_cutoff_s", DEFAULT_CUTOFFS.launch_delay_cutoff_s),
+                   param("host_bound", "min_idle_share", DEFAULT_CUTOFFS.min_idle_share),
+                   param("host_bound", "min_host_wait_share", DEFAULT_CUTOFFS.min_host_wait_share))
+
+
 @dataclass(frozen=True)
 class TraceEvaluation:
     """The trace rules' findings on one trace, and each rule's status."""
@@ -174,3 +150,29 @@ def evaluate_trace(analysis: Analysis | TraceFacts, rules: Sequence[Rule] | None
     f = analysis if isinstance(analysis, TraceFacts) else TraceFacts.of(analysis, cutoffs_of(rules))
     evaluation = engine.evaluate(rules, (f,))
     return TraceEvaluation(evaluation.findings, tuple(engine.status(rules, evaluation, per_subject=False)))
+
+
+#: Why a trace rule was not evaluated on a run's variant that has no analysed trace.
+NO_TRACE = "no trace analysed"
+
+
+def run_status(traces: Mapping[str, TraceEvaluation | None], rules: Sequence[Rule] | None = None,
+               skip: Collection[str] = ()) -> list[dict[str, Any]]:
+    """Each trace rule's status over a run's variants, shaped as a run rule's (``not_evaluated`` per
+    variant): ``traces`` maps each successful variant to its trace's evaluation (None: no trace
+    analysed); rules named in ``skip`` (already in the run's list) are left out.  Where every variant
+    gives one reason, ``why_not`` is that reason."""
+    rules = [r for r in (TRACE_RULES if rules is None else rules) if r.name not in skip]
+    skipped: dict[str, dict[str, str]] = {r.name: {} for r in rules}
+    for variant, ev in traces.items():
+        why = {r.name: NO_TRACE for r in rules} if ev is None else {
+            s["rule"]: s["why_not"] for s in ev.rules if not s["evaluated"]}
+        for name, w in why.items():
+            if name in skipped:
+                skipped[name][variant] = w
+
+    def common(rule: Rule) -> str | None:  # one reason on every variant: that reason, as a run-level gap
+        whys = set(skipped[rule.name].values())
+        return whys.pop() if traces and len(skipped[rule.name]) == len(traces) and len(whys) == 1 else None
+
+    return engine.status(rules, engine.Evaluation((), skipped), common)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tfprof_towers.advice.findings import Finding, Rule
-from tfprof_towers.advice.trace_rules.facts import TraceFacts
 from tfprof_towers.advice.trace_rules.suggestions import suggestion
+from tfprof_towers.trace.facts import TraceFacts
 from tfprof_towers.vocab.fmt import fmt_seconds
 
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tfprof_towers.advice.findings import Finding, Rule
-from tfprof_towers.advice.trace_rules.facts import _PS, HOST_ACTIVITY, TraceFacts, host_waiting
 from tfprof_towers.advice.trace_rules.suggestions import suggestion
+from tfprof_towers.trace.facts import _PS, HOST_ACTIVITY, TraceFacts, host_waiting
 from tfprof_towers.vocab.fmt import fmt_count, fmt_percent, fmt_seconds, fmt_some
 
 

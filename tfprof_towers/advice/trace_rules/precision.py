@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfprof_towers.advice.findings import Finding, Rule
-from tfprof_towers.advice.trace_rules.facts import _PS, TraceFacts
 from tfprof_towers.advice.trace_rules.suggestions import suggestion
+from tfprof_towers.trace.facts import _PS, TraceFacts
 from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 # float32: 32-bit.  ``s884``/``s1688``/``s16816`` are tensor-core GEMMs with 16-bit inputs and

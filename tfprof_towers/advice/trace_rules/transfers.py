@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from tfprof_towers.advice.findings import Finding, Rule
-from tfprof_towers.advice.trace_rules.facts import TraceFacts
 from tfprof_towers.advice.trace_rules.suggestions import copies_suggestion, suggestion
+from tfprof_towers.trace.facts import TraceFacts
 from tfprof_towers.vocab.categories import COPY_CATEGORIES
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_rate, fmt_seconds, fmt_some
 from tfprof_towers.vocab.links import impossible_rate
