@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     written (no --html, no export, no projection.json).  Add it to a client as the command
     `tfprof-towers mcp`.  Never imports TensorFlow.
     """
-    from tfprof_towers.commands.mcp_server import serve
+    from tfprof_towers.commands.mcp_stdio import serve
 
     serve()
     return 0
