@@ -57,7 +57,13 @@ CAPABILITIES: dict[str, dict[str, bool]] = {
 }
 
 _IMPLEMENTATION_TEXT = ("title", "description", "websiteUrl")
-_CAPABILITY_OBJECTS = ("experimental", "sampling", "elicitation", "roots", "extensions", "tasks")
+#: ``ClientCapabilities``' fields that map names to objects, and those with fields of their own.
+_CAPABILITY_MAPS = ("experimental", "extensions")
+_CAPABILITY_FIELDS: dict[str, dict[str, type]] = {
+    "roots": {"listChanged": bool},
+    "sampling": {"context": dict, "tools": dict},
+    "elicitation": {"form": dict, "url": dict},
+}
 
 
 class HandshakeMismatch(TowersError):
@@ -117,24 +123,20 @@ def _plain_implementation(info: dict[str, Any]) -> bool:
 
 
 def _plain_capabilities(caps: dict[str, Any]) -> bool:
-    """Known capabilities are objects of objects or booleans, at most two levels deep (the SDK
-    ignores unknown ones)."""
-    for key in _CAPABILITY_OBJECTS:
-        if key not in caps:
-            continue
-        value = caps[key]
-        if not isinstance(value, dict):
-            return False
-        for inner in value.values():
-            if not (isinstance(inner, bool) or (isinstance(inner, dict) and _flat(inner))):
+    """Known capabilities of the types the SDK's ``ClientCapabilities`` takes (``tasks``, or a null,
+    is left to the SDK; it ignores unknown ones)."""
+    for key, value in caps.items():
+        if key in _CAPABILITY_MAPS:
+            if not (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())):
                 return False
-        if key in ("experimental", "extensions") and not all(isinstance(v, dict) for v in value.values()):
+        elif key in _CAPABILITY_FIELDS:
+            fields = _CAPABILITY_FIELDS[key]
+            if not (isinstance(value, dict) and set(value) <= set(fields)
+                    and all(isinstance(v, fields[k]) for k, v in value.items())):
+                return False
+        elif key == "tasks":
             return False
     return True
-
-
-def _flat(d: dict[str, Any]) -> bool:
-    return all(isinstance(v, bool) or (isinstance(v, dict) and not v) for v in d.values())
 
 
 # --------------------------------------------------------------------------------------------------
