@@ -4,6 +4,7 @@ one line and the server goes on answering, and no path is written."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -177,6 +178,12 @@ def test_the_server_starts_without_the_heavy_libraries() -> None:
     import subprocess
     import sys
 
+    early = ("import sys; import tfprof_towers.commands.mcp_stdio; "
+             "print(*(m in sys.modules for m in ('mcp', 'pydantic', 'anyio')))")
+    out = subprocess.run([sys.executable, "-c", early], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["False"] * 3  # what answers initialize waits for none of the SDK
+
     code = ("import sys; from tfprof_towers.cli import build_parser; build_parser('mcp'); "
             "from tfprof_towers.commands.mcp_server import build_server; build_server(); "
             "print(*(m in sys.modules for m in ('pandas', 'duckdb', 'pyarrow', 'tensorflow')))")
@@ -195,6 +202,12 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                     "elicitation": {"form": {}, "url": {}}, "experimental": {"x": {"y": 1}},
                                     "somethingNew": 3},
                    "clientInfo": {"name": "editor", "version": "1.2", "title": "Editör"}}}
+
+
+@functools.cache
+def _sdk_server() -> Any:
+    """The SDK's low-level server behind :func:`build_server` (built once: each run is a new session)."""
+    return build_server()._lowlevel_server
 
 
 def sdk_lines(*lines: str) -> list[str]:
@@ -222,7 +235,7 @@ def sdk_lines(*lines: str) -> list[str]:
     out = Out()
 
     async def go() -> None:
-        server = build_server()._lowlevel_server
+        server = _sdk_server()
         async with stdio_server(stdin=anyio.wrap_file(In()), stdout=anyio.wrap_file(out)) as (r, w):
             await server.run(r, w, server.create_initialization_options())
 
