@@ -211,7 +211,7 @@ class _Wire:
                                             f"({error or reply['error']}), which had been answered "
                                             "before the SDK was loaded")
                 _say("tfprof-towers: warning: the MCP SDK's answer to initialize differs from the one "
-                     "sent before it was loaded; the session goes on with the SDK's")
+                     "sent before it was loaded (the session goes on)")
                 return True
         return False
 
