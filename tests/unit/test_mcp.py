@@ -410,3 +410,34 @@ def test_a_task_groups_error_is_raised_as_itself() -> None:
     assert isinstance(mcp_stdio._leaf(pipe), BrokenPipeError)
     err = OSError(5, "x")
     assert mcp_stdio._leaf(err) is err
+
+
+def test_an_early_answer_the_sdk_refuses_ends_the_server(monkeypatch) -> None:
+    """Were the early answer given to a request the SDK refuses, the server stops with the SDK's reason,
+    without waiting for the client to close its input."""
+    bad = with_(("params", "clientInfo"), ...)
+    monkeypatch.setattr(mcp_stdio, "initialize_response",
+                        lambda text: (1, sdk_lines(line(INIT))[0]) if text == line(bad) else None)
+    c2s_r, c2s_w = os.pipe()
+    s2c_r, s2c_w = os.pipe()
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        # the input is left open: the server's reader thread is still blocked on it
+        wire_in = io.TextIOWrapper(open(c2s_r, "rb"), encoding="utf-8")  # noqa: SIM115
+        with open(s2c_w, "wb") as wire_out:
+            try:
+                mcp_stdio.relay(wire_in, wire_out, build_server)
+            except BaseException as exc:
+                raised.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    with open(c2s_w, "wb", buffering=0) as to_server:
+        to_server.write(line(bad).encode())
+        t.join(120)  # the client's input is still open
+        assert not t.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], mcp_stdio.HandshakeMismatch)
+    assert "refused the client's initialize request (Invalid request parameters)" in str(raised[0])
+    with open(s2c_r, "rb") as from_server:
+        assert json.loads(from_server.readline())["id"] == 1 and from_server.read() == b""
