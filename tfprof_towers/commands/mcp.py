@@ -25,5 +25,13 @@ def run(args: argparse.Namespace) -> int:
     """
     from tfprof_towers.commands.mcp_stdio import serve
 
-    serve()
+    serve(_build_server)
     return 0
+
+
+def _build_server():
+    """The SDK's server with the tools (imports the SDK: run in a thread while ``initialize`` is
+    answered)."""
+    from tfprof_towers.commands.mcp_server import build_server
+
+    return build_server()

@@ -294,21 +294,16 @@ def _leaf(exc: BaseException) -> BaseException:
     return leaves[0] if leaves else exc
 
 
-def _build() -> Any:
-    from tfprof_towers.commands.mcp_server import build_server
-
-    return build_server()
-
-
-def serve() -> None:
-    """Serve over the process's stdio until the client closes it (module docstring)."""
+def serve(load: Callable[[], Any]) -> None:
+    """Serve over the process's stdio until the client closes it; ``load()`` imports the SDK and
+    returns its server, built (module docstring)."""
     wire_in_fd, wire_out_fd = _claim(0, os.O_RDONLY), _claim(1, None)
     # Never closed: a daemon thread may still be blocked reading the wire when this returns.
     wire_in = io.TextIOWrapper(open(wire_in_fd, "rb", closefd=False),  # noqa: SIM115
                                encoding="utf-8", errors="replace")
     wire_out = open(wire_out_fd, "wb", closefd=False)  # noqa: SIM115
     try:
-        relay(wire_in, wire_out, _build)
+        relay(wire_in, wire_out, load)
     finally:
         with contextlib.suppress(OSError, ValueError):  # stray buffered prints go to stderr, not the wire
             sys.stdout.flush()
