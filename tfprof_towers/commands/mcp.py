@@ -23,7 +23,15 @@ def run(args: argparse.Namespace) -> int:
     written (no --html, no export, no projection.json).  Add it to a client as the command
     `tfprof-towers mcp`.  Never imports TensorFlow.
     """
-    from tfprof_towers.commands.mcp_server import serve
+    from tfprof_towers.commands.mcp_stdio import serve
 
-    serve()
+    serve(_build_server)
     return 0
+
+
+def _build_server():
+    """The SDK's server with the tools (imports the SDK: run in a thread while ``initialize`` is
+    answered)."""
+    from tfprof_towers.commands.mcp_server import build_server
+
+    return build_server()
