@@ -32,6 +32,10 @@ def run(args: argparse.Namespace) -> int:
 def _build_server():
     """The SDK's server with the tools (imports the SDK: run in a thread while ``initialize`` is
     answered)."""
-    from tfprof_towers.commands.mcp_server import build_server
+    try:
+        from tfprof_towers.commands.mcp_server import build_server
+    except ImportError as exc:  # the SDK is a dependency; a broken install still gets one line
+        from tfprof_towers.vocab.errors import TowersError
 
+        raise TowersError(f"mcp needs the official MCP Python SDK (pip install 'mcp>=2.3,<3'): {exc}") from None
     return build_server()
