@@ -37,5 +37,6 @@ def _build_server():
     except ImportError as exc:  # the SDK is a dependency; a broken install still gets one line
         from tfprof_towers.vocab.errors import TowersError
 
-        raise TowersError(f"mcp needs the official MCP Python SDK (pip install 'mcp>=2.3,<3'): {exc}") from None
+        raise TowersError(f"mcp needs the official MCP Python SDK (pip install 'mcp>=2.3,<3'): "
+                          f"{exc}") from None
     return build_server()
