@@ -61,7 +61,9 @@ def test_a_verdict_that_flips_on_the_calibrated_peak() -> None:
     out, verdict = calibrated_fit(rows, fit, cal, 0.1, LABEL)
     assert out[GPU0]["calibrated_peak_bytes"] == 45 * GIB // 8
     assert out[GPU0]["peak_bytes"] == 9 * GIB // 2  # the uncalibrated estimate, kept
-    assert (out[GPU0]["fits"], out[GPU0]["uncalibrated_fits"], out[GPU0]["calibration"]) == (False, True, 1.25)
+    g0 = out[GPU0]
+    assert (g0["fits"], g0["uncalibrated_fits"]) == (False, True)
+    assert (g0["calibration"], g0["calibrated_on"]) == (1.25, CPU1)
     assert out[GPU1] == rows[GPU1]
     assert verdict["fits"] is False and verdict["device"] == GPU0 and verdict["peak_bytes"] == 45 * GIB // 8
     assert verdict["verdict"] == ("does not fit: 5.62 GiB on GPU:0 of 6 GiB (5.40 GiB usable) "
@@ -75,7 +77,8 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
     """A CPU run measured single on CPU:1 at 0.8 of its estimate there: the target's GPU 0 row, 6 GiB
     estimated (over 5.4 usable), is calibrated to 4.8 GiB and fits; the recommender reads that verdict."""
     projection = {"label": "projected", "hardware": HW, "memory": {"headroom": 0.1}, "variants": [
-        {"name": "single", "memory": {GPU0: {"peak_bytes": 6 * GIB, "capacity_bytes": 6 * GIB, "fits": False}},
+        {"name": "single",
+         "memory": {GPU0: {"peak_bytes": 6 * GIB, "capacity_bytes": 6 * GIB, "fits": False}},
          "memory_fit": {"fits": False, "verdict": "does not fit", "device": GPU0, "peak_bytes": 6 * GIB,
                         "capacity_bytes": 6 * GIB, "why": "big tensors"}}]}
     memory = {CPU1: measured(8_000_000, 10_000_000),
