@@ -98,3 +98,13 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
     gpu = Summary("run", variants=(SummaryEntry("single", status="ok", memory={GPU0: memory[GPU0]}),),
                   topology=Topology("gpu", HOST, (GPU0,)), projection=projection)
     assert with_calibration(gpu) == gpu
+
+
+def test_the_terminal_cell_says_the_peak_is_calibrated() -> None:
+    from tfprof_towers.commands.console import memory_cell
+
+    rows = {GPU0: {"peak_bytes": 4 * GIB, "capacity_bytes": 6 * GIB, "fits": True}}
+    fit = {"fits": True, "verdict": "fits", "device": GPU0, "peak_bytes": 4 * GIB, "capacity_bytes": 6 * GIB}
+    _rows, calibrated = calibrated_fit(rows, fit, {GPU0: DeviceCalibration(CPU1, GPU0, 5, 4)}, 0.1, LABEL)
+    assert memory_cell(calibrated) == f"5 GiB GPU:0 ({LABEL}; estimate 4 GiB)"
+    assert memory_cell(fit) == "4 GiB GPU:0"
