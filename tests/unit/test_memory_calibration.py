@@ -94,6 +94,13 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
     assert (row.peak_bytes, row.calibrated_peak_bytes, row.fits, row.calibration) == (
         6 * GIB, 6 * GIB * 4 // 5 + 1, True, LABEL)
     assert Summary.from_json(out.to_json()).entry("single").memory == out.entry("single").memory
+    # the report: the verdict's own peak in the chart, labelled
+    from tfprof_towers.render.memory import memory_view
+
+    view = memory_view(out.to_json())
+    assert view is not None and view["rows"][0]["fits"] is True
+    svg = str(view["rows"][0]["svg"])
+    assert "4.80 GiB" in svg and "6 GiB (estimated)" not in svg
     # a GPU run (nothing measured on logical devices): unchanged
     gpu = Summary("run", variants=(SummaryEntry("single", status="ok", memory={GPU0: memory[GPU0]}),),
                   topology=Topology("gpu", HOST, (GPU0,)), projection=projection)
