@@ -24,14 +24,8 @@ from tfprof_towers.trace.analysis import analyze_trace
 from tfprof_towers.trace.classify import AS_BYTES
 from tfprof_towers.trace.hosts import join_hosts
 from tfprof_towers.trace.load import READ_STATS, trace_from_bytes, trace_from_raw
-from tfprof_towers.trace.memory import (
-    BEFORE_TRACE,
-    MEMORY_COLUMNS,
-    NO_EVENTS_NOTE,
-    allocator_device,
-    device_memory,
-    timeline,
-)
+from tfprof_towers.trace.memory import MEMORY_COLUMNS, allocator_device
+from tfprof_towers.trace.memory_peaks import BEFORE_TRACE, NO_EVENTS_NOTE, device_memory, timeline
 from tfprof_towers.xplane import read_xspace
 
 GB = 1_000_000_000
