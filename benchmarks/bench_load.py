@@ -1,4 +1,4 @@
-"""``tfprof_towers.load`` on a 1M-event trace against the whole ``analyze --json`` process (issue 20).
+"""``tfprof_towers.load`` on a 1M-event trace against the whole ``analyze --json`` process.
 
 Both are fresh processes, start to exit, run alternately ``repeats`` times after one warm-up each:
 

@@ -57,7 +57,7 @@ from typing import Any
 
 from benchmarks.bench_load import load_figures, report_load
 
-TARGET_XPROF_SPEEDUP = 10.0  # in-process decode vs xprof (the earlier issue's figure)
+TARGET_XPROF_SPEEDUP = 10.0  # in-process decode vs xprof
 TARGET_PROTOBUF_RATIO = 2.0  # in-process decode vs the bare protobuf parse
 TARGET_WHOLE_XPROF_SPEEDUP = 15.0  # whole `analyze --json` process vs xprof, copy-heavy 1M
 TARGET_RSS_RATIO = 4.0  # peak RSS of `analyze` / file size, copy-heavy 5M
