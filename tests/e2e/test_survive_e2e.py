@@ -1,10 +1,10 @@
-"""Runs that survive: signals, crashes mid-write, bad or full disks, hanging variants.
+"""Runs that survive, with real TensorFlow children on the tiny preset: a signal after the first
+variant, corrupt or missing records at `report`, a hanging variant file, the parent SIGKILLed, a
+json.py where the user stands, sys.exit and KeyboardInterrupt in a variant, and `project` building
+each variant alone under the run's timeout.
 
-Fast tests drive the runner with a stand-in "python" (a shell script) so that
-process-group handling is checked without TensorFlow; the slow ones interrupt,
-time out and re-render real tiny-preset runs.  Filesystem cases that need a real
-full or read-only filesystem mount a small tmpfs (root only; skipped elsewhere),
-next to always-on versions that fake the condition and say so.
+The same cases with stand-in children (shell scripts, no TensorFlow) are in tests/unit/test_survive.py
+and tests/unit/test_robust.py.
 """
 
 from __future__ import annotations

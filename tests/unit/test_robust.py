@@ -135,7 +135,7 @@ def test_a_flood_on_stderr_is_kept_head_and_tail_and_records_stay_small(
     assert (out / "report.html").stat().st_size < 1_000_000
 
 
-def test_a_flood_on_a_small_disk_no_longer_loses_the_run(
+def test_a_flood_on_a_small_disk_keeps_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real 40 MiB tmpfs: the variant writes 100 MB to stderr; the run still gets its report."""
@@ -342,7 +342,7 @@ def test_markup_in_a_profile_name_is_text(tmp_path: Path, capsys: pytest.Capture
     path = _hw(tmp_path, 'name = "2x-gtx1060-pcie3"', 'name = "bad[/]name [bold]x"')
     variants = tuple(VariantSpec.builtin(n) for n in ("single", "towers_bug"))
     doc = project(str(path), Preset("tiny", batch=4, dim=16), variants, graphs=projection_graphs())
-    print_projection(doc, None)  # rich used to raise MarkupError on "[/]"
+    print_projection(doc, None)  # rich raises MarkupError on an unescaped "[/]"
     out = capsys.readouterr().out
     assert "bad[/]name [bold]x" in out
     assert main(["hardware", str(path)]) == 0
