@@ -10,12 +10,17 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import InitializeResult
+
+from tfprof_towers import __version__
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL = (sys.executable, "-m", "tfprof_towers")
@@ -108,3 +113,36 @@ def test_an_agent_session(fixture_8gpu: Path, tiny_run: Path, tmp_path: Path) ->
     assert projected["ranking"] and projected["label"] == "projected"
     assert files_of(run) == before  # read, never written: no projection.json, no report re-rendered
     assert with_tf == []  # the graphs were built in a child; the server never imported TensorFlow
+
+
+@pytest.mark.parametrize("requested, negotiated", [("2025-06-18", "2025-06-18"),
+                                                   ("2099-01-01", "2025-11-25")])
+def test_a_raw_initialize_over_stdio(requested: str, negotiated: str) -> None:
+    """The server's process, written to as a client writes (initialize, initialized and tools/list in one
+    go; its input closed once both are answered): one answer per request, the first an InitializeResult
+    the SDK's client accepts, with the version negotiated; nothing else on stdout, nothing on stderr."""
+    params = server()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": requested, "capabilities": {"roots": {"listChanged": True}},
+                       "clientInfo": {"name": "raw-client", "version": "0.1"}}}
+    rest = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": "two", "method": "tools/list"}]
+    proc = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, **params.env})
+    guard = threading.Timer(300, proc.kill)  # a server that never answers fails the test, not hangs it
+    guard.start()
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in [init, *rest]).encode())
+        proc.stdin.flush()
+        first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
+        proc.stdin.close()
+        more, err = proc.stdout.read(), proc.stderr.read()
+        assert (proc.wait(), more, err) == (0, b"", b"")
+    finally:
+        guard.cancel()
+    assert first["jsonrpc"] == "2.0" and first["id"] == 1 and set(first) == {"jsonrpc", "id", "result"}
+    result = InitializeResult.model_validate(first["result"])
+    assert result.protocol_version == negotiated
+    assert (result.server_info.name, result.server_info.version) == ("tfprof-towers", __version__)
+    assert result.capabilities.tools is not None and "run_summary first" in result.instructions
+    assert second["id"] == "two" and {t["name"] for t in second["result"]["tools"]} >= {"run_summary", "sql"}

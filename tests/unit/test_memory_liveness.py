@@ -102,3 +102,32 @@ def test_a_slice_read_on_another_gpu_crosses_alone() -> None:
         OpTensors("t1", "MatMul", GPU1, (256,), ((1, 1),)),
     ]
     assert peaks(ops) == {HOST: 4096, D: 2048 + 256, GPU1: 2048 + 256}
+
+
+def _last_block(device: str) -> list[OpTensors]:
+    """A model's last block and its gradient, as a Keras step has it: the activation ``act`` (4,096 B)
+    is read by its gradient (``grad``, with ``dy`` made from constants at the step's start) and, through
+    a Reshape, by the loss (a Mean); the gradient then feeds the input's gradient ``dx`` (4,096 B)."""
+    return [
+        OpTensors("dy", "Fill", device, (4096,)),
+        OpTensors("mm", "MatMul", device, (4096,)),
+        OpTensors("act", "Sigmoid", device, (4096,), ((1, 0),)),  # in place, into mm's buffer
+        OpTensors("grad", "SigmoidGrad", device, (4096,), ((2, 0), (0, 0))),
+        OpTensors("flat", "Reshape", device, (4096,), ((2, 0),)),
+        OpTensors("dx", "MatMul", device, (4096,), ((3, 0),)),
+        OpTensors("loss", "Mean", device, (4,), ((4, 0),)),
+    ]
+
+
+def test_a_cpu_executor_runs_views_inline_before_expensive_kernels() -> None:
+    """On a CPU device the Reshape runs inline as soon as ``act`` is done, and the loss it makes ready
+    joins the queue before ``dx`` (which waits for ``grad``): ``act`` is freed before ``dx`` allocates.
+    ``grad`` writes into dy's buffer (read once) both times.  CPU: the peak is grad + act + the loss's
+    256 B, at the loss.  GPU: every kernel is inline, in one queue: the loss runs after ``dx``, so
+    grad + act + dx are live at ``dx``."""
+    cpu = walk_peaks(_last_block(CPU1), HOST)[CPU1]
+    assert cpu[0] == 2 * 4096 + 256
+    assert sorted(cpu[1]) == [("act", 4096), ("grad", 4096), ("loss", 256)]
+    gpu = walk_peaks(_last_block(D), HOST)[D]
+    assert gpu[0] == 3 * 4096
+    assert sorted(gpu[1]) == [("act", 4096), ("dx", 4096), ("grad", 4096)]

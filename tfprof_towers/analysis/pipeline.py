@@ -153,6 +153,54 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
     return summary.map_entries(one)
 
 
+def with_calibration(summary: Summary) -> Summary:
+    """The verdicts at the target's size calibrated on what the run measured
+    (:mod:`.memory_calibration`): per device, measured / estimated at the run's size times the target's
+    estimate.  ``summary.projection.variants[]``'s rows and ``memory_fit`` and the variants' estimated
+    rows carry the calibrated peak beside the uncalibrated one; the recommendation reads the calibrated
+    verdicts.  Unchanged where nothing was measured on logical devices."""
+    from tfprof_towers.analysis.memory_calibration import calibrated_fit, calibration_label, calibrations
+
+    projection = summary.projection or {}
+    topology = summary.topology
+    if projection.get("error") or not projection.get("variants") or topology is None:
+        return summary
+    preset = summary.config.preset.name if summary.config is not None and summary.config.preset else "run's"
+    label = calibration_label(preset)
+    headroom = float((projection.get("memory") or {}).get("headroom") or 0.0)
+    suffix = f" ({projection.get('hardware') or 'target'})"
+    entries = {e.name: e for e in summary.variants}
+    found: dict[str, dict] = {}
+    variants = []
+    for v in projection["variants"]:
+        e = entries.get(str(v.get("name")))
+        rows = v.get("memory") if isinstance(v, Mapping) else None
+        if e is None or not rows or not isinstance(v.get("memory_fit"), Mapping):
+            variants.append(v)
+            continue
+        cal = calibrations(e.memory, topology.host, topology.accelerators, list(rows))
+        new_rows, fit = calibrated_fit(rows, v["memory_fit"], cal, headroom, label)
+        found[e.name] = {d: r for d, r in new_rows.items() if "calibrated_peak_bytes" in r}
+        variants.append({**v, "memory": new_rows, "memory_fit": fit})
+    if not any(found.values()):
+        return summary
+
+    def one(e: SummaryEntry) -> SummaryEntry:
+        rows = found.get(e.name)
+        if not rows:
+            return e
+        memory = dict(e.memory)
+        for dev, r in rows.items():
+            key = next((k for k in (dev, dev + suffix)
+                        if k in memory and memory[k].basis == "estimated"), None)
+            if key is not None:
+                memory[key] = replace(memory[key], calibrated_peak_bytes=int(r["calibrated_peak_bytes"]),
+                                      calibration=label, fits=r.get("fits"))
+        return replace(e, memory=memory)
+
+    return replace(summary.map_entries(one), projection={**projection, "variants": variants})
+
+
 def on_target(measured: MemoryPeak, projected: Mapping[str, Any], headroom: float) -> MemoryPeak:
     """A GPU run's measured peak on a device the projection's target also has: judged against the
     target's capacity less the headroom (not the run's own allocator's limit), the estimate beside it

@@ -146,10 +146,14 @@ def peak_cell(memory: dict[str, Any]) -> str:
 def memory_cell(fit: dict[str, Any] | None, checked: EstimateGap | None = None) -> str:
     """A variant's peak memory on the target, for a table: its tightest device's estimated peak, red when
     it does not fit (rich markup, escaped); ``checked``: (estimated / measured, where) of the same
-    estimate at the run's size, the device farthest apart."""
+    estimate at the run's size, the device farthest apart.  A calibrated verdict's peak says so, with the
+    uncalibrated estimate beside it."""
     if not fit or fit.get("peak_bytes") is None:
         return "-"
     text = f"{fmt_gib(fit['peak_bytes'])} {short_device(str(fit.get('device') or ''))}"
+    before = fit.get("uncalibrated") if fit.get("calibrated") else None
+    if isinstance(before, dict) and before.get("peak_bytes") is not None:
+        text += f" ({fit['calibrated']}; estimate {fmt_gib(before['peak_bytes'])})"
     check = ("" if checked is None
              else f" [dim](est. x{checked.ratio:.2f} of measured at {_escape(checked.where)})[/]")
     return (f"[red]{_escape(text)} (does not fit)[/]" if fit.get("fits") is False else _escape(text)) + check

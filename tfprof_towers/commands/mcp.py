@@ -23,7 +23,20 @@ def run(args: argparse.Namespace) -> int:
     written (no --html, no export, no projection.json).  Add it to a client as the command
     `tfprof-towers mcp`.  Never imports TensorFlow.
     """
-    from tfprof_towers.commands.mcp_server import serve
+    from tfprof_towers.commands.mcp_stdio import serve
 
-    serve()
+    serve(_build_server)
     return 0
+
+
+def _build_server():
+    """The SDK's server with the tools (imports the SDK: run in a thread while ``initialize`` is
+    answered)."""
+    try:
+        from tfprof_towers.commands.mcp_server import build_server
+    except ImportError as exc:  # the SDK is a dependency; a broken install still gets one line
+        from tfprof_towers.vocab.errors import TowersError
+
+        raise TowersError(f"mcp needs the official MCP Python SDK (pip install 'mcp>=2.3,<3'): "
+                          f"{exc}") from None
+    return build_server()

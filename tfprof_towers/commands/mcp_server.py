@@ -24,19 +24,9 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from tfprof_towers import __version__
+from tfprof_towers.commands.mcp_stdio import INSTRUCTIONS, SERVER_NAME
 from tfprof_towers.rundir.paths import json_text
 from tfprof_towers.vocab.errors import TowersError
-
-INSTRUCTIONS = (
-    "tfprof-towers answers why a multi-GPU TensorFlow job is slower than it should be, from profiles "
-    "already on disk. For a run directory written by `tfprof-towers profile` (it holds run.json), call "
-    "run_summary first: the ranked placements, the recommendation and its reason, the findings. For a "
-    "trace (*.xplane.pb) or a TensorBoard logdir, call analyze first: where each device's time goes, the "
-    "links, memory and findings. Then: sql for any other figure (DuckDB over the same frames), diff to "
-    "compare two runs or traces, project for hardware that is not at hand, hardware for its profiles. "
-    "The server never runs a profile (it takes minutes and runs TensorFlow): profile_command returns the "
-    "command for the user to run, whose run directory you then pass to run_summary."
-)
 
 #: Most rows the ``sql`` tool returns (the command prints every row).
 MAX_ROWS = 5000
@@ -355,13 +345,8 @@ TOOLS: tuple[Callable[..., CallToolResult], ...] = (run_summary, analyze, sql, d
 
 def build_server() -> MCPServer:
     """The server with every tool of :data:`TOOLS`, each read-only (its docstring is its description)."""
-    server = MCPServer("tfprof-towers", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     for fn in TOOLS:
         server.add_tool(fn, name=fn.__name__, description=" ".join((fn.__doc__ or "").split()),
                         annotations=_READ_ONLY, structured_output=False)
     return server
-
-
-def serve() -> None:
-    """Serve over stdio until the client closes it."""
-    build_server().run("stdio")

@@ -5,6 +5,8 @@ The rules, each TensorFlow's own (``core/common_runtime/executor.cc``, ``OpKerne
 
 * ops run as soon as their inputs are ready, from one first-in first-out queue
   (:func:`executor_order`: the executor's ``ScheduleReady`` for inexpensive kernels, as GPU kernels are);
+  on a CPU device an inexpensive kernel (a view, a shape) runs inline at once, ahead of the expensive
+  kernels queued for a thread (:func:`runs_inline`);
 * a tensor's buffer is allocated when its op runs and freed when the last op reading it has run
   (the executor drops an input's reference once its consumer finishes);
 * a **view** (``Reshape``, ``Identity``, ``Squeeze``, ``ExpandDims``, ``StopGradient``,
@@ -156,12 +158,26 @@ def _shared(a: str, b: str) -> bool:
     return a == b or (is_cpu(a) and is_cpu(b))
 
 
+#: Op types whose CPU kernel is never expensive (``OpKernel::IsExpensive`` is false): the CPU executor
+#: runs them inline, ahead of the expensive ops waiting for a thread.
+INLINE_TYPES = VIEW_TYPES | VIEW_N_TYPES | HELD_TYPES | frozenset({"Placeholder", "_Send", "_Recv"})
+
+
+def runs_inline(op: OpTensors) -> bool:
+    """Whether TensorFlow's CPU executor runs ``op`` inline as soon as it is ready (an inexpensive
+    kernel on a CPU device); every GPU kernel is inexpensive, so GPU ops keep the one queue's order."""
+    return is_cpu(op.device) and op.type in INLINE_TYPES
+
+
 def executor_order(ops: Sequence[OpTensors]) -> list[int]:
     """The order TensorFlow's executor runs ``ops`` in when each runs as soon as its inputs are ready:
     one ready queue, first in first out (``ExecutorState::ScheduleReady`` with inexpensive kernels, as
     every GPU kernel is); an op's readers join the queue in the order of ``ops`` when its last input
     arrives.  So an op that needs only variables (an optimizer's ``beta * m``) runs at the step's start
-    and its output waits for the gradient."""
+    and its output waits for the gradient.  On a CPU device an inexpensive kernel (a view, a shape:
+    :func:`runs_inline`) goes to the executor's inline queue, which runs before the queue of expensive
+    kernels waiting for a thread: a view of a tensor (and a reader it makes ready) is done before the
+    expensive readers queued beside it."""
     readers: list[list[int]] = [[] for _ in ops]
     pending = []
     for i, op in enumerate(ops):
@@ -170,16 +186,20 @@ def executor_order(ops: Sequence[OpTensors]) -> list[int]:
         for j in producers:
             readers[j].append(i)
     queue = [i for i, n in enumerate(pending) if n == 0]
+    inline: list[int] = []
     order: list[int] = []
     head = 0
-    while head < len(queue):
-        i = queue[head]
-        head += 1
+    while inline or head < len(queue):
+        if inline:
+            i = inline.pop(0)
+        else:
+            i = queue[head]
+            head += 1
         order.append(i)
         for r in readers[i]:
             pending[r] -= 1
             if pending[r] == 0:
-                queue.append(r)
+                (inline if runs_inline(ops[r]) else queue).append(r)
     seen = set(order)
     return order + [i for i in range(len(ops)) if i not in seen]  # a cycle (never in a step): as given
 

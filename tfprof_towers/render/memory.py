@@ -157,8 +157,8 @@ def memory_view(summary: Mapping[str, Any],
         devices = sorted(memory, key=device_sort_key)
         shown = [d for d in devices if memory[d].label or is_accelerator_plane(d)] or devices
         caps = {memory[d].capacity_bytes for d in shown if memory[d].capacity_bytes}
-        bars = [{"device": d, "peak_bytes": memory[d].peak_bytes, "basis": memory[d].basis,
-                 "fits": memory[d].fits} for d in shown]
+        bars = [{"device": d, "peak_bytes": memory[d].calibrated_peak_bytes or memory[d].peak_bytes,
+                 "basis": memory[d].basis, "fits": memory[d].fits} for d in shown]  # a verdict's own peak
         name = str(v["name"])
         timelines = []
         for d, (t, b) in (series.get(name) or {}).items():

@@ -122,6 +122,10 @@ class MemoryPeak(Record):
     # measured on logical devices: the peak with the blocks the allocator handed out (peak_bytes: the
     # requests, each rounded up to 256 bytes)
     allocated_bytes: int | None = meta(None, omit=if_none)
+    # estimated on the target: the estimate times measured / estimated at the run's size on the device in
+    # the same role (``fits`` is then judged on it; ``peak_bytes`` stays the uncalibrated estimate)
+    calibrated_peak_bytes: int | None = meta(None, omit=if_none)
+    calibration: str | None = meta(None, omit=if_none)  # "calibrated on the measured peak at the cpu preset"
     WHERE = "summary.json: variants[].memory"
 
     @property

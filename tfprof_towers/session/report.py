@@ -18,6 +18,7 @@ from tfprof_towers.analysis.pipeline import (
     topology_of,
     with_audits,
     with_breakdowns,
+    with_calibration,
     with_cluster,
     with_memory,
     with_projection,
@@ -116,6 +117,7 @@ def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     analyses = analyse_traces(run_dir, summary, records)
     summary = with_breakdowns(summary, analyses)
     summary = with_memory(summary, analyses, records)
+    summary = with_calibration(summary)
     summary = with_audits(summary, records)
     summary = with_cluster(summary, records)
     summary = with_advice(summary)
