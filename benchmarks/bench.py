@@ -28,7 +28,7 @@ shared machine slows both sides of a comparison alike:
    and forked from the fork server, one after the other: the whole command's wall time, each
    variant's median step time (forked over fresh), and whether losses, placements and trace
    ops are identical.
-4. **Parse speed**: the analysis issue's parse benchmark (``benchmarks.bench_parse``) at small
+4. **Parse speed**: the trace-parsing benchmark (``benchmarks.bench_parse``) at small
    sizes (``make bench-parse`` runs it at full size; ``--full-parse`` here).
 
 Every figure prints min / median / max over its repeated measurements.  ``reports/bench.json``
@@ -735,7 +735,7 @@ QUICK_PARSE = {"n_events": 20_000, "repeats": 1, "xprof": False, "big_events": 4
 
 
 def measure_parse(say: Callable[[str], None], full: bool = False) -> dict[str, Any]:
-    """The analysis issue's parse benchmark (``benchmarks.bench_parse``), through the function it exposes:
+    """The trace-parsing benchmark (``benchmarks.bench_parse``), through the function it exposes:
     at its small sizes, or with ``full`` at its own (``make bench-parse``)."""
     try:
         mod = importlib.import_module("benchmarks.bench_parse")

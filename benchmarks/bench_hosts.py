@@ -5,7 +5,7 @@ A synthetic logdir of ``--hosts`` hosts x ``--events`` events each
 step on every host, two of the hosts stragglers), made in parallel processes and cached by its
 parameters under ``reports/bench-hosts-cache`` (the logdirs are folders of links to the cached
 host files).  Each figure is a whole ``tfprof-towers analyze PATH --json`` process, start to exit
-(:data:`benchmarks.bench_parse._CLI`, its own VmHWM), run by a small wrapper that reports the
+(:data:`benchmarks.analyze_process.CLI`, its own VmHWM), run by a small wrapper that reports the
 largest peak RSS of the whole process tree (``RUSAGE_CHILDREN``: the analysis and every pool
 worker it waited for):
 
@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_parse import _CLI, _met
+from benchmarks.analyze_process import CLI as _CLI
+from benchmarks.analyze_process import met as _met
 
 TARGET_POOL_VS_IDEAL = 1.3  # pool time / (hosts x T1 / cores)
 TARGET_RSS_VS_ONE = 1.25  # any process's peak RSS / R1

@@ -1,8 +1,8 @@
-"""``tfprof_towers.load`` on a 1M-event trace against the whole ``analyze --json`` process (issue 20).
+"""``tfprof_towers.load`` on a 1M-event trace against the whole ``analyze --json`` process.
 
 Both are fresh processes, start to exit, run alternately ``repeats`` times after one warm-up each:
 
-* ``analyze``: ``tfprof-towers analyze FILE --json`` (:func:`benchmarks.bench_parse.whole_process`);
+* ``analyze``: ``tfprof-towers analyze FILE --json`` (:func:`benchmarks.analyze_process.whole_process`);
 * ``load``: ``import tfprof_towers as tt; p = tt.load(FILE)`` (the analysis; pandas is not
   imported until a frame is asked for);
 * ``load + frames``: the same, then every trace frame a user would look at (``events``, ``steps``,
@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.analyze_process import whole_process
 
 TARGET_LOAD_RATIO = 1.5
 
@@ -58,8 +60,6 @@ def load_process(path: Path, frames: bool = False) -> tuple[float, dict[str, flo
 
 
 def load_figures(path: Path, repeats: int) -> dict[str, Any]:
-    from benchmarks.bench_parse import whole_process
-
     whole_process(path)  # warm the page cache and the .pyc files
     load_process(path, frames=True)
     analyze, load, framed, inside = [], [], [], []

@@ -55,9 +55,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.analyze_process import met as _met
+from benchmarks.analyze_process import whole_process
 from benchmarks.bench_load import load_figures, report_load
 
-TARGET_XPROF_SPEEDUP = 10.0  # in-process decode vs xprof (the earlier issue's figure)
+TARGET_XPROF_SPEEDUP = 10.0  # in-process decode vs xprof
 TARGET_PROTOBUF_RATIO = 2.0  # in-process decode vs the bare protobuf parse
 TARGET_WHOLE_XPROF_SPEEDUP = 15.0  # whole `analyze --json` process vs xprof, copy-heavy 1M
 TARGET_RSS_RATIO = 4.0  # peak RSS of `analyze` / file size, copy-heavy 5M
@@ -302,52 +304,6 @@ def peak_memory(path: Path, what: str = "ours") -> tuple[float, float]:
     return after, before
 
 
-#: ``tfprof-towers analyze`` as its console script runs it, reporting its own peak RSS (VmHWM) at
-#: exit: the rusage of a child counts the parent's pages it shared before ``exec``.
-_CLI = (
-    "import atexit, os, sys\n"
-    "code = os.environ.get('TFPROF_BENCH_CODE')\n"
-    "if code:  # another checkout's package, ahead of an editable install's own finder\n"
-    "    sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in type(f).__module__]\n"
-    "    sys.path.insert(0, code)\n"
-    "def _hwm():\n"
-    "    for line in open('/proc/self/status'):\n"
-    "        if line.startswith('VmHWM:'):\n"
-    "            sys.stderr.write('VmHWM ' + line.split()[1] + '\\n')\n"
-    "atexit.register(_hwm)\n"
-    "import tfprof_towers\n"
-    "sys.stderr.write('package ' + os.path.dirname(tfprof_towers.__file__) + '\\n')\n"
-    "from tfprof_towers.cli import main\n"
-    "sys.exit(main())\n"
-)
-
-
-def whole_process(
-    path: Path, code: Path | None = None, args: tuple[str, ...] = ("--json",)
-) -> tuple[float, float]:
-    """``tfprof-towers analyze PATH --json`` in a fresh process, start to exit: (seconds, peak RSS MiB)."""
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install keeps compiled modules
-    if code is not None:
-        env["TFPROF_BENCH_CODE"] = str(Path(code).resolve())
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", _CLI, "analyze", str(path), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    seconds = time.perf_counter() - t0
-    if proc.returncode:
-        raise RuntimeError(f"analyze {path} failed: {proc.stderr.strip()[-300:]}")
-    hwm = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("VmHWM ")]
-    package = [line.split(" ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("package ")]
-    if code is not None and package and not package[0].startswith(str(Path(code).resolve())):
-        raise RuntimeError(f"--code {code}: the child ran the package in {package[0]}")
-    return seconds, (hwm[-1] / 1024 if hwm else float("nan"))
-
-
 def _copy_heavy(path: Path, n_events: int, seed: int = 0) -> int:
     from tfprof_towers.testing.synth import copy_heavy_trace
 
@@ -512,10 +468,6 @@ def run_benchmark(
             "growth": TARGET_GROWTH,
         },
     }
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "NOT met"
 
 
 def report(r: dict[str, Any]) -> str:

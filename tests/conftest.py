@@ -63,7 +63,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_tf2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished tiny-preset run directory with the six tf2-strategy built-ins (issue 11's command)."""
+    """A finished tiny-preset run directory with the six tf2-strategy built-ins."""
     from tfprof_towers.variants import registry
 
     return _tiny_run_of(tmp_path_factory, registry.TF2_STRATEGY, "tiny_tf2")
@@ -107,10 +107,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 E2E = Path(__file__).resolve().parent / "e2e"
 
 
-#: Seconds each e2e file took, setup included, on two xdist workers (issue 29: a shared 2-core machine,
-#: before TensorFlow was started once).  The e2e tier runs the longest files first (``make test``
-#: passes ``--no-loadscope-reorder``, so xdist keeps this order), so that no long file starts last
-#: while the other worker idles.  A file not named here counts as :data:`E2E_COST_DEFAULT_S`.
+#: Seconds each e2e file took, setup included, on two xdist workers (a shared 2-core machine, each
+#: TensorFlow child started fresh, without the fork server).  The e2e tier runs the longest files first
+#: (``make test`` passes ``--no-loadscope-reorder``, so xdist keeps this order), so that no long file
+#: starts last while the other worker idles.  A file not named here counts as :data:`E2E_COST_DEFAULT_S`.
 E2E_COST_S = {
     "test_project_graphs.py": 585, "test_tf2_e2e.py": 424, "test_scaling_e2e.py": 389,
     "test_survive_e2e.py": 352, "test_cluster_e2e.py": 273, "test_bench_e2e.py": 235,

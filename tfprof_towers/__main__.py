@@ -1,4 +1,4 @@
-"""``python -m tfprof_towers``."""
+"""Runs the command line (:mod:`tfprof_towers.cli`) as ``python -m tfprof_towers``."""
 
 import sys
 

@@ -1,4 +1,6 @@
-"""Placement audit: per-device shares, host compute groups with their source lines, moved ops, links."""
+"""The placement audit of a real tiny run: ``towers_bug``'s host compute names the stray host scope's
+line and its share of the FLOPs.  The audit's arithmetic is in tests/unit/test_audit.py.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The cluster family end to end with real TensorFlow tasks on 127.0.0.1 (slow: each run starts 2-4
 TensorFlow processes).
 
-One run of ``profile --workers 2 --ps 1 --preset tiny`` (the issue's command) is shared, and the
+One run of ``profile --workers 2 --ps 1 --preset tiny`` is shared, and the
 real-cluster path (tasks started by hand with ``tfprof-towers worker``) runs once.  The faults
 keep one real run per kind of crash; how each fault is named, and whether it is retried, is
 tested with stand-in processes in ``tests/unit/test_cluster_units.py``:
@@ -12,7 +12,7 @@ tested with stand-in processes in ``tests/unit/test_cluster_units.py``:
 * a task that hangs at start-up: ``test_a_task_that_hangs_is_stopped_at_the_timeout``;
 * Ctrl-C during the capture: ``test_ctrl_c_during_the_capture``.
 
-Removed as the same paths again (issue 18):
+Not run for real, as they would take the same paths again:
 
 * ``test_a_port_already_taken`` (a retried start-up failure, loopback): naming and retry reason
   in ``test_a_taken_port_is_said_and_retried``; the retry loop runs for real in the hand-started

@@ -1,8 +1,7 @@
 """`tfprof-towers diff` on the session's shared real tiny runs (tests/conftest.py): the towers bug's
 placement moves with their source lines (``tiny_run``), and the CI gate on a copy of a variant
 that sleeps 50 ms per step (``tiny_files_run``, 8 timed steps; the math check's tests read it
-too).  These tests used to make a run of their own with the four variants they read; the gate at
-the tiny preset's own 3 steps (issue 27) still needs one, since the shared run has 8."""
+too).  The gate at the tiny preset's own 3 steps makes a run of its own, since the shared run has 8."""
 
 from __future__ import annotations
 
@@ -66,7 +65,7 @@ def test_the_gate_fails_on_50_ms_of_sleep_and_passes_on_itself(tiny_files_run: P
 
 
 def test_the_gate_fails_on_50_ms_of_sleep_at_the_tiny_presets_3_steps(tmp_path: Path, capsys) -> None:
-    """Issue 27: 3 and 3 steps can never reach p < 0.05, so the gate decides without a p-value."""
+    """3 and 3 steps can never reach p < 0.05, so the gate decides without a p-value."""
     out = tmp_path / "run"
     assert main(["profile", "--preset", "tiny", "--variant-file", str(FIXED), "--variant-file", str(SLEEPY),
                  "--out", str(out)]) == 0

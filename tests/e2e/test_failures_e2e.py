@@ -1,4 +1,4 @@
-"""Issue 22 end to end: failures that say what happened, with real TensorFlow children.
+"""Failures that say what happened, end to end with real TensorFlow children.
 
 A TF1 file, a TF2 ``build_step`` and a Keras model whose loss is NaN keep their timings,
 breakdown and trace; the math check shows the NaN; under ``--workers 2`` every task's

@@ -1,4 +1,4 @@
-"""Real TensorFlow children forked from the fork server equal children started fresh (issue 29).
+"""Real TensorFlow children forked from the fork server equal children started fresh.
 
 The same tiny profile runs twice, once with every child fresh (``TFPROF_TOWERS_FORK_SERVER=0``,
 as before the server) and once forked; each variant must have the same losses and gradient norm

@@ -1,4 +1,7 @@
-"""`profile` input checks (fast, no TensorFlow) and failure isolation (slow, real runs)."""
+"""The installed `tfprof-towers` command, and `profile` on real tiny runs: failing variant files kept
+apart from the rest, and ``--project-on`` writing ``projection.json``.  The input checks are in
+tests/unit/test_profile_cli.py.
+"""
 
 from __future__ import annotations
 

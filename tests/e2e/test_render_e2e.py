@@ -1,4 +1,7 @@
-"""Report rendering from saved run directories, the analysis page, exports, and escaping."""
+"""`report` on a copy of a real tiny run, without TensorFlow: the findings and the recommendation as
+before, sources named by file and line, every variant's Chrome trace readable.  The rendering's
+cases are in tests/unit/test_render.py.
+"""
 
 from __future__ import annotations
 

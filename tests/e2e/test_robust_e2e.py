@@ -1,10 +1,8 @@
-"""Issue 14: what clumsy or hostile users do to `profile`, `report`, `project`, `hardware` and `analyze`.
+"""`analyze` as its own process where only a real process shows the behaviour: as user `nobody` on a
+directory it cannot read, and with standard output closed or broken.
 
-One test (or one parametrized case) per defect of the issue, numbered as there.
-Runs use stand-in children (child_kit.py: shell scripts the runner starts in
-place of the interpreter), so no test here imports TensorFlow; the real-variant
-versions (parent SIGKILL, a json.py in the working directory, sys.exit in a
-variant, a graph that hangs while building) are in test_survive.py, marked slow.
+The runner-level cases of clumsy or hostile use, with stand-in children, are in
+tests/unit/test_robust.py.
 """
 
 from __future__ import annotations
@@ -69,7 +67,7 @@ def test_nobody_cannot_import_a_package_under_a_0700_directory(tmp_path: Path) -
         shutil.rmtree(top)
 
 
-def test_10_analyze_on_an_unreadable_directory() -> None:
+def test_analyze_on_an_unreadable_directory() -> None:
     """Mode 000 (root reads anything, so the check runs as `nobody` where we are root)."""
     as_nobody = os.geteuid() == 0
     if as_nobody and not shutil.which("setpriv"):
@@ -91,7 +89,7 @@ def test_10_analyze_on_an_unreadable_directory() -> None:
         shutil.rmtree(top)
 
 
-def test_10_closed_and_broken_stdout(tmp_path: Path) -> None:
+def test_closed_and_broken_stdout(tmp_path: Path) -> None:
     from report_kit import make_run_dir
 
     run = make_run_dir(tmp_path / "run")

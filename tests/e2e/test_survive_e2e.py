@@ -1,10 +1,10 @@
-"""Runs that survive: signals, crashes mid-write, bad or full disks, hanging variants.
+"""Runs that survive, with real TensorFlow children on the tiny preset: a signal after the first
+variant, corrupt or missing records at `report`, a hanging variant file, the parent SIGKILLed, a
+json.py where the user stands, sys.exit and KeyboardInterrupt in a variant, and `project` building
+each variant alone under the run's timeout.
 
-Fast tests drive the runner with a stand-in "python" (a shell script) so that
-process-group handling is checked without TensorFlow; the slow ones interrupt,
-time out and re-render real tiny-preset runs.  Filesystem cases that need a real
-full or read-only filesystem mount a small tmpfs (root only; skipped elsewhere),
-next to always-on versions that fake the condition and say so.
+The same cases with stand-in children (shell scripts, no TensorFlow) are in tests/unit/test_survive.py
+and tests/unit/test_robust.py.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def test_hanging_variant_file_is_killed_with_its_process_group(
     assert took < 540  # bounded: not the variant's 600 s (a bound that does not time the machine)
 
 
-# --------------------------------------------------------------------------- issue 14, real variants (slow)
+# --------------------------------------------------------------------------- clumsy use, real variants (slow)
 
 #: A variant that hangs: it sleeps for ten minutes once TensorFlow is imported.
 SLEEPS = """
@@ -307,7 +307,7 @@ def test_project_builds_each_variant_alone_with_the_runs_timeout(tmp_path: Path)
     one that crashes says so (not TensorFlow's oneDNN line), and the others are projected.
 
     The run's timeout leaves a loaded 2-core machine room to build ``single`` (and to import
-    TensorFlow where a builder starts fresh; 8 s did not: issue 22); only ``blocks``, which never
+    TensorFlow where a builder starts fresh; 8 s did not); only ``blocks``, which never
     returns, may reach it."""
     from records_kit import TINY, record, write_run
 

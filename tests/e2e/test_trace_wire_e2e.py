@@ -1,5 +1,7 @@
-"""The numpy wire-format decoders against protobuf as the oracle: varints of every length,
-events and stats in any field order, unknown fields, the speculative chunked walk of lines."""
+"""The numpy wire-format decoders against protobuf as the oracle, on hundreds of hypothesis-made
+inputs each: events and stats in any field order, unknown fields, and the speculative chunked walk
+of lines against a plain walk.  The fixed cases are in tests/unit/test_trace_wire.py.
+"""
 
 from __future__ import annotations
 

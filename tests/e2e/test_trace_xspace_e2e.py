@@ -1,4 +1,7 @@
-"""The vectorised wire-format decoder against the protobuf runtime, and fuzzing of the loader."""
+"""Fuzzing of the loader: random bytes either load (and analyse) or raise a one-line TraceError.
+
+The vectorised decoder's fixed cases against the protobuf runtime are in tests/unit/test_trace_xspace.py.
+"""
 
 from __future__ import annotations
 

@@ -361,7 +361,7 @@ def test_gpus_are_shared_out_among_loopback_workers() -> None:
 
 
 def test_ps_nodes_are_where_the_traces_show_them_and_fused_ops_follow_their_consumer() -> None:
-    """Issue 22: parameter_server's placement from the tasks' traces (no partition graph anywhere)."""
+    """parameter_server's placement from the tasks' traces (no partition graph anywhere)."""
     from tfprof_towers.capture.cluster.edges import trace_nodes
     from tfprof_towers.capture.placement import summarise_devices
 

@@ -196,7 +196,7 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path: Path, capsys, case: st
 
 
 # ------------------------------------------------------------------------------------------
-# The gate under hostile use (issue 27): too few steps, a side that did not run, the hint
+# The gate under hostile use: too few steps, a side that did not run, the hint
 
 
 NAP_BASE = [623e-6, 610e-6, 640e-6]  # the tiny preset's 3 timed steps

@@ -1,4 +1,4 @@
-"""Issue 22: failures that say what happened (no TensorFlow child, no subprocess of the tool).
+"""Failures that say what happened (no TensorFlow child, no subprocess of the tool).
 
 Each test is one case a user ran: a model whose loss is NaN, inputs that must be refused up
 front, a disk that fills during the run.

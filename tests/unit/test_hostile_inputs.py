@@ -1,4 +1,4 @@
-"""Inputs a new user may hand `analyze`, `export`, `diff` and `load()` (issue 27): FIFOs inside a logdir,
+"""Inputs a new user may hand `analyze`, `export`, `diff` and `load()`: FIFOs inside a logdir,
 symbolic link loops, huge sparse files, folders below the logdir, options that do not apply."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Files the user names (`--html OUT`, `export --parquet DIR`): never over a device, a FIFO, a link's
-target unchecked, an input or a run's own file; errors name the user's path and the cause (issue 27)."""
+target unchecked, an input or a run's own file; errors name the user's path and the cause."""
 
 from __future__ import annotations
 

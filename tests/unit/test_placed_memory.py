@@ -1,4 +1,4 @@
-"""Each logical device's measured peak from one host allocator's events (``trace.memory.placed_peaks``):
+"""Each logical device's measured peak from one host allocator's events (``trace/placed_memory.py``):
 on a trace built in code whose ops are placed on two logical CPU devices, every allocation goes to
 its op's device, every free to its allocation's, a fed input (no op) to the host, and each device's
 variables are added; exact numbers."""
@@ -11,7 +11,7 @@ from trace_kit import US, TraceBuilder
 from tfprof_towers.rundir.summary import MemoryPeak
 from tfprof_towers.testing.synth import Alloc, allocator_events
 from tfprof_towers.trace.load import trace_from_bytes
-from tfprof_towers.trace.memory import NOT_PLACED, op_of, placed_peaks
+from tfprof_towers.trace.placed_memory import NOT_PLACED, op_of, placed_peaks
 
 HOST, CPU1, CPU2 = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
 PLACED = {"t0/mm": CPU1, "t0/act": CPU1, "t1/mm": CPU2, "avg/add": HOST}

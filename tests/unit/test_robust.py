@@ -1,10 +1,9 @@
-"""Issue 14: what clumsy or hostile users do to `profile`, `report`, `project`, `hardware` and `analyze`.
+"""What clumsy or hostile users do to `profile`, `report`, `project`, `hardware` and `analyze`.
 
-One test (or one parametrized case) per defect of the issue, numbered as there.
-Runs use stand-in children (child_kit.py: shell scripts the runner starts in
-place of the interpreter), so no test here imports TensorFlow; the real-variant
-versions (parent SIGKILL, a json.py in the working directory, sys.exit in a
-variant, a graph that hangs while building) are in test_survive.py, marked slow.
+Runs use stand-in children (child_kit.py: shell scripts the runner starts in place of the
+interpreter), so no test here imports TensorFlow; the real-variant versions (parent SIGKILL, a
+json.py in the working directory, sys.exit in a variant, a graph that hangs while building) are in
+tests/e2e/test_survive_e2e.py, marked slow.
 """
 
 from __future__ import annotations
@@ -50,16 +49,16 @@ def by_name(summary: dict) -> dict[str, dict]:
     return {v["name"]: v for v in summary["variants"]}
 
 
-# --------------------------------------------------------------------------- 1. nothing succeeded
+# --------------------------------------------------------------------------- nothing succeeded
 
 
-def test_1_no_variant_succeeded_still_gets_summary_and_report(
+def test_no_variant_succeeded_still_gets_summary_and_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every variant dies before importing TensorFlow, and no child reports its devices.
 
-    The run's config has ``accelerators: null`` (the default): `build_summary` used to crash
-    on ``max(None, 1)`` (fixed by the typed summary of issue 9; this keeps it fixed).
+    The run's config has ``accelerators: null`` (the default), which `build_summary` reads without
+    computing ``max(None, 1)``.
     """
     exe = fake_python(tmp_path, f"echo '{ONEDNN}' >&2; echo 'ImportError: no TensorFlow here' >&2; exit 1\n")
     use_python(monkeypatch, exe)
@@ -83,7 +82,7 @@ def test_1_no_variant_succeeded_still_gets_summary_and_report(
     assert by_name(summary_of(out))["replicated"]["status"] == "failed"
 
 
-def test_1_summary_without_any_accelerator_count(tmp_path: Path) -> None:
+def test_summary_without_any_accelerator_count(tmp_path: Path) -> None:
     run = run_doc(["towers_bug"], topology=None, accelerators=None)
     rd = write_run(tmp_path / "run", run, [record("towers_bug", status="failed", error="boom")])
     summary = build_summary(rd, run, {"towers_bug": record("towers_bug", status="failed", error="boom")})
@@ -91,7 +90,7 @@ def test_1_summary_without_any_accelerator_count(tmp_path: Path) -> None:
         ("towers_bug", None, None)]
 
 
-def test_1_ctrl_c_before_any_variant_finished(
+def test_ctrl_c_before_any_variant_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def interrupted(*args, **kwargs):
@@ -110,14 +109,14 @@ def test_1_ctrl_c_before_any_variant_finished(
     assert "interrupted: wrote a partial report from 0 finished variant(s)" in capsys.readouterr().err
 
 
-# --------------------------------------------------------------------------- 3. bounded output
+# --------------------------------------------------------------------------- bounded output
 
 #: One 100 MB line on stderr, then a last word, then a crash.
 FLOOD = ("head -c 100000000 /dev/zero | tr '\\0' x >&2; echo >&2; echo 'ValueError: the last word' >&2; "
          "exit 1\n")
 
 
-def test_3_a_flood_on_stderr_is_kept_head_and_tail_and_records_stay_small(
+def test_a_flood_on_stderr_is_kept_head_and_tail_and_records_stay_small(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_python(monkeypatch, fake_python(tmp_path, FLOOD))
@@ -136,7 +135,7 @@ def test_3_a_flood_on_stderr_is_kept_head_and_tail_and_records_stay_small(
     assert (out / "report.html").stat().st_size < 1_000_000
 
 
-def test_3_a_flood_on_a_small_disk_no_longer_loses_the_run(
+def test_a_flood_on_a_small_disk_keeps_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real 40 MiB tmpfs: the variant writes 100 MB to stderr; the run still gets its report."""
@@ -150,7 +149,7 @@ def test_3_a_flood_on_a_small_disk_no_longer_loses_the_run(
         assert shutil.disk_usage(mnt).used < 2 * 2**20
 
 
-def test_3_full_disk_during_one_variant_fails_that_variant_only(
+def test_full_disk_during_one_variant_fails_that_variant_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Faked: completing the first variant's record.json meets ENOSPC once.  It fails, the second
@@ -176,7 +175,7 @@ def test_3_full_disk_during_one_variant_fails_that_variant_only(
     assert (first["status"], first["error"]) == ("failed", why)
 
 
-def test_3_disk_filled_by_one_variant_then_freed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disk_filled_by_one_variant_then_freed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real tmpfs that a variant fills up: it fails; space comes back (here: the test frees it);
     the next variant, the first one's record and the report are written."""
     fill = ('case "${@: -1}" in */single/*) head -c 200000000 /dev/zero > "$(dirname "${@: -1}")/filler";'
@@ -203,11 +202,11 @@ def test_3_disk_filled_by_one_variant_then_freed(tmp_path: Path, monkeypatch: py
         "cannot write record.json (No space left on device); the variant's files are incomplete")
 
 
-# --------------------------------------------------------------------------- 4. timeouts
+# --------------------------------------------------------------------------- timeouts
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("1e7", 1e7), ("inf", None), ("none", None), ("0.5", 0.5)])
-def test_4_large_and_no_timeouts_are_accepted(text: str, seconds: float | None, tmp_path: Path,
+def test_large_and_no_timeouts_are_accepted(text: str, seconds: float | None, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     use_python(monkeypatch, ok_child(tmp_path))
     out = tmp_path / "run"
@@ -217,7 +216,7 @@ def test_4_large_and_no_timeouts_are_accepted(text: str, seconds: float | None, 
 
 
 @pytest.mark.parametrize("text", ["nan", "0", "-1", "soon", "-inf"])
-def test_4_bad_timeouts_fail_before_anything_is_created(
+def test_bad_timeouts_fail_before_anything_is_created(
     text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run"
@@ -228,10 +227,10 @@ def test_4_bad_timeouts_fail_before_anything_is_created(
     assert not out.exists()
 
 
-# --------------------------------------------------------------------------- 5. reports/latest
+# --------------------------------------------------------------------------- reports/latest
 
 
-def test_5_latest_moves_only_to_a_run_that_finished_with_a_report(
+def test_latest_moves_only_to_a_run_that_finished_with_a_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reports = tmp_path / "reports"
@@ -254,11 +253,11 @@ def test_5_latest_moves_only_to_a_run_that_finished_with_a_report(
     assert len([p for p in reports.iterdir() if p.name != "latest"]) == 3
 
 
-# --------------------------------------------------------------------------- 6 and 9. strict JSON
+# --------------------------------------------------------------------------- strict JSON
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_6_non_finite_numbers_in_a_record_are_named_and_skipped(bad: float, tmp_path: Path) -> None:
+def test_non_finite_numbers_in_a_record_are_named_and_skipped(bad: float, tmp_path: Path) -> None:
     run = run_doc(["single", "towers_bug"])
     rd = write_run(tmp_path / "run", run, [record("single"), record("towers_bug")])
     path = rd.record_json("towers_bug")
@@ -273,17 +272,17 @@ def test_6_non_finite_numbers_in_a_record_are_named_and_skipped(bad: float, tmp_
                               f"number, not the number {bad!r}")
 
 
-def test_9_json_text_is_strict() -> None:
+def test_json_text_is_strict() -> None:
     doc = {"a": math.nan, "b": [1.0, math.inf, {"c": -math.inf}], "d": "NaN", "e": 2}
     assert json.loads(json_text(doc, indent=None)) == {"a": None, "b": [1.0, None, {"c": None}], "d": "NaN",
                                                        "e": 2}
     json.loads(json_text(doc), parse_constant=lambda c: pytest.fail(f"non-strict constant {c}"))
 
 
-# --------------------------------------------------------------------------- 7. safe sys.path
+# --------------------------------------------------------------------------- safe sys.path
 
 
-def test_7_children_start_with_a_safe_path(tmp_path: Path) -> None:
+def test_children_start_with_a_safe_path(tmp_path: Path) -> None:
     argv_file = tmp_path / "argv"
     exe = fake_python(tmp_path, f'echo "$@" > {argv_file}; exit 1\n')
     opts = options(tmp_path)
@@ -294,7 +293,7 @@ def test_7_children_start_with_a_safe_path(tmp_path: Path) -> None:
     assert args[-1].endswith("variants/a/spec.json")
 
 
-# --------------------------------------------------------------------------- 9. hardware profiles
+# --------------------------------------------------------------------------- hardware profiles
 
 
 def _hw(tmp_path: Path, old: str, new: str) -> Path:
@@ -322,7 +321,7 @@ def _hw(tmp_path: Path, old: str, new: str) -> Path:
          "'name' must be one line of text without control characters"),
     ],
 )
-def test_9_numbers_outside_a_physical_range_are_one_line_errors(
+def test_numbers_outside_a_physical_range_are_one_line_errors(
     tmp_path: Path, old: str, new: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _hw(tmp_path, old, new)
@@ -333,7 +332,7 @@ def test_9_numbers_outside_a_physical_range_are_one_line_errors(
     assert one_line_error(capsys) == f"tfprof-towers: error: {path}: {message}"
 
 
-def test_9_markup_in_a_profile_name_is_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_markup_in_a_profile_name_is_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from report_kit import projection_graphs
 
     from tfprof_towers.commands.project import print_projection
@@ -343,17 +342,17 @@ def test_9_markup_in_a_profile_name_is_text(tmp_path: Path, capsys: pytest.Captu
     path = _hw(tmp_path, 'name = "2x-gtx1060-pcie3"', 'name = "bad[/]name [bold]x"')
     variants = tuple(VariantSpec.builtin(n) for n in ("single", "towers_bug"))
     doc = project(str(path), Preset("tiny", batch=4, dim=16), variants, graphs=projection_graphs())
-    print_projection(doc, None)  # rich used to raise MarkupError on "[/]"
+    print_projection(doc, None)  # rich raises MarkupError on an unescaped "[/]"
     out = capsys.readouterr().out
     assert "bad[/]name [bold]x" in out
     assert main(["hardware", str(path)]) == 0
     assert "bad[/]name [bold]x" in capsys.readouterr().out
 
 
-# --------------------------------------------------------------------------- 10. messages
+# --------------------------------------------------------------------------- messages
 
 
-def test_10_exit_code_0_is_not_a_crash_and_tf_info_lines_are_no_cause() -> None:
+def test_exit_code_0_is_not_a_crash_and_tf_info_lines_are_no_cause() -> None:
     tail = f"{ABSL}\n{ONEDNN}\n{ONEDNN}"
     assert crash_reason(0, tail, False, 30.0) == "exited with code 0 before finishing"
     assert crash_reason(1, tail, False, 30.0) == "crashed: exit code 1"
@@ -361,7 +360,7 @@ def test_10_exit_code_0_is_not_a_crash_and_tf_info_lines_are_no_cause() -> None:
         "crashed: exit code 1: E0000 00:00:17.1  28 x.cc:1] real error")
 
 
-def test_10_sys_exit_and_keyboard_interrupt_inside_a_variant() -> None:
+def test_sys_exit_and_keyboard_interrupt_inside_a_variant() -> None:
     sigint = child._Sigint()
     try:
         assert child.failure(SystemExit(0), "build", sigint) == (
@@ -389,7 +388,7 @@ def test_10_sys_exit_and_keyboard_interrupt_inside_a_variant() -> None:
      (["--profile-steps", "5000"],
       "argument --profile-steps: must be at most 1000 (each adds to the trace): 5000")],
 )
-def test_10_counts_are_checked_with_the_right_words(
+def test_counts_are_checked_with_the_right_words(
     argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit):
@@ -410,7 +409,7 @@ def test_10_counts_are_checked_with_the_right_words(
         ("def build_variant(devices)\n", "syntax error at line 1: expected ':'"),
     ],
 )
-def test_10_variant_files_that_cannot_work_fail_the_pre_run_check(
+def test_variant_files_that_cannot_work_fail_the_pre_run_check(
     source: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "mine.py"
@@ -426,7 +425,7 @@ def test_10_variant_files_that_cannot_work_fail_the_pre_run_check(
     "import functools\ndef _b(devices, k):\n    pass\nbuild_variant = functools.partial(_b, k=1)\n",
     "def build_variant(*args):\n    pass\n",
 ])
-def test_10_callable_bindings_pass_the_pre_run_check(ok_source: str, tmp_path: Path) -> None:
+def test_callable_bindings_pass_the_pre_run_check(ok_source: str, tmp_path: Path) -> None:
     from tfprof_towers.variants.variant_files import check_variant_file
 
     path = tmp_path / "mine.py"
@@ -445,14 +444,14 @@ def test_10_callable_bindings_pass_the_pre_run_check(ok_source: str, tmp_path: P
         (lambda d: Path("/dev/null"), "a character device, not a trace file or a directory"),
     ],
 )
-def test_10_analyze_says_what_a_path_is(tmp_path: Path, make, message: str,
+def test_analyze_says_what_a_path_is(tmp_path: Path, make, message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     path = make(tmp_path)
     assert main(["analyze", str(path)]) == 2
     assert one_line_error(capsys) == f"tfprof-towers: error: {path}: {message}"
 
 
-def test_10_partial_after_the_parent_was_killed(tmp_path: Path) -> None:
+def test_partial_after_the_parent_was_killed(tmp_path: Path) -> None:
     """run.json without an end time (the parent was SIGKILLed): the report says partial, and why."""
     run = replace(run_doc(["single", "towers_bug", "replicated"]), finished=None)
     rd = write_run(tmp_path / "run", run, [record("single")])
@@ -469,10 +468,10 @@ def test_10_partial_after_the_parent_was_killed(tmp_path: Path) -> None:
         "not run: the profile stopped first (run.json has no end time; killed?)")
 
 
-# --------------------------------------------------------------------------- 11. single.py
+# --------------------------------------------------------------------------- single.py
 
 
-def test_11_a_file_named_like_a_builtin_says_it_is_not_the_builtin(
+def test_a_file_named_like_a_builtin_says_it_is_not_the_builtin(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mine = tmp_path / "single.py"
@@ -487,8 +486,8 @@ def test_11_a_file_named_like_a_builtin_says_it_is_not_the_builtin(
     assert not out.exists()
 
 
-def test_11_single_py_is_never_the_baseline(tmp_path: Path) -> None:
-    """Already so since the registry of issue 9 (a file's source is never "builtin"); kept so."""
+def test_single_py_is_never_the_baseline(tmp_path: Path) -> None:
+    """A variant file named ``single.py`` is never the baseline: a file's source is never "builtin"."""
     mine = record("single", median=0.01, source=f"file:{tmp_path}/single.py")
     run = RunDoc(config=RunConfig(accelerators=2))
     records = {"single": mine, "replicated": record("replicated", 0.005)}

@@ -1,9 +1,9 @@
-"""The supervisor (capture/supervise.py): no orphans, its own deadline, bounded output.
+"""The supervisor (procs/supervise.py): no orphans, its own deadline, bounded output.
 
 Children here are small shell scripts, so the tests need no TensorFlow and take
 about a second each; every one is run with descendants tracked by a cgroup (where
-this machine lets us make one) and by the /proc process tree alone.  The real
-variant files are in test_survive.py.
+this machine lets us make one) and by the /proc process tree alone.  Real variant
+files are supervised in tests/e2e/test_survive_e2e.py.
 """
 
 from __future__ import annotations

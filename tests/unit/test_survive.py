@@ -78,7 +78,7 @@ def test_processes_left_behind_by_a_finished_child_are_killed(tmp_path: Path) ->
     _, grandchild = read_pids(pids)
     assert not alive(grandchild)
     assert outcome.status == "failed"
-    # it wrote no record: issue 14 asks for this wording instead of "crashed: exit code 0"
+    # it wrote no record: said as such, not as "crashed: exit code 0"
     assert outcome.error == "exited with code 0 before finishing"
 
 

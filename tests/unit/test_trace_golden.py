@@ -7,7 +7,7 @@ meaning, reviewed as such.  Regenerate with ``TFPROF_REGEN_GOLDEN=1 pytest tests
 
 Changes of meaning so far:
 
-* Issue 19, per-device step windows.  The 8-GPU files used to pin a wrong answer: one 669 ms
+* Per-device step windows.  The 8-GPU files used to pin a wrong answer: one 669 ms
   step in which GPU 4 and GPU 6 were each 98% idle, because every device's window for step 0
   was merged into one (earliest start, latest end) although the two GPUs, each with its own
   ``Steps`` line, ran step 0 about 650 ms apart (627.7 ms from the end of GPU 4's window to
@@ -19,7 +19,7 @@ Changes of meaning so far:
   GPUs ran no kernel (``idle_accelerators``).  The copy-heavy files only gained the new keys
   (``step_time_s``, ``step_time_avg_s``, ``idle_accelerators``): one host's markers, one
   window shared by every device, every number as before.
-* Issue 25, who wrote the trace.  Every file only gained two keys: ``producer`` (the framework
+* Who wrote the trace.  Every file only gained two keys: ``producer`` (the framework
   and vendor, with the evidence: TensorFlow on NVIDIA for both) and ``unread_planes`` (empty:
   every plane here is a host or a GPU).  Every number as before.
 * Weighed producer signs.  Only the producer's ``evidence`` changed: a line per decision's confidence,

@@ -144,8 +144,8 @@ def test_steps_line_when_no_markers() -> None:
 
 def test_busy_regions_when_no_markers_and_no_steps_line() -> None:
     """The GPUs' work never pauses for 1 ms: one busy region, from the first device event's start to the
-    last one's end (issue 25; before, the whole trace: the same window here, as no host event lies
-    outside the GPUs' work)."""
+    last one's end (the whole trace would give the same window here, as no host event lies outside
+    the GPUs' work)."""
     t = trace_from_bytes(two_gpu_trace(markers=False, steps_line=False).to_bytes())
     assert t.window == "busy-regions"
     assert t.steps.values.tolist() == [[0, 0, 750 * US]]

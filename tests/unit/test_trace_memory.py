@@ -1,6 +1,6 @@
 """Device memory from the allocators' events (``trace/memory.py``): exact numbers on traces built in
 code, the reader's double stats and plane stats, the multi-host join, and XProf's ``memory_profile``
-as the oracle (within 1%, the issue's tolerance; on these traces the figures are equal).
+as the oracle (within 1%; on these traces the figures are equal).
 
 XProf's definitions, read from its source (``xprof/convert/xplane_to_memory_profile.cc``), are the
 ones ``trace/memory.py`` follows: in use = ``bytes_allocated + bytes_reserved`` at an event; the
@@ -24,14 +24,8 @@ from tfprof_towers.trace.analysis import analyze_trace
 from tfprof_towers.trace.classify import AS_BYTES
 from tfprof_towers.trace.hosts import join_hosts
 from tfprof_towers.trace.load import READ_STATS, trace_from_bytes, trace_from_raw
-from tfprof_towers.trace.memory import (
-    BEFORE_TRACE,
-    MEMORY_COLUMNS,
-    NO_EVENTS_NOTE,
-    allocator_device,
-    device_memory,
-    timeline,
-)
+from tfprof_towers.trace.memory import MEMORY_COLUMNS, allocator_device
+from tfprof_towers.trace.memory_peaks import BEFORE_TRACE, NO_EVENTS_NOTE, device_memory, timeline
 from tfprof_towers.xplane import read_xspace
 
 GB = 1_000_000_000
@@ -265,7 +259,7 @@ def test_xprof_agrees_on_the_8gpu_fixture(xprof, fixture_8gpu, tmp_path_factory)
     assert set(got) == set(want) == {"GPU_1_bfc", "GPU_4_bfc", "GPU_6_bfc", "gpu_host_bfc"}
     for a in want:
         assert within(got[a][0], want[a][0]) and within(got[a][1], want[a][1]), (a, got[a], want[a])
-    # the issue's figures
+    # the figures of docs/memory.md's 8-GPU example
     assert got["GPU_6_bfc"] == (6_210_111_488, 15_477_102_400)
     assert got["GPU_4_bfc"][0] == 6_208_853_760 and got["GPU_1_bfc"][0] == 4_013_344_768
 

@@ -1,4 +1,4 @@
-"""Step windows that belong to each device (issue 19), without XProf: per-device windows, the step
+"""Step windows that belong to each device, without XProf: per-device windows, the step
 time (the longest of the owners' windows), the note where owners did not step together, the
 accelerators that ran no kernel, and the cases that stay as they were (one shared window)."""
 

@@ -1,4 +1,4 @@
-"""The trace rules (advice/trace_rules.py): each on a synthetic trace that fires it and one that does not,
+"""The trace rules (advice/trace_rules/): each on a synthetic trace that fires it and one that does not,
 with exact numbers; and ``analyze``'s text, ``--json`` and ``--html`` output of the findings.
 
 Times in microseconds (``US`` picoseconds); one step window [0, 1000) us from a ``train`` marker unless

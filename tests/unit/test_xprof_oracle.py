@@ -47,7 +47,7 @@ from tfprof_towers.trace.load import trace_from_bytes
 from tfprof_towers.trace.steps import aligned
 from tfprof_towers.xplane import DEVICE
 
-REL = 0.02  # the tolerance
+REL = 0.02  # the most a figure may differ from XProf's, relative
 MS = 1e9  # picoseconds in a millisecond
 
 

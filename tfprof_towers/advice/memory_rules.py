@@ -1,5 +1,5 @@
 """The trace rules about device memory: ``memory_pressure``, ``idle_device_holds_memory`` and
-``memory_imbalance``, on the allocators' figures of :mod:`tfprof_towers.trace.memory`
+``memory_imbalance``, on the allocators' figures of :mod:`tfprof_towers.trace.memory_peaks`
 (``TraceFacts.memory``, from ``Analysis.memory``: per device its peak, capacity and the ops live at the peak).
 
 They are trace rules (:mod:`.trace_rules` appends :data:`MEMORY_RULES` to its ``TRACE_RULES``; the engine asks
@@ -21,7 +21,7 @@ from tfprof_towers.vocab.device_names import is_accelerator_plane
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_percent, fmt_ratio
 
 if TYPE_CHECKING:
-    from tfprof_towers.trace.memory import DeviceMemory
+    from tfprof_towers.trace.memory_peaks import DeviceMemory
     from tfprof_towers.trace.producer import Producer
 
 FRAMEWORKS = ("tensorflow", "jax", "unknown")

@@ -257,7 +257,7 @@ def _nums(xs: Sequence[float]) -> str:
 RULES: tuple[Rule, ...] = (
     Rule("changed_math", "this placement changes what is computed",
          severity=HIGH, check=check_changed_math,
-         # losses: the 1e-4; correct variants agree to ~1e-7 (float32 reordering).  The norm:
+         # losses: 1e-4, while correct variants agree to ~1e-7 (float32 reordering).  The norm:
          # correct variants agree to ~1e-7 too, while the mistakes it catches change it by a factor
          # (x2 summed not averaged, (n-1)/n for a forgotten tower of n <= 64: >= 1.6%), so 1e-3.
          params={"loss_rtol": 1e-4, "grad_norm_rtol": 1e-3}, primary="loss_rtol", needs=(MATH,),

@@ -219,10 +219,10 @@ def measured_label(preset: str) -> str:
 
 
 def measured_here(trace: Any, placement: Mapping[str, Any], preset: str) -> dict[str, MemoryPeak]:
-    """Each logical device's measured peak (:func:`.trace.memory.placed_peaks`): the host allocators'
+    """Each logical device's measured peak (:func:`.trace.placed_memory.placed_peaks`): the host allocators'
     events by the device their op was placed on, the most within one step, plus the variables the
     placement put there."""
-    from tfprof_towers.trace.memory import placed_peaks
+    from tfprof_towers.trace.placed_memory import placed_peaks
 
     nodes = {str(n["name"]): str(n["device"]) for n in placement.get("nodes") or ()
              if isinstance(n, Mapping) and n.get("name") and n.get("device")}

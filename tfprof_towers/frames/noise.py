@@ -1,4 +1,4 @@
-"""Is a change of step time beyond noise?  The Mann–Whitney U test on the per-step samples.
+"""Whether a change of step time is beyond noise: the Mann–Whitney U test on the per-step samples.
 
 Two-sided, on every timed step's duration of each side (``record.json`` -> ``timings.step_times_s``;
 a trace's step windows when there is no record).  The exact distribution of U (counted with the

@@ -106,7 +106,7 @@ def render_analysis_html(
 ) -> None:
     """Write the analysis page for ``analysis_doc`` to ``out`` (atomically, through
     :func:`~tfprof_towers.rundir.outputs.write_output`: never over a device, an input or a run's file);
-    ``memory_series``: per device, its bytes in use over time (:func:`tfprof_towers.trace.memory.timelines`),
+    ``memory_series``: per device, its bytes in use over time (:func:`.trace.memory_peaks.timelines`),
     drawn in the Memory section."""
     view = analysis_view(analysis_doc)
     view["memory_rows"] = timelines_view(analysis_doc.get("memory") or {}, memory_series or {})

@@ -19,7 +19,7 @@ from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.idle import IDLE_KINDS
 from tfprof_towers.trace.links import Link, links, links_frame
 from tfprof_towers.trace.load import Trace
-from tfprof_towers.trace.memory import DeviceMemory, device_memory, memory_doc
+from tfprof_towers.trace.memory_peaks import DeviceMemory, device_memory, memory_doc
 from tfprof_towers.trace.producer import Producer
 from tfprof_towers.trace.steps import StepSources, StepTable, apart, step_times
 from tfprof_towers.trace.tasks import task_steps

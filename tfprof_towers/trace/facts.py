@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tfprof_towers.trace.analysis import Analysis
-    from tfprof_towers.trace.memory import DeviceMemory
+    from tfprof_towers.trace.memory_peaks import DeviceMemory
 
 _PS = 1e12
 #: Host-side categories, and what the findings call them.
@@ -304,7 +304,7 @@ class TraceFacts(Facts):
         """The hosts' facts as one trace's (``producer``: the hosts' combined; default the first's)."""
         import pandas as pd
 
-        from tfprof_towers.trace.memory import sort_memory
+        from tfprof_towers.trace.memory_peaks import sort_memory
 
         def joined(frames: list[pd.DataFrame]) -> pd.DataFrame:
             frames = [x for x in frames if len(x)]

@@ -1,4 +1,4 @@
-"""Several hosts in one trace: a multi-host profile (one ``<host>.xplane.pb`` per task) analysed together.
+"""Several hosts in one trace: a multi-host profile (one ``<host>.xplane.pb`` per task) merged on one clock.
 
 :func:`load_hosts` reads every host file of the run a path names -- in parallel processes,
 up to the cores available -- and joins them into one :class:`~.load.Trace`:

@@ -44,7 +44,7 @@ from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, HostFacts, Trace
 from tfprof_towers.trace.hosts import JoinedSteps, join_notes, join_steps, joined_window
 from tfprof_towers.trace.links import Link, LinkParts, join_links, link_parts
 from tfprof_towers.trace.load import Host, read_trace, trace_from_bytes
-from tfprof_towers.trace.memory import DeviceMemory, sort_memory, timelines
+from tfprof_towers.trace.memory_peaks import DeviceMemory, sort_memory, timelines
 from tfprof_towers.trace.producer import Producer, combine
 from tfprof_towers.trace.steps import StepSources, StepTable, step_times
 from tfprof_towers.trace.tasks import host_collective_ps, tasks_doc

@@ -1,4 +1,5 @@
-"""Step windows: from step markers, else the profiler's ``Steps`` line, else the whole trace.
+"""Step windows: from step markers, else the profiler's ``Steps`` line, else the TPU chips' or the host's
+program runs, else the accelerators' busy regions, else the whole trace.
 
 * ``markers``: host events with a ``step_num`` stat (``tf.profiler.experimental.Trace(
   "train", step_num=i)``); a step's window runs from its markers' earliest start to

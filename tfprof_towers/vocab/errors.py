@@ -1,4 +1,4 @@
-"""The one error type the tool lets escape to the user.
+"""The errors the tool lets escape to the user: :class:`TowersError` and its kinds.
 
 Every expected failure (bad input, a broken trace, an unwritable directory)
 is raised as :class:`TowersError`; the CLI prints its message on one line and
