@@ -80,13 +80,15 @@ ROWS: tuple[Published, ...] = (
            {1: (30.8, 51.5, 36.3), 2: (58.7, 98.0, 69.4), 4: (117, 195, 141), 8: (230, 384, 260)}),
 )
 
-#: The tf2-strategy built-in doing what a tf_cnn_benchmarks ``variable_update`` did: variables on the
-#: CPU, updated there (central_storage); replicated with NCCL all-reduce (mirrored_nccl); replicated
-#: without NCCL, gradients summed by copies between GPUs (mirrored_hierarchical); variables spread
-#: over the GPUs as parameter servers has no tf.distribute equivalent: the nearest, copies between
-#: GPUs (mirrored_hierarchical).
+#: The tf2-strategy built-in doing what a tf_cnn_benchmarks ``variable_update`` did.  Variables on
+#: the CPU, gradients summed there: ``mirrored_reduce_host`` (every gradient to the host, the sums
+#: back) -- ``central_storage``, the exact analogue, cannot trace a Keras 3 model with
+#: BatchNormalization (its moving averages are aggregating variables assigned in replica context);
+#: replicated with NCCL all-reduce: ``mirrored_nccl``; replicated without NCCL, gradients summed by
+#: copies between GPUs: ``mirrored_hierarchical``; variables spread over the GPUs as parameter
+#: servers has no tf.distribute equivalent: the nearest, copies between GPUs (``mirrored_hierarchical``).
 STRATEGY_OF = {
-    "parameter_server (cpu)": "central_storage",
+    "parameter_server (cpu)": "mirrored_reduce_host",
     "replicated (NCCL)": "mirrored_nccl",
     "replicated (no NCCL)": "mirrored_hierarchical",
     "parameter_server (gpu)": "mirrored_hierarchical",
@@ -164,7 +166,7 @@ def strategy_work(model: str, batch: int, strategy: str, gpus: int, tmp: Path) -
     shape = {"InceptionV3": [299, 299, 3], "Xception": [299, 299, 3]}.get(model, [224, 224, 3])
     path = tmp / f"{model.lower()}_model.py"
     path.write_text(_MODEL_FILE.format(model=model, batch=batch * gpus, shape=shape))
-    layout = {"host": "/cpu:0", "accelerators": [f"/gpu:{i}" for i in range(gpus)], "kind": "cpu-free"}
+    layout = {"host": "/cpu:0", "accelerators": [f"/gpu:{i}" for i in range(gpus)], "kind": "gpu"}
     built = keras_step_graph(str(path), strategy, layout, batch=batch * gpus)
     work = dict(built.work)
     work["variant"] = f"{model} {strategy} x{gpus}"

@@ -92,6 +92,16 @@ def test_user_file_loads_by_path(tmp_path: Path) -> None:
          "tensorflow_build must be one of"),
         (lambda t: t.replace("[host]", "[host]\ncorez = 3"), "unknown key 'corez'"),
         (lambda t: t.split("[peer]")[0], r"missing table \[peer\]"),
+        (lambda t: t.replace("[accelerator]", "[accelerator]\nreduction_efficiency = 1.5"),
+         r"\[accelerator\] reduction_efficiency is a fraction of peak and must be at most 1"),
+        (lambda t: t.replace("[accelerator]", "[accelerator]\nwinograd_speedup = 9"),
+         r"\[accelerator\] winograd_speedup must be at most 4"),
+        (lambda t: t.replace("[accelerator]", "[accelerator]\nwinograd_speedup = 0"),
+         r"\[accelerator\] winograd_speedup must be positive"),
+        (lambda t: t.replace("[accelerator]", "[accelerator]\nsmall_op_overhead_us = -1"),
+         r"\[accelerator\] small_op_overhead_us must not be negative"),
+        (lambda t: t.replace("[accelerator]", '[accelerator]\nsmall_op_overhead_us = "fast"'),
+         r"\[accelerator\] small_op_overhead_us must be a number"),
     ],
 )
 def test_bad_profiles_are_one_line_errors(tmp_path: Path, edit, message: str) -> None:
@@ -136,3 +146,23 @@ def test_hardware_command_unknown_is_one_line(capsys: pytest.CaptureFixture[str]
     assert run_cli("hardware", "nope") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown hardware 'nope'" in err
+
+
+def test_profiles_without_op_class_terms_get_the_old_ones() -> None:
+    """A profile written before the op classes: reductions at the elementwise fraction, small ops at the
+    per-op overhead, no Winograd speed-up."""
+    a = load_hardware("2x-gtx1060-pcie3").accelerator
+    assert (a.reduction_efficiency, a.small_op_overhead_us, a.winograd_speedup) == (None, None, None)
+    assert (a.reduction_fraction, a.small_op_us, a.winograd) == (a.memory_efficiency, a.op_overhead_us, 1.0)
+
+
+@pytest.mark.parametrize("name", ["8x-p100-dgx1", "8x-k80-gce", "8x-k80-p2"])
+def test_calibration_machines_load_with_their_class_terms(name: str) -> None:
+    a = load_hardware(name).accelerator
+    assert a.count == 8
+    assert a.reduction_efficiency is not None and a.reduction_efficiency <= a.memory_efficiency
+    assert a.winograd_speedup is not None and 1 < a.winograd_speedup <= 2.25  # F(2x2,3x3)'s saving
+    assert a.small_op_overhead_us is not None
+    for line in (builtin_dir() / f"{name}.toml").read_text().splitlines():
+        if re.match(r"^\s*\w+\s*=\s*[-\d.]+\s*(#.*)?$", line):
+            assert len(line.partition("#")[2].strip()) > 8, f"{name}: no source next to: {line}"
