@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(1 + max(counts))])
+    tf.config.list_logical_devices("CPU")  # starts the runtime: the builders then keep these devices
     cache = Path(args.cache)
     rows = [r for r in ROWS if r.model in models and r.gpus in counts]
     one_gpu = {(r.hardware, r.model): r.images_per_s for r in ROWS if r.gpus == 1}
@@ -242,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             except ImportError as exc:
                 print(f"{r.source:<30} {r.model:<12} {r.batch_per_gpu:>5} {r.gpus:>4} not projected: {exc}")
                 continue
+            print(f"  built {key} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
             ips = projected_images_per_s(work, r.hardware, r.batch_per_gpu * r.gpus)
             if r.gpus == 1:
                 base[(r.hardware, r.model)] = ips

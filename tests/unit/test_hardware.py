@@ -92,15 +92,15 @@ def test_user_file_loads_by_path(tmp_path: Path) -> None:
          "tensorflow_build must be one of"),
         (lambda t: t.replace("[host]", "[host]\ncorez = 3"), "unknown key 'corez'"),
         (lambda t: t.split("[peer]")[0], r"missing table \[peer\]"),
-        (lambda t: t.replace("[accelerator]", "[accelerator]\nreduction_efficiency = 1.5"),
+        (lambda t: t.replace("reduction_efficiency = 0.6 ", "reduction_efficiency = 1.5 "),
          r"\[accelerator\] reduction_efficiency is a fraction of peak and must be at most 1"),
-        (lambda t: t.replace("[accelerator]", "[accelerator]\nwinograd_speedup = 9"),
+        (lambda t: t.replace("winograd_speedup = 2.0 ", "winograd_speedup = 9 "),
          r"\[accelerator\] winograd_speedup must be at most 4"),
-        (lambda t: t.replace("[accelerator]", "[accelerator]\nwinograd_speedup = 0"),
+        (lambda t: t.replace("winograd_speedup = 2.0 ", "winograd_speedup = 0 "),
          r"\[accelerator\] winograd_speedup must be positive"),
-        (lambda t: t.replace("[accelerator]", "[accelerator]\nsmall_op_overhead_us = -1"),
+        (lambda t: t.replace("small_op_overhead_us = 3.0 ", "small_op_overhead_us = -1 "),
          r"\[accelerator\] small_op_overhead_us must not be negative"),
-        (lambda t: t.replace("[accelerator]", '[accelerator]\nsmall_op_overhead_us = "fast"'),
+        (lambda t: t.replace("small_op_overhead_us = 3.0 ", 'small_op_overhead_us = "fast" '),
          r"\[accelerator\] small_op_overhead_us must be a number"),
     ],
 )
@@ -148,10 +148,12 @@ def test_hardware_command_unknown_is_one_line(capsys: pytest.CaptureFixture[str]
     assert err.count("\n") == 1 and "unknown hardware 'nope'" in err
 
 
-def test_profiles_without_op_class_terms_get_the_old_ones() -> None:
+def test_profiles_without_op_class_terms_get_the_old_ones(tmp_path: Path) -> None:
     """A profile written before the op classes: reductions at the elementwise fraction, small ops at the
     per-op overhead, no Winograd speed-up."""
-    a = load_hardware("2x-gtx1060-pcie3").accelerator
+    old = "\n".join(line for line in _good_text().splitlines()
+                    if not line.startswith(("reduction_efficiency", "small_op_overhead_us", "winograd_speedup")))
+    a = load_file(_write(tmp_path, old)).accelerator
     assert (a.reduction_efficiency, a.small_op_overhead_us, a.winograd_speedup) == (None, None, None)
     assert (a.reduction_fraction, a.small_op_us, a.winograd) == (a.memory_efficiency, a.op_overhead_us, 1.0)
 
