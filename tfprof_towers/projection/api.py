@@ -38,7 +38,8 @@ ASSUMPTIONS = (
     "resource input; soft placement of ops without an accelerator kernel and Grappler rewrites are "
     "not modelled",
     "op time = per-op overhead + max(FLOPs / compute rate, bytes / memory bandwidth); rates are the "
-    "profile's nominal numbers times its efficiencies",
+    "profile's nominal numbers times its efficiency for the op's class (matmul/convolution, elementwise, "
+    "reduction, small); XLA's fusion is not modelled",
     "copy time = link latency + bytes / (bandwidth x efficiency); one copy at a time per link "
     "direction; staged peer copies hold both GPUs' host links",
     "NCCL all-reduce: ring, 2(n-1)/n x bytes per device each way",
