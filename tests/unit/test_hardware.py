@@ -151,8 +151,8 @@ def test_hardware_command_unknown_is_one_line(capsys: pytest.CaptureFixture[str]
 def test_profiles_without_op_class_terms_get_the_old_ones(tmp_path: Path) -> None:
     """A profile written before the op classes: reductions at the elementwise fraction, small ops at the
     per-op overhead, no Winograd speed-up."""
-    old = "\n".join(line for line in _good_text().splitlines()
-                    if not line.startswith(("reduction_efficiency", "small_op_overhead_us", "winograd_speedup")))
+    new_keys = ("reduction_efficiency", "small_op_overhead_us", "winograd_speedup")
+    old = "\n".join(line for line in _good_text().splitlines() if not line.startswith(new_keys))
     a = load_file(_write(tmp_path, old)).accelerator
     assert (a.reduction_efficiency, a.small_op_overhead_us, a.winograd_speedup) == (None, None, None)
     assert (a.reduction_fraction, a.small_op_us, a.winograd) == (a.memory_efficiency, a.op_overhead_us, 1.0)
