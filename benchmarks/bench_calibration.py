@@ -21,7 +21,9 @@ step traced into a graph and never run, projected on the built-in profile of tha
   replicas.
 
 Printed per row: projected and published images/s and their ratio (projected / published), and for
-several GPUs the scaling (images/s over the one-GPU row's) projected and published.  Traced graphs
+several GPUs the scaling (images/s over the one-GPU row's) projected and published; then how many
+one-GPU rows are within 0.6-1.5x of published, and per GPU count how many projected scalings lie
+within the range the page's rows span (:func:`published_scaling_ranges`).  Traced graphs
 are cached by model, batch, strategy and GPU count under ``--cache`` (default
 ``reports/calibration-cache``): a second run only projects.  A measurement: exits 0 whatever the
 ratios, non-zero only on an error.
@@ -204,6 +206,19 @@ def projected_images_per_s(work: dict[str, Any], hardware: str, images: int) -> 
     return images / doc["projected_step_s"]["overlapped"]
 
 
+def published_scaling_ranges() -> dict[int, tuple[float, float]]:
+    """Per GPU count above one, the lowest and highest published scaling (images/s over the same
+    machine's and model's one-GPU row) across every row of the page."""
+    one = {(r.hardware, r.model): r.images_per_s for r in ROWS if r.gpus == 1}
+    out: dict[int, tuple[float, float]] = {}
+    for r in ROWS:
+        if r.gpus > 1:
+            x = r.images_per_s / one[(r.hardware, r.model)]
+            low, high = out.get(r.gpus, (x, x))
+            out[r.gpus] = (min(low, x), max(high, x))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_calibration", description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="ResNet50,InceptionV3,VGG16")
@@ -263,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         inside = sum(0.6 <= x <= 1.5 for x in ones)
         print(f"one-GPU rows within 0.6-1.5x of published: {inside} of {len(ones)} "
               f"(ratios {min(ones):.2f}-{max(ones):.2f})")
+    for g, (low, high) in sorted(published_scaling_ranges().items()):
+        got = [e["projected_scaling"] for e in results if e["gpus"] == g and "projected_scaling" in e]
+        if got:
+            inside = sum(low <= x <= high for x in got)
+            print(f"{g} GPUs: published scaling {low:.2f}x-{high:.2f}x over one GPU; projected "
+                  f"{min(got):.2f}x-{max(got):.2f}x, {inside} of {len(got)} rows inside the published range")
     if args.json:
         Path(args.json).write_text(json.dumps({"source": PAGE, "rows": results}, indent=1))
     return 0

@@ -37,3 +37,12 @@ def test_published_rows_are_the_pages_tables() -> None:
     assert one[("8x-k80-p2", "VGG16")] == 36.3
     assert {r.batch_per_gpu for r in ROWS if r.model == "VGG16" and r.hardware != "8x-p100-dgx1"} == {32}
     assert {r.variable_update for r in ROWS} <= set(STRATEGY_OF)
+
+
+def test_published_scaling_ranges_span_the_pages_rows() -> None:
+    from benchmarks.bench_calibration import published_scaling_ranges
+
+    ranges = published_scaling_ranges()
+    assert set(ranges) == {2, 4, 8}
+    # 8 GPUs: GCE VGG16 234 / 35.4 = 6.61x at the bottom, DGX-1 InceptionV3 1131 / 142 = 7.96x at the top
+    assert ranges[8] == (pytest.approx(234 / 35.4), pytest.approx(1131 / 142))
