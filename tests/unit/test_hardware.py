@@ -94,6 +94,8 @@ def test_user_file_loads_by_path(tmp_path: Path) -> None:
         (lambda t: t.split("[peer]")[0], r"missing table \[peer\]"),
         (lambda t: t.replace("reduction_efficiency = 0.6 ", "reduction_efficiency = 1.5 "),
          r"\[accelerator\] reduction_efficiency is a fraction of peak and must be at most 1"),
+        (lambda t: t.replace("conv_efficiency = 0.6 ", "conv_efficiency = 1.2 "),
+         r"\[accelerator\] conv_efficiency is a fraction of peak and must be at most 1"),
         (lambda t: t.replace("winograd_speedup = 2.0 ", "winograd_speedup = 9 "),
          r"\[accelerator\] winograd_speedup must be at most 4"),
         (lambda t: t.replace("winograd_speedup = 2.0 ", "winograd_speedup = 0 "),
@@ -151,11 +153,12 @@ def test_hardware_command_unknown_is_one_line(capsys: pytest.CaptureFixture[str]
 def test_profiles_without_op_class_terms_get_the_old_ones(tmp_path: Path) -> None:
     """A profile written before the op classes: reductions at the elementwise fraction, small ops at the
     per-op overhead, no Winograd speed-up."""
-    new_keys = ("reduction_efficiency", "small_op_overhead_us", "winograd_speedup")
+    new_keys = ("conv_efficiency", "reduction_efficiency", "small_op_overhead_us", "winograd_speedup")
     old = "\n".join(line for line in _good_text().splitlines() if not line.startswith(new_keys))
     a = load_file(_write(tmp_path, old)).accelerator
     assert (a.reduction_efficiency, a.small_op_overhead_us, a.winograd_speedup) == (None, None, None)
     assert (a.reduction_fraction, a.small_op_us, a.winograd) == (a.memory_efficiency, a.op_overhead_us, 1.0)
+    assert a.conv_efficiency is None and a.conv_fraction == a.efficiency
 
 
 @pytest.mark.parametrize("name", ["8x-p100-dgx1", "8x-k80-gce", "8x-k80-p2"])

@@ -117,7 +117,7 @@ def test_projection_marks_single_as_not_fitting_and_recommends_one_that_fits() -
     assert doc["ranking"] == ["replicated", "single", "towers_bug"]
     # the runner-up named is the next one that fits (single, second, is not a choice)
     assert rec["reason"].endswith(
-        "; next: towers_bug (+1087.6%); memory: fits: peak 3.10 GiB of 6 GiB (5.40 GiB usable) on GPU:1")
+        "; next: towers_bug (+1463.5%); memory: fits: peak 3.10 GiB of 6 GiB (5.40 GiB usable) on GPU:1")
     assert by["replicated"]["memory"][GPU1]["fits"] is True
 
 

@@ -223,10 +223,11 @@ def test_placement_check_compares_devices_and_bytes() -> None:
 # --------------------------------------------------------------------------- op classes
 
 def classed_toy() -> Hardware:
-    """The toy profile with every per-class term given: reductions at half the bandwidth, small ops
-    1 us, 3x3 convolutions twice as fast as their FLOPs."""
+    """The toy profile with every per-class term given: convolutions at 0.25 of the matmul peak
+    (2.5e9 FLOP/s), reductions at half the bandwidth, small ops 1 us, 3x3 convolutions twice as
+    fast as their FLOPs."""
     hw = toy()
-    return replace(hw, accelerator=replace(hw.accelerator, reduction_efficiency=0.5,
+    return replace(hw, accelerator=replace(hw.accelerator, conv_efficiency=0.25, reduction_efficiency=0.5,
                                            small_op_overhead_us=1.0, winograd_speedup=2.0))
 
 
@@ -235,8 +236,10 @@ def classed_toy() -> Hardware:
     [
         # matmul: 2 + 1e9 / 5e9 s
         (OpWork("mm", "MatMul", G0, 1e9, 1e6, matmul=True, op_class="matmul"), 2 + 200_000),
-        # Winograd conv: 2 + 1e9 / (5e9 x 2)
-        (OpWork("c", "Conv2D", G0, 1e9, 1e6, matmul=True, op_class="matmul", winograd=True), 2 + 100_000),
+        # a convolution: 2 + 1e9 / 2.5e9; with Winograd: 2 + 1e9 / (2.5e9 x 2)
+        (OpWork("c", "Conv2D", G0, 1e9, 1e6, matmul=True, op_class="matmul"), 2 + 400_000),
+        (OpWork("c", "Conv2DBackpropFilter", G0, 1e9, 1e6, matmul=True, op_class="matmul", winograd=True),
+         2 + 200_000),
         # elementwise: 2 + max(1e6 / 2e9, 2e8 / 2e9): the bytes bind
         (OpWork("r", "ReluGrad", G0, 1e6, 2e8, op_class="elementwise"), 2 + 100_000),
         # reduction: 2 + 2e8 / (2e9 x 0.5)
@@ -259,8 +262,9 @@ def test_each_op_class_has_its_own_terms(op: OpWork, expected_us: float) -> None
 def test_profile_without_class_terms_falls_back_to_the_old_ones() -> None:
     from tfprof_towers.projection.model import op_seconds
 
-    r = Rates.of(toy())  # no reduction_efficiency, small_op_overhead_us, winograd_speedup
+    r = Rates.of(toy())  # no conv_efficiency, reduction_efficiency, small_op_overhead_us, winograd_speedup
     assert (r.accel_reduction_bytes, r.accel_small_overhead_s, r.accel_winograd) == (2e9, 2e-6, 1.0)
+    assert r.accel_conv_flops == pytest.approx(r.accel_matmul_flops)
     conv = OpWork("c", "Conv2D", G0, 1e9, 1e6, matmul=True, op_class="matmul", winograd=True)
     assert op_seconds(conv, "accelerator", r) / US == pytest.approx(2 + 200_000)
 

@@ -39,7 +39,8 @@ PEER_KINDS = ("direct", "staged")
 PEER_TOPOLOGIES = ("mesh", "switch")
 GIB = 1 << 30
 #: Keys a profile may leave out (the dataclass default is used; None: derived from another key).
-_OPTIONAL = frozenset({"memory_gb", "reduction_efficiency", "small_op_overhead_us", "winograd_speedup"})
+_OPTIONAL = frozenset({"memory_gb", "conv_efficiency", "reduction_efficiency", "small_op_overhead_us",
+                       "winograd_speedup"})
 
 
 class HardwareError(TowersError):
@@ -80,6 +81,9 @@ class Accelerator:
     op_overhead_us: float
     source: str
     memory_gb: float | None = None  # each accelerator's memory; None: not given
+    #: Fraction of ``matmul_tflops`` a convolution (Conv2D and its backprops) reaches; None: ``efficiency``,
+    #: the matmuls' fraction.
+    conv_efficiency: float | None = None
     #: Fraction of memory bandwidth a reduction reaches (sums, means, batch-norm statistics, softmax
     #: rows, their gradients); None: ``memory_efficiency``, the elementwise ops' fraction.
     reduction_efficiency: float | None = None
@@ -94,6 +98,11 @@ class Accelerator:
     def winograd(self) -> float:
         """The speed-up of a 3x3 stride-1 convolution (1 where the profile gives none)."""
         return 1.0 if self.winograd_speedup is None else self.winograd_speedup
+
+    @property
+    def conv_fraction(self) -> float:
+        """Fraction of the matmul peak convolutions reach (the matmuls' where not given)."""
+        return self.efficiency if self.conv_efficiency is None else self.conv_efficiency
 
     @property
     def reduction_fraction(self) -> float:
@@ -145,8 +154,9 @@ class Hardware:
             "host": {**_fields(h, "model", "tensorflow_build"), "peak_gflops": h.peak_flops() / 1e9,
                      **_fields(h, "efficiency", "memory_bandwidth_gbs", "op_overhead_us", "source",
                                "memory_gb")},
-            "accelerator": {**_fields(a, "model", "count", "fp32_tflops", "matmul_tflops", "efficiency",
-                                      "memory_bandwidth_gbs", "memory_efficiency"),
+            "accelerator": {**_fields(a, "model", "count", "fp32_tflops", "matmul_tflops", "efficiency"),
+                            "conv_efficiency": a.conv_fraction,
+                            **_fields(a, "memory_bandwidth_gbs", "memory_efficiency"),
                             "reduction_efficiency": a.reduction_fraction,
                             "winograd_speedup": a.winograd,
                             **_fields(a, "op_overhead_us"), "small_op_overhead_us": a.small_op_us,
@@ -166,7 +176,7 @@ def _fields(record: Any, *names: str) -> dict[str, Any]:
 
 _HOST_KEYS, _ACCEL_KEYS, _LINK_KEYS = (typing.get_type_hints(c) for c in (Host, Accelerator, Link))
 _PEER_KEYS = {**_LINK_KEYS, "kind": str, "topology": str}
-_FRACTIONS = ("efficiency", "memory_efficiency", "reduction_efficiency")
+_FRACTIONS = ("efficiency", "memory_efficiency", "reduction_efficiency", "conv_efficiency")
 _MAY_BE_ZERO = ("op_overhead_us", "latency_us", "small_op_overhead_us")
 #: Upper ends of the physical range of each number (well above any machine built so far), so that a
 #: typo or a hostile file (``count = 99999999999999999``, ``1e308``) is refused, not modelled.

@@ -7,7 +7,8 @@ cross-device copies; the profile from :mod:`.hardware`.
   device (roofline).  Views (no FLOPs, no bytes) take nothing.  On an accelerator
   each op class (:data:`.graphcost.OP_CLASSES`) has its own terms: ``matmul``
   (MatMul, BatchMatMul, Einsum, Conv2D and its backprops) runs at ``matmul_tflops``
-  x ``efficiency``; every other op's FLOPs at ``fp32_tflops`` x ``efficiency``;
+  x ``efficiency`` (a convolution at ``conv_efficiency``); every other op's FLOPs at
+  ``fp32_tflops`` x ``efficiency``;
   ``elementwise`` ops move bytes at ``memory_efficiency`` of the bandwidth,
   ``reduction`` ops at ``reduction_efficiency``; a ``small`` op costs
   ``small_op_overhead_us`` where the others cost ``op_overhead_us``; a 3x3 stride-1
@@ -123,6 +124,7 @@ class Rates:
     accel_reduction_bytes: float | None = None  # None: ``accel_bytes``
     accel_small_overhead_s: float | None = None  # None: ``accel_overhead_s``
     accel_winograd: float = 1.0  # speed-up of a 3x3 stride-1 convolution over its FLOPs
+    accel_conv_flops: float | None = None  # convolutions' FLOP rate; None: ``accel_matmul_flops``
 
     @classmethod
     def of(cls, hw: Hardware) -> Rates:
@@ -138,6 +140,7 @@ class Rates:
             accel_reduction_bytes=a.memory_bandwidth_gbs * 1e9 * a.reduction_fraction,
             accel_small_overhead_s=a.small_op_us * 1e-6,
             accel_winograd=a.winograd,
+            accel_conv_flops=a.matmul_tflops * 1e12 * a.conv_fraction,
         )
 
 
@@ -169,6 +172,8 @@ def op_seconds(op: OpWork, role: str, rates: Rates) -> float:
     else:
         kind = op.kind
         flops_rate = rates.accel_matmul_flops if kind == "matmul" else rates.accel_flops
+        if kind == "matmul" and op.type.startswith("Conv") and rates.accel_conv_flops is not None:
+            flops_rate = rates.accel_conv_flops
         if kind == "matmul" and op.winograd:
             flops_rate *= rates.accel_winograd
         bytes_rate = rates.accel_bytes
