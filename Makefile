@@ -15,7 +15,7 @@ WORKERS ?= auto
 STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 .DEFAULT_GOAL := help
-.PHONY: help install profile test test-fast lint tensorboard bench bench-memory bench-parse bench-corpus bench-hosts clean browser
+.PHONY: help install profile test test-fast lint tensorboard bench bench-memory bench-parse bench-corpus bench-hosts bench-calibration clean browser
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -74,3 +74,5 @@ clean: ## remove the virtual environment, caches and generated reports
 
 bench-hosts: install ## multi-host analyze at pod scale: N hosts x M events, pool, Dask, scaling (ARGS='--quick')
 	$(BIN)/python -m benchmarks.bench_hosts $(ARGS)
+bench-calibration: install ## the cost model against the published TensorFlow Benchmarks page (ResNet-50, Inception V3, VGG16 on P100/K80)
+	$(BIN)/python -m benchmarks.bench_calibration $(ARGS)

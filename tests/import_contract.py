@@ -35,8 +35,10 @@ LAYERS: tuple[str, ...] = (
 )
 #: Modules at the package root, and where they stand.
 ROOT_MODULES = {"__init__": "commands", "__main__": "commands", "cli": "commands"}
-#: Only these may import TensorFlow.
-TENSORFLOW_ALLOWED = ("capture", "projection.graphcost", "projection.strategy_graphs")
+#: Only these may import TensorFlow (projection.keras_graphs traces a --keras-model file's step, in the
+#: strategy graphs' child).
+TENSORFLOW_ALLOWED = ("capture", "projection.graphcost", "projection.strategy_graphs",
+                      "projection.keras_graphs")
 NEVER_IMPORTED = ("testing",)
 
 

@@ -92,6 +92,18 @@ def test_user_file_loads_by_path(tmp_path: Path) -> None:
          "tensorflow_build must be one of"),
         (lambda t: t.replace("[host]", "[host]\ncorez = 3"), "unknown key 'corez'"),
         (lambda t: t.split("[peer]")[0], r"missing table \[peer\]"),
+        (lambda t: t.replace("reduction_efficiency = 0.6 ", "reduction_efficiency = 1.5 "),
+         r"\[accelerator\] reduction_efficiency is a fraction of peak and must be at most 1"),
+        (lambda t: t.replace("conv_efficiency = 0.6 ", "conv_efficiency = 1.2 "),
+         r"\[accelerator\] conv_efficiency is a fraction of peak and must be at most 1"),
+        (lambda t: t.replace("winograd_speedup = 2.0 ", "winograd_speedup = 9 "),
+         r"\[accelerator\] winograd_speedup must be at most 4"),
+        (lambda t: t.replace("winograd_speedup = 2.0 ", "winograd_speedup = 0 "),
+         r"\[accelerator\] winograd_speedup must be positive"),
+        (lambda t: t.replace("small_op_overhead_us = 3.0 ", "small_op_overhead_us = -1 "),
+         r"\[accelerator\] small_op_overhead_us must not be negative"),
+        (lambda t: t.replace("small_op_overhead_us = 3.0 ", 'small_op_overhead_us = "fast" '),
+         r"\[accelerator\] small_op_overhead_us must be a number"),
     ],
 )
 def test_bad_profiles_are_one_line_errors(tmp_path: Path, edit, message: str) -> None:
@@ -156,3 +168,26 @@ def test_a_hardware_path_that_is_no_file_says_what_it_is(tmp_path: Path, what: s
         load_hardware(str(path))
     assert str(exc.value) == f"hardware file {path}: {said}" or str(exc.value).startswith(
         f"hardware file {path}: {said}")
+
+
+def test_profiles_without_op_class_terms_get_the_old_ones(tmp_path: Path) -> None:
+    """A profile written before the op classes: reductions at the elementwise fraction, small ops at the
+    per-op overhead, no Winograd speed-up."""
+    new_keys = ("conv_efficiency", "reduction_efficiency", "small_op_overhead_us", "winograd_speedup")
+    old = "\n".join(line for line in _good_text().splitlines() if not line.startswith(new_keys))
+    a = load_file(_write(tmp_path, old)).accelerator
+    assert (a.reduction_efficiency, a.small_op_overhead_us, a.winograd_speedup) == (None, None, None)
+    assert (a.reduction_fraction, a.small_op_us, a.winograd) == (a.memory_efficiency, a.op_overhead_us, 1.0)
+    assert a.conv_efficiency is None and a.conv_fraction == a.efficiency
+
+
+@pytest.mark.parametrize("name", ["8x-p100-dgx1", "8x-k80-gce", "8x-k80-p2"])
+def test_calibration_machines_load_with_their_class_terms(name: str) -> None:
+    a = load_hardware(name).accelerator
+    assert a.count == 8
+    assert a.reduction_efficiency is not None and a.reduction_efficiency <= a.memory_efficiency
+    assert a.winograd_speedup is not None and 1 < a.winograd_speedup <= 2.25  # F(2x2,3x3)'s saving
+    assert a.small_op_overhead_us is not None
+    for line in (builtin_dir() / f"{name}.toml").read_text().splitlines():
+        if re.match(r"^\s*\w+\s*=\s*[-\d.]+\s*(#.*)?$", line):
+            assert len(line.partition("#")[2].strip()) > 8, f"{name}: no source next to: {line}"

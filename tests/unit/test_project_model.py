@@ -218,3 +218,71 @@ def test_placement_check_compares_devices_and_bytes() -> None:
     }}
     check = placement_check(towers_graph(), record)
     assert (check["ops_compared"], check["ops_same_device"], check["links_agree"]) == (3, 2, True)
+
+
+# --------------------------------------------------------------------------- op classes
+
+def classed_toy() -> Hardware:
+    """The toy profile with every per-class term given: convolutions at 0.25 of the matmul peak
+    (2.5e9 FLOP/s), reductions at half the bandwidth, small ops 1 us, 3x3 convolutions twice as
+    fast as their FLOPs."""
+    hw = toy()
+    return replace(hw, accelerator=replace(hw.accelerator, conv_efficiency=0.25, reduction_efficiency=0.5,
+                                           small_op_overhead_us=1.0, winograd_speedup=2.0))
+
+
+@pytest.mark.parametrize(
+    ("op", "expected_us"),
+    [
+        # matmul: 2 + 1e9 / 5e9 s
+        (OpWork("mm", "MatMul", G0, 1e9, 1e6, matmul=True, op_class="matmul"), 2 + 200_000),
+        # a convolution: 2 + 1e9 / 2.5e9; with Winograd: 2 + 1e9 / (2.5e9 x 2)
+        (OpWork("c", "Conv2D", G0, 1e9, 1e6, matmul=True, op_class="matmul"), 2 + 400_000),
+        (OpWork("c", "Conv2DBackpropFilter", G0, 1e9, 1e6, matmul=True, op_class="matmul", winograd=True),
+         2 + 200_000),
+        # elementwise: 2 + max(1e6 / 2e9, 2e8 / 2e9): the bytes bind
+        (OpWork("r", "ReluGrad", G0, 1e6, 2e8, op_class="elementwise"), 2 + 100_000),
+        # reduction: 2 + 2e8 / (2e9 x 0.5)
+        (OpWork("s", "Sum", G0, 1e6, 2e8, op_class="reduction"), 2 + 200_000),
+        # small: 1 + 4000 / 2e9 s = 1 + 2 us
+        (OpWork("m", "Mul", G0, 1e3, 4e3, op_class="small"), 1 + 2),
+        # a work document without classes: the matmul flag decides, no Winograd, the elementwise rate
+        (OpWork("old", "MatMul", G0, 1e9, 1e6, matmul=True), 2 + 200_000),
+        (OpWork("old2", "Sum", G0, 1e6, 2e8), 2 + 100_000),
+        # a view: nothing
+        (OpWork("v", "Reshape", G0, 0.0, 0.0, op_class="view"), 0),
+    ],
+)
+def test_each_op_class_has_its_own_terms(op: OpWork, expected_us: float) -> None:
+    from tfprof_towers.projection.model import op_seconds
+
+    assert op_seconds(op, "accelerator", Rates.of(classed_toy())) / US == pytest.approx(expected_us)
+
+
+def test_profile_without_class_terms_falls_back_to_the_old_ones() -> None:
+    from tfprof_towers.projection.model import op_seconds
+
+    r = Rates.of(toy())  # no conv_efficiency, reduction_efficiency, small_op_overhead_us, winograd_speedup
+    assert (r.accel_reduction_bytes, r.accel_small_overhead_s, r.accel_winograd) == (2e9, 2e-6, 1.0)
+    assert r.accel_conv_flops == pytest.approx(r.accel_matmul_flops)
+    conv = OpWork("c", "Conv2D", G0, 1e9, 1e6, matmul=True, op_class="matmul", winograd=True)
+    assert op_seconds(conv, "accelerator", r) / US == pytest.approx(2 + 200_000)
+
+
+def test_host_ops_ignore_the_classes() -> None:
+    from tfprof_towers.projection.model import op_seconds
+
+    # host: 1 + max(1e6 / 1e9, 2e8 / 1e9) s, whatever the class
+    for kind in ("reduction", "small", "elementwise"):
+        op = OpWork("h", "Sum", CPU, 1e6, 2e8, op_class=kind)
+        assert op_seconds(op, "host", Rates.of(classed_toy())) / US == pytest.approx(1 + 200_000)
+
+
+def test_op_class_and_winograd_round_trip_through_json() -> None:
+    doc = {"host": CPU, "accelerators": [G0, G1], "ops": [
+        {"name": "c", "type": "Conv2D", "device": G0, "flops": 1.0, "bytes": 2.0, "matmul": True,
+         "op_class": "matmul", "winograd": True},
+        {"name": "a", "type": "AddV2", "device": G0, "flops": 1.0, "bytes": 2.0, "matmul": False}]}
+    ops = GraphWork.from_json(doc).ops
+    assert (ops[0].kind, ops[0].winograd) == ("matmul", True)
+    assert (ops[1].kind, ops[1].winograd) == ("elementwise", False)

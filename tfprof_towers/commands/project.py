@@ -16,19 +16,20 @@ from rich.table import Table
 from tfprof_towers.cli import add_command
 from tfprof_towers.commands import console
 from tfprof_towers.procs import forkserver, supervise
-from tfprof_towers.projection.api import PROJECTION_JSON, project, run_preset, run_variants
+from tfprof_towers.projection.api import PROJECTION_JSON, KerasModel, project, run_preset, run_variants
 from tfprof_towers.projection.hardware import BUILDS, builtin_names
 from tfprof_towers.rundir.paths import RunDir, json_text, write_json
 from tfprof_towers.rundir.records import RunDoc, load_run
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import PRESETS, VariantSpec, get_preset, parse_variant_names
-from tfprof_towers.variants.variant_files import resolve_variants, variant_notices
+from tfprof_towers.variants.variant_files import check_keras_file, resolve_variants, variant_notices
 from tfprof_towers.vocab.errors import EXIT_NOTHING_PROJECTED, TowersError
 from tfprof_towers.vocab.fmt import fmt_step
 
 DEFAULT_PRESET = "seed"
 #: What the fork server imports once for the graph builders (one child per variant, no new import).
-PROJECTION_PRELOAD = ("tfprof_towers.projection.graphcost", "tfprof_towers.projection.strategy_graphs")
+PROJECTION_PRELOAD = ("tfprof_towers.projection.graphcost", "tfprof_towers.projection.strategy_graphs",
+                      "tfprof_towers.projection.keras_graphs")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,8 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default=None, choices=list(PRESETS),
                    help=f"workload size (default: the run's preset, or {DEFAULT_PRESET} without RUN_DIR)")
     p.add_argument("--batch", type=_batch, default=None, metavar="N",
-                   help="the preset's batch size instead (the seed workload's input is [N, dim, dim]): "
-                        "memory and time grow with it")
+                   help="the preset's batch size instead (the seed workload's input is [N, dim, dim]); with "
+                        "--keras-model the global batch instead of the file's GLOBAL_BATCH_SIZE: memory and "
+                        "time grow with it")
+    p.add_argument("--keras-model", default=None, metavar="FILE",
+                   help="project your Keras model file (build_model, make_dataset: the file `profile "
+                        "--keras-model` takes) under each tf2-strategy variant instead of the seed workload")
     p.add_argument("--variants", default=None, metavar="A,B,...",
                    help="built-in variants to project (default: the run's, or all built-ins)")
     p.add_argument("--variant-file", action="append", default=[], metavar="PATH",
@@ -91,9 +96,9 @@ def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
     from tfprof_towers.projection.cluster import project_cluster
     from tfprof_towers.projection.hardware import load_hardware
 
-    if args.run_dir is not None or args.variants or args.variant_file:
+    if args.run_dir is not None or args.variants or args.variant_file or args.keras_model:
         raise TowersError("--workers projects the built-in cluster variants on the seed workload; it takes "
-                          "no RUN_DIR, --variants or --variant-file")
+                          "no RUN_DIR, --variants, --variant-file or --keras-model")
     hw = load_hardware(args.hardware)
     if args.host_build:
         hw = hw.with_host_build(args.host_build)
@@ -142,14 +147,17 @@ def document(args: argparse.Namespace, write: bool = True) -> tuple[dict[str, An
         preset = get_preset(args.preset)
     else:
         preset = run_preset(run) if run is not None else get_preset(DEFAULT_PRESET)
-    if args.batch is not None:  # a size of its own: named so, and never calibrated as the run's preset
+    keras = keras_model(args, run)
+    if args.batch is not None and keras is None:  # a size of its own: named so, never calibrated as the run's
         preset = dataclasses.replace(preset, batch=args.batch, name=f"{preset.name}-batch{args.batch}")
     if run is not None and run.config is not None and run.config.cluster is not None:
         return _project_cluster_run(args, run_dir, run.config.cluster, preset, write), run_dir, 0
-    variants = _variants(args, run)
+    variants = _variants(args, run, keras)
+    progress = console.err if keras is not None else None  # a large model's graphs take minutes each
     with tempfile.TemporaryDirectory(prefix="tfprof-project-") as tmp, forkserver.serving(
             PROJECTION_PRELOAD, Path(tmp) / "fork-server.txt", supervise.tf_child_env(), console.err):
-        doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build)
+        doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build,
+                      keras=keras, progress=progress)
     if run_dir is not None and write:
         write_json(run_dir.root / PROJECTION_JSON, doc)
         _rerender(run_dir)  # the report's "measured vs projected" section shows it
@@ -171,7 +179,30 @@ def _rerender(run_dir: RunDir) -> None:
     finish_run(run_dir)
 
 
-def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec, ...]:
+def keras_model(args: argparse.Namespace, run: RunDoc | None) -> KerasModel | None:
+    """The Keras model to project: ``--keras-model``, else the run's; None for the seed workload."""
+    from_run = run.config.keras_model if run is not None and run.config is not None else None
+    if args.keras_model is None and from_run is None:
+        return None
+    if args.variant_file:
+        raise TowersError("--keras-model projects your model under the built-in tf2-strategy variants; it "
+                          "cannot be combined with --variant-file")
+    if args.preset:
+        raise TowersError("--preset sizes the seed workload; a Keras model's sizes are its file's "
+                          "(--batch N sets its global batch)")
+    if args.keras_model is not None and from_run is not None \
+            and Path(args.keras_model).resolve() != Path(from_run).resolve():
+        raise TowersError(f"the run trained {from_run}; project it without --keras-model, or --keras-model "
+                          "without the run directory")
+    return KerasModel(check_keras_file(args.keras_model) if args.keras_model else from_run, args.batch)
+
+
+def _variants(args: argparse.Namespace, run: RunDoc | None,
+              keras: KerasModel | None = None) -> tuple[VariantSpec, ...]:
+    if keras is not None:  # the model under each tf2-strategy built-in (the run's, or those asked for)
+        if args.variants is None and run is not None:
+            return run_variants(run)
+        return resolve_variants(parse_variant_names(args.variants, family=registry.TF2_STRATEGY), [])
     if args.variants or args.variant_file:
         builtin = parse_variant_names(args.variants) if args.variants else ()
         variants = resolve_variants(builtin, list(args.variant_file))
@@ -185,10 +216,15 @@ def _variants(args: argparse.Namespace, run: RunDoc | None) -> tuple[VariantSpec
 
 def projection_table(doc: dict[str, Any]) -> Table:
     p = doc["preset"]
-    title = (f"PROJECTED step time on {doc['hardware']} (preset {p['name']}: batch {p['batch']}, "
-             f"dim {p['dim']}); not measured")
-    t = Table(title=escape(title))
-    baseline = registry.baseline_name(registry.CLUSTER if doc.get("cluster") else registry.TF1_GRAPH)
+    keras = doc.get("keras_model")
+    family = registry.CLUSTER if doc.get("cluster") else registry.TF1_GRAPH
+    if keras:
+        size = f"Keras model {Path(keras['file']).name}: global batch {keras['global_batch']}"
+        family = registry.TF2_STRATEGY
+    else:
+        size = f"preset {p['name']}: batch {p['batch']}, dim {p['dim']}"
+    t = Table(title=escape(f"PROJECTED step time on {doc['hardware']} ({size}); not measured"))
+    baseline = registry.baseline_name(family)
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
                       (f"vs {baseline}", "right"), ("peak memory", "right"), ("bottleneck", "left")):
         t.add_column(col, justify=just)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
-from dataclasses import asdict
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,26 @@ ASSUMPTIONS = (
     "resource input; soft placement of ops without an accelerator kernel and Grappler rewrites are "
     "not modelled",
     "op time = per-op overhead + max(FLOPs / compute rate, bytes / memory bandwidth); rates are the "
-    "profile's nominal numbers times its efficiencies",
+    "profile's nominal numbers times its efficiency for the op's class (matmul/convolution, elementwise, "
+    "reduction, small); XLA's fusion is not modelled",
     "copy time = link latency + bytes / (bandwidth x efficiency); one copy at a time per link "
     "direction; staged peer copies hold both GPUs' host links",
     "NCCL all-reduce: ring, 2(n-1)/n x bytes per device each way",
     "overlapped: copies run while devices compute; serial: a copy also holds both its devices",
     "input feeding from Python and the optimizer's bookkeeping outside the graph are not modelled",
 )
+
+
+@dataclass(frozen=True)
+class KerasModel:
+    """A ``--keras-model`` file to project instead of the seed workload, at ``batch`` (None: the file's
+    ``GLOBAL_BATCH_SIZE``)."""
+
+    file: str
+    batch: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "batch": self.batch}
 
 
 def builder_layout(hw: Hardware) -> dict[str, Any]:
@@ -54,9 +68,14 @@ def builder_layout(hw: Hardware) -> dict[str, Any]:
 def build_graphs(
     variants: Sequence[VariantSpec], preset: Preset, layout: dict[str, Any],
     check_layout: dict[str, Any] | None = None, timeout_s: float | None = BUILD_TIMEOUT_S,
+    keras: KerasModel | None = None, progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Build each variant's graph in a child of its own: ``{"variants": {name: work | {"error"}},
     "checks": {...}, "tensorflow": version}``.
+
+    With ``keras`` every variant is a tf2-strategy built-in and its graph is the Keras model's training
+    step under its strategy (:func:`.keras_graphs.keras_step_graph`).  ``progress`` is told, in one
+    line, when each variant's graph is built (or is not).
 
     Each child (``python -P -m tfprof_towers.projection.graphcost``, or ``.strategy_graphs`` for a
     tf2-strategy variant) is supervised
@@ -76,30 +95,46 @@ def build_graphs(
             write_json(spec_path, {
                 "preset": asdict(preset), "layout": layout, "check_layout": check_layout,
                 "variants": [{"name": v.name, "file": v.file, "family": v.family}], "out": str(out_path),
+                **({"keras": keras.to_json()} if keras is not None else {}),
             })
             jobs[v.name] = (spec_path, out_path, Path(tmp) / f"stderr-{i}.txt")
         env = supervise.tf_child_env()
         todo = list(jobs)
         running: dict[str, supervise.Supervised] = {}
+        started: dict[str, float] = {}
         try:
             while todo or running:
                 while todo and len(running) < _parallel():
                     name = todo.pop(0)
-                    argv = supervise.python_argv(builder_module(families[name]), str(jobs[name][0]))
-                    entry = supervise.Entry(f"{builder_module(families[name])}:main", (str(jobs[name][0]),))
+                    module = KERAS_GRAPHS_MODULE if keras is not None else builder_module(families[name])
+                    argv = supervise.python_argv(module, str(jobs[name][0]))
+                    entry = supervise.Entry(f"{module}:main", (str(jobs[name][0]),))
                     running[name] = supervise.start(supervise.Command(
                         tuple(argv), jobs[name][2], deadline_s=timeout_s, env=env, label=name, entry=entry))
+                    started[name] = time.perf_counter()
                 sup = next(supervise.as_ended(running.values()))
                 name = next(n for n, s in running.items() if s is sup)
                 del running[name]
                 _merge(out, name, sup, jobs[name][1], timeout_s)
+                if progress is not None:
+                    progress(_built_line(name, out["variants"].get(name), layout,
+                                         time.perf_counter() - started[name]))
         finally:
             supervise.stop_all(running.values())
     return out
 
 
+def _built_line(name: str, work: dict[str, Any] | None, layout: dict[str, Any], seconds: float) -> str:
+    """``"mirrored: graph built for 8 accelerators (74647 ops) in 85 s"``, or why it was not."""
+    if not work or "error" in work:
+        return f"{name}: no graph: {(work or {}).get('error', 'not built')}"
+    ops, count = len(work.get("ops", ())), len(layout["accelerators"])
+    return f"{name}: graph built for {count} accelerator(s) ({ops} ops) in {seconds:.0f} s"
+
+
 GRAPHCOST_MODULE = "tfprof_towers.projection.graphcost"
 STRATEGY_GRAPHS_MODULE = "tfprof_towers.projection.strategy_graphs"
+KERAS_GRAPHS_MODULE = "tfprof_towers.projection.keras_graphs"
 
 
 def builder_module(family: str) -> str:
@@ -170,15 +205,19 @@ def project(
     run_dir: RunDir | None = None,
     host_build: str | None = None,
     graphs: dict[str, Any] | None = None,
+    keras: KerasModel | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Project every variant on ``hardware``; calibrated by ``run_dir`` when given."""
+    """Project every variant on ``hardware``; calibrated by ``run_dir`` when given.  With ``keras`` the
+    variants (tf2-strategy built-ins) run the Keras model's step; the preset then gives only the name."""
     hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
     if host_build:
         hw = hw.with_host_build(host_build)
-    calibration, check_layout, run = _calibration(run_dir, preset)
+    calibration, check_layout, run = _calibration(run_dir, preset, same_graphs=keras is None)
     if graphs is None:
-        graphs = build_graphs(variants, preset, builder_layout(hw), check_layout, build_timeout(run, preset))
-    at_run = memory_at_run(graphs, variants, run, preset, check_layout)
+        graphs = build_graphs(variants, preset, builder_layout(hw), check_layout, build_timeout(run, preset),
+                              keras=keras, progress=progress)
+    at_run = memory_at_run(graphs, variants, run, preset, check_layout, keras)
     rates = Rates.of(hw)
     if calibration is not None:
         rates = calibration.apply(rates, hw.host.peak_flops())
@@ -209,13 +248,16 @@ def project(
         "calibration": None,
         "tensorflow": graphs.get("tensorflow"),
     }
+    if keras is not None:
+        result["keras_model"] = keras_doc(keras, graphs)
     if run_dir is not None and calibration is not None:
         result["calibration"] = _calibration_doc(run_dir, calibration, graphs, variants)
     return result
 
 
 def memory_at_run(graphs: dict[str, Any], variants: Sequence[VariantSpec], run: RunDoc | None,
-                  preset: Preset, check_layout: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+                  preset: Preset, check_layout: dict[str, Any] | None,
+                  keras: KerasModel | None = None) -> dict[str, dict[str, Any]]:
     """Per variant ``{"memory_at_run": {"preset", "devices": {device: {peak_bytes, ...}}}}``: the memory
     estimate of the run's own graph, at the run's size on the run's devices, which the report sets
     beside what the run measured.  Built here when the run's preset is not the projected one."""
@@ -226,7 +268,8 @@ def memory_at_run(graphs: dict[str, Any], variants: Sequence[VariantSpec], run: 
         layout = {"host": run.topology.host, "accelerators": list(run.topology.accelerators),
                   "kind": run.topology.kind or "gpu"}
         try:
-            built = build_graphs(variants, run.preset, layout, None, build_timeout(run, run.preset))
+            built = build_graphs(variants, run.preset, layout, None, build_timeout(run, run.preset),
+                                 keras=keras)
             checks = built["variants"]
         except TowersError:
             return {}
@@ -240,15 +283,26 @@ def memory_at_run(graphs: dict[str, Any], variants: Sequence[VariantSpec], run: 
     return out
 
 
-def _calibration(run_dir: RunDir | None, preset: Preset):
+def keras_doc(keras: KerasModel, graphs: dict[str, Any]) -> dict[str, Any]:
+    """``projection.json`` -> ``keras_model``: the file and the global batch its graphs were traced at."""
+    batches = {w["keras_model"]["global_batch"] for w in graphs["variants"].values() if "keras_model" in w}
+    return {"file": keras.file, "global_batch": min(batches) if batches else keras.batch,
+            "batch_given": keras.batch is not None}
+
+
+def _calibration(run_dir: RunDir | None, preset: Preset, same_graphs: bool = True):
+    """The run's calibration, the layout to check the placement on (None: not checked) and the run.
+    ``same_graphs``: the projected graphs are the run's own (not a Keras model's, whose measured
+    op names are fit's, not the traced step's): otherwise only the host's per-op overhead is fitted."""
     if run_dir is None:
         return None, None, None
     run = load_run(run_dir)
     topology = run.topology
     run_preset_name = run.preset.name if run.preset is not None else None
-    cal = calibrate(run_dir, same_preset=run_preset_name == preset.name)
+    same = same_graphs and run_preset_name == preset.name
+    cal = calibrate(run_dir, same_preset=same)
     check = None
-    if run_preset_name == preset.name and topology is not None and topology.host and topology.accelerators:
+    if same and topology is not None and topology.host and topology.accelerators:
         check = {"host": topology.host, "accelerators": list(topology.accelerators),
                  "kind": topology.kind or "gpu"}
     return cal, check, run
@@ -285,7 +339,8 @@ def run_preset(run: RunDoc) -> Preset:
 
 
 def project_run(run_dir: RunDir, hardware: str, preset: Preset | None = None,
-                variants: Sequence[VariantSpec] | None = None) -> dict[str, Any]:
+                variants: Sequence[VariantSpec] | None = None,
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Project a finished run's variants (default: all it asked for) on ``hardware`` at ``preset``
     (default: the run's); write projection.json.
 
@@ -294,11 +349,11 @@ def project_run(run_dir: RunDir, hardware: str, preset: Preset | None = None,
     """
     hw = load_hardware(hardware)
     run = load_run(run_dir)
-    if run.config is not None and run.config.keras_model:
-        raise TowersError(f"the run trained a Keras model ({run.config.keras_model}); the projection builds "
-                          "the seed workload and variant files, not Keras models")
+    keras = None
+    if run.config is not None and run.config.keras_model:  # the run's model, at the file's own batch
+        keras = KerasModel(run.config.keras_model)
     chosen = run_variants(run) if variants is None else tuple(variants)
-    doc = project(hw, preset or run_preset(run), chosen, run_dir=run_dir)
+    doc = project(hw, preset or run_preset(run), chosen, run_dir=run_dir, keras=keras, progress=progress)
     write_json(run_dir.root / PROJECTION_JSON, doc)
     return doc
 

@@ -40,8 +40,9 @@ BUILDS = ("vectorised", "unvectorised")
 PEER_KINDS = ("direct", "staged")
 PEER_TOPOLOGIES = ("mesh", "switch")
 GIB = 1 << 30
-#: Keys a profile may leave out (the dataclass default is used).
-_OPTIONAL = frozenset({"memory_gb"})
+#: Keys a profile may leave out (the dataclass default is used; None: derived from another key).
+_OPTIONAL = frozenset({"memory_gb", "conv_efficiency", "reduction_efficiency", "small_op_overhead_us",
+                       "winograd_speedup"})
 
 
 class HardwareError(TowersError):
@@ -82,6 +83,38 @@ class Accelerator:
     op_overhead_us: float
     source: str
     memory_gb: float | None = None  # each accelerator's memory; None: not given
+    #: Fraction of ``matmul_tflops`` a convolution (Conv2D and its backprops) reaches; None: ``efficiency``,
+    #: the matmuls' fraction.
+    conv_efficiency: float | None = None
+    #: Fraction of memory bandwidth a reduction reaches (sums, means, batch-norm statistics, softmax
+    #: rows, their gradients); None: ``memory_efficiency``, the elementwise ops' fraction.
+    reduction_efficiency: float | None = None
+    #: Time of an op that moves at most :data:`.graphcost.SMALL_OP_BYTES` (a scalar, a shape, a
+    #: learning-rate product): its launch overhead; None: ``op_overhead_us``.
+    small_op_overhead_us: float | None = None
+    #: How much faster than its FLOPs at ``efficiency`` a 3x3 stride-1 convolution runs (cuDNN's
+    #: Winograd algorithms need fewer multiplies); None: 1, no faster.
+    winograd_speedup: float | None = None
+
+    @property
+    def winograd(self) -> float:
+        """The speed-up of a 3x3 stride-1 convolution (1 where the profile gives none)."""
+        return 1.0 if self.winograd_speedup is None else self.winograd_speedup
+
+    @property
+    def conv_fraction(self) -> float:
+        """Fraction of the matmul peak convolutions reach (the matmuls' where not given)."""
+        return self.efficiency if self.conv_efficiency is None else self.conv_efficiency
+
+    @property
+    def reduction_fraction(self) -> float:
+        """Fraction of memory bandwidth reductions reach (the elementwise one where not given)."""
+        return self.memory_efficiency if self.reduction_efficiency is None else self.reduction_efficiency
+
+    @property
+    def small_op_us(self) -> float:
+        """Seconds, in µs, of an op too small for anything but its launch."""
+        return self.op_overhead_us if self.small_op_overhead_us is None else self.small_op_overhead_us
 
     @property
     def memory_bytes(self) -> int | None:
@@ -123,8 +156,13 @@ class Hardware:
             "host": {**_fields(h, "model", "tensorflow_build"), "peak_gflops": h.peak_flops() / 1e9,
                      **_fields(h, "efficiency", "memory_bandwidth_gbs", "op_overhead_us", "source",
                                "memory_gb")},
-            "accelerator": _fields(a, "model", "count", "fp32_tflops", "matmul_tflops", "efficiency",
-                                   "memory_bandwidth_gbs", "op_overhead_us", "source", "memory_gb"),
+            "accelerator": {**_fields(a, "model", "count", "fp32_tflops", "matmul_tflops", "efficiency"),
+                            "conv_efficiency": a.conv_fraction,
+                            **_fields(a, "memory_bandwidth_gbs", "memory_efficiency"),
+                            "reduction_efficiency": a.reduction_fraction,
+                            "winograd_speedup": a.winograd,
+                            **_fields(a, "op_overhead_us"), "small_op_overhead_us": a.small_op_us,
+                            **_fields(a, "source", "memory_gb")},
             "host_link": dataclasses.asdict(self.host_link),
             "peer": {**_fields(self.peer, "kind", "topology"), **dataclasses.asdict(self.peer.link)},
             "origin": self.origin,
@@ -140,8 +178,8 @@ def _fields(record: Any, *names: str) -> dict[str, Any]:
 
 _HOST_KEYS, _ACCEL_KEYS, _LINK_KEYS = (typing.get_type_hints(c) for c in (Host, Accelerator, Link))
 _PEER_KEYS = {**_LINK_KEYS, "kind": str, "topology": str}
-_FRACTIONS = ("efficiency", "memory_efficiency")
-_MAY_BE_ZERO = ("op_overhead_us", "latency_us")
+_FRACTIONS = ("efficiency", "memory_efficiency", "reduction_efficiency", "conv_efficiency")
+_MAY_BE_ZERO = ("op_overhead_us", "latency_us", "small_op_overhead_us")
 #: Upper ends of the physical range of each number (well above any machine built so far), so that a
 #: typo or a hostile file (``count = 99999999999999999``, ``1e308``) is refused, not modelled.
 _AT_MOST: dict[str, tuple[float, str]] = {
@@ -151,6 +189,8 @@ _AT_MOST: dict[str, tuple[float, str]] = {
     "flops_per_cycle_unvectorised": (1024.0, "FLOPs per cycle per core"),
     "memory_bandwidth_gbs": (100_000.0, "GB/s"),
     "op_overhead_us": (1_000_000.0, "µs, one second"),
+    "small_op_overhead_us": (1_000_000.0, "µs, one second"),
+    "winograd_speedup": (4.0, "the multiplies Winograd's F(4x4,3x3) saves"),
     "count": (128, "accelerators in one machine"),
     "fp32_tflops": (100_000.0, "TFLOPS per accelerator"),
     "matmul_tflops": (100_000.0, "TFLOPS per accelerator"),

@@ -4,10 +4,17 @@ The graph comes from :mod:`.graphcost` as per-op work (FLOPs, bytes, device, dep
 cross-device copies; the profile from :mod:`.hardware`.
 
 * An op takes ``overhead + max(flops / rate, bytes / memory bandwidth)`` on its
-  device (roofline).  Views (no FLOPs, no bytes) take nothing.  MatMul/Conv use the
-  accelerator's ``matmul_tflops``, other ops its ``fp32_tflops``; every rate is
-  the nominal one times the profile's efficiency.  Host rate = cores x GHz x
-  FLOPs/cycle of the assumed TensorFlow build x efficiency.
+  device (roofline).  Views (no FLOPs, no bytes) take nothing.  On an accelerator
+  each op class (:data:`.graphcost.OP_CLASSES`) has its own terms: ``matmul``
+  (MatMul, BatchMatMul, Einsum, Conv2D and its backprops) runs at ``matmul_tflops``
+  x ``efficiency`` (a convolution at ``conv_efficiency``); every other op's FLOPs at
+  ``fp32_tflops`` x ``efficiency``;
+  ``elementwise`` ops move bytes at ``memory_efficiency`` of the bandwidth,
+  ``reduction`` ops at ``reduction_efficiency``; a ``small`` op costs
+  ``small_op_overhead_us`` where the others cost ``op_overhead_us``; a 3x3 stride-1
+  convolution runs ``winograd_speedup`` times faster than its FLOPs (cuDNN's Winograd).  Host rate =
+  cores x GHz x FLOPs/cycle of the assumed TensorFlow build x efficiency, for
+  every class.
 * A copy takes ``latency + bytes / (bandwidth x efficiency)`` on its route:
   host->accelerator ``i`` uses channel ``h2d:i``, the reverse ``d2h:i``; a peer copy
   uses ``peer:i->j`` (NVLink mesh), ``out:i`` + ``in:j`` (NVSwitch), or, staged
@@ -47,6 +54,13 @@ class OpWork:
     deps: tuple[int, ...] = ()
     copies: tuple[int, ...] = ()
     collective: int | None = None
+    op_class: str = ""  # "matmul" | "elementwise" | "reduction" | "small" | "view"; "": from ``matmul``
+    winograd: bool = False  # a 3x3 stride-1 convolution (the profile's ``winograd_speedup`` applies)
+
+    @property
+    def kind(self) -> str:
+        """The op's class; a work document without classes: matmul or elementwise."""
+        return self.op_class or ("matmul" if self.matmul else "elementwise")
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,7 @@ class GraphWork:
             ops=tuple(
                 OpWork(o["name"], o["type"], o["device"], float(o["flops"]), float(o["bytes"]),
                        bool(o.get("matmul")), tuple(o.get("deps", ())), tuple(o.get("copies", ())),
-                       o.get("collective"))
+                       o.get("collective"), str(o.get("op_class", "")), bool(o.get("winograd")))
                 for o in doc["ops"]
             ),
             copies=tuple(CopyWork(c["tensor"], c["src_op"], c["src"], c["dst"], int(c["bytes"]))
@@ -107,6 +121,10 @@ class Rates:
     accel_bytes: float
     accel_overhead_s: float
     calibrated: tuple[str, ...] = ()
+    accel_reduction_bytes: float | None = None  # None: ``accel_bytes``
+    accel_small_overhead_s: float | None = None  # None: ``accel_overhead_s``
+    accel_winograd: float = 1.0  # speed-up of a 3x3 stride-1 convolution over its FLOPs
+    accel_conv_flops: float | None = None  # convolutions' FLOP rate; None: ``accel_matmul_flops``
 
     @classmethod
     def of(cls, hw: Hardware) -> Rates:
@@ -119,6 +137,10 @@ class Rates:
             accel_matmul_flops=a.matmul_tflops * 1e12 * a.efficiency,
             accel_bytes=a.memory_bandwidth_gbs * 1e9 * a.memory_efficiency,
             accel_overhead_s=a.op_overhead_us * 1e-6,
+            accel_reduction_bytes=a.memory_bandwidth_gbs * 1e9 * a.reduction_fraction,
+            accel_small_overhead_s=a.small_op_us * 1e-6,
+            accel_winograd=a.winograd,
+            accel_conv_flops=a.matmul_tflops * 1e12 * a.conv_fraction,
         )
 
 
@@ -142,14 +164,24 @@ class Schedule:
 
 
 def op_seconds(op: OpWork, role: str, rates: Rates) -> float:
-    """Roofline time of one op on its device; views cost nothing."""
+    """Roofline time of one op on its device, with its class's rates on an accelerator; views cost nothing."""
     if op.flops == 0 and op.bytes == 0:
         return 0.0
     if role == "host":
         flops_rate, bytes_rate, overhead = rates.host_flops, rates.host_bytes, rates.host_overhead_s
     else:
-        flops_rate = rates.accel_matmul_flops if op.matmul else rates.accel_flops
-        bytes_rate, overhead = rates.accel_bytes, rates.accel_overhead_s
+        kind = op.kind
+        flops_rate = rates.accel_matmul_flops if kind == "matmul" else rates.accel_flops
+        if kind == "matmul" and op.type.startswith("Conv") and rates.accel_conv_flops is not None:
+            flops_rate = rates.accel_conv_flops
+        if kind == "matmul" and op.winograd:
+            flops_rate *= rates.accel_winograd
+        bytes_rate = rates.accel_bytes
+        if kind == "reduction" and rates.accel_reduction_bytes is not None:
+            bytes_rate = rates.accel_reduction_bytes
+        overhead = rates.accel_overhead_s
+        if kind == "small" and rates.accel_small_overhead_s is not None:
+            overhead = rates.accel_small_overhead_s
     return overhead + max(op.flops / flops_rate, op.bytes / bytes_rate)
 
 

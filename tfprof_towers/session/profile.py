@@ -213,7 +213,7 @@ def _capture_and_report(
 #: What the fork server imports once for every TensorFlow child of a profile: TensorFlow and the
 #: capture runners, and the projection's graph builders (see procs/forkserver.py).
 FORK_PRELOAD = ("tfprof_towers.capture.preload", "tfprof_towers.projection.graphcost",
-                "tfprof_towers.projection.strategy_graphs")
+                "tfprof_towers.projection.strategy_graphs", "tfprof_towers.projection.keras_graphs")
 
 
 @contextlib.contextmanager
