@@ -71,7 +71,7 @@ def test_views_of_a_real_graph_allocate_nothing() -> None:
         a = tf.matmul(tf.constant(np.ones((10, 25), np.float32)), tf.constant(np.ones((25, 100), np.float32)))
         total = tf.reduce_sum(tf.identity(tf.reshape(a, [1000])))
     work = extract_work(graph, total, "/cpu:0", ("/cpu:1",))
-    mem = estimate_memory(graph, total, work, [])
+    mem = estimate_memory(graph, total, work, [], with_grappler=True)
     dev = mem["devices"]["/device:CPU:1"]
     assert (dev["transient_bytes"], dev["peak_bytes"], dev["persistent_bytes"]) == (4096 + 256, 4096 + 256, 0)
     assert sorted(map(tuple, dev["top_tensors"])) == [("MatMul", 4096), ("Sum", 256)]

@@ -460,7 +460,7 @@ def _full_name(device: str) -> str:
 
 
 def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
-                    variables: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
+                    variables: Iterable[tuple[str, str, int]], with_grappler: bool = False) -> dict[str, Any]:
     """Each device's peak memory in one step of ``graph``, each op on the device ``work`` placed it on:
     the step's tensors walked in order with TensorFlow's executor rules (:mod:`.liveness`: views and
     in-place ops allocate nothing, a buffer is freed after its last reader, a tensor read on another
@@ -470,8 +470,9 @@ def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
     once), ``persistent_bytes`` (``variables``: (name, device, bytes) -- the variables and optimizer
     slots on it, allocated before the step), ``peak_bytes`` (their sum), ``variables`` (how many) and
     ``top_tensors`` (the largest buffers live at the peak, named by the op that wrote them last).
-    ``grappler_transient_bytes``: grappler's static estimator's figure on the same graph (it counts
-    every view and in-place output as a new buffer), kept for comparison.  Devices that hold nothing
+    With ``with_grappler``, ``grappler_transient_bytes``: grappler's static estimator's figure on the
+    same graph (it counts every view and in-place output as a new buffer), for comparison only: it
+    takes minutes on a large multi-GPU graph, so projections leave it out.  Devices that hold nothing
     are absent.  Any failure: ``{"error": why}``.
     """
     from tfprof_towers.projection.liveness import rounded, walk_peaks
@@ -483,7 +484,7 @@ def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
     except Exception as exc:  # a graph the walk cannot read: say so, the rest of the projection stands
         return {"error": f"the memory estimate failed: {type(exc).__name__}: "
                          + " ".join(str(exc).split())[:300]}
-    grappler = grappler_peaks(graph, fetches, work)
+    grappler = grappler_peaks(graph, fetches, work) if with_grappler else {}
     per_var: dict[str, list[tuple[str, int]]] = {}
     for name, dev, nbytes in variables:
         per_var.setdefault(canonical_device(dev), []).append((name, rounded(int(nbytes))))
