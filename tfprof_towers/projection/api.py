@@ -49,14 +49,15 @@ ASSUMPTIONS = (
 
 @dataclass(frozen=True)
 class KerasModel:
-    """A ``--keras-model`` file to project instead of the seed workload, at ``batch`` (None: the file's
-    ``GLOBAL_BATCH_SIZE``)."""
+    """A ``--keras-model`` file to project instead of the seed workload, at the global batch ``batch``
+    (None: the file's ``GLOBAL_BATCH_SIZE``) times ``scale``."""
 
     file: str
     batch: int | None = None
+    scale: int = 1  # the global batch is ``scale`` times the file's (or ``batch``): weak scaling
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "batch": self.batch}
+        return {"file": self.file, "batch": self.batch, "scale": self.scale}
 
 
 def builder_layout(hw: Hardware) -> dict[str, Any]:
@@ -245,8 +246,10 @@ def project(
         "calibration": None,
         "tensorflow": graphs.get("tensorflow"),
     }
-    if keras is not None:
+    if keras is not None:  # the model's own sizes, not the preset's
         result["keras_model"] = keras_doc(keras, graphs)
+        result["preset"] = {"name": Path(keras.file).name, "batch": result["keras_model"]["global_batch"],
+                            "keras_model": keras.file}
     if run_dir is not None and calibration is not None:
         result["calibration"] = _calibration_doc(run_dir, calibration, graphs, variants)
     return result

@@ -187,11 +187,12 @@ def keras_step_graph(model_file: str, variant: str, layout: dict[str, Any],
 
 def main(argv: list[str]) -> int:
     """Child entry, as :func:`.strategy_graphs.main`: SPEC.json names the layouts, the variants and
-    ``keras`` (``{"file", "batch"}``); each variant's work goes to ``spec["out"]``."""
+    ``keras`` (``{"file", "batch", "scale"}``); each variant's work goes to ``spec["out"]``."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = json.loads(Path(argv[0]).read_text())
     import tensorflow as tf
 
+    from tfprof_towers.capture.tf2.files import load_keras_file
     from tfprof_towers.projection.graphcost import write_works
 
     layouts = [spec.get(key) for key in ("layout", "check_layout")]
@@ -199,7 +200,8 @@ def main(argv: list[str]) -> int:
     keras, preset = spec["keras"], spec["preset"]["name"]
 
     def work_of(v: dict[str, Any], layout: dict[str, Any]) -> dict[str, Any]:
-        work = keras_step_graph(keras["file"], v["name"], layout, keras.get("batch")).work
+        batch = keras.get("batch") or load_keras_file(keras["file"]).global_batch_size
+        work = keras_step_graph(keras["file"], v["name"], layout, batch * int(keras.get("scale") or 1)).work
         return {**work, "preset": preset}
 
     return write_works(spec, tf.__version__, work_of)

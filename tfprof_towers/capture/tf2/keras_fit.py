@@ -114,9 +114,10 @@ def train_concrete_function(model: Any) -> Any:
 
 def build_and_compile(path: str, strategy: Any) -> tuple[Any, Any]:
     """The file's model built and compiled in ``strategy.scope()``, and its dataset."""
-    from tfprof_towers.capture.tf2.files import load_keras_file
+    from tfprof_towers.capture.tf2.files import load_keras_file, same_start
 
     f = load_keras_file(path)
+    same_start()  # the same initial weights in every variant, seeded or not
     with strategy.scope():  # the model's and the optimizer's variables belong to the strategy
         model = f.build_model()
         if not isinstance(model, keras.Model):
@@ -127,6 +128,7 @@ def build_and_compile(path: str, strategy: Any) -> tuple[Any, Any]:
             raise VariantError(f"keras model file {path}: compile_kwargs() sets steps_per_execution="
                                f"{kwargs['steps_per_execution']}; profiling needs 1 (a marker per step)")
         model.compile(**kwargs)
+    same_start()  # the same batches, in the same order, in every variant
     dataset = f.make_dataset(f.global_batch_size)
     if not isinstance(dataset, tf.data.Dataset):
         raise VariantError(f"keras model file {path}: make_dataset() must return a tf.data.Dataset, "
@@ -159,7 +161,9 @@ def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mappin
     concrete = train_concrete_function(model)
     placement = phases.run("placement_extract", strategy_placement, concrete, meta, [path])
     draft.placement = {**placement, "strategy": dict(strategy_doc), "keras_model": path}
-    draft.math = MathCheck(tuple(losses.losses), None)
+    from tfprof_towers.capture.mathcheck import random_ops
+
+    draft.math = MathCheck(tuple(losses.losses), None, random_ops(concrete.graph.as_graph_def()))
 
     draft.stage = "timed"
     options = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
