@@ -3,7 +3,7 @@
 Runs the whole command a user would run, in a process of its own, and times it from start to exit::
 
     tfprof-towers project --keras-model examples/keras_resnet50.py --hardware 8x-a100-nvlink \
-        --variants mirrored,central_storage
+        --variants mirrored,mirrored_hierarchical
 
 (``keras.applications.ResNet50(weights=None)``, a global batch of 256: each strategy's graph holds
 eight replicas of the model's training step.)  The command's progress lines (one per strategy, as its
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", type=Path, default=MODEL)
     p.add_argument("--hardware", default="8x-a100-nvlink")
-    p.add_argument("--variants", default="mirrored,central_storage")
+    p.add_argument("--variants", default="mirrored,mirrored_hierarchical")
     p.add_argument("--batch", type=int, default=None)
     args = p.parse_args(argv)
     took, doc, stderr = run(args.model, args.hardware, args.variants, args.batch)

@@ -16,7 +16,7 @@ strings, so a variant file can use them without importing this package:
 The math is fetched in the first two warm-up steps: the timed steps run the variant's fetches
 alone, after at least one more step, so fetching it never perturbs them (and the variables are
 not reloaded: a step's speed does not depend on their values).  A graph that exposes no loss
-is shown as "not compared", and so is a step that draws random numbers (:func:`random_ops`:
+is shown as "not compared", and so is a step that draws random numbers (:mod:`.random_ops`:
 Dropout, random augmentation -- each replica draws its own, so no two placements can agree).
 
 Imported only inside a capture child or a variant file: it imports TensorFlow.
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfprof_towers.capture.random_ops import random_ops
 from tfprof_towers.rundir.records import MathCheck
 from tfprof_towers.vocab.errors import VariantError
 
@@ -89,53 +90,6 @@ def first_steps(sess: Any, fetches: Any, feed: dict, graph: Any) -> MathCheck | 
     _, second = sess.run([fetches, losses], feed)
     drawn = random_ops(graph.as_graph_def(), step_op_names([fetches, losses]))
     return MathCheck((_mean(first), _mean(second)), _mean(norm) if norms else None, drawn)
-
-
-#: Op types that draw random numbers besides those named ``Random*``, ``StatelessRandom*``,
-#: ``Stateful<distribution>`` and ``Rng*`` (:func:`is_random_op`).
-RANDOM_OPS = frozenset({
-    "TruncatedNormal", "StatelessTruncatedNormal", "StatelessTruncatedNormalV2",
-    "ParameterizedTruncatedNormal", "StatelessParameterizedTruncatedNormal", "Multinomial",
-    "StatelessMultinomial", "StatelessShuffle",
-    "SampleDistortedBoundingBox", "SampleDistortedBoundingBoxV2", "StatelessSampleDistortedBoundingBox",
-    "StatelessRandomBinomial", "StatelessRandomPoisson", "StatelessRandomGammaV2", "StatelessRandomGammaV3",
-})
-#: ``Stateful*`` ops that are not random: function calls.
-_STATEFUL_CALLS = frozenset({"StatefulPartitionedCall"})
-#: Random ops a record keeps (the note names the first).
-RANDOM_OPS_KEPT = 8
-
-
-def is_random_op(op_type: str) -> bool:
-    """Whether an op of ``op_type`` draws random numbers (seeded or not: each replica draws its own)."""
-    if op_type in RANDOM_OPS:
-        return True
-    if op_type.startswith("Stateful"):
-        return op_type not in _STATEFUL_CALLS
-    return op_type.startswith(("Random", "StatelessRandom", "Rng"))
-
-
-def short_scope(name: str) -> str:
-    """An op's name as the note shows it: a replica's prefix dropped, the first two scopes kept
-    (``replica_1/sequential/dropout/stateless_dropout/...`` -> ``sequential/dropout/...``)."""
-    parts = name.split("/")
-    if parts and parts[0].startswith("replica_"):
-        parts = parts[1:]
-    return "/".join(parts[:2]) + ("/..." if len(parts) > 2 else "")
-
-
-def random_ops(graph_def: Any, only: set[str] | None = None) -> tuple[str, ...]:
-    """The random ops of a ``GraphDef`` and of the functions its library holds (a ``tf.function``'s
-    nested steps), by :func:`short_scope`, in the order met; ``only``: the top-level nodes to consider
-    (a TF1 step's executed ops, not its initialisers)."""
-    nodes = [n for n in graph_def.node if only is None or n.name in only]
-    for fn in graph_def.library.function:
-        nodes.extend(fn.node_def)
-    out: dict[str, None] = {}
-    for n in nodes:
-        if is_random_op(n.op):
-            out.setdefault(short_scope(n.name), None)
-    return tuple(out)[:RANDOM_OPS_KEPT]
 
 
 def step_op_names(fetches: Any) -> set[str]:

@@ -141,7 +141,7 @@ def run(spec: ChildSpec, draft: Draft) -> None:
 
     draft.stage = "warmup"
     second = phases.run("second_call", step)
-    from tfprof_towers.capture.mathcheck import random_ops
+    from tfprof_towers.capture.random_ops import random_ops
 
     drawn = random_ops(concrete.graph.as_graph_def())
     draft.math = replace(first_math(first, second, origin), random_ops=drawn)

@@ -161,7 +161,7 @@ def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mappin
     concrete = train_concrete_function(model)
     placement = phases.run("placement_extract", strategy_placement, concrete, meta, [path])
     draft.placement = {**placement, "strategy": dict(strategy_doc), "keras_model": path}
-    from tfprof_towers.capture.mathcheck import random_ops
+    from tfprof_towers.capture.random_ops import random_ops
 
     draft.math = MathCheck(tuple(losses.losses), None, random_ops(concrete.graph.as_graph_def()))
 
