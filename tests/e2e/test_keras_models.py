@@ -87,7 +87,7 @@ def test_a_step_with_dropout_is_not_compared_and_not_excluded(tmp_path: Path) ->
     for name in ("one_device", "mirrored"):
         assert rows[name]["status"] == "not compared"
         assert rows[name]["why"].startswith("the step draws random numbers (`")
-        assert re.search(r"/dropout(_\d+)?/\.\.\.`\)$", rows[name]["why"]), rows[name]["why"]  # the layer's scope
+        assert re.search(r"/dropout(_\d+)?/\.\.\.`\)$", rows[name]["why"]), rows[name]["why"]
     assert not [f for f in doc["findings"] if f["rule"] == "changed_math"]
     assert not doc["recommendation"].get("excluded")
 
