@@ -262,16 +262,24 @@ def keras_doc(keras: KerasModel, graphs: dict[str, Any]) -> dict[str, Any]:
             "batch_given": keras.batch is not None}
 
 
+#: Why a Keras model's run does not calibrate its projection.
+KERAS_NOT_CALIBRATED = ("not calibrated: the run trained a Keras model with fit, whose measured steps hold "
+                        "the input pipeline and Keras' own loop besides the graph; the profile's rates are "
+                        "used")
+
+
 def _calibration(run_dir: RunDir | None, preset: Preset, same_graphs: bool = True):
     """The run's calibration, the layout to check the placement on (None: not checked) and the run.
-    ``same_graphs``: the projected graphs are the run's own (not a Keras model's, whose measured
-    op names are fit's, not the traced step's): otherwise only the host's per-op overhead is fitted."""
+    ``same_graphs``: the projected graphs are the run's own; a Keras model's are not (its measured steps
+    are fit's), so its run calibrates nothing and its placement is not checked."""
     if run_dir is None:
         return None, None, None
     run = load_run(run_dir)
+    if not same_graphs:
+        return Calibration(None, None, None, None, (KERAS_NOT_CALIBRATED,)), None, run
     topology = run.topology
     run_preset_name = run.preset.name if run.preset is not None else None
-    same = same_graphs and run_preset_name == preset.name
+    same = run_preset_name == preset.name
     cal = calibrate(run_dir, same_preset=same)
     check = None
     if same and topology is not None and topology.host and topology.accelerators:
@@ -292,7 +300,7 @@ def _calibration_doc(run_dir: RunDir, cal: Calibration, graphs: dict[str, Any],
         if not record.placement:  # failed or skipped (NCCL without GPUs): nothing measured to check
             continue
         doc["placement_checks"][v.name] = placement_check(GraphWork.from_json(static), record.to_json())
-    if not checks:
+    if not checks and KERAS_NOT_CALIBRATED not in doc["notes"]:
         doc["notes"].append("placement not checked: the run's preset differs from the projected one")
     return doc
 
