@@ -127,3 +127,62 @@ def test_project_batch_overrides_the_files_global_batch(capsys: pytest.CaptureFi
     [v] = doc["variants"]
     assert {(p["src"], p["dst"]): p["bytes_per_step"] for p in v["per_link"]} == {
         ("/device:CPU:0", "/device:GPU:0"): 2 * BATCH_BYTES}
+
+
+STEP_FILE = '''
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def build_strategy(devices):
+    return {strategy}
+
+
+def build_step(strategy, devices):
+    with strategy.scope():  # Keras' default initialisers, no seed
+        model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
+                                  keras.layers.Dense(1)])
+        optimizer = keras.optimizers.SGD(0.1)
+        optimizer.build(model.trainable_variables)
+    x = np.random.rand(8, 6).astype("float32")  # no seed either
+    dataset = tf.data.Dataset.from_tensors((x, x.sum(axis=1, keepdims=True))).repeat().unbatch().batch(8)
+    batches = iter(strategy.experimental_distribute_dataset(dataset))
+
+    def replica_step(inputs):
+        features, labels = inputs
+        with tf.GradientTape() as tape:
+            per_example = tf.square(model(features, training=True) - labels)[:, 0]
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=8)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    @tf.function
+    def step():
+        return strategy.reduce("SUM", strategy.run(replica_step, args=(next(batches),)), axis=None)
+
+    return step
+'''
+FILE_STRATEGIES = {
+    "unseeded_one": "tf.distribute.OneDeviceStrategy(devices.accelerators[0])",
+    "unseeded_mirrored": "tf.distribute.MirroredStrategy(list(devices.accelerators))",
+    "unseeded_central": ("tf.distribute.experimental.CentralStorageStrategy(list(devices.accelerators), "
+                         "parameter_device=devices.host)"),
+}
+
+
+def test_unseeded_tf2_variant_files_start_from_the_same_weights(tmp_path: Path) -> None:
+    argv = ["profile", "--preset", "tiny", "--steps", "2", "--profile-steps", "1",
+            "--out", str(tmp_path / "run")]
+    for name, strategy in FILE_STRATEGIES.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(STEP_FILE.format(strategy=strategy))
+        argv += ["--variant-file", str(path)]
+    assert main(argv) == 0
+    math = summary(tmp_path / "run")["math"]
+    assert math["reference"]["label"] == "the median of 3 variants (no baseline ran)"
+    rows = {r["variant"]: r for r in math["variants"]}
+    assert {n: rows[n]["status"] for n in FILE_STRATEGIES} == dict.fromkeys(FILE_STRATEGIES, "same")
+    first = [rows[n]["losses"][0] for n in FILE_STRATEGIES]
+    assert max(first) - min(first) <= 1e-6 * abs(first[0]), first
