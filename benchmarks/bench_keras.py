@@ -7,8 +7,10 @@ Runs the whole command a user would run, in a process of its own, and times it f
 
 (``keras.applications.ResNet50(weights=None)``, a global batch of 256: each strategy's graph holds
 eight replicas of the model's training step.)  The command's progress lines (one per strategy, as its
-graph is built) are passed through; the benchmark line at the end gives the whole command's wall time
-against the limit it must stay under on a 2-core machine, and each strategy's projected step.
+graph is built, with its wall and CPU seconds) are passed through; the benchmark line at the end gives
+the whole command's wall time against the limit it must stay under on a 2-core machine, the load average
+around it (the machine may be shared: the builds' CPU seconds say what they cost whatever the load), and
+each strategy's projected step.
 
     python -m benchmarks.bench_keras [--hardware NAME] [--variants a,b] [--model FILE] [--batch N]
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -51,10 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="mirrored,mirrored_hierarchical")
     p.add_argument("--batch", type=int, default=None)
     args = p.parse_args(argv)
+    load_before = os.getloadavg()[0]
     took, doc, stderr = run(args.model, args.hardware, args.variants, args.batch)
+    load_after = os.getloadavg()[0]
+    cpu = []
     for line in stderr.splitlines():
         if ": graph built for " in line or ": no graph: " in line:
             print(f"  {line}")
+            found = re.search(r", (\d+) s of CPU$", line)
+            cpu += [int(found.group(1))] if found else []
     for e in doc["variants"]:
         step = e.get("projected_step_s")
         shown = f"{step['overlapped'] * 1e3:.1f} ms projected step" if step else e.get("error")
@@ -64,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     batch = doc["keras_model"]["global_batch"]
     print(f"bench-keras: {args.model.name} on {count} GPUs ({args.hardware}), {len(doc['variants'])} "
           f"strategies ({args.variants}), global batch {batch}: whole command {took:.0f} s, "
-          f"{verdict} the {LIMIT_S:.0f} s limit ({os.cpu_count()} cores)")
+          f"{verdict} the {LIMIT_S:.0f} s limit ({os.cpu_count()} cores, load average {load_before:.1f} "
+          f"before, {load_after:.1f} after); the graph builds took "
+          f"{' + '.join(f'{c} s' for c in cpu)} of CPU")
     return 0 if took <= LIMIT_S else 1
 
 

@@ -129,7 +129,8 @@ def _built_line(name: str, work: dict[str, Any] | None, layout: dict[str, Any], 
     if not work or "error" in work:
         return f"{name}: no graph: {(work or {}).get('error', 'not built')}"
     ops, count = len(work.get("ops", ())), len(layout["accelerators"])
-    return f"{name}: graph built for {count} accelerator(s) ({ops} ops) in {seconds:.0f} s"
+    cpu = f", {work['build_cpu_s']:.0f} s of CPU" if isinstance(work.get("build_cpu_s"), float) else ""
+    return f"{name}: graph built for {count} accelerator(s) ({ops} ops) in {seconds:.0f} s{cpu}"
 
 
 GRAPHCOST_MODULE = "tfprof_towers.projection.graphcost"

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,8 @@ def main(argv: list[str]) -> int:
     def work_of(v: dict[str, Any], layout: dict[str, Any]) -> dict[str, Any]:
         batch = keras.get("batch") or load_keras_file(keras["file"]).global_batch_size
         work = keras_step_graph(keras["file"], v["name"], layout, batch * int(keras.get("scale") or 1)).work
-        return {**work, "preset": preset}
+        # the child's CPU time so far (all its threads): on a busy machine the wall time says little
+        return {**work, "preset": preset, "build_cpu_s": time.process_time()}
 
     return write_works(spec, tf.__version__, work_of)
 
