@@ -195,3 +195,14 @@ def test_project_keras_model_names_a_file_that_is_not_a_model(tmp_path: Path,
     assert main(["project", "--keras-model", str(model), "--hardware", "2x-gtx1060-pcie3"]) == 2
     assert one_line_error(capsys) == (f"tfprof-towers: error: keras model file {model}: defines no "
                                       "make_dataset(global_batch_size) function")
+
+
+def test_a_progress_line_per_graph_built() -> None:
+    from tfprof_towers.projection.api import _built_line
+
+    layout = {"host": "/cpu:0", "accelerators": [f"/gpu:{i}" for i in range(8)], "kind": "gpu"}
+    work = {"ops": [{}] * 3, "build_cpu_s": 64.4}
+    assert _built_line("mirrored", work, layout, 227.6) == (
+        "mirrored: graph built for 8 accelerator(s) (3 ops) in 228 s, 64 s of CPU")
+    assert _built_line("central_storage", {"error": "Keras cannot build ..."}, layout, 9.0) == (
+        "central_storage: no graph: Keras cannot build ...")
