@@ -15,7 +15,7 @@ WORKERS ?= auto
 STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 .DEFAULT_GOAL := help
-.PHONY: help install profile test test-fast lint tensorboard bench bench-memory bench-parse bench-corpus bench-hosts bench-calibration clean browser
+.PHONY: help install profile test test-fast lint tensorboard bench bench-memory bench-parse bench-corpus bench-hosts bench-calibration bench-keras clean browser
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -58,6 +58,9 @@ bench-memory: install ## memory estimate vs measured per built-in and device at 
 
 bench-parse: install ## trace-parsing speed on a synthetic trace of 1M+ events
 	$(BIN)/python -m benchmarks.bench_parse $(ARGS)
+
+bench-keras: install ## project ResNet-50 (keras.applications) on 8 GPUs under two strategies: the whole command's time
+	$(BIN)/python -m benchmarks.bench_keras $(ARGS)
 
 bench-corpus: install ## analyze and XProf side by side on every real trace of ../shared/fixtures (or ARGS='DIR ...')
 	$(BIN)/python -m benchmarks.bench_corpus $(ARGS)

@@ -314,6 +314,8 @@ def from_projection(
     hardware = str(projection.get("hardware") or "the default hardware profile")
     preset = (projection.get("preset") or {}).get("name")
     at = f" at the {preset} preset" if preset else ""
+    if (projection.get("preset") or {}).get("keras_model"):
+        at = f" for the Keras model {preset}"
     if projection.get("error"):
         error = str(projection["error"])
         reason = (f"No recommendation: the projection on {hardware} failed ({error}). The CPU stand-in "
@@ -332,7 +334,8 @@ def from_projection(
         return Recommendation(None, reason, PROJECTED, hardware=hardware, preset=preset,
                               error="no variant could be projected")
     rec = projected(entries, ranking, hardware, sources, excluded)
-    reason = f"{at.strip().capitalize() or 'Projected'} (not measured): {rec.reason}."
+    at = at.strip()
+    reason = f"{at[:1].upper() + at[1:] if at else 'Projected'} (not measured): {rec.reason}."
     if missing:
         reason += f" Not projected: {', '.join(missing)}."
     return replace(rec, reason=reason, preset=preset)

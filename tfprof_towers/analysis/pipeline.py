@@ -362,7 +362,7 @@ def _optional_text(value: Any) -> str | None:
 def _preset(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, Mapping):
         return None
-    return {k: raw[k] for k in ("name", "batch", "dim", "blocks") if k in raw}
+    return {k: raw[k] for k in ("name", "batch", "dim", "blocks", "keras_model") if k in raw}
 
 
 def _plain(value: Any, depth: int = 0) -> Any:

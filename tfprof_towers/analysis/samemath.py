@@ -12,6 +12,9 @@ change them beyond float rounding; the ``changed_math`` rule owns the tolerances
 * Both checks are needed: Adam's first steps hardly depend on the gradient's
   size, so a variant that drops one tower's gradient moves its step-2 loss by
   about 1e-8 (below float32 noise), while its gradient norm halves.
+* A step that draws random numbers (Dropout, random augmentation: ``random_ops``
+  recorded from its graph) cannot match exactly -- each replica draws its own -- so
+  it is "not compared", and named so; it is no reference either.
 
 Plain mappings in and out; no TensorFlow.
 """
@@ -31,6 +34,8 @@ SAME, DIFFERS, NOT_COMPARED, REFERENCE = "same", "differs", "not compared", "ref
 #: Fewest variants whose median can stand in for a missing baseline.
 MIN_FOR_MEDIAN = 3
 NO_LOSS = "its graph exposes no loss (see docs/variants.md: same math)"
+#: Random ops named in the "not compared" note.
+RANDOM_OPS_SHOWN = 2
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,26 @@ def not_finite(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
+def random_ops(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ops of the variant's step that draw random numbers (none: its math can be compared)."""
+    return tuple(str(n) for n in entry.get("random_ops") or ())
+
+
+def draws_random(entry: Mapping[str, Any]) -> str | None:
+    """"the step draws random numbers (`dropout/...`)" when it does, else None."""
+    names = random_ops(entry)
+    if not names:
+        return None
+    shown = ", ".join(f"`{n}`" for n in names[:RANDOM_OPS_SHOWN])
+    more = f" and {len(names) - RANDOM_OPS_SHOWN} more" if len(names) > RANDOM_OPS_SHOWN else ""
+    return f"the step draws random numbers ({shown}{more})"
+
+
 def compared_entries(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Successful variants that recorded their losses, all finite (a diverged one is no reference)."""
-    return [e for e in entries if e.get("status") == "ok" and entry_losses(e) and not_finite(e) is None]
+    """Successful variants that recorded their losses, all finite (a diverged one is no reference), from
+    a step that draws no random numbers."""
+    return [e for e in entries if e.get("status") == "ok" and entry_losses(e) and not_finite(e) is None
+            and not random_ops(e)]
 
 
 def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
@@ -133,6 +155,9 @@ def not_compared_why(entry: Mapping[str, Any], ref: Reference | None) -> str | N
     """Why ``entry`` cannot be compared (None: it can)."""
     if not entry_losses(entry):
         return NO_LOSS
+    random = draws_random(entry)
+    if random is not None:
+        return random
     if not_finite(entry) is not None:
         return None  # a NaN loss needs no reference to be wrong
     if ref is None:
@@ -153,7 +178,8 @@ def table(entries: Sequence[Mapping[str, Any]], loss_rtol: float, grad_norm_rtol
             ("losses", "grad_norm"))
         why = not_compared_why(e, ref)
         if why is not None:
-            rows.append({**row, "status": NOT_COMPARED, "why": why})
+            drawn = {"random_ops": list(random_ops(e))} if random_ops(e) else {}
+            rows.append({**row, "status": NOT_COMPARED, "why": why, **drawn})
             continue
         nan = not_finite(e)
         if ref is None:  # not_compared_why let it through: its own NaN says it differs

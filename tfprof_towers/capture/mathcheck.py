@@ -16,7 +16,8 @@ strings, so a variant file can use them without importing this package:
 The math is fetched in the first two warm-up steps: the timed steps run the variant's fetches
 alone, after at least one more step, so fetching it never perturbs them (and the variables are
 not reloaded: a step's speed does not depend on their values).  A graph that exposes no loss
-is shown as "not compared".
+is shown as "not compared", and so is a step that draws random numbers (:mod:`.random_ops`:
+Dropout, random augmentation -- each replica draws its own, so no two placements can agree).
 
 Imported only inside a capture child or a variant file: it imports TensorFlow.
 """
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfprof_towers.capture.random_ops import random_ops
 from tfprof_towers.rundir.records import MathCheck
 from tfprof_towers.vocab.errors import VariantError
 
@@ -86,4 +88,19 @@ def first_steps(sess: Any, fetches: Any, feed: dict, graph: Any) -> MathCheck | 
     norms = graph.get_collection(GRAD_NORM)
     _, first, norm = sess.run([fetches, losses, norms], feed)
     _, second = sess.run([fetches, losses], feed)
-    return MathCheck((_mean(first), _mean(second)), _mean(norm) if norms else None)
+    drawn = random_ops(graph.as_graph_def(), step_op_names([fetches, losses]))
+    return MathCheck((_mean(first), _mean(second)), _mean(norm) if norms else None, drawn)
+
+
+def step_op_names(fetches: Any) -> set[str]:
+    """The names of every op a ``Session.run(fetches)`` executes (inputs and control inputs, transitively)."""
+    stack = [f if isinstance(f, tf.Operation) else f.op for f in tf.nest.flatten(fetches)]
+    seen: set[str] = set()
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen

@@ -18,7 +18,7 @@ from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
-from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib, fmt_workload
 
 
 def _console(stderr: bool = False) -> Console:
@@ -127,6 +127,16 @@ def ranked_table(summary: dict[str, Any]) -> Table:
     return t
 
 
+def random_math_lines(summary: dict[str, Any]) -> list[str]:
+    """"Same math not compared for a, b: the step draws random numbers (`dropout/...`)", one line per
+    reason, for the variants whose step draws random numbers (their losses cannot agree)."""
+    by_why: dict[str, list[str]] = {}
+    for r in (summary.get("math") or {}).get("variants") or ():
+        if r.get("random_ops") and r.get("why"):
+            by_why.setdefault(str(r["why"]), []).append(str(r["variant"]))
+    return [f"Same math not compared for {', '.join(names)}: {why}" for why, names in by_why.items()]
+
+
 def peak_cell(memory: dict[str, Any]) -> str:
     """A variant's largest accelerator peak (``variants[].memory``, read typed), whether measured or
     estimated, red when it does not fit (rich markup, escaped); "-" without one."""
@@ -174,9 +184,8 @@ def projected_table(summary: dict[str, Any]) -> Table | None:
     proj = summary.get("projection") or {}
     if proj.get("error") or not proj.get("variants"):
         return None
-    preset = proj.get("preset") or {}
-    size = f" at the {preset['name']} preset (batch {preset.get('batch')}, dim {preset.get('dim')})" \
-        if preset.get("name") else ""
+    size = fmt_workload(proj.get("preset"))
+    size = f" {size}" if size else ""
     t = Table(title=f"PROJECTED on {proj.get('hardware')}{size}, fastest first: not measured")
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped - serial", "right"),
                       ("peak memory", "right"), ("bottleneck", "left"), ("note", "left")):
@@ -206,6 +215,8 @@ def print_summary(summary: dict[str, Any], run_dir: RunDir, not_written: tuple[P
     if table is not None:
         _out.print(table)
     _out.print(ranked_table(summary))
+    for line in random_math_lines(summary):
+        _out.print(_escape(line))
     label = f" ({rec.get('label')})" if projected and rec.get("label") else ""
     if rec.get("variant"):
         reason = _escape(rec.get("reason", ""))

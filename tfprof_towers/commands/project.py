@@ -24,7 +24,7 @@ from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import PRESETS, VariantSpec, get_preset, parse_variant_names
 from tfprof_towers.variants.variant_files import check_keras_file, resolve_variants, variant_notices
 from tfprof_towers.vocab.errors import EXIT_NOTHING_PROJECTED, TowersError
-from tfprof_towers.vocab.fmt import fmt_step
+from tfprof_towers.vocab.fmt import fmt_step, fmt_workload
 
 DEFAULT_PRESET = "seed"
 #: What the fork server imports once for the graph builders (one child per variant, no new import).
@@ -153,11 +153,11 @@ def document(args: argparse.Namespace, write: bool = True) -> tuple[dict[str, An
     if run is not None and run.config is not None and run.config.cluster is not None:
         return _project_cluster_run(args, run_dir, run.config.cluster, preset, write), run_dir, 0
     variants = _variants(args, run, keras)
-    progress = console.err if keras is not None else None  # a large model's graphs take minutes each
+    # a Keras model's graphs can take minutes each: a line as each is built
+    model = {"keras": keras, "progress": console.err} if keras is not None else {}
     with tempfile.TemporaryDirectory(prefix="tfprof-project-") as tmp, forkserver.serving(
             PROJECTION_PRELOAD, Path(tmp) / "fork-server.txt", supervise.tf_child_env(), console.err):
-        doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build,
-                      keras=keras, progress=progress)
+        doc = project(args.hardware, preset, variants, run_dir=run_dir, host_build=args.host_build, **model)
     if run_dir is not None and write:
         write_json(run_dir.root / PROJECTION_JSON, doc)
         _rerender(run_dir)  # the report's "measured vs projected" section shows it
@@ -216,14 +216,11 @@ def _variants(args: argparse.Namespace, run: RunDoc | None,
 
 def projection_table(doc: dict[str, Any]) -> Table:
     p = doc["preset"]
-    keras = doc.get("keras_model")
     family = registry.CLUSTER if doc.get("cluster") else registry.TF1_GRAPH
-    if keras:
-        size = f"Keras model {Path(keras['file']).name}: global batch {keras['global_batch']}"
-        family = registry.TF2_STRATEGY
-    else:
-        size = f"preset {p['name']}: batch {p['batch']}, dim {p['dim']}"
-    t = Table(title=escape(f"PROJECTED step time on {doc['hardware']} ({size}); not measured"))
+    size = f"(preset {p['name']}: batch {p['batch']}, dim {p.get('dim')})"
+    if doc.get("keras_model"):
+        family, size = registry.TF2_STRATEGY, fmt_workload(p)
+    t = Table(title=escape(f"PROJECTED step time on {doc['hardware']} {size}; not measured"))
     baseline = registry.baseline_name(family)
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
                       (f"vs {baseline}", "right"), ("peak memory", "right"), ("bottleneck", "left")):

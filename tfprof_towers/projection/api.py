@@ -50,14 +50,15 @@ ASSUMPTIONS = (
 
 @dataclass(frozen=True)
 class KerasModel:
-    """A ``--keras-model`` file to project instead of the seed workload, at ``batch`` (None: the file's
-    ``GLOBAL_BATCH_SIZE``)."""
+    """A ``--keras-model`` file to project instead of the seed workload, at the global batch ``batch``
+    (None: the file's ``GLOBAL_BATCH_SIZE``) times ``scale``."""
 
     file: str
     batch: int | None = None
+    scale: int = 1  # the global batch is ``scale`` times the file's (or ``batch``): weak scaling
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "batch": self.batch}
+        return {"file": self.file, "batch": self.batch, "scale": self.scale}
 
 
 def builder_layout(hw: Hardware) -> dict[str, Any]:
@@ -129,7 +130,8 @@ def _built_line(name: str, work: dict[str, Any] | None, layout: dict[str, Any], 
     if not work or "error" in work:
         return f"{name}: no graph: {(work or {}).get('error', 'not built')}"
     ops, count = len(work.get("ops", ())), len(layout["accelerators"])
-    return f"{name}: graph built for {count} accelerator(s) ({ops} ops) in {seconds:.0f} s"
+    cpu = f", {work['build_cpu_s']:.0f} s of CPU" if isinstance(work.get("build_cpu_s"), float) else ""
+    return f"{name}: graph built for {count} accelerator(s) ({ops} ops) in {seconds:.0f} s{cpu}"
 
 
 GRAPHCOST_MODULE = "tfprof_towers.projection.graphcost"
@@ -248,8 +250,10 @@ def project(
         "calibration": None,
         "tensorflow": graphs.get("tensorflow"),
     }
-    if keras is not None:
+    if keras is not None:  # the model's own sizes, not the preset's
         result["keras_model"] = keras_doc(keras, graphs)
+        result["preset"] = {"name": Path(keras.file).name, "batch": result["keras_model"]["global_batch"],
+                            "keras_model": keras.file}
     if run_dir is not None and calibration is not None:
         result["calibration"] = _calibration_doc(run_dir, calibration, graphs, variants)
     return result
@@ -290,16 +294,24 @@ def keras_doc(keras: KerasModel, graphs: dict[str, Any]) -> dict[str, Any]:
             "batch_given": keras.batch is not None}
 
 
+#: Why a Keras model's run does not calibrate its projection.
+KERAS_NOT_CALIBRATED = ("not calibrated: the run trained a Keras model with fit, whose measured steps hold "
+                        "the input pipeline and Keras' own loop besides the graph; the profile's rates are "
+                        "used")
+
+
 def _calibration(run_dir: RunDir | None, preset: Preset, same_graphs: bool = True):
     """The run's calibration, the layout to check the placement on (None: not checked) and the run.
-    ``same_graphs``: the projected graphs are the run's own (not a Keras model's, whose measured
-    op names are fit's, not the traced step's): otherwise only the host's per-op overhead is fitted."""
+    ``same_graphs``: the projected graphs are the run's own; a Keras model's are not (its measured steps
+    are fit's), so its run calibrates nothing and its placement is not checked."""
     if run_dir is None:
         return None, None, None
     run = load_run(run_dir)
+    if not same_graphs:
+        return Calibration(None, None, None, None, (KERAS_NOT_CALIBRATED,)), None, run
     topology = run.topology
     run_preset_name = run.preset.name if run.preset is not None else None
-    same = same_graphs and run_preset_name == preset.name
+    same = run_preset_name == preset.name
     cal = calibrate(run_dir, same_preset=same)
     check = None
     if same and topology is not None and topology.host and topology.accelerators:
@@ -320,7 +332,7 @@ def _calibration_doc(run_dir: RunDir, cal: Calibration, graphs: dict[str, Any],
         if not record.placement:  # failed or skipped (NCCL without GPUs): nothing measured to check
             continue
         doc["placement_checks"][v.name] = placement_check(GraphWork.from_json(static), record.to_json())
-    if not checks:
+    if not checks and KERAS_NOT_CALIBRATED not in doc["notes"]:
         doc["notes"].append("placement not checked: the run's preset differs from the projected one")
     return doc
 

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,7 +116,7 @@ def trace_train_step(model: Any, strategy: Any, host: str, spec: Any) -> Any:
         def reduce_per_replica(outputs: Any, strategy: Any, reduction: str) -> Any:
             return strategy.experimental_local_results(outputs)
 
-    @tf.function
+    @tf.function(autograph=False)  # as Keras' own train function (do_not_convert), and much faster
     def train_step() -> Any:
         flat = tf.nest.flatten(inputs)
         with tf.device(host):
@@ -125,6 +127,24 @@ def trace_train_step(model: Any, strategy: Any, host: str, spec: Any) -> Any:
         return reduce_per_replica(outputs, strategy, reduction="auto")
 
     return train_step.get_concrete_function()
+
+
+def keras_cause(exc: BaseException, limit: int = 300) -> str:
+    """The line of a Keras/TensorFlow tracing error that says what went wrong: the layer whose call
+    failed and the first sentence of its message, without the traceback and the terminal's colours."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    calling = re.compile(r"when calling (\S+?)\.call")
+    calls = [(i, m.group(1)) for i, line in enumerate(lines) if (m := calling.search(line))]
+    if calls:  # the message follows the "Exception encountered when calling X.call()." line
+        at, layer = calls[0]
+        rest = [line for line in lines[at + 1:] if not line.startswith(("Arguments received", "•"))]
+        cause = f"{layer}: {rest[0] if rest else ''}"
+    else:
+        cause = next((line for line in reversed(lines) if re.match(r"\w+(Error|Exception): ", line)),
+                     lines[-1] if lines else type(exc).__name__)
+    first = re.split(r"(?<=[a-z])\.(?=[A-Z ])", cause, maxsplit=1)[0]
+    return " ".join(first.split())[:limit]
 
 
 def build_compiled(model_file: str, strategy: Any) -> tuple[Any, Any]:
@@ -167,9 +187,13 @@ def keras_step_graph(model_file: str, variant: str, layout: dict[str, Any],
     model, f = build_compiled(model_file, strategy)
     global_batch = batch or f.global_batch_size
     spec = batch_spec(f.make_dataset(global_batch), global_batch, f"keras model file {model_file}")
-    with strategy.scope():  # the model's, metrics' and optimizer's variables, as fit builds them
-        model._symbolic_build(data_batch=spec)
-    concrete = trace_train_step(model, strategy, host, spec)
+    try:
+        with strategy.scope():  # the model's, metrics' and optimizer's variables, as fit builds them
+            model._symbolic_build(data_batch=spec)
+        concrete = trace_train_step(model, strategy, host, spec)
+    except (ValueError, TypeError, RuntimeError, NotImplementedError) as exc:  # the model under this strategy
+        raise VariantError(f"Keras cannot build the model's training step under {variant}: "
+                           f"{keras_cause(exc)}") from None
     graph = concrete.graph
     fetches = [*graph.outputs, *graph.control_outputs]
     work = extract_work(graph, fetches, host, accelerators, default_to_accelerator=(layout["kind"] == "gpu"),
@@ -187,11 +211,12 @@ def keras_step_graph(model_file: str, variant: str, layout: dict[str, Any],
 
 def main(argv: list[str]) -> int:
     """Child entry, as :func:`.strategy_graphs.main`: SPEC.json names the layouts, the variants and
-    ``keras`` (``{"file", "batch"}``); each variant's work goes to ``spec["out"]``."""
+    ``keras`` (``{"file", "batch", "scale"}``); each variant's work goes to ``spec["out"]``."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = json.loads(Path(argv[0]).read_text())
     import tensorflow as tf
 
+    from tfprof_towers.capture.tf2.files import load_keras_file
     from tfprof_towers.projection.graphcost import write_works
 
     layouts = [spec.get(key) for key in ("layout", "check_layout")]
@@ -199,8 +224,10 @@ def main(argv: list[str]) -> int:
     keras, preset = spec["keras"], spec["preset"]["name"]
 
     def work_of(v: dict[str, Any], layout: dict[str, Any]) -> dict[str, Any]:
-        work = keras_step_graph(keras["file"], v["name"], layout, keras.get("batch")).work
-        return {**work, "preset": preset}
+        batch = keras.get("batch") or load_keras_file(keras["file"]).global_batch_size
+        work = keras_step_graph(keras["file"], v["name"], layout, batch * int(keras.get("scale") or 1)).work
+        # the child's CPU time so far (all its threads): on a busy machine the wall time says little
+        return {**work, "preset": preset, "build_cpu_s": time.process_time()}
 
     return write_works(spec, tf.__version__, work_of)
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from tfprof_towers.analysis.scaling import FAILED, SKIPPED, WEAK, Point, global_batch, projected_section
-from tfprof_towers.projection.api import BUILD_TIMEOUT_S, build_graphs, builder_layout
+from tfprof_towers.projection.api import BUILD_TIMEOUT_S, KerasModel, build_graphs, builder_layout
 from tfprof_towers.projection.cluster import multi_worker
 from tfprof_towers.projection.hardware import Hardware, load_hardware
 from tfprof_towers.projection.model import GraphWork, Rates, project_work
@@ -51,15 +51,18 @@ def _skip(v: VariantSpec, count: int, why: str, status: str = SKIPPED) -> Point:
 
 
 def project_count(hw: Hardware, preset: Preset, variants: Sequence[VariantSpec], mode: str, count: int,
-                  timeout_s: float | None = BUILD_TIMEOUT_S) -> list[Point]:
-    """Each of ``variants`` projected with ``count`` accelerators of ``hw``."""
+                  timeout_s: float | None = BUILD_TIMEOUT_S, keras: KerasModel | None = None) -> list[Point]:
+    """Each of ``variants`` projected with ``count`` accelerators of ``hw`` (with ``keras``: the Keras
+    model's step, its file's global batch per replica in weak mode, in all in strong mode)."""
     batch = global_batch(mode, preset.batch, count)
-    if batch % count:
+    if keras is not None:
+        keras = replace(keras, scale=count if mode == WEAK else 1)
+    elif batch % count:
         return [_skip(v, count, f"the global batch {batch} does not split over {count} accelerators")
                 for v in variants]
     hw_n = at_count(hw, count)
     preset_n = replace(preset, batch=batch)
-    graphs = build_graphs(variants, preset_n, builder_layout(hw_n), None, timeout_s)
+    graphs = build_graphs(variants, preset_n, builder_layout(hw_n), None, timeout_s, keras=keras)
     rates = Rates.of(hw_n)
     out = []
     for v in variants:
@@ -69,8 +72,9 @@ def project_count(hw: Hardware, preset: Preset, variants: Sequence[VariantSpec],
             continue
         e = project_work(GraphWork.from_json(doc), hw_n, rates)
         bn = e.get("bottleneck") or {}
+        traced = (doc.get("keras_model") or {}).get("global_batch", batch)
         out.append(Point(v.name, count, family=v.family, baseline=is_baseline(v),
-                         step_median_s=float(e["projected_step_s"]["overlapped"]), global_batch=batch,
+                         step_median_s=float(e["projected_step_s"]["overlapped"]), global_batch=traced,
                          bottleneck=bn.get("text"), bottleneck_kind=bn.get("kind")))
     return out
 
@@ -92,19 +96,24 @@ def project_hosts(hw: Hardware, preset: Preset, mode: str,
 
 
 def project_scaling(hardware: str | Hardware, preset: Preset, variants: Sequence[VariantSpec],
-                    mode: str = WEAK, timeout_s: float | None = BUILD_TIMEOUT_S) -> dict[str, Any]:
+                    mode: str = WEAK, timeout_s: float | None = BUILD_TIMEOUT_S,
+                    keras: KerasModel | None = None) -> dict[str, Any]:
     """``summary.json`` -> ``scaling.projected``: each variant at 1, 2, 4, ... up to the profile's
-    accelerators (the baseline at 1 only; the others from 2), and multi_worker across hosts."""
+    accelerators (the baseline at 1 only; the others from 2), and multi_worker across hosts (not for
+    a Keras model: ``keras`` projects its step instead of the seed's)."""
     hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
     points: list[Point] = []
     for n in powers_of_two_to(hw.accelerator.count):
         chosen = [v for v in variants if is_baseline(v) == (n == 1)]
         if chosen:
-            points += project_count(hw, preset, chosen, mode, n, timeout_s)
-    notes = [f"the {preset.name} preset's batch ({preset.batch}) is the "
-             + ("per-replica batch: the global batch grows with N" if mode == WEAK
-                else "global batch, split over N")]
-    if hw.network is not None:
+            points += project_count(hw, preset, chosen, mode, n, timeout_s, keras)
+    what = f"the {preset.name} preset's batch ({preset.batch})"
+    if keras is not None:
+        what = (f"the Keras model's batch ({keras.batch})" if keras.batch
+                else "the Keras model file's GLOBAL_BATCH_SIZE")
+    notes = [f"{what} is the " + ("per-replica batch: the global batch grows with N" if mode == WEAK
+                                  else "global batch, split over N")]
+    if hw.network is not None and keras is None:
         points += project_hosts(hw, preset, mode)
         hosts = ", ".join(str(h) for h in CLUSTER_HOSTS)
         notes.append(f"multi_worker: {hosts} host(s) of {hw.accelerator.count} accelerators"

@@ -187,8 +187,8 @@ def memory_view(summary: Mapping[str, Any],
         "basis": mem.get("basis"),
         "headroom_why": mem.get("headroom_why"),
         "note": mem.get("note"),
-        "keras": (f"Not estimated for --keras-model ({keras}): the projection builds the seed workload and "
-                  "variant files, not Keras models; only the memory this run measured (its allocators' "
-                  "events) is shown.")
-        if keras else None,
+        "keras": (f"Not estimated for --keras-model ({keras}): the model's projection has no memory "
+                  "estimate (see its section); only the memory this run measured (its allocators' events) "
+                  "is shown.")
+        if keras and not rows else None,
     }

@@ -156,7 +156,8 @@ def mismatch_notes(summary: Mapping[str, Any], proj: Mapping[str, Any]) -> list[
     notes = []
     measured_preset = (((summary.get("config") or {}).get("preset")) or {}).get("name")
     projected_preset = (proj.get("preset") or {}).get("name")
-    if measured_preset and projected_preset and measured_preset != projected_preset:
+    keras = (proj.get("preset") or {}).get("keras_model")  # at the model file's own sizes, as measured
+    if measured_preset and projected_preset and measured_preset != projected_preset and not keras:
         notes.append(f"projected at the {projected_preset} preset, measured at {measured_preset}: "
                      "compare the rankings, not the times")
     here = len((summary.get("topology") or {}).get("accelerators") or ())

@@ -164,15 +164,18 @@ class MathCheck(Record):
 
     losses: tuple[float, ...] = ()
     grad_norm: float | None = None
+    random_ops: tuple[str, ...] = ()  # ops of the step that draw random numbers (a few): not comparable
 
     def to_json(self) -> dict[str, Any]:
         # A diverging model's NaN loss: null plus a "not_finite" flag (strict JSON; see rundir.nonfinite)
-        return nonfinite.strict({"losses": list(self.losses), "grad_norm": self.grad_norm},
-                                ("losses", "grad_norm"))
+        doc = nonfinite.strict({"losses": list(self.losses), "grad_norm": self.grad_norm},
+                               ("losses", "grad_norm"))
+        return {**doc, "random_ops": list(self.random_ops)} if self.random_ops else doc
 
     @classmethod
     def from_fields(cls, f: Fields) -> MathCheck:
-        return cls(nonfinite.read_numbers(f, "losses") or (), nonfinite.read_number(f, "grad_norm"))
+        return cls(nonfinite.read_numbers(f, "losses") or (), nonfinite.read_number(f, "grad_norm"),
+                   f.texts("random_ops") if "random_ops" in f.data else ())
 
 
 # ------------------------------------------------------------------------------------------

@@ -192,6 +192,7 @@ class SummaryEntry(Record):
     accelerators_used: int | None = None  # accelerator devices the placement put ops on
     losses: tuple[float, ...] | None = meta(None, read=nonfinite.read_numbers)  # the first steps' losses
     grad_norm: float | None = meta(None, read=nonfinite.read_number)  # step 1's global norm, before clipping
+    random_ops: tuple[str, ...] = meta((), omit=if_empty)  # the step draws random numbers: not compared
     rank: int | None = None
     breakdown: Mapping[str, Any] | None = None  # the trace analysis per step, or {"error": ...}
     audit: Mapping[str, Any] | None = None  # audit.audit_variant
@@ -301,6 +302,7 @@ def variant_entry(record: VariantRecord, batch: int | None, topology: Topology |
         accelerators_used=used,
         losses=tuple(math.losses) if math is not None and math.losses else None,
         grad_norm=None if math is None else math.grad_norm,
+        random_ops=() if math is None else math.random_ops,
         transfers=tuple(placement.get("transfers") or ()),
         xplane_files=record.xplane_files or (),
     )

@@ -86,9 +86,6 @@ def run_profile(options: ProfileOptions, targets: ProfileTargets, view: ProfileV
     cannot run (a bad profile, no ``--out`` for a ``--cluster`` run, a directory that cannot be used).
     """
     t0 = time.perf_counter() if t0 is None else t0
-    if targets.project_on and options.keras_model:
-        raise TowersError("--project-on projects the seed workload and variant files; it cannot project a "
-                          "--keras-model run")
     for notice in variant_notices(options.variants):
         view.notice(notice)
     if targets.project_on:
@@ -170,9 +167,8 @@ def _capture_and_report(
         run_doc = finished_run_doc(run_doc, run_dir, options, timing)
         run_doc = replace(run_doc, stopped=disk_stop(run_dir, outcomes))
         save_run_doc(run_dir, run_doc)  # a full disk: finish_run below says so, in one line
-        # a Keras model is not projected (the projection builds the seed workload and variant files)
-        hardware = None if options.keras_model else projection_hardware(
-            targets.project_on, run_doc.topology, cluster=options.cluster is not None)
+        hardware = projection_hardware(targets.project_on, run_doc.topology,
+                                       cluster=options.cluster is not None)
         if hardware:
             preset = get_preset(targets.project_preset or PROJECT_PRESET)
             if exit_code:  # interrupted: leave at once, and say why there is no projection
@@ -274,7 +270,8 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
     ran = [v for v in options.variants if load_record(run_dir, v.name).ok]
     if not ran:  # nothing to recommend either way: the summary says no variant finished
         return 0.0
-    view.notice(f"projecting {len(ran)} variant(s) on {hardware} at the {preset.name} preset ...")
+    size = "the Keras model's own sizes" if options.keras_model else f"the {preset.name} preset"
+    view.notice(f"projecting {len(ran)} variant(s) on {hardware} at {size} ...")
     try:
         if options.cluster is not None:
             from tfprof_towers.projection.cluster import project_cluster_run
@@ -282,7 +279,7 @@ def _project(run_dir: RunDir, options: ProfileOptions, hardware: str, preset: Pr
             # as many hosts of ``hardware`` as the run had workers (and its ps, else 1)
             project_cluster_run(run_dir, hardware, preset, options.cluster)
         else:
-            project_run(run_dir, hardware, preset, ran)
+            project_run(run_dir, hardware, preset, ran, progress=view.notice if options.keras_model else None)
     except OSError as exc:
         if not is_disk_error(exc):
             raise

@@ -215,7 +215,7 @@ def _run_scaling(request: ScalingRequest, options: ProfileOptions, run_dir: RunD
             write_json(scaling_json(run_dir), stopped.to_json())
         return timing, exc.exit_code
     timing["scaling"] = time.perf_counter() - t0
-    if hardware and not options.keras_model:
+    if hardware:
         t1 = time.perf_counter()
         doc = replace(doc, projected=project(hardware, project_preset, options, doc.mode, say))
         timing["scaling_projection"] = time.perf_counter() - t1
@@ -230,8 +230,13 @@ def project(hardware: str, preset: Preset, options: ProfileOptions, mode: str, s
     variants = sweep_variants(options.variants)[0]
     say(f"projecting the scaling curves of {len(variants)} variant(s) on {hardware} at the {preset.name} "
         "preset ...")
+    keras = None
+    if options.keras_model:
+        from tfprof_towers.projection.api import KerasModel
+
+        keras = KerasModel(options.keras_model)
     try:
-        return project_scaling(hardware, preset, variants, mode, options.variant_timeout_s)
+        return project_scaling(hardware, preset, variants, mode, options.variant_timeout_s, keras)
     except Exception as exc:
         why = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         say(f"scaling projection on {hardware} failed: {why}")

@@ -143,3 +143,13 @@ def fmt_some(items: list[str] | tuple[str, ...], shown: int = 5) -> str:
     if len(items) <= shown:
         return ", ".join(items)
     return ", ".join(items[:shown]) + f" and {len(items) - shown} more"
+
+
+def fmt_workload(preset: Any) -> str:
+    """Where a projection was made, after "projected": ``"at the seed preset (batch 64, dim 1000)"``,
+    ``"for the Keras model cnn.py (global batch 64)"`` (a preset of a ``keras_model``), or ``""``."""
+    if not isinstance(preset, dict) or not preset.get("name"):
+        return ""
+    if preset.get("keras_model"):
+        return f"for the Keras model {preset['name']} (global batch {preset.get('batch')})"
+    return f"at the {preset['name']} preset (batch {preset.get('batch')}, dim {preset.get('dim')})"

@@ -15,6 +15,7 @@ Imported only inside a capture child: it imports TensorFlow.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -126,6 +127,9 @@ def run(spec: ChildSpec, draft: Draft) -> None:
         run_keras(spec, draft, strategy, describe(strategy))
         return
     origin = f"variant file {spec.file}" if spec.file else f"built-in variant {spec.name}"
+    from tfprof_towers.capture.tf2.files import same_start
+
+    same_start()  # a file's variables drawn without a seed start the same in every variant
     step = check_step(phases.run(phase.BUILD, build_step, strategy, devices), origin)
 
     draft.stage = "placement"
@@ -141,7 +145,10 @@ def run(spec: ChildSpec, draft: Draft) -> None:
 
     draft.stage = "warmup"
     second = phases.run(phase.SECOND_CALL, step)
-    draft.math = first_math(first, second, origin)
+    from tfprof_towers.capture.random_ops import random_ops
+
+    drawn = random_ops(concrete.graph.as_graph_def())
+    draft.math = replace(first_math(first, second, origin), random_ops=drawn)
     call = fetched(step)
     phases.run(phase.WARMUP, timed_calls, call, max(spec.warmup - 2, 0))
     timed_then_profiled(tf, spec, draft, call)

@@ -13,6 +13,12 @@
 
 The parent checks these files without importing them (:mod:`tfprof_towers.variants.variant_files`);
 here they are imported, and anything wrong is a one-line :class:`VariantError`.
+
+**The same start everywhere.**  Every variant runs in a process of its own, so a model that draws its
+initial weights, or a dataset that shuffles, without a seed would start each variant from different
+numbers.  :func:`same_start` seeds Python, NumPy, TensorFlow and Keras with :data:`USER_SEED` right
+before the harness calls ``build_model()``/``build_step()`` and again right before ``make_dataset()``,
+so every variant draws the same initial weights and the same batches: users need not seed anything.
 """
 
 from __future__ import annotations
@@ -27,7 +33,26 @@ from tfprof_towers.capture.user_files import import_user_file
 from tfprof_towers.vocab.errors import VariantError
 
 DEFAULT_GLOBAL_BATCH = 32
+#: The seed every variant's user code starts from (:func:`same_start`).
+USER_SEED = 1234
 DEFAULT_COMPILE = {"optimizer": "adam", "loss": "mse"}
+
+
+def same_start(seed: int = USER_SEED) -> None:
+    """Seed Python's ``random``, NumPy, TensorFlow (global seed and op seeds) and, where it is loaded,
+    Keras' own seed generator: what the user's code draws next is the same in every variant."""
+    import random
+    import sys
+
+    import numpy as np
+    import tensorflow as tf
+
+    random.seed(seed)
+    np.random.seed(seed)
+    tf.random.set_seed(seed)
+    keras = sys.modules.get("keras")
+    if keras is not None:  # also resets Keras' global SeedGenerator (layers' default seeds)
+        keras.utils.set_random_seed(seed)
 
 
 def user_function(module: ModuleType, name: str, path: str | Path, what: str, signature: str,

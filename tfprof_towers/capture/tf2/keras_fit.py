@@ -7,7 +7,8 @@ The file's API is in :mod:`.files`.  Two ``fit`` calls, each phase timed:
    (placement), and -- metrics reset every epoch -- each epoch's ``logs["loss"]``
    is exactly that step's loss: losses 1 and 2.  (Two epochs of one step, not one
    epoch of two: under ``CentralStorageStrategy`` Keras' running mean within an
-   epoch weighs the first step twice.)
+   epoch weighs the first step twice.)  Both steps train on the dataset's first
+   batch, read right after seeding (:func:`first_batch_again`): the same in every variant.
 2. One ``fit`` for the warm-up, timed and profiled batches, with the :class:`Phases` callback
    (overriding ``on_train_batch_end`` makes Keras call the callbacks synchronously; Keras 3
    emits no step markers, so it does).  One call, because the first batch of every ``fit``
@@ -113,11 +114,13 @@ def train_concrete_function(model: Any) -> Any:
                        "no graph to read the placement from")
 
 
-def build_and_compile(path: str, strategy: Any) -> tuple[Any, Any]:
-    """The file's model built and compiled in ``strategy.scope()``, and its dataset."""
-    from tfprof_towers.capture.tf2.files import load_keras_file
+def build_and_compile(path: str, strategy: Any) -> tuple[Any, Any, Any]:
+    """The file's model built and compiled in ``strategy.scope()``, its dataset, and the dataset the
+    first two steps train on (:func:`first_batch_again`)."""
+    from tfprof_towers.capture.tf2.files import load_keras_file, same_start
 
     f = load_keras_file(path)
+    same_start()  # the same initial weights in every variant, seeded or not
     with strategy.scope():  # the model's and the optimizer's variables belong to the strategy
         model = f.build_model()
         if not isinstance(model, keras.Model):
@@ -128,22 +131,44 @@ def build_and_compile(path: str, strategy: Any) -> tuple[Any, Any]:
             raise VariantError(f"keras model file {path}: compile_kwargs() sets steps_per_execution="
                                f"{kwargs['steps_per_execution']}; profiling needs 1 (a marker per step)")
         model.compile(**kwargs)
+    same_start()  # the same batches, in the same order, in every variant
     dataset = f.make_dataset(f.global_batch_size)
     if not isinstance(dataset, tf.data.Dataset):
         raise VariantError(f"keras model file {path}: make_dataset() must return a tf.data.Dataset, "
                            f"got {type(dataset).__name__}")
-    if not _yields_a_batch(dataset):  # else fit ends at once and the placement reads "StopIteration"
+    first = _first_batch(dataset)
+    if first is None:  # else fit ends at once and the placement reads "StopIteration"
         raise VariantError(f"keras model file {path}: make_dataset({f.global_batch_size}) yielded no batch")
-    return model, dataset
+    return model, dataset, first_batch_again(dataset, first)
 
 
-def _yields_a_batch(dataset: Any) -> bool:
-    """Whether ``dataset`` has a first element (reads one batch; an empty one is known at once)."""
+def _first_batch(dataset: Any) -> Any:
+    """The dataset's first element, read right after seeding (the same in every variant); None when
+    it has none (an empty dataset is known at once)."""
     if int(dataset.cardinality()) == 0:
-        return False
-    for _ in dataset.take(1):
-        return True
-    return False
+        return None
+    for batch in dataset.take(1):
+        return batch
+    return None
+
+
+def first_batch_again(dataset: Any, first: Any) -> Any:
+    """A dataset that yields ``first`` (the dataset's first batch) again and again, with the dataset's own
+    element spec -- so ``fit``'s train function, traced on it, is the one the timed steps reuse.
+
+    Why: a dataset shuffled without a seed reshuffles at every new iterator, and Keras creates a
+    different number of them before the first step under different strategies (under
+    ``OneDeviceStrategy`` one more than under ``MirroredStrategy``), so the first batch each strategy
+    trained on would differ.  The first two steps (the math check's) train on this batch instead;
+    the timed steps on the dataset itself.  A dataset of anything but dense tensors is returned as it is.
+    """
+    import itertools
+
+    spec = dataset.element_spec
+    if not all(isinstance(s, tf.TensorSpec) for s in tf.nest.flatten(spec)):
+        return dataset
+    values = tf.nest.map_structure(lambda t: t.numpy(), first)
+    return tf.data.Dataset.from_generator(lambda: itertools.repeat(values), output_signature=spec)
 
 
 def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mapping[str, Any]) -> None:
@@ -151,19 +176,20 @@ def run_keras(spec: ChildSpec, draft: Draft, strategy: Any, strategy_doc: Mappin
 
     phases = draft.phases
     path = str(spec.keras_model)
-    model, dataset = phases.run(phase.BUILD, build_and_compile, path, strategy)
+    model, dataset, first_steps = phases.run(phase.BUILD, build_and_compile, path, strategy)
 
     draft.stage = "placement"
     losses = LossPerEpoch()
-    meta, _ = phases.run(phase.FIRST_CALL_PLACEMENT, collect_partition_graphs, model.fit, dataset,
+    meta, _ = phases.run(phase.FIRST_CALL_PLACEMENT, collect_partition_graphs, model.fit, first_steps,
                          epochs=2, steps_per_epoch=1, callbacks=[losses], verbose=0)
     concrete = train_concrete_function(model)
     placement = phases.run(phase.PLACEMENT_EXTRACT, strategy_placement, concrete, meta, [path])
     from tfprof_towers.capture.placement import variable_bytes
+    from tfprof_towers.capture.random_ops import random_ops
 
     draft.placement = {**placement, "strategy": dict(strategy_doc), "keras_model": path,
                        "variable_bytes": variable_bytes(concrete.variables)}
-    draft.math = MathCheck(tuple(losses.losses), None)
+    draft.math = MathCheck(tuple(losses.losses), None, random_ops(concrete.graph.as_graph_def()))
 
     draft.stage = "timed"
     options = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
