@@ -137,3 +137,20 @@ def test_a_listener_that_is_not_a_dask_scheduler_is_refused_after_the_probe(
         finally:
             t.join(5)
             server.close()
+
+
+@pytest.mark.parametrize("command", ["analyze", "export"])
+def test_a_bad_address_is_refused_before_a_single_host_trace_is_read(command: str, tmp_path, capsys,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """One host file has no map to spread, but the address the user gave is still checked first."""
+    from trace_kit import two_gpu_trace
+
+    from tfprof_towers.cli import main
+    from tfprof_towers.frames import profile as frames_profile
+
+    path = two_gpu_trace().write(tmp_path / "h0.xplane.pb")
+    monkeypatch.setattr(frames_profile, "load", lambda *a, **k: pytest.fail("the trace was read"))
+    extra = ["--parquet", str(tmp_path / "out")] if command == "export" else []
+    assert main([command, str(path), *extra, "--dask", "garbage"]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--dask garbage: no port" in err
