@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
 
         output_path(args.html, [args.path], "--html")
     if args.dask is not None:  # a bad address is refused before anything is read
-        from tfprof_towers.trace.executors import check_dask_address
+        from tfprof_towers.trace.executors import check_executor
 
-        check_dask_address(args.dask)
+        check_executor(args.dask)
     with HostProgress() as progress:
         doc, analysis = document(args, progress)
     if args.html is not None:

@@ -64,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
     # the folder and every file refused before the trace is read
     check_frames_out(folder, args.frames or FRAMES, fmt, [args.path], make=False)
     if args.dask is not None:  # a bad address is refused before anything is read, one host or many
-        from tfprof_towers.trace.executors import check_dask_address
+        from tfprof_towers.trace.executors import check_executor
 
-        check_dask_address(args.dask)
+        check_executor(args.dask)
     with HostProgress() as progress:  # names each host that cannot be read, as analyze does
         profile = load(args.path, run=args.run, dask=args.dask, progress=progress)
     for note in profile.notes:  # which run of a logdir was taken; stdout keeps only the files written

@@ -322,6 +322,17 @@ class DaskCluster:
                 self.client.cancel(futures, force=True)
 
 
+#: The executors named by a word rather than an address (``--dask serial`` runs the map in this process).
+NAMED_EXECUTORS = ("local", "serial")
+
+
+def check_executor(text: str) -> None:
+    """``--dask``'s value checked before anything is read: one of :data:`NAMED_EXECUTORS`, else a Dask
+    scheduler's address (:func:`check_dask_address`)."""
+    if text not in NAMED_EXECUTORS:
+        check_dask_address(text)
+
+
 def executor_for(target: Any = None) -> Executor:
     """``None`` or ``"local"``: :class:`LocalPool`; ``"serial"``: :class:`Serial`; an executor: itself;
     anything else (an address, a ``distributed.Client``): :class:`DaskCluster`."""
