@@ -21,7 +21,7 @@ from trace_kit import two_gpu_trace
 
 from tfprof_towers.cli import main
 from tfprof_towers.commands import mcp_stdio
-from tfprof_towers.commands.mcp_server import TOOLS, build_server, knows_option
+from tfprof_towers.commands.mcp_server import TOOLS, build_server
 
 NAMES = {"run_summary", "analyze", "sql", "diff", "project", "hardware", "profile_command"}
 
@@ -151,11 +151,13 @@ def test_errors_are_tool_errors_and_the_server_goes_on(run_dir: Path, trace_file
     assert ok(last)["rows"] == [{"n": 12}]
 
 
-def test_project_says_when_it_has_no_keras_model(run_dir: Path) -> None:
-    if knows_option("project", "--keras-model"):
-        pytest.skip("this build's project takes --keras-model")
-    (res,) = calls(("project", {"hardware": "2x-gtx1060-pcie3", "keras_model": "model.py"}))
-    assert res.is_error and "no --keras-model" in res.content[0].text
+def test_project_passes_the_keras_model_to_the_command(tmp_path: Path) -> None:
+    """``keras_model`` goes through ``project``'s own parser and checks: a file that is not there is the
+    command's one line, as a tool error, before any graph is built."""
+    missing = tmp_path / "model.py"
+    (res,) = calls(("project", {"hardware": "2x-gtx1060-pcie3", "keras_model": str(missing)}))
+    assert res.is_error and res.content[0].text == (
+        f"tfprof-towers: error: keras model file {missing}: not found")
 
 
 def test_project_refuses_a_bad_argument_before_anything_runs() -> None:

@@ -80,19 +80,6 @@ def parse(command: str, argv: Sequence[str]) -> Any:
         raise UsageError(lines[-1] if lines else f"tfprof-towers {command}: error: bad arguments") from None
 
 
-def knows_option(command: str, option: str) -> bool:
-    """Whether ``command``'s parser (this build's) takes ``option``."""
-    import argparse
-
-    from tfprof_towers.cli import build_parser
-
-    for action in build_parser(command)._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            sub = action.choices.get(command)
-            return sub is not None and option in sub._option_string_actions
-    return False
-
-
 def _opt(flag: str, value: Any) -> list[str]:
     """``[flag, value]``, or nothing for a value not given."""
     return [] if value is None else [flag, str(value)]
@@ -120,14 +107,10 @@ def diff_doc(base: str, new: str, fail_if_slower: float | None = None) -> dict[s
 def project_doc(hardware: str, run_dir: str | None = None, variants: str | Sequence[str] | None = None,
                 preset: str | None = None, batch: int | None = None,
                 keras_model: str | None = None) -> dict[str, Any]:
-    """What ``project [RUN_DIR] --hardware NAME ... --json`` prints, RUN_DIR only read; ``keras_model``
-    refused with a usage error where this build's ``project`` has no ``--keras-model``."""
+    """What ``project [RUN_DIR] --hardware NAME ... --json`` prints, RUN_DIR only read; ``keras_model``:
+    the user's Keras model under each tf2-strategy variant instead of the seed."""
     from tfprof_towers.commands.project import document
 
-    if keras_model is not None and not knows_option("project", "--keras-model"):
-        raise UsageError("tfprof-towers project: error: this build's `project` has no --keras-model yet: "
-                         "project the built-in variants, or profile the model with "
-                         "`tfprof-towers profile --keras-model FILE`")
     names = variants if variants is None or isinstance(variants, str) else ",".join(variants)
     argv = ["--json", "--hardware", hardware, *_opt("--preset", preset), *_opt("--batch", batch),
             *_opt("--variants", names), *_opt("--keras-model", keras_model)]
