@@ -33,13 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchmarks import bench_fork, bench_harness, bench_overhead
-from benchmarks.common import ALL_PARTS, SCHEMA, BenchOptions, Part, short
+from benchmarks.common import ALL_PARTS, BenchOptions, Part, short
 from benchmarks.common import parse_args as _parse_args
 from benchmarks.common import report_lines as _report_lines
 from benchmarks.common import run as _run
-
-__all__ = ["SCHEMA", "main", "parse_args", "report_lines"]
-
 
 #: --quick: the parse benchmark's sizes (every path it times, on a small trace).
 QUICK_PARSE = {"n_events": 20_000, "repeats": 1, "xprof": False, "big_events": 40_000, "whole_repeats": 1,
@@ -79,7 +76,6 @@ def format_parse(doc: Mapping[str, Any]) -> list[str]:
         return ["Parse benchmark:"] + [f"  {k}: {short(v)}" for k, v in doc.items()]
 
 
-
 def measure_allocator(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
     """What the host's BFC allocator (``TF_CPU_ALLOCATOR_USE_BFC=true``, which every profile sets so a
     CPU-only run records memory) costs the timed steps: :func:`benchmarks.bench_memory.allocator_cost`
@@ -98,14 +94,11 @@ def format_allocator(part: Mapping[str, Any]) -> list[str]:
 
 
 def parts() -> dict[str, Part]:
-    """Every figure of ``make bench``, in the order they run and print (looked up when called)."""
+    """Every figure of ``make bench``, in the order they run and print."""
     return {
-        "overhead": Part("profiler_overhead", lambda opts, say: bench_overhead.measure_overhead(opts, say),
-                         lambda doc: bench_overhead.format_overhead(doc)),
-        "harness": Part("harness_overhead", lambda opts, say: bench_harness.measure_harness(opts, say),
-                        lambda doc: bench_harness.format_harness(doc)),
-        "fork": Part("fork_server", lambda opts, say: bench_fork.measure_fork(opts, say),
-                     lambda doc: bench_fork.format_fork(doc)),
+        "overhead": bench_overhead.PART,
+        "harness": bench_harness.PART,
+        "fork": bench_fork.PART,
         "parse": Part("parse", lambda opts, say: measure_parse(say, opts.full_parse), format_parse),
         "allocator": Part("host_allocator", lambda opts, say: measure_allocator(opts, say), format_allocator),
     }

@@ -84,7 +84,7 @@ def format_fork(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-#: This figure as a part of a bench run.
+#: This figure as a part of a bench run (its functions looked up when called, so a test may replace them).
 PART = Part("fork_server", lambda opts, say: measure_fork(opts, say), lambda doc: format_fork(doc))
 
 

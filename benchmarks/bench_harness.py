@@ -206,7 +206,6 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
     }
 
 
-
 def format_harness(doc: Mapping[str, Any]) -> list[str]:
     lines = _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})", doc["spread"])
     cluster = doc.get("cluster")
@@ -234,8 +233,7 @@ def _format_runs(what: str, sp: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-
-#: This figure as a part of a bench run.
+#: This figure as a part of a bench run (its functions looked up when called, so a test may replace them).
 PART = Part("harness_overhead", lambda opts, say: measure_harness(opts, say), lambda doc: format_harness(doc))
 
 

@@ -87,7 +87,6 @@ SWEEP: tuple[TracerConfig, ...] = (
 )
 
 
-
 def flatten(blocks: Sequence[Sequence[float]]) -> list[float]:
     return [x for b in blocks for x in b]
 
@@ -141,8 +140,6 @@ def choose_config(per_variant: Mapping[str, Mapping[str, Mapping[str, Any]]], pr
     return {"chosen": chosen, "worst_ratio": worst, "target": target}
 
 
-
-
 def _run_child(opts: BenchOptions, variant: str, configs: Mapping[str, dict[str, int]],
                tmp: Path) -> dict[str, Any]:
     """One variant's overhead child, supervised; forked from the fork server while one serves."""
@@ -167,7 +164,6 @@ def _run_child(opts: BenchOptions, variant: str, configs: Mapping[str, dict[str,
         tail = "\n".join(err.read_text(errors="replace").strip().splitlines()[-5:]) if err.is_file() else ""
         raise RuntimeError(f"overhead child for {variant} failed (exit {ended.returncode}):\n{tail}")
     return json.loads(result_path.read_text())
-
 
 
 #: What the bench's fork server imports once: TensorFlow and the runners, and the overhead child.
@@ -253,8 +249,6 @@ def measure_cluster_overhead(opts: BenchOptions, variant: str, out: Path) -> dic
     }
 
 
-
-
 def format_overhead(doc: Mapping[str, Any]) -> list[str]:
     lines = [
         f"Profiler overhead: profiled / un-profiled step time, preset {doc['preset']} "
@@ -299,8 +293,7 @@ def same_settings(configs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, s
     ]
 
 
-
-#: This figure as a part of a bench run.
+#: This figure as a part of a bench run (its functions looked up when called, so a test may replace them).
 PART = Part("profiler_overhead", lambda opts, say: measure_overhead(opts, say),
             lambda doc: format_overhead(doc))
 

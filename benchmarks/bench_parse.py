@@ -224,7 +224,6 @@ def peak_memory(path: Path, what: str = "ours") -> tuple[float, float]:
     return after, before
 
 
-
 def multihost_figures(logdir: Path, repeats: int) -> dict[str, Any]:
     """Decode a two-host logdir's hosts one after the other and in parallel processes, one per core
     (medians of runs alternating the two)."""
@@ -392,7 +391,6 @@ def report(r: dict[str, Any]) -> str:
         lines.append("load average at the end: " + " ".join(f"{x:.1f}" for x in r["load_avg"])
                      + " (a shared machine: compare the ratios of one run)")
     return "\n".join(lines)
-
 
 
 def _report_hosts(h: dict[str, Any] | None) -> list[str]:

@@ -62,7 +62,6 @@ def whole_figures(
     return out
 
 
-
 def report_whole(w: dict[str, Any] | None) -> list[str]:
     """The printed lines of :func:`whole_figures`' figures (with xprof's, when measured)."""
     if not w:
@@ -98,7 +97,6 @@ def report_whole(w: dict[str, Any] | None) -> list[str]:
             f"(target <= {TARGET_GROWTH}x: {_met(w['growth'] <= TARGET_GROWTH)})",
         ]
     return lines
-
 
 
 def main(argv: list[str] | None = None) -> int:

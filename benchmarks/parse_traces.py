@@ -97,7 +97,6 @@ def build_trace(n_events: int = 1_000_000, gpus: int = 4, line_events: int = 500
     return b.to_bytes(), count
 
 
-
 def copy_heavy_file(path: Path, n_events: int, seed: int = 0) -> int:
     """Writes a copy-heavy trace of ``n_events`` events to ``path``: its size in bytes."""
     from tfprof_towers.testing.synth import copy_heavy_trace
@@ -106,7 +105,6 @@ def copy_heavy_file(path: Path, n_events: int, seed: int = 0) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return len(data)
-
 
 
 def events_in(path: Path) -> int:
