@@ -1,10 +1,10 @@
-"""Measures nothing itself: the figures' shared arithmetic, formatting and command line.
+"""The bench figures' shared helper: arithmetic, process timing, formatting and the command line.
 
-Every figure of ``make bench`` (:mod:`.bench_overhead`, :mod:`.bench_harness`, :mod:`.bench_fork`,
-and the parse and allocator figures that :mod:`.bench` takes from :mod:`.bench_parse` and
-:mod:`.bench_memory`) is one :class:`Part`; :func:`main` runs some of them, rewrites the
-output file as each part finishes and prints their report.  This module imports no other
-benchmark, so no figure's module imports another through it.
+It measures nothing itself.  Every figure of ``make bench`` (:mod:`.bench_overhead`,
+:mod:`.bench_harness`, :mod:`.bench_fork`, and the parse and allocator figures that :mod:`.bench`
+takes from :mod:`.bench_parse` and :mod:`.bench_memory`) is one :class:`Part`; :func:`run` runs
+some of them, rewrites the output file as each part finishes and prints their report.  This
+module imports no other benchmark, so no figure's module imports another through it.
 """
 
 from __future__ import annotations
