@@ -1,6 +1,6 @@
-"""Trace-parsing speed and memory: ``make bench-parse`` (``python -m benchmarks.bench_parse``).
+"""Measures trace-parsing speed and memory: ``make bench-parse`` (``python -m benchmarks.bench_parse``).
 
-Two kinds of synthetic XSpace, written to a temporary folder:
+Two kinds of synthetic XSpace (:mod:`.parse_traces`), written to a temporary folder:
 
 * the *default* trace (:func:`build_trace`): at least one million events -- GPU kernels and
   copies with their usual stats, host TF ops, step markers, derived lines -- made by
@@ -19,8 +19,8 @@ Figures, each printed as a ratio against its target:
   frame of the events, made on demand, is timed apart;
 * the xprof path a user would otherwise take: xprof's ``trace_viewer`` conversion to JSON,
   ``json.loads`` and ``pandas.DataFrame`` of its ``traceEvents`` (one run each: tens of seconds);
-* the whole process a user runs, ``tfprof-towers analyze FILE --json`` from start to exit
-  (imports included, from compiled modules as an installed package has them: a
+* the whole process a user runs (:mod:`.bench_whole`), ``tfprof-towers analyze FILE --json`` from
+  start to exit (imports included, from compiled modules as an installed package has them: a
   ``PYTHONDONTWRITEBYTECODE`` in the environment is dropped for it), on the copy-heavy 1M
   and 5M traces, run alternately ``whole_repeats`` times after one warm-up run: its time
   (best, and median), events/s, the ratio to xprof on the same 1M file, its peak RSS (its
@@ -56,98 +56,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.analyze_process import met as _met
-from benchmarks.analyze_process import whole_process
 from benchmarks.bench_load import load_figures, report_load
+from benchmarks.bench_whole import (
+    TARGET_GROWTH,
+    TARGET_RSS_RATIO,
+    TARGET_WHOLE_XPROF_SPEEDUP,
+    report_whole,
+    whole_figures,
+)
+from benchmarks.parse_traces import build_trace, copy_heavy_file
 
 TARGET_XPROF_SPEEDUP = 10.0  # in-process decode vs xprof
 TARGET_PROTOBUF_RATIO = 2.0  # in-process decode vs the bare protobuf parse
-TARGET_WHOLE_XPROF_SPEEDUP = 15.0  # whole `analyze --json` process vs xprof, copy-heavy 1M
-TARGET_RSS_RATIO = 4.0  # peak RSS of `analyze` / file size, copy-heavy 5M
-TARGET_GROWTH = 5.5  # 5M time / 1M time
-
-
-def build_trace(n_events: int = 1_000_000, gpus: int = 4, line_events: int = 5000) -> tuple[bytes, int]:
-    """A realistic synthetic XSpace with at least ``n_events`` events: (bytes, event count)."""
-    from tfprof_towers.testing.synth import Ref, TraceBuilder, memcpy_details
-
-    b = TraceBuilder()
-    host = b.plane("/host:CPU")
-    planes = [b.plane(f"/device:GPU:{g}") for g in range(gpus)]
-    templates = []  # (plane builder, line proto) to replicate
-    period = line_events * 10_000
-    # host: a python thread with step markers, and executor threads with TF ops
-    py = host.line("python", line_id=1)
-    steps = 20
-    for s in range(steps):
-        py.event("train", s * period // steps, period // steps - 1000, {"step_num": s, "_r": 1})
-    tf_line = host.line("tf_Compute/1", line_id=2)
-    for i in range(line_events):
-        t = i * 10_000
-        if i % 5 == 0:
-            tf_line.event("ExecutorState::Process", t, 9_000, {"id": i, "iter_num": 0, "_ct": 2, "_c": i})
-        elif i % 5 == 4:
-            tf_line.event(
-                f"x_{i % 40}/_{i % 7}:_Send",
-                t,
-                900,
-                {
-                    "from": Ref(f"x_{i % 40}"),
-                    "to": Ref("y"),
-                    "key": Ref(
-                        f"/job:localhost/replica:0/task:0/device:CPU:0;1;/job:localhost/replica:0/task:0/"
-                        f"device:GPU:{i % gpus};edge_{i % 40}_x;0:0"
-                    ),
-                },
-            )
-        else:
-            tf_line.event(f"layer_{i % 60}/mm:MatMul", t, 3_000)
-    templates.append((host, tf_line.proto))
-    for g, plane in enumerate(planes):
-        compute = plane.line("Stream #13(Compute)", line_id=13)
-        copies = plane.line("Stream #14(MemcpyH2D)", line_id=14)
-        ops = plane.line("TensorFlow Ops")
-        for i in range(line_events):
-            t = i * 10_000
-            op = f"layer_{i % 60}/mm:MatMul"
-            compute.event(
-                f"volta_sgemm_128x64_nn_{i % 12}",
-                t,
-                7_000,
-                {
-                    "correlation_id": i,
-                    "context_id": 1,
-                    "kernel_details": Ref(f"regs:64 grid:{i % 12},1,1"),
-                    "tf_op": Ref(op),
-                    "group_id": i // 250,
-                },
-            )
-            kind = ("MemcpyH2D", "MemcpyD2H", "MemcpyP2P", "Memset")[i % 4]
-            dest = (g + 1) % gpus if kind == "MemcpyP2P" else g
-            copies.event(
-                kind,
-                t + 2_000,
-                4_000,
-                {
-                    "correlation_id": i,
-                    "context_id": 1,
-                    "tf_op": Ref(op),
-                    "memcpy_details": memcpy_details(4096 * (1 + i % 16), dest, "pinned", "device"),
-                },
-            )
-            if i % 2 == 0:
-                ops.event(op, t, 7_000, {"group_id": i // 250})
-        templates += [(plane, compute.proto), (plane, copies.proto), (plane, ops.proto)]
-    count = sum(len(line.events) for plane in b.space.planes for line in plane.lines)
-    copy_no = 0
-    while count < n_events:  # more threads / streams with the same content (the parser cannot tell)
-        for plane, line in templates:
-            copy_no += 1
-            new = plane.proto.lines.add()
-            new.CopyFrom(line)
-            new.id = 1000 + copy_no
-            new.name = f"{line.name} #{copy_no}" if new.id > 0 else line.name
-            count += len(line.events)
-    return b.to_bytes(), count
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -304,56 +224,6 @@ def peak_memory(path: Path, what: str = "ours") -> tuple[float, float]:
     return after, before
 
 
-def _copy_heavy(path: Path, n_events: int, seed: int = 0) -> int:
-    from tfprof_towers.testing.synth import copy_heavy_trace
-
-    data = copy_heavy_trace(n_events, seed=seed).to_bytes()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return len(data)
-
-
-def _events_in(path: Path) -> int:
-    from tfprof_towers.xplane import read_xspace
-
-    return read_xspace(path).n_events
-
-
-def whole_figures(
-    small: Path, big: Path | None, repeats: int, code: Path | None = None
-) -> dict[str, Any]:
-    """The whole process on the copy-heavy traces, the two sizes run alternately (medians)."""
-    runs: dict[str, list[tuple[float, float]]] = {"small": [], "big": []}
-    whole_process(small, code)  # warm the page cache and the imports' .pyc files
-    for _ in range(repeats):
-        runs["small"].append(whole_process(small, code))
-        if big is not None:
-            runs["big"].append(whole_process(big, code))
-    out: dict[str, Any] = {"repeats": repeats, "code": str(code) if code else "this checkout"}
-    for key, path in (("small", small), ("big", big)):
-        if path is None:
-            continue
-        times = [t for t, _ in runs[key]]
-        events = _events_in(path)
-        median = statistics.median(times)
-        peak = max(r for _, r in runs[key])
-        out[key] = {
-            "events": events,
-            "file_mb": path.stat().st_size / 1e6,
-            "runs_s": times,
-            "median_s": median,
-            "best_s": min(times),
-            "events_per_s": events / min(times),
-            "peak_rss_mib": peak,
-            "rss_over_file": peak * 1024 * 1024 / path.stat().st_size,
-        }
-    if big is not None:
-        out["growth"] = out["big"]["best_s"] / out["small"]["best_s"]
-        out["growth_median"] = statistics.median(b / s for (b, _), (s, _) in zip(runs["big"], runs["small"]))
-        out["growth_events"] = out["big"]["events"] / out["small"]["events"]
-    return out
-
-
 def multihost_figures(logdir: Path, repeats: int) -> dict[str, Any]:
     """Decode a two-host logdir's hosts one after the other and in parallel processes, one per core
     (medians of runs alternating the two)."""
@@ -405,9 +275,9 @@ def run_benchmark(
         path.unlink()
         small, big = Path(tmp) / "copy_heavy_1m.xplane.pb", Path(tmp) / "copy_heavy_5m.xplane.pb"
         t0 = time.perf_counter()
-        _copy_heavy(small, n_events)
+        copy_heavy_file(small, n_events)
         if big_events:
-            _copy_heavy(big, big_events)
+            copy_heavy_file(big, big_events)
         heavy_build_s = time.perf_counter() - t0
         whole = whole_figures(small, big if big_events else None, whole_repeats, code)
         load = load_figures(small, whole_repeats)
@@ -423,7 +293,7 @@ def run_benchmark(
             logdir = Path(tmp) / "logdir"
             for i, host in enumerate(("worker0_6001", "worker1_6002")):
                 run = logdir / "plugins" / "profile" / "2024_01_01_00_00_00"
-                _copy_heavy(run / f"{host}.xplane.pb", n_events, i)
+                copy_heavy_file(run / f"{host}.xplane.pb", n_events, i)
             hosts = multihost_figures(logdir, max(2, whole_repeats))
     ours, one, pb = pair["ours"], pair["one_thread"], pair["protobuf"]
     ours_s, pb_s = min(ours), min(pb)
@@ -514,49 +384,13 @@ def report(r: dict[str, Any]) -> str:
             f"({r['protobuf_peak_rss_mib'] - r['protobuf_rss_before_mib']:.0f} MiB above its "
             f"{r['protobuf_rss_before_mib']:.0f} MiB before)"
         )
-    lines += _report_whole(r.get("whole"))
+    lines += report_whole(r.get("whole"))
     lines += report_load(r.get("load"))
     lines += _report_hosts(r.get("multihost"))
     if r.get("load_avg"):
         lines.append("load average at the end: " + " ".join(f"{x:.1f}" for x in r["load_avg"])
                      + " (a shared machine: compare the ratios of one run)")
     return "\n".join(lines)
-
-
-def _report_whole(w: dict[str, Any] | None) -> list[str]:
-    if not w:
-        return []
-    s = w["small"]
-    lines = [
-        f"whole process, `tfprof-towers analyze FILE --json` ({w['code']}), copy-heavy traces, "
-        f"{w['repeats']} alternating runs each, best (median):",
-        f"  {s['events']:,} events, {s['file_mb']:.0f} MB: {s.get('best_s', s['median_s']):.2f} s "
-        f"({s['median_s']:.2f} s) = {s['events_per_s'] / 1e6:.2f} M events/s; peak RSS "
-        f"{s['peak_rss_mib']:.0f} MiB = {s['rss_over_file']:.1f}x the file",
-    ]
-    if w.get("xprof_s"):
-        median = w.get("speedup_vs_xprof_median")
-        lines.append(
-            f"  xprof (trace_viewer + json + pandas) on the same file: {w['xprof_s']:.1f} s (one run); "
-            f"ours is {w['speedup_vs_xprof']:.1f}x faster"
-            + (f" ({median:.1f}x by our median)" if median else "")
-            + f" (target >= {TARGET_WHOLE_XPROF_SPEEDUP:.0f}x: "
-            f"{_met(w['speedup_vs_xprof'] >= TARGET_WHOLE_XPROF_SPEEDUP)})"
-        )
-    if "big" in w:
-        b = w["big"]
-        growth_median = w.get("growth_median")
-        lines += [
-            f"  {b['events']:,} events, {b['file_mb']:.0f} MB: {b.get('best_s', b['median_s']):.2f} s "
-            f"({b['median_s']:.2f} s) = {b['events_per_s'] / 1e6:.2f} M events/s; peak RSS "
-            f"{b['peak_rss_mib']:.0f} MiB = {b['rss_over_file']:.1f}x the file (target <= "
-            f"{TARGET_RSS_RATIO:.0f}x: {_met(b['rss_over_file'] <= TARGET_RSS_RATIO)})",
-            f"  growth: {w['growth']:.2f}x the time (best/best"
-            + (f"; {growth_median:.2f}x the median of the pairs" if growth_median else "")
-            + f") for {w['growth_events']:.2f}x the events "
-            f"(target <= {TARGET_GROWTH}x: {_met(w['growth'] <= TARGET_GROWTH)})",
-        ]
-    return lines
 
 
 def _report_hosts(h: dict[str, Any] | None) -> list[str]:
@@ -588,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_load:
         with tempfile.TemporaryDirectory() as tmp:
             small = Path(tmp) / "copy_heavy_1m.xplane.pb"
-            _copy_heavy(small, args.events)
+            copy_heavy_file(small, args.events)
             load = load_figures(small, args.whole_repeats)
         print(json.dumps(load, indent=2) if args.json else "\n".join(report_load(load)))
         return 0

@@ -14,20 +14,24 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # `benchmarks/` sits beside the package, not inside it
     sys.path.insert(0, str(REPO))
 bench = importlib.import_module("benchmarks.bench")
+common = importlib.import_module("benchmarks.common")
+overhead = importlib.import_module("benchmarks.bench_overhead")
+harness = importlib.import_module("benchmarks.bench_harness")
+fork = importlib.import_module("benchmarks.bench_fork")
 
 
 def test_spread_is_min_median_max() -> None:
-    s = bench.Spread.of([3.0, 1.0, 2.0, 10.0])
+    s = common.Spread.of([3.0, 1.0, 2.0, 10.0])
     assert (s.min, s.median, s.max, s.n) == (1.0, 2.5, 10.0, 4)
     assert s.fmt(1) == "1.0 / 2.5 / 10.0"
     assert s.fmt(0, 100, " %") == "100 / 250 / 1000 %"
-    assert bench.Spread.of([]) is None
+    assert common.Spread.of([]) is None
 
 
 def test_median_ratio() -> None:
-    assert bench.median_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == 2.0
-    assert bench.median_ratio([], [1.0]) is None
-    assert bench.median_ratio([1.0], [0.0]) is None
+    assert common.median_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == 2.0
+    assert common.median_ratio([], [1.0]) is None
+    assert common.median_ratio([1.0], [0.0]) is None
 
 
 def test_overhead_figures_pair_adjacent_blocks_and_pool_all_steps() -> None:
@@ -40,7 +44,7 @@ def test_overhead_figures_pair_adjacent_blocks_and_pool_all_steps() -> None:
         "stop_s": [0.2, 0.4, 0.3],
         "trace_bytes": [100, 300, 200],
     }
-    f = bench.overhead_figures(samples)
+    f = overhead.overhead_figures(samples)
     assert f["ratio"] == pytest.approx(1.1)  # median of the paired ratios 1.1, 1.2, 1.0
     assert f["rounds"] == {"min": pytest.approx(1.0), "median": pytest.approx(1.1),
                            "max": pytest.approx(1.2), "n": 3}
@@ -53,7 +57,7 @@ def test_overhead_figures_pair_adjacent_blocks_and_pool_all_steps() -> None:
 
 
 def test_paired_ratios_skip_empty_blocks() -> None:
-    assert bench.paired_ratios([[2.0], []], [[1.0], [1.0]]) == [2.0]
+    assert overhead.paired_ratios([[2.0], []], [[1.0], [1.0]]) == [2.0]
 
 
 def test_choose_config_takes_the_first_setting_that_meets_the_target_everywhere() -> None:
@@ -61,10 +65,10 @@ def test_choose_config_takes_the_first_setting_that_meets_the_target_everywhere(
         "a": {"harness": {"ratio": 1.02}, "host3": {"ratio": 1.01}, "python": {"ratio": 1.3}},
         "b": {"harness": {"ratio": 1.07}, "host3": {"ratio": 1.04}, "python": {"ratio": 1.5}},
     }
-    got = bench.choose_config(per_variant, ["harness", "host3", "python"])
+    got = overhead.choose_config(per_variant, ["harness", "host3", "python"])
     assert got["chosen"] == "host3"
     assert got["worst_ratio"] == {"harness": 1.07, "host3": 1.04, "python": 1.5}
-    assert bench.choose_config(per_variant, ["python"])["chosen"] is None
+    assert overhead.choose_config(per_variant, ["python"])["chosen"] is None
 
 
 RECORD = {
@@ -77,8 +81,8 @@ RECORD = {
 
 
 def test_variant_breakdown_sums_to_its_wall_time() -> None:
-    parts = bench.variant_breakdown(RECORD)
-    assert parts[bench.TF_STARTUP] == pytest.approx(1.5 + 0.05 + 0.05)
+    parts = harness.variant_breakdown(RECORD)
+    assert parts[harness.TF_STARTUP] == pytest.approx(1.5 + 0.05 + 0.05)
     assert parts["trace collection"] == pytest.approx(0.02)
     assert parts["placement trace"] == pytest.approx(0.03)
     assert sum(parts.values()) == pytest.approx(3.0)
@@ -86,18 +90,18 @@ def test_variant_breakdown_sums_to_its_wall_time() -> None:
 
 
 def test_a_failed_variant_counts_whole() -> None:
-    assert bench.variant_breakdown({"wall_s": 2.0, "phases_s": {}}) == {"failed variants": 2.0}
+    assert harness.variant_breakdown({"wall_s": 2.0, "phases_s": {}}) == {"failed variants": 2.0}
 
 
 def _doc() -> dict:
-    figures = bench.overhead_figures({"on": [[1.01, 1.02]], "off": [[1.0, 1.0]], "on_cpu": [[1.0]],
+    figures = overhead.overhead_figures({"on": [[1.01, 1.02]], "off": [[1.0, 1.0]], "on_cpu": [[1.0]],
                                       "off_cpu": [[1.0]], "start_s": [0.001], "stop_s": [0.02],
                                       "trace_bytes": [10]})
     run_doc = {"harness_s": {"setup": 0.1, "variants": 3.2, "finish": 0.3},
                "tensorflow_starts": {"imports": 1, "import_s": 1.4}}
-    run = {**bench.run_breakdown(run_doc, [RECORD], 4.0), "total": 4.0}
-    run["own_share"] = bench.own_share({k: v for k, v in run.items() if k != "total"})
-    run.update(bench.tensorflow_starts(run_doc, [RECORD], 4.0))
+    run = {**harness.run_breakdown(run_doc, [RECORD], 4.0), "total": 4.0}
+    run["own_share"] = harness.own_share({k: v for k, v in run.items() if k != "total"})
+    run.update(harness.tensorflow_starts(run_doc, [RECORD], 4.0))
     return {
         "profiler_overhead": {
             "method": "m", "preset": "cpu", "variants": {"single": {"harness": figures}},
@@ -105,7 +109,7 @@ def _doc() -> dict:
         },
         "harness_overhead": {
             "preset": "cpu", "runs": [run], "meets_target": True,
-            "spread": {k: bench._spread_json(bench.Spread.of([v])) for k, v in run.items()},
+            "spread": {k: common.spread_json(common.Spread.of([v])) for k, v in run.items()},
         },
         "fork_server": {
             "preset": "cpu", "identical": True,
@@ -164,9 +168,9 @@ def test_main_writes_bench_json_and_prints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = _doc()
-    monkeypatch.setattr(bench, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
-    monkeypatch.setattr(bench, "measure_harness", lambda opts, say: doc["harness_overhead"])
-    monkeypatch.setattr(bench, "measure_fork", lambda opts, say: doc["fork_server"])
+    monkeypatch.setattr(overhead, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
+    monkeypatch.setattr(harness, "measure_harness", lambda opts, say: doc["harness_overhead"])
+    monkeypatch.setattr(fork, "measure_fork", lambda opts, say: doc["fork_server"])
     monkeypatch.setattr(bench, "measure_parse", lambda say, full=False: doc["parse"])
     monkeypatch.setattr(bench, "measure_allocator", lambda opts, say: {"rounds": 1, "variants": {"single": {
         "steps": [20, 20], "bfc_min_s": 0.101, "default_min_s": 0.1, "min_ratio": 1.01, "bfc_median_s": 0.11,
@@ -176,7 +180,7 @@ def test_main_writes_bench_json_and_prints(
     saved = json.loads(out.read_text())
     assert saved["profiler_overhead"]["chosen"] == "harness"
     assert saved["fork_server"]["identical"] is True
-    assert saved["schema"] == bench.SCHEMA
+    assert saved["schema"] == common.SCHEMA
     assert set(saved["part_wall_s"]) == {"overhead", "harness", "fork", "parse", "allocator"}
     assert saved["host_allocator"]["variants"]["single"]["min_ratio"] == 1.01
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temporary left
@@ -190,8 +194,8 @@ def test_a_stopped_bench_keeps_the_parts_it_measured(tmp_path: Path, monkeypatch
     def interrupted(opts, say):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
-    monkeypatch.setattr(bench, "measure_harness", interrupted)
+    monkeypatch.setattr(overhead, "measure_overhead", lambda opts, say: doc["profiler_overhead"])
+    monkeypatch.setattr(harness, "measure_harness", interrupted)
     out = tmp_path / "bench.json"
     with pytest.raises(KeyboardInterrupt):
         bench.main(["--out", str(out)])
@@ -213,21 +217,21 @@ def test_parts_left_out_are_marked_skipped(
 
 
 def test_only_settings_the_analysis_can_use_are_chosen_and_twins_are_a_noise_gauge() -> None:
-    usable = {c.name for c in bench.SWEEP if c.usable}
+    usable = {c.name for c in overhead.SWEEP if c.usable}
     assert usable == {"host3", "host2+python"}  # host1 drops op events; -device drops GPU activity
-    configs = {c.name: c.options() for c in (bench.TracerConfig("harness", 3, 0, 1), *bench.SWEEP)}
-    assert bench.same_settings(configs) == [("harness", "host3")]
+    configs = {c.name: c.options() for c in (overhead.TracerConfig("harness", 3, 0, 1), *overhead.SWEEP)}
+    assert overhead.same_settings(configs) == [("harness", "host3")]
 
 
 def test_run_breakdown_sums_to_the_total_and_share_counts_only_the_harness() -> None:
     run_doc = {"harness_s": {"setup": 0.1, "variants": 6.5, "finish": 0.4}}
-    parts = bench.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=7.5)
+    parts = harness.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=7.5)
     assert sum(parts.values()) == pytest.approx(7.5)
     assert parts["runner bookkeeping"] == pytest.approx(0.5)
     assert parts["CLI start and exit"] == pytest.approx(0.5)
     not_own = 2 * (1.6 + 0.3 + 0.5 + 0.2)
-    assert bench.own_share(parts) == pytest.approx((7.5 - not_own) / 7.5)
-    assert {name for name, _ in bench.CATEGORIES} == set(parts)
+    assert harness.own_share(parts) == pytest.approx((7.5 - not_own) / 7.5)
+    assert {name for name, _ in harness.CATEGORIES} == set(parts)
 
 
 def test_the_default_bench_covers_every_family() -> None:
@@ -241,7 +245,7 @@ def test_the_default_bench_covers_every_family() -> None:
 
 def test_run_breakdown_counts_the_projection_once() -> None:
     run_doc = {"harness_s": {"setup": 0.1, "variants": 6.5, "finish": 2.4, "projection": 2.0}}
-    parts = bench.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=9.5)
+    parts = harness.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=9.5)
     assert sum(parts.values()) == pytest.approx(9.5)
     assert parts["projection"] == pytest.approx(2.0) and parts["CLI start and exit"] == pytest.approx(0.5)
 
@@ -252,11 +256,11 @@ def test_a_cluster_record_is_split_from_its_lead_task_s_phases() -> None:
                                           "first_call_placement": 2.0, "timed": 0.3, "wait_capture": 1.5,
                                           "profiled": 0.4}},
         {"task": "worker:1", "phases_s": {"tf_import": 9.0}}]}}
-    parts = bench.cluster_breakdown(record)
-    assert parts[bench.TF_STARTUP] == 6.0 and parts["cluster coordination"] == 1.5
+    parts = harness.cluster_breakdown(record)
+    assert parts[harness.TF_STARTUP] == 6.0 and parts["cluster coordination"] == 1.5
     assert parts["placement trace"] == 2.0 and parts["child bookkeeping"] == pytest.approx(20.0 - 10.9)
     assert sum(parts.values()) == pytest.approx(20.0)
-    assert bench.cluster_breakdown({**record, "status": "failed"}) == {"failed variants": 20.0}
+    assert harness.cluster_breakdown({**record, "status": "failed"}) == {"failed variants": 20.0}
 
 
 def test_a_tf2_child_and_the_fork_servers_import_land_in_their_categories() -> None:
@@ -266,12 +270,12 @@ def test_a_tf2_child_and_the_fork_servers_import_land_in_their_categories() -> N
     tf2 = {"wall_s": 4.0, "process_s": {"start": 2.5, "exit": 0.1},
            "phases_s": {"tf_import": 0.0, "devices": 0.05, "build": 0.2, "first_call_placement": 0.6,
                         "placement_extract": 0.1, "second_call": 0.05, "warmup": 0.1, "timed": 0.2}}
-    parts = bench.variant_breakdown(tf2)
+    parts = harness.variant_breakdown(tf2)
     assert parts["placement trace"] == pytest.approx(0.7)
     assert parts["warm-up steps"] == pytest.approx(0.15)
     assert parts["child bookkeeping"] == pytest.approx(4.0 - 3.9)
-    run = bench.run_breakdown({"harness_s": {"variants": 4.0}, "tensorflow_starts": {"import_s": 2.4}},
+    run = harness.run_breakdown({"harness_s": {"variants": 4.0}, "tensorflow_starts": {"import_s": 2.4}},
                               [tf2], 4.5)
-    assert run[bench.TF_STARTUP] == pytest.approx(0.05 + 0.1 + 2.4)
+    assert run[harness.TF_STARTUP] == pytest.approx(0.05 + 0.1 + 2.4)
     assert run["child process start"] == pytest.approx(0.1)
     assert sum(run.values()) == pytest.approx(4.5)

@@ -1,0 +1,249 @@
+"""Measures the harness's own cost: whole `profile` runs' wall time, TensorFlow's and the harness's.
+
+Whole default ``tfprof-towers profile`` runs, their wall time split into TensorFlow start-up,
+graph build, warm-up, timed steps, profiled steps, trace collection, analysis and rendering, and
+the rest, from the phase times the children and the parent record in the run directory; and
+``profile --workers 2`` runs, split from the lead task's phases the same way.  Each run also says
+how its TensorFlow children started (``run.json`` -> ``tensorflow_starts``): how many TensorFlow
+imports, what the children's start-up cost, and the import-free lower bound of the whole command
+(its wall time less that cost).
+
+    python -m benchmarks.bench_harness [--preset cpu] [--profile-runs 3] [--quick]
+
+``make bench`` runs it as its second figure; run alone it writes ``reports/bench_harness.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import (
+    BenchOptions,
+    Part,
+    Spread,
+    cluster_argv,
+    parse_args,
+    run,
+    spread_json,
+    timed_profile,
+)
+from tfprof_towers.variants.registry import BUILTIN_NAMES, CLUSTER_NAMES
+from tfprof_towers.vocab import phase
+
+HARNESS_SHARE_TARGET = 0.15  # harness's own share of a whole default profile run
+
+
+# Harness-overhead categories: (label, counts as the harness's own cost?)
+TF_STARTUP = "TensorFlow start-up/exit"
+CATEGORIES: tuple[tuple[str, bool], ...] = (
+    (TF_STARTUP, False),  # import, session + variable init, the child's exit
+    ("child process start", True),  # interpreter + harness imports before main()
+    ("graph build", True),
+    ("warm-up steps", False),
+    ("placement trace", True),  # the one FULL_TRACE step + reading partition graphs
+    ("timed steps", False),
+    ("profiled steps", False),
+    ("trace collection", True),  # profiler start + stop (writes xplane.pb)
+    ("cluster coordination", True),  # a cluster task waiting on its peers, the profiler client, the driver
+    ("child bookkeeping", True),  # spec/record reading and writing in the child
+    ("runner bookkeeping", True),  # parent: spec/record files, progress display
+    ("setup", True),  # parent: options, run directory, run.json
+    ("projection", True),  # parent: the what-if projection (graphs built in a child), CPU-only runs
+    ("analysis and rendering", True),  # parent: finish_run + printed summary
+    ("CLI start and exit", True),  # parent interpreter, imports, exit
+    ("failed variants", True),  # a variant that crashed has no phase times
+)
+OWN = frozenset(name for name, own in CATEGORIES if own)
+
+
+def _phases(record: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in (record.get("phases_s") or {}).items()}
+
+
+def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
+    """One variant's wall time (record ``wall_s``) split into the categories above."""
+    wall = float(record.get("wall_s") or 0.0)
+    proc = record.get("process_s")
+    ph = _phases(record)
+    if not proc or not ph:
+        return {"failed variants": wall}
+    out = {
+        TF_STARTUP: ph.get(phase.TF_IMPORT, 0.0) + ph.get(phase.SESSION_INIT, 0.0)
+        + ph.get(phase.LOAD_VALUES, 0.0) + ph.get(phase.DEVICES, 0.0) + proc["exit"],
+        "child process start": proc["start"],
+        "graph build": ph.get(phase.BUILD, 0.0),
+        # the math steps and a tf.function's second call are warm-up steps
+        "warm-up steps": ph.get(phase.WARMUP, 0.0) + ph.get(phase.MATH, 0.0) + ph.get(phase.SECOND_CALL, 0.0),
+        # a tf.function's first call traces it with graph collection on: the placement's trace
+        "placement trace": ph.get(phase.PLACEMENT_TRACE, 0.0) + ph.get(phase.PLACEMENT_EXTRACT, 0.0)
+        + ph.get(phase.FIRST_CALL_PLACEMENT, 0.0),
+        "timed steps": ph.get(phase.TIMED, 0.0),
+        "profiled steps": ph.get(phase.PROFILED, 0.0),
+        "trace collection": ph.get(phase.PROFILER_START, 0.0) + ph.get(phase.COLLECT, 0.0),
+    }
+    out["child bookkeeping"] = max(0.0, wall - sum(out.values()))
+    return out
+
+
+#: A cluster task's phases (capture.cluster.task) -> the categories above.
+CLUSTER_PHASES: dict[str, tuple[str, ...]] = {
+    TF_STARTUP: (phase.TF_IMPORT, phase.STRATEGY_INIT, phase.SERVER_START, phase.COORDINATOR_INIT),
+    "graph build": (phase.BUILD,),
+    "warm-up steps": (phase.WARMUP, phase.FIRST_CALL, phase.SECOND_CALL),
+    "placement trace": (phase.FIRST_CALL_PLACEMENT, phase.PLACEMENT_EXTRACT),
+    "timed steps": (phase.TIMED,),
+    "profiled steps": (phase.PROFILED,),
+    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_RELEASE, phase.WAIT_SERVERS),
+}
+
+
+def cluster_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
+    """A cluster variant's wall time split as :func:`variant_breakdown` splits one child's: from its
+    first stepping task's phases (every task runs at once, so one task's time is the variant's)."""
+    wall = float(record.get("wall_s") or 0.0)
+    tasks = [t for t in (record.get("cluster") or {}).get("tasks") or () if t.get("phases_s")]
+    lead = next((t for t in tasks if str(t.get("task", "")).startswith(("chief", "worker"))), None)
+    if lead is None or record.get("status") != "ok":
+        return {"failed variants": wall}
+    ph = {k: float(v) for k, v in lead["phases_s"].items()}
+    out = {cat: sum(ph.get(k, 0.0) for k in keys) for cat, keys in CLUSTER_PHASES.items()}
+    out["child bookkeeping"] = max(0.0, wall - sum(out.values()))  # the driver, the tasks' start and exit
+    return out
+
+
+def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                  total_wall_s: float) -> dict[str, float]:
+    """A whole `profile` run's wall time split into CATEGORIES (seconds; sums to the total)."""
+    parts = dict.fromkeys((name for name, _ in CATEGORIES), 0.0)
+    for rec in records:
+        split = cluster_breakdown if rec.get("family") == "cluster" else variant_breakdown
+        for k, v in split(rec).items():
+            parts[k] += v
+    # the fork server's one import is spent while the first child waits to start: TensorFlow's
+    # start-up, not the harness's (a child started fresh imports it in its tf_import phase)
+    server_import = min(float((run_doc.get("tensorflow_starts") or {}).get("import_s") or 0.0),
+                        parts["child process start"])
+    parts["child process start"] -= server_import
+    parts[TF_STARTUP] += server_import
+    harness = run_doc.get("harness_s") or {}
+    variants_wall = float(harness.get("variants", 0.0))
+    parts["runner bookkeeping"] = max(0.0, variants_wall - sum(float(r.get("wall_s") or 0) for r in records))
+    parts["setup"] = float(harness.get("setup", 0.0))
+    parts["projection"] = float(harness.get("projection", 0.0))  # inside "finish"
+    parts["analysis and rendering"] = float(harness.get("finish", 0.0)) - parts["projection"]
+    inside = parts["setup"] + variants_wall + parts["projection"] + parts["analysis and rendering"]
+    parts["CLI start and exit"] = max(0.0, total_wall_s - inside)
+    return parts
+
+
+def own_share(parts: Mapping[str, float]) -> float:
+    total = sum(parts.values())
+    return sum(v for k, v in parts.items() if k in OWN) / total if total > 0 else 0.0
+
+
+def profile_once(opts: BenchOptions, out: Path, argv: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None) -> dict[str, float]:
+    """One whole `profile` run, timed and split into CATEGORIES, with how its TensorFlow started."""
+    total = timed_profile(opts, out, argv, env)
+    run_doc = json.loads((out / "run.json").read_text())
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("variants/*/record.json"))]
+    parts = run_breakdown(run_doc, records, total)
+    return {**parts, "total": total, **tensorflow_starts(run_doc, records, total)}
+
+
+def tensorflow_starts(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                      total: float) -> dict[str, float]:
+    """How a run's TensorFlow children started: ``tf_imports`` (run.json's count), ``tf_start_s`` (what
+    the variants' children spent before their first line of work: spawn to main(), which holds the
+    wait for the fork server's import, plus their own ``tf_import`` phase, which holds the import of
+    a child started fresh), and ``lower_bound_s``, the whole command less that: what it would take
+    if no child ever waited on an import (the projection's builders are not counted: a lower bound)."""
+    starts = run_doc.get("tensorflow_starts") or {}
+    start_s = sum(float((r.get("process_s") or {}).get("start") or 0.0)
+                  + float((r.get("phases_s") or {}).get(phase.TF_IMPORT) or 0.0) for r in records)
+    return {"tf_imports": float(starts.get("imports") or 0), "tf_start_s": start_s,
+            "server_import_s": float(starts.get("import_s") or 0.0),
+            "lower_bound_s": max(0.0, total - start_s)}
+
+
+def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
+    runs: list[dict[str, float]] = []
+    cluster_runs: list[dict[str, float]] = []
+    single_machine = [v for v in opts.variants if v not in CLUSTER_NAMES]
+    argv = [] if tuple(single_machine) == BUILTIN_NAMES else ["--variants", ",".join(single_machine)]
+    clusters = [v for v in opts.variants if v in CLUSTER_NAMES]
+    with tempfile.TemporaryDirectory(prefix="tfprof-bench-runs-") as tmp:
+        for i in range(opts.profile_runs if single_machine else 0):
+            say(f"  harness overhead: `profile --preset {opts.preset}`, run {i + 1}/{opts.profile_runs} ...")
+            runs.append(profile_once(opts, Path(tmp) / f"run{i}", argv))
+        for i in range(opts.cluster_runs if clusters else 0):
+            say(f"  harness overhead: `profile {' '.join(cluster_argv(clusters[0]))}`, run {i + 1} ...")
+            cluster_runs.append(profile_once(opts, Path(tmp) / f"cluster{i}", cluster_argv(clusters[0])))
+    if not runs and not cluster_runs:
+        return {"skipped": "--profile-runs 0"}
+    for r in (*runs, *cluster_runs):
+        r["own_share"] = own_share({k: v for k, v in r.items() if k != "total"})
+    keys = [name for name, _ in CATEGORIES] + ["total", "own_share", "tf_imports", "tf_start_s",
+                                                "lower_bound_s"]
+    cluster = None if not cluster_runs else {
+        "command": f"profile --preset {opts.preset} {' '.join(cluster_argv(clusters[0]))}",
+        "runs": cluster_runs,
+        "spread": {k: spread_json(Spread.of(r[k] for r in cluster_runs)) for k in keys},
+    }
+    return {"cluster": cluster,
+        "method": "whole default `tfprof-towers profile` runs; phase times from run.json and each "
+                  "variant's record.json; the harness's own = everything but TensorFlow start-up and steps",
+        "preset": opts.preset, "target_share": HARNESS_SHARE_TARGET,
+        "own_categories": sorted(OWN),
+        "runs": runs,
+        "spread": {k: spread_json(Spread.of(r[k] for r in runs)) for k in keys},
+        "meets_target": max(r["own_share"] for r in (*runs, *cluster_runs)) <= HARNESS_SHARE_TARGET,
+    }
+
+
+def format_harness(doc: Mapping[str, Any]) -> list[str]:
+    lines = _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})", doc["spread"])
+    cluster = doc.get("cluster")
+    if cluster:
+        lines += _format_runs(f"`{cluster['command']}` runs ({len(cluster['runs'])})", cluster["spread"])
+    lines.append(f"  target: the harness's own share <= {HARNESS_SHARE_TARGET:.0%} in every run: "
+                 f"{'met' if doc['meets_target'] else 'MISSED'}")
+    return lines
+
+
+def _format_runs(what: str, sp: Mapping[str, Any]) -> list[str]:
+    lines = [f"Harness overhead: {what}, seconds min / median / max"]
+    for name, own in CATEGORIES:
+        s = sp.get(name)
+        if s and s["max"] > 0:
+            lines.append(f"  {name:<24} {Spread(**s).fmt(2):>22}  {'harness' if own else ''}")
+    if sp.get("total"):
+        lines.append(f"  {'total':<24} {Spread(**sp['total']).fmt(2):>22}")
+    if sp.get("own_share"):
+        lines.append(f"  harness's own share: {Spread(**sp['own_share']).fmt(1, 100, ' %')}")
+    if sp.get("tf_imports") and sp.get("total"):
+        lines.append(f"  TensorFlow imports {Spread(**sp['tf_imports']).fmt(0)}; the children's start-up "
+                     f"{Spread(**sp['tf_start_s']).fmt(2)} s; import-free lower bound "
+                     f"{Spread(**sp['lower_bound_s']).fmt(2)} s (the whole command less that start-up)")
+    return lines
+
+
+#: This figure as a part of a bench run (its functions looked up when called, so a test may replace them).
+PART = Part("harness_overhead", lambda opts, say: measure_harness(opts, say), lambda doc: format_harness(doc))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measures this figure alone and writes ``reports/bench_harness.json``."""
+    opts = parse_args(sys.argv[1:] if argv is None else argv, prog="python -m benchmarks.bench_harness",
+                      description=__doc__.splitlines()[0], parts=("harness",),
+                      out=Path("reports") / "bench_harness.json")
+    return run(opts, {"harness": PART})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
