@@ -6,9 +6,9 @@ on, plus its variables) is in ``summary.json``, labelled, with the estimate of t
 run's size beside it, within 10% (or below the measurement by one activation that the executor's
 order kept alive, which differs from process to process).  XProf's ``memory_profile`` is the oracle
 for the measurement: the host BFC allocator's peak is what it held before the trace plus ``single``'s
-device peak in the trace (with the blocks as the allocator handed them out; the peak the estimate is set against counts the
-requests, each rounded up to 256 bytes: a request served whole from a larger free chunk is no more
-than the tensor needs).
+device peak in the trace (with the blocks as the allocator handed them out; the peak the estimate is
+set against counts the requests, each rounded up to 256 bytes: a request served whole from a larger
+free chunk is no more than the tensor needs).
 """
 
 from __future__ import annotations
