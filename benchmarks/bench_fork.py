@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_harness import profile_once
-from benchmarks.common import BenchOptions, Part, ms, num, parse_args, run
+from benchmarks.common import BenchOptions, Part, ms, num, run_alone
 
 
 def measure_fork(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, Any]:
@@ -90,10 +90,7 @@ PART = Part("fork_server", lambda opts, say: measure_fork(opts, say), lambda doc
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measures this figure alone and writes ``reports/bench_fork.json``."""
-    opts = parse_args(sys.argv[1:] if argv is None else argv, prog="python -m benchmarks.bench_fork",
-                      description=__doc__.splitlines()[0], parts=("fork",),
-                      out=Path("reports") / "bench_fork.json")
-    return run(opts, {"fork": PART})
+    return run_alone("fork", PART, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

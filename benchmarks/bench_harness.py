@@ -27,8 +27,7 @@ from benchmarks.common import (
     Part,
     Spread,
     cluster_argv,
-    parse_args,
-    run,
+    run_alone,
     spread_json,
     timed_profile,
 )
@@ -239,10 +238,7 @@ PART = Part("harness_overhead", lambda opts, say: measure_harness(opts, say), la
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measures this figure alone and writes ``reports/bench_harness.json``."""
-    opts = parse_args(sys.argv[1:] if argv is None else argv, prog="python -m benchmarks.bench_harness",
-                      description=__doc__.splitlines()[0], parts=("harness",),
-                      out=Path("reports") / "bench_harness.json")
-    return run(opts, {"harness": PART})
+    return run_alone("harness", PART, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

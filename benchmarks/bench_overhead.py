@@ -41,9 +41,8 @@ from benchmarks.common import (
     median_ratio,
     ms,
     num,
-    parse_args,
     profile_argv,
-    run,
+    run_alone,
     spread_json,
 )
 from tfprof_towers.rundir.paths import write_json
@@ -300,10 +299,7 @@ PART = Part("profiler_overhead", lambda opts, say: measure_overhead(opts, say),
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measures this figure alone and writes ``reports/bench_overhead.json``."""
-    opts = parse_args(sys.argv[1:] if argv is None else argv, prog="python -m benchmarks.bench_overhead",
-                      description=__doc__.splitlines()[0], parts=("overhead",),
-                      out=Path("reports") / "bench_overhead.json")
-    return run(opts, {"overhead": PART})
+    return run_alone("overhead", PART, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

@@ -250,6 +250,13 @@ def run(opts: BenchOptions, parts: Mapping[str, Part]) -> int:
     return 0
 
 
+def run_alone(name: str, part: Part, description: str, argv: Sequence[str] | None = None) -> int:
+    """Measures one figure, ``python -m benchmarks.bench_<name>``, into ``reports/bench_<name>.json``."""
+    opts = parse_args(sys.argv[1:] if argv is None else argv, prog=f"python -m benchmarks.bench_{name}",
+                      description=description, parts=(name,), out=Path("reports") / f"bench_{name}.json")
+    return run(opts, {name: part})
+
+
 def report_lines(doc: Mapping[str, Any], parts: Mapping[str, Part]) -> list[str]:
     """The printed report of a bench document, part by part."""
     lines: list[str] = []
