@@ -8,7 +8,8 @@ For a run directory with traces, see ``report_kit.make_run_dir``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,11 @@ def write_run(root: Path, run: RunDoc, records: Iterable[VariantRecord]) -> RunD
     for r in records:
         write_json(rd.record_json(r.name), r.to_json())
     return rd
+
+
+def edit_record(run: Path, name: str, change: Callable[[dict[str, Any]], object]) -> None:
+    """Rewrite ``run``'s ``variants/NAME/record.json`` through ``change``, which edits its JSON in place."""
+    path = run / "variants" / name / "record.json"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from records_kit import edit_record
 from report_kit import ACC0, HOST, HOSTILE, make_run_dir
 from trace_kit import two_gpu_trace
 
@@ -22,12 +23,6 @@ from tfprof_towers.vocab.errors import EXIT_INCONCLUSIVE, EXIT_SLOWER
 SINGLE = [0.010, 0.011, 0.009, 0.0105, 0.012, 0.0095]
 BUG = [0.050, 0.051, 0.049, 0.0505, 0.052, 0.0495]
 
-
-def _edit(root: Path, name: str, fn) -> None:
-    path = root / "variants" / name / "record.json"
-    doc = json.loads(path.read_text())
-    fn(doc)
-    path.write_text(json.dumps(doc))
 
 
 def _set_times(doc, xs) -> None:
@@ -51,10 +46,10 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     MatMul moved to the host by a new scope, its losses changed; ``towers_bug`` the same."""
     top = tmp_path_factory.mktemp("diff")
     base = make_run_dir(top / "base")
-    _edit(base, "single", _times(SINGLE))
-    _edit(base, "towers_bug", _times(BUG))
+    edit_record(base, "single", _times(SINGLE))
+    edit_record(base, "towers_bug", _times(BUG))
     for name in ("single", "towers_bug"):
-        _edit(base, name, lambda d: d.update(math={"losses": [0.5, 0.25], "grad_norm": 1.0}))
+        edit_record(base, name, lambda d: d.update(math={"losses": [0.5, 0.25], "grad_norm": 1.0}))
     new = top / "new"
     shutil.copytree(base, new)
 
@@ -66,7 +61,7 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
         doc["placement"]["edges"] = []
         doc["math"] = {"losses": [0.5, 0.3], "grad_norm": 1.0}
 
-    _edit(new, "single", move)
+    edit_record(new, "single", move)
     return base, new
 
 
@@ -206,11 +201,11 @@ NAP_NEW = [0.0520, 0.0518, 0.0523]  # the same step plus a 50 ms nap (tests/vari
 def _pair_runs(top: Path, base_steps, new_steps) -> tuple[Path, Path]:
     """Two run directories that differ only in ``single``'s timed steps (towers_bug: identical)."""
     base = make_run_dir(top / "base")
-    _edit(base, "single", _times(base_steps))
-    _edit(base, "towers_bug", _times(BUG))
+    edit_record(base, "single", _times(base_steps))
+    edit_record(base, "towers_bug", _times(BUG))
     new = top / "new"
     shutil.copytree(base, new)
-    _edit(new, "single", _times(new_steps))
+    edit_record(new, "single", _times(new_steps))
     return base, new
 
 
@@ -266,7 +261,7 @@ def test_ok_to_failed_missing_or_unreadable_fails_the_gate(runs, tmp_path: Path,
     rec = new / "variants" / "single" / "record.json"
     if case == "failed":
         for name in ("single", "towers_bug"):
-            _edit(new, name, _fail_all)
+            edit_record(new, name, _fail_all)
     elif case == "corrupt":
         rec.write_text(rec.read_text()[:40])
     elif case == "nan":
@@ -371,9 +366,9 @@ def test_bidi_names_are_isolated_in_the_page_and_visible_in_the_terminal(runs, t
             doc["placement"]["nodes"][0].update(name=f"{evil}/MatMul", device=device)
         return fn
 
-    _edit(a, "single", rename(ACC0))
+    edit_record(a, "single", rename(ACC0))
     shutil.copytree(a, b)
-    _edit(b, "single", rename(HOST))
+    edit_record(b, "single", rename(HOST))
     page = tmp_path / "d.html"
     assert main(["diff", str(a), str(b), "--variant", "single", "--html", str(page)]) == 0
     out = capsys.readouterr().out
@@ -399,7 +394,7 @@ def test_nothing_gated_is_inconclusive(runs, tmp_path: Path, capsys) -> None:
     dead = tmp_path / "dead"
     shutil.copytree(base, dead)
     for name in ("single", "towers_bug"):
-        _edit(dead, name, _fail_all)
+        edit_record(dead, name, _fail_all)
     assert main(["diff", str(dead), str(new), "--fail-if-slower", "5"]) == EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     assert "no variant could be gated: none ran on BASE" in out

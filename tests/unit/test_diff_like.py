@@ -5,11 +5,11 @@ BASE's timed steps.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+from records_kit import edit_record
 from report_kit import make_run_dir
 
 from tfprof_towers.capture.stats import step_stats
@@ -23,12 +23,6 @@ from tfprof_towers.vocab.errors import EXIT_SLOWER
 TIMES = [0.010, 0.011, 0.009, 0.0105, 0.012, 0.0095]
 
 
-def edit(root: Path, name: str, fn) -> None:
-    path = root / "variants" / name / "record.json"
-    doc = json.loads(path.read_text())
-    fn(doc)
-    path.write_text(json.dumps(doc))
-
 
 def timed(xs):
     def fn(doc):
@@ -40,7 +34,7 @@ def timed(xs):
 @pytest.fixture()
 def pair(tmp_path: Path) -> tuple[Path, Path]:
     base = make_run_dir(tmp_path / "base")
-    edit(base, "single", timed(TIMES))
+    edit_record(base, "single", timed(TIMES))
     new = tmp_path / "new"
     shutil.copytree(base, new)
     return base, new
@@ -52,7 +46,7 @@ def test_a_summary_of_no_steps_is_refused_and_regresses_the_gate(pair, capsys) -
     def no_steps(doc):  # the median says 10x slower; there is no step behind it
         doc["timings"]["step_times_s"] = []
         doc["timings"]["step_time_s"]["median"] = 0.1025
-    edit(new, "single", no_steps)
+    edit_record(new, "single", no_steps)
     assert main(["diff", str(base), str(new), "--fail-if-slower", "5", "--variant", "single"]) == EXIT_SLOWER
     out = capsys.readouterr().out
     assert "single: regressed: ok -> failed: record.json is invalid: timings.step_time_s.median" in out
@@ -74,7 +68,8 @@ def test_a_summary_that_is_not_of_its_steps_is_refused(field: str, value: float)
 
 def test_timed_steps_against_windows_are_compared_window_to_window(pair) -> None:
     base, new = pair
-    edit(new, "single", lambda d: d["timings"].update(step_times_s=[], step_time_s={}))  # a consistent record
+    # a consistent record
+    edit_record(new, "single", lambda d: d["timings"].update(step_times_s=[], step_time_s={}))
     doc = diff(load(base), load(new), only=["single"], fail_if_slower=5)
     st = doc["pairs"][0]["step_time"]
     assert st["samples"].startswith("the trace's step windows")
@@ -86,9 +81,9 @@ def test_timed_steps_against_windows_are_compared_window_to_window(pair) -> None
 
 def test_unlike_samples_without_a_trace_fail_with_the_reason(pair) -> None:
     base, new = pair
-    edit(new, "single", lambda d: d["timings"].update(step_times_s=[], step_time_s={}))
+    edit_record(new, "single", lambda d: d["timings"].update(step_times_s=[], step_time_s={}))
     shutil.rmtree(base / "tensorboard" / "single")
-    edit(base, "single", lambda d: d.update(xplane_files=[]))
+    edit_record(base, "single", lambda d: d.update(xplane_files=[]))
     doc = diff(load(base), load(new), only=["single"], fail_if_slower=5)
     [verdict] = doc["gate"]["verdicts"]
     assert verdict["outcome"] == INCONCLUSIVE

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from markupsafe import escape
-from records_kit import GPU, record, run_doc
+from records_kit import GPU, edit_record, record, run_doc
 from report_kit import make_run_dir
 
 from tfprof_towers.cli import main
@@ -148,12 +148,6 @@ def test_summary_and_entry_round_trip_and_errors(tmp_path: Path) -> None:
 # report RUN_DIR on wrongly typed documents: named, skipped, and the rest renders
 
 
-def _edit_record(run: Path, name: str, change: Any) -> None:
-    path = run / "variants" / name / "record.json"
-    doc = json.loads(path.read_text())
-    change(doc)
-    path.write_text(json.dumps(doc))
-
 
 @pytest.mark.parametrize(
     ("change", "why"),
@@ -181,7 +175,7 @@ def test_report_names_and_skips_a_wrongly_typed_record(
     tmp_path: Path, change: Any, why: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = make_run_dir(tmp_path / "run")
-    _edit_record(run, "towers_bug", change)
+    edit_record(run, "towers_bug", change)
     assert main(["report", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     by = {v["name"]: v for v in summary["variants"]}
