@@ -281,7 +281,8 @@ def memory_at_run(graphs: dict[str, Any], variants: Sequence[VariantSpec], run: 
     for v in variants:
         mem = (checks.get(v.name) or {}).get("memory") or {}
         if mem.get("devices"):
-            devices = {d: {k: r[k] for k in ("peak_bytes", "transient_bytes", "persistent_bytes")}
+            devices = {d: {k: r[k] for k in ("peak_bytes", "transient_bytes", "persistent_bytes",
+                                             "peak_low_bytes", "peak_high_bytes") if k in r}
                        for d, r in mem["devices"].items()}
             out[v.name] = {"memory_at_run": {"preset": run.preset.name, "devices": devices}}
     return out

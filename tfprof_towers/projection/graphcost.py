@@ -469,18 +469,22 @@ def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
     Per device (canonical name): ``transient_bytes`` (the most bytes of the step's tensors live at
     once), ``persistent_bytes`` (``variables``: (name, device, bytes) -- the variables and optimizer
     slots on it, allocated before the step), ``peak_bytes`` (their sum), ``variables`` (how many) and
-    ``top_tensors`` (the largest buffers live at the peak, named by the op that wrote them last).
+    ``top_tensors`` (the largest buffers live at the peak, named by the op that wrote them last);
+    ``peak_low_bytes`` / ``peak_high_bytes``: the least and the most peak over the executor's orders
+    (:func:`.liveness.peak_ranges`; ``peak_bytes`` is the queue's order), ``high_order`` the order of
+    the most.
     With ``with_grappler``, ``grappler_transient_bytes``: grappler's static estimator's figure on the
     same graph (it counts every view and in-place output as a new buffer), for comparison only: it
     takes minutes on a large multi-GPU graph, so projections leave it out.  Devices that hold nothing
     are absent.  Any failure: ``{"error": why}``.
     """
-    from tfprof_towers.projection.liveness import rounded, walk_peaks
+    from tfprof_towers.projection.liveness import peak_ranges, rounded, walk_peaks
     from tfprof_towers.vocab.device_names import canonical_device
 
     try:
         ops = step_tensors(graph, fetches, {op["name"]: op["device"] for op in work["ops"]})
         peaks = walk_peaks(ops, canonical_device(work["host"]))
+        ranges = peak_ranges(ops, canonical_device(work["host"]))
     except Exception as exc:  # a graph the walk cannot read: say so, the rest of the projection stands
         return {"error": f"the memory estimate failed: {type(exc).__name__}: "
                          + " ".join(str(exc).split())[:300]}
@@ -496,9 +500,13 @@ def estimate_memory(graph: Any, fetches: Any, work: dict[str, Any],
         if transient == 0 and not own:
             continue
         top = sorted(live, key=lambda x: (-x[1], x[0]))
+        span = ranges.get(dev)
         out[dev] = {"peak_bytes": transient + persistent, "transient_bytes": transient,
                     "persistent_bytes": persistent, "variables": len(own),
-                    "top_tensors": [list(t) for t in top[:TOP_TENSORS]]}
+                    "top_tensors": [list(t) for t in top[:TOP_TENSORS]],
+                    "peak_low_bytes": (span.low if span else 0) + persistent,
+                    "peak_high_bytes": (span.high if span else 0) + persistent,
+                    "high_order": span.high_order if span else "queue"}
         if dev in grappler:
             out[dev]["grappler_transient_bytes"] = grappler[dev]
     return {"devices": out, "estimator": "liveness"}
