@@ -18,10 +18,13 @@ from tfprof_towers.projection.hardware import GIB, load_file, load_hardware
 from tfprof_towers.projection.memory import (
     ESTIMATED,
     HEADROOM,
+    MAY_NOT_FIT_WHY,
     NOT_CHECKED,
+    Fit,
     capacity_of,
     device_rows,
     fit_of,
+    judged,
     with_memory,
 )
 
@@ -44,7 +47,8 @@ def test_device_rows_and_a_verdict_that_does_not_fit(hw) -> None:
     assert rows[GPU0] == {"peak_bytes": int(7.2 * GIB), "basis": "estimated",
                           "persistent_bytes": int(0.07 * GIB),
                           "transient_bytes": int(7.2 * GIB) - int(0.07 * GIB),
-                          "capacity_bytes": 6 * GIB, "fits": False}
+                          "capacity_bytes": 6 * GIB, "fits": False, "may_not_fit": False,
+                          "peak_low_bytes": int(7.2 * GIB), "peak_high_bytes": int(7.2 * GIB)}  # no range given
     assert rows[HOST]["capacity_bytes"] == 16 * GIB and rows[HOST]["fits"] is True
     fit = fit_of(rows, MEMORY["single"])
     assert (fit.fits, fit.device) == (False, GPU0)
@@ -110,7 +114,8 @@ def test_projection_marks_single_as_not_fitting_and_recommends_one_that_fits() -
     verdict = "does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)"
     assert by["single"]["memory_fit"]["verdict"] == verdict
     assert set(by["single"]["memory"][GPU0]) == {"peak_bytes", "basis", "persistent_bytes", "transient_bytes",
-                                                "capacity_bytes", "fits"}
+                                                "capacity_bytes", "fits", "may_not_fit", "peak_low_bytes",
+                                                "peak_high_bytes"}
     assert "single" in doc["ranking"]  # it stays in the ranking
     rec = doc["recommendation"]
     assert rec["variant"] == "replicated"
@@ -276,3 +281,27 @@ def test_a_small_verdict_is_never_zero_of_zero(tmp_path) -> None:
     fit = fit_of(rows, {"devices": {}})
     assert "0.00 GiB" not in fit.verdict
     assert fit.verdict == "fits: peak 292.97 KiB of 3.81 MiB (3.43 MiB usable) on GPU:0"
+
+
+def test_a_range_over_the_executors_orders_fits_may_not_fit_or_does_not_fit(hw) -> None:
+    """5.40 GiB usable of 6 GiB (5,798,205,849 B): the high end under it fits; the low end under it and the
+    high end over it may not fit (named, one line, not "does not fit"); the low end over it does not fit."""
+    def verdict(low: int, high: int) -> Fit:
+        est = {"devices": {GPU0: {"peak_bytes": low, "peak_low_bytes": low, "peak_high_bytes": high,
+                                  "persistent_bytes": 0, "transient_bytes": low}}}
+        return fit_of(device_rows(est, hw), est)
+
+    usable = 5_798_205_849
+    fits = verdict(4 * GIB, usable)
+    assert (fits.fits, fits.may_not_fit, fits.peak_high_bytes) == (True, False, usable)
+    assert fits.verdict == ("fits: peak 4 GiB (up to 5.40 GiB in another executor order) of 6 GiB "
+                            "(5.40 GiB usable) on GPU:0")
+    maybe = verdict(4 * GIB, usable + 1)
+    assert (maybe.fits, maybe.may_not_fit) == (True, True)
+    assert maybe.verdict == ("may not fit: peak 4 GiB to 5.40 GiB on GPU:0 of 6 GiB (5.40 GiB usable): "
+                             "fits " + MAY_NOT_FIT_WHY)
+    assert "\n" not in maybe.verdict and not maybe.verdict.startswith("does not fit")
+    over = verdict(usable + 1, usable + 2)
+    assert (over.fits, over.may_not_fit) == (False, False) and over.verdict.startswith("does not fit: ")
+    assert judged(10, 20, None) == (None, False) and judged(90, 101, 100, 0.0) == (True, True)
+    assert judged(90, 100, 100, 0.0) == (True, False) and judged(101, 102, 100, 0.0) == (False, False)

@@ -42,31 +42,52 @@ class Fit:
     """A variant's verdict on the target: whether every device's peak fits, and on which device it is
     tightest (or over)."""
 
-    fits: bool | None  # None: not checked (no memory sizes, or no estimate)
+    fits: bool | None  # None: not checked (no memory sizes, or no estimate); False: the low end is over
     verdict: str
     device: str | None = None
     peak_bytes: int | None = None
     capacity_bytes: int | None = None
     why: str = ""  # which tensors make the difference (a variant that does not fit)
+    may_not_fit: bool = False  # the low end fits, the high end (another executor order) does not
+    peak_high_bytes: int | None = None  # the high end of the range on ``device``
 
     def to_json(self) -> dict[str, Any]:
         return {"fits": self.fits, "verdict": self.verdict, "device": self.device,
-                "peak_bytes": self.peak_bytes, "capacity_bytes": self.capacity_bytes, "why": self.why}
+                "peak_bytes": self.peak_bytes, "capacity_bytes": self.capacity_bytes, "why": self.why,
+                "may_not_fit": self.may_not_fit, "peak_high_bytes": self.peak_high_bytes}
+
+
+def judged(low: int, high: int, capacity: int | None, headroom: float = HEADROOM) -> tuple[bool | None, bool]:
+    """(fits, may_not_fit) of a peak between ``low`` and ``high`` (the executor's orders) against
+    ``capacity`` less ``headroom``: fits unless the low end is over; may not fit when only the low end
+    fits.  (None, False) without a capacity."""
+    if not capacity:
+        return None, False
+    usable = capacity * (1 - headroom)
+    return low <= usable, low <= usable < high
 
 
 def device_rows(estimate: Mapping[str, Any], hw: Hardware) -> dict[str, dict[str, Any]]:
-    """``projection.json`` -> ``variants[].memory``: per device ``peak_bytes``, ``basis``,
-    ``persistent_bytes``, ``transient_bytes``, ``capacity_bytes`` (None: not given) and ``fits``
-    (None: not checked)."""
+    """``projection.json`` -> ``variants[].memory``: per device ``peak_bytes`` (the queue's order),
+    ``peak_low_bytes`` / ``peak_high_bytes`` (the range over the executor's orders), ``basis``,
+    ``persistent_bytes``, ``transient_bytes``, ``capacity_bytes`` (None: not given), ``fits`` (None: not
+    checked; False: the low end does not fit) and ``may_not_fit`` (only the low end fits)."""
     out = {}
     for dev, d in (estimate.get("devices") or {}).items():
         cap = capacity_of(dev, hw)
         peak = int(d["peak_bytes"])
-        out[dev] = {"peak_bytes": peak, "basis": "estimated",
+        low, high = int(d.get("peak_low_bytes", peak)), int(d.get("peak_high_bytes", peak))
+        fits, may_not = judged(low, high, cap)
+        out[dev] = {"peak_bytes": peak, "basis": "estimated", "peak_low_bytes": low, "peak_high_bytes": high,
                     "persistent_bytes": int(d.get("persistent_bytes", 0)),
                     "transient_bytes": int(d.get("transient_bytes", peak)), "capacity_bytes": cap,
-                    "fits": None if cap is None else peak <= cap * (1 - HEADROOM)}
+                    "fits": fits, "may_not_fit": may_not}
     return out
+
+
+#: Why a verdict says "may not fit", in one line.
+MAY_NOT_FIT_WHY = ("only if TensorFlow's CPU executor runs the step's kernels in the queue's order; an "
+                   "expensive kernel that waits in its inter-op pool keeps its inputs alive")
 
 
 def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | None) -> Fit:
@@ -79,17 +100,33 @@ def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | 
     if not checked:
         return Fit(None, NOT_CHECKED)
     over = [(r["peak_bytes"] / r["capacity_bytes"], d) for d, r in checked.items() if r["fits"] is False]
-    tight = max((r["peak_bytes"] / r["capacity_bytes"], d) for d, r in checked.items())
-    dev = (max(over) if over else tight)[1]
+    maybe = [(_high(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("may_not_fit")]
+    tight = max((_high(r) / r["capacity_bytes"], d) for d, r in checked.items())
+    dev = (max(over) if over else max(maybe) if maybe else tight)[1]
     r = checked[dev]
     peak, where = fmt_gib(r["peak_bytes"]), short_device(dev)
     cap = f"{fmt_gib(r['capacity_bytes'])} ({fmt_gib(r['capacity_bytes'] * (1 - HEADROOM))} usable)"
+    why = why_on(dev, (estimate.get("devices") or {}).get(dev) or {})
     if over:
         verdict = f"does not fit: {peak} on {where} of {cap}"
-        return Fit(False, verdict, dev, r["peak_bytes"], r["capacity_bytes"],
-                   why_on(dev, (estimate.get("devices") or {}).get(dev) or {}))
-    verdict = f"fits: peak {peak} of {cap} on {where}"
-    return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"])
+        return Fit(False, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, peak_high_bytes=_high(r))
+    if maybe:
+        verdict = may_not_fit_verdict(peak, _high(r), where, cap)
+        return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, may_not_fit=True,
+                   peak_high_bytes=_high(r))
+    span = f" (up to {fmt_gib(_high(r))} in another executor order)" if _high(r) > r["peak_bytes"] else ""
+    verdict = f"fits: peak {peak}{span} of {cap} on {where}"
+    return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"], peak_high_bytes=_high(r))
+
+
+def _high(row: Mapping[str, Any]) -> int:
+    """A device row's high end (its peak where the row has no range)."""
+    return int(row.get("peak_high_bytes", row["peak_bytes"]))
+
+
+def may_not_fit_verdict(peak: str, high: int, where: str, cap: str) -> str:
+    """The one line of a verdict whose low end fits and high end does not."""
+    return f"may not fit: peak {peak} to {fmt_gib(high)} on {where} of {cap}: fits {MAY_NOT_FIT_WHY}"
 
 
 def why_on(device: str, d: Mapping[str, Any]) -> str:
