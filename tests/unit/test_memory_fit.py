@@ -18,15 +18,14 @@ from tfprof_towers.projection.hardware import GIB, load_file, load_hardware
 from tfprof_towers.projection.memory import (
     ESTIMATED,
     HEADROOM,
-    MAY_NOT_FIT_WHY,
     NOT_CHECKED,
     Fit,
     capacity_of,
     device_rows,
     fit_of,
-    judged,
     with_memory,
 )
+from tfprof_towers.rundir.summary import MAY_NOT_FIT_WHY, judged
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,7 @@ def test_device_rows_and_a_verdict_that_does_not_fit(hw) -> None:
                           "persistent_bytes": int(0.07 * GIB),
                           "transient_bytes": int(7.2 * GIB) - int(0.07 * GIB),
                           "capacity_bytes": 6 * GIB, "fits": False, "may_not_fit": False,
-                          "peak_low_bytes": int(7.2 * GIB), "peak_high_bytes": int(7.2 * GIB)}  # no range given
+                          "peak_low_bytes": int(7.2 * GIB), "peak_high_bytes": int(7.2 * GIB)}
     assert rows[HOST]["capacity_bytes"] == 16 * GIB and rows[HOST]["fits"] is True
     fit = fit_of(rows, MEMORY["single"])
     assert (fit.fits, fit.device) == (False, GPU0)
@@ -149,7 +148,9 @@ def test_summary_keeps_the_verdicts(tmp_path: Path) -> None:
 
     typed = Summary.from_json(summary)
     row = typed.entry("single").memory[GPU0]
-    assert row == MemoryPeak(int(7.2 * GIB), "estimated", int(0.07 * GIB), 6 * GIB, False)
+    assert row == MemoryPeak(int(7.2 * GIB), "estimated", int(0.07 * GIB), 6 * GIB, False,
+                             estimate_low_bytes=int(7.2 * GIB), estimate_high_bytes=int(7.2 * GIB),
+                             may_not_fit=False)
     assert summary["schema"] == 4
 
 
@@ -303,5 +304,5 @@ def test_a_range_over_the_executors_orders_fits_may_not_fit_or_does_not_fit(hw) 
     assert "\n" not in maybe.verdict and not maybe.verdict.startswith("does not fit")
     over = verdict(usable + 1, usable + 2)
     assert (over.fits, over.may_not_fit) == (False, False) and over.verdict.startswith("does not fit: ")
-    assert judged(10, 20, None) == (None, False) and judged(90, 101, 100, 0.0) == (True, True)
+    assert judged(10, 20, None, 0.1) == (None, False) and judged(90, 101, 100, 0.0) == (True, True)
     assert judged(90, 100, 100, 0.0) == (True, False) and judged(101, 102, 100, 0.0) == (False, False)

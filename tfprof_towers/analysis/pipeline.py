@@ -140,17 +140,28 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
                                         None if cap is None else d.peak_bytes <= cap)
         for dev, r in here.get(e.name, {}).items():
             if dev in rows:
-                rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]))
+                rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]),
+                                    estimate_low_bytes=_bytes_or_none(r, "peak_low_bytes"),
+                                    estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"))
         for dev, r in projected.get(e.name, {}).items():
             if dev in rows and rows[dev].label is None:  # a GPU run measured the target's own device
                 rows[dev] = on_target(rows[dev], r, headroom)
             else:  # the target's device (named apart where a logical device of this run has its name)
                 key = dev if dev not in rows else f"{dev} ({projection.get('hardware') or 'target'})"
                 rows[key] = MemoryPeak(int(r["peak_bytes"]), "estimated", r.get("persistent_bytes"),
-                                       r.get("capacity_bytes"), r.get("fits"))
+                                       r.get("capacity_bytes"), r.get("fits"),
+                                       estimate_low_bytes=_bytes_or_none(r, "peak_low_bytes"),
+                                       estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"),
+                                       may_not_fit=r.get("may_not_fit"))
         return replace(e, memory=rows)
 
     return summary.map_entries(one)
+
+
+def _bytes_or_none(row: Mapping[str, Any], key: str) -> int | None:
+    """``row[key]`` as bytes, None where the row has no such figure (a projection made before it)."""
+    value = row.get(key)
+    return None if value is None else int(value)
 
 
 def with_calibration(summary: Summary) -> Summary:
@@ -195,7 +206,8 @@ def with_calibration(summary: Summary) -> Summary:
                         if k in memory and memory[k].basis == "estimated"), None)
             if key is not None:
                 memory[key] = replace(memory[key], calibrated_peak_bytes=int(r["calibrated_peak_bytes"]),
-                                      calibration=label, fits=r.get("fits"))
+                                      calibration=label, fits=r.get("fits"), may_not_fit=r.get("may_not_fit"),
+                                      estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"))
         return replace(e, memory=memory)
 
     return replace(summary.map_entries(one), projection={**projection, "variants": variants})

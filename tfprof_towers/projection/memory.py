@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof_towers.projection.hardware import GIB, Hardware
+from tfprof_towers.rundir.summary import judged, may_not_fit_verdict
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.fmt import fmt_gib
 
@@ -57,16 +58,6 @@ class Fit:
                 "may_not_fit": self.may_not_fit, "peak_high_bytes": self.peak_high_bytes}
 
 
-def judged(low: int, high: int, capacity: int | None, headroom: float = HEADROOM) -> tuple[bool | None, bool]:
-    """(fits, may_not_fit) of a peak between ``low`` and ``high`` (the executor's orders) against
-    ``capacity`` less ``headroom``: fits unless the low end is over; may not fit when only the low end
-    fits.  (None, False) without a capacity."""
-    if not capacity:
-        return None, False
-    usable = capacity * (1 - headroom)
-    return low <= usable, low <= usable < high
-
-
 def device_rows(estimate: Mapping[str, Any], hw: Hardware) -> dict[str, dict[str, Any]]:
     """``projection.json`` -> ``variants[].memory``: per device ``peak_bytes`` (the queue's order),
     ``peak_low_bytes`` / ``peak_high_bytes`` (the range over the executor's orders), ``basis``,
@@ -77,17 +68,12 @@ def device_rows(estimate: Mapping[str, Any], hw: Hardware) -> dict[str, dict[str
         cap = capacity_of(dev, hw)
         peak = int(d["peak_bytes"])
         low, high = int(d.get("peak_low_bytes", peak)), int(d.get("peak_high_bytes", peak))
-        fits, may_not = judged(low, high, cap)
+        fits, may_not = judged(low, high, cap, HEADROOM)
         out[dev] = {"peak_bytes": peak, "basis": "estimated", "peak_low_bytes": low, "peak_high_bytes": high,
                     "persistent_bytes": int(d.get("persistent_bytes", 0)),
                     "transient_bytes": int(d.get("transient_bytes", peak)), "capacity_bytes": cap,
                     "fits": fits, "may_not_fit": may_not}
     return out
-
-
-#: Why a verdict says "may not fit", in one line.
-MAY_NOT_FIT_WHY = ("only if TensorFlow's CPU executor runs the step's kernels in the queue's order; an "
-                   "expensive kernel that waits in its inter-op pool keeps its inputs alive")
 
 
 def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | None) -> Fit:
@@ -122,11 +108,6 @@ def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | 
 def _high(row: Mapping[str, Any]) -> int:
     """A device row's high end (its peak where the row has no range)."""
     return int(row.get("peak_high_bytes", row["peak_bytes"]))
-
-
-def may_not_fit_verdict(peak: str, high: int, where: str, cap: str) -> str:
-    """The one line of a verdict whose low end fits and high end does not."""
-    return f"may not fit: peak {peak} to {fmt_gib(high)} on {where} of {cap}: fits {MAY_NOT_FIT_WHY}"
 
 
 def why_on(device: str, d: Mapping[str, Any]) -> str:
