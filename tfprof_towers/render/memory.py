@@ -160,6 +160,7 @@ def memory_view(summary: Mapping[str, Any],
         bars = [{"device": d, "peak_bytes": memory[d].calibrated_peak_bytes or memory[d].peak_bytes,
                  "basis": memory[d].basis, "fits": memory[d].fits} for d in shown]  # a verdict's own peak
         name = str(v["name"])
+        fit = fits.get(name, {})
         timelines = []
         for d, (t, b) in (series.get(name) or {}).items():
             if len(b):
@@ -174,6 +175,7 @@ def memory_view(summary: Mapping[str, Any],
             "verdict": fits.get(name, {}).get("verdict") or "",
             "gap": gap.text() if (gap := estimate_gap(memory)) is not None else "",
             "fits": fits.get(name, {}).get("fits"),
+            "may_not_fit": fit.get("may_not_fit") is True,  # only the low end of the range fits
             "why": fits.get(name, {}).get("why") or "",
             "timelines": timelines,
         })
