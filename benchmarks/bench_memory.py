@@ -4,11 +4,14 @@
    of both families on logical CPU devices; per variant and device, the estimate at the run's size
    (``projection.json`` -> ``variants[].memory_at_run``, :func:`.projection.graphcost.estimate_memory`)
    beside the measured peak (``summary.json`` -> ``variants[].memory``, basis ``measured``: the host
-   allocator's events by the device each op was placed on, plus the device's variables) and their ratio.
+   allocator's events by the device each op was placed on, plus the device's variables) and their ratio;
+   the estimate's range over the executor's orders (low, high) and whether the measured peak lies in
+   [0.9 x low, 1.1 x high]; how many devices are within 10% of the point estimate and inside the range.
 2. **Allocator cost**: a few variants (``--cost-variants``) profiled with ``TF_CPU_ALLOCATOR_USE_BFC=true``
    (the harness's default) and ``=false`` (TensorFlow's default host allocator), ``--rounds`` runs of
-   each, interleaved; per variant the ratio of the fastest timed step (the figure a busy shared machine
-   disturbs least) and of the median one, BFC over default.
+   each, interleaved (default: ``single``, 3 runs each); per variant the ratio of the fastest timed step
+   (the figure a busy shared machine disturbs least), of the median one, and the median of each round's
+   paired ratio (its BFC run's median step over the default run's right after it), BFC over default.
 
 Prints both tables; writes ``reports/bench_memory.json``.  ``--variants a,b`` and ``--preset P`` narrow it.
 """
@@ -24,6 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tfprof_towers.rundir.summary import RANGE_SLACK_HIGH, RANGE_SLACK_LOW
 from tfprof_towers.variants import registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,10 +52,21 @@ def estimate_rows(run: dict) -> list[dict]:
             if m.get("basis") != "measured" or not m.get("label"):
                 continue
             est = m.get("estimated_peak_bytes")
+            low, high = m.get("estimate_low_bytes"), m.get("estimate_high_bytes")
             rows.append({"variant": v["name"], "device": dev, "estimated": est, "measured": m["peak_bytes"],
-                         "allocated": m.get("allocated_bytes"),
-                         "ratio": None if not est or not m["peak_bytes"] else est / m["peak_bytes"]})
+                         "allocated": m.get("allocated_bytes"), "low": low, "high": high,
+                         "ratio": None if not est or not m["peak_bytes"] else est / m["peak_bytes"],
+                         "inside": None if low is None or high is None
+                         else RANGE_SLACK_LOW * low <= m["peak_bytes"] <= RANGE_SLACK_HIGH * high})
     return rows
+
+
+def agreement_line(rows: list[dict]) -> str:
+    """How many devices the point estimate is within 10% of, and how many lie inside the range."""
+    near = sum(1 for r in rows if r["ratio"] is not None and abs(r["ratio"] - 1) <= 0.10)
+    inside = sum(1 for r in rows if r["inside"])
+    return (f"{near} of {len(rows)} devices within 10% of the point estimate (the queue's order); "
+            f"{inside} of {len(rows)} inside [0.9 x low, 1.1 x high] of the executor's orders")
 
 
 def step_times(out: Path) -> dict[str, list[float]]:
@@ -68,13 +83,19 @@ def allocator_cost(preset: str, variants: list[str], rounds: int) -> dict[str, d
     """Per variant: its timed steps with the host's BFC allocator and with TensorFlow's default, from
     ``rounds`` interleaved ``profile`` runs of each: the fastest and the median step, and their ratios."""
     times: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    paired: dict[str, list[float]] = {}  # per round: its BFC run's median step over its default run's
     with tempfile.TemporaryDirectory(prefix="bench-allocator-") as tmp:
         for r in range(rounds):
+            medians: dict[bool, dict[str, float]] = {}
             for bfc in (True, False):
                 out = Path(tmp) / f"{'bfc' if bfc else 'default'}{r}"
                 profile(out, preset, variants, bfc)
-                for name, t in step_times(out).items():
+                run_times = step_times(out)
+                medians[bfc] = {name: statistics.median(t) for name, t in run_times.items() if t}
+                for name, t in run_times.items():
                     times[bfc].setdefault(name, []).extend(t)
+            for name in set(medians[True]) & set(medians[False]):
+                paired.setdefault(name, []).append(medians[True][name] / medians[False][name])
     cost = {}
     for name in variants:
         on, off = times[True].get(name), times[False].get(name)
@@ -82,7 +103,10 @@ def allocator_cost(preset: str, variants: list[str], rounds: int) -> dict[str, d
             cost[name] = {"steps": [len(on), len(off)], "bfc_min_s": min(on), "default_min_s": min(off),
                           "min_ratio": min(on) / min(off), "bfc_median_s": statistics.median(on),
                           "default_median_s": statistics.median(off),
-                          "median_ratio": statistics.median(on) / statistics.median(off)}
+                          "median_ratio": statistics.median(on) / statistics.median(off),
+                          "paired_ratios": paired.get(name, []),
+                          "paired_median_ratio": (statistics.median(paired[name]) if paired.get(name)
+                                                  else None)}
     return cost
 
 
@@ -97,6 +121,13 @@ def allocator_lines(cost: dict[str, dict], rounds: int) -> list[str]:
         cells += [f"{c['min_ratio']:7.3f}"]
         cells += [f"{c[k] * 1e3:9.2f} ms" for k in ("bfc_median_s", "default_median_s")]
         lines.append(f"{name:24} {' '.join(cells)} {c['median_ratio']:7.3f}")
+    for name, c in cost.items():
+        if c.get("paired_median_ratio") is not None:
+            each = ", ".join(f"{x:.3f}" for x in c["paired_ratios"])
+            lines.append(f"{name}: median of the rounds' paired ratios (BFC run's median step / the default "
+                         f"run's after it) {c['paired_median_ratio']:.3f} ({each})")
+    if not cost:
+        lines.append("(no runs: --rounds 0)")
     return lines
 
 
@@ -105,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--variants", default=",".join(registry.names(registry.TF1_GRAPH)
                                                    + registry.names(registry.TF2_STRATEGY)))
-    ap.add_argument("--cost-variants", default="single,towers_host_vars,mirrored",
+    ap.add_argument("--cost-variants", default="single",
                     help="the variants whose step time is measured with and without the BFC allocator")
-    ap.add_argument("--rounds", type=int, default=3, help="allocator on/off runs each (interleaved)")
+    ap.add_argument("--rounds", type=int, default=3, help="allocator on/off runs each (interleaved; 0: none)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         run = profile(Path(tmp) / "all", args.preset, args.variants.split(","), True)
@@ -115,12 +146,17 @@ def main(argv: list[str] | None = None) -> int:
     rows = estimate_rows(run)
     print(f"memory at the {args.preset} preset, logical devices on this CPU: estimate vs measured")
     print("(measured: the requests, each rounded up to 256 B; blocks: as the allocator handed them out)")
-    print(f"{'variant':24} {'device':18} {'estimated':>12} {'measured':>12} {'est/meas':>9} {'blocks':>12}")
+    print("(low / high: the least and the most of the estimate over the executor's orders)")
+    print(f"{'variant':24} {'device':15} {'estimated':>12} {'low':>12} {'high':>12} {'measured':>12} "
+          f"{'est/meas':>9} {'in range':>8} {'blocks':>12}")
     for r in rows:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
-        est = "-" if r["estimated"] is None else f"{r['estimated']:,}"
-        blocks = "-" if r["allocated"] is None else f"{r['allocated']:,}"
-        print(f"{r['variant']:24} {r['device']:18} {est:>12} {r['measured']:>12,} {ratio:>9} {blocks:>12}")
+        est, low, high, blocks = ("-" if r[k] is None else f"{r[k]:,}"
+                                  for k in ("estimated", "low", "high", "allocated"))
+        inside = "-" if r["inside"] is None else ("yes" if r["inside"] else "NO")
+        print(f"{r['variant']:24} {r['device']:15} {est:>12} {low:>12} {high:>12} {r['measured']:>12,} "
+              f"{ratio:>9} {inside:>8} {blocks:>12}")
+    print(agreement_line(rows))
     print("\n" + "\n".join(allocator_lines(cost, args.rounds)))
     out = REPO / "reports" / "bench_memory.json"
     out.write_text(json.dumps({"preset": args.preset, "estimate_vs_measured": rows, "allocator_cost": cost},
