@@ -14,6 +14,7 @@ from tfprof_towers.projection.liveness import (
     peak_ranges,
     pool_order,
     rounded,
+    trace_order,
     walk_peaks,
 )
 
@@ -177,3 +178,13 @@ def test_a_deferred_sibling_keeps_its_inputs_alive_the_range_of_orders() -> None
     gpu = peak_ranges(_gradient_siblings(D), HOST)[D]
     assert gpu == PeakRange(low=9216, point=9216, high=13312, high_order="queue, readers reversed")
     assert [name for name, _ in ORDERS][0] == "queue"  # the point estimate's order
+
+
+def test_the_order_a_trace_shows_replays_its_peak() -> None:
+    """The trace shows ``sg`` and ``dx`` before ``dw`` (a deferred weight gradient): walked in that order
+    the peak is the pool's 16,384 B; ``y`` and ``dy``, absent from the trace, take their inputs' time."""
+    ops = _gradient_siblings(CPU1)
+    order = trace_order(ops, {"sg": 10.0, "dx": 20.0, "dw": 30.0})
+    assert order == [0, 1, 3, 4, 2]
+    assert walk_peaks(ops, HOST, order)[CPU1][0] == 16384
+    assert trace_order(ops, {"dw": 5.0, "sg": 10.0, "dx": 20.0}) == executor_order(ops)
