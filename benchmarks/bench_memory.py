@@ -7,8 +7,12 @@
    allocator's events by the device each op was placed on, plus the device's variables) and their ratio;
    the estimate's range over the executor's orders (low, high) and whether the measured peak lies in
    [0.9 x low, 1.1 x high]; how many devices are within 10% of the point estimate and inside the range.
-2. **Allocator cost**: a few variants (``--cost-variants``) profiled with ``TF_CPU_ALLOCATOR_USE_BFC=true``
-   (the harness's default) and ``=false`` (TensorFlow's default host allocator), ``--rounds`` runs of
+2. **Allocator cost on the step**: the seed step's shape at the cpu preset timed in ``--rounds`` (default 3)
+   interleaved pairs of processes with ``TF_CPU_ALLOCATOR_USE_BFC=true`` (the harness's default) and
+   ``=false`` (TensorFlow's default host allocator): the median ratio of the median step, in the process's
+   CPU time and in wall time (:func:`allocator_step_cost`).
+3. **Allocator cost on profiles** (only with ``--cost-variants``): those variants profiled with
+   ``TF_CPU_ALLOCATOR_USE_BFC=true`` and ``=false``, ``--rounds`` runs of
    each, interleaved (default: ``single``, 3 runs each); per variant the ratio of the fastest timed step
    (the figure a busy shared machine disturbs least), of the median one, and the median of each round's
    paired ratio (its BFC run's median step over the default run's right after it), BFC over default.
@@ -26,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tfprof_towers.rundir.summary import RANGE_SLACK_HIGH, RANGE_SLACK_LOW
 from tfprof_towers.variants import registry
@@ -62,11 +67,12 @@ def estimate_rows(run: dict) -> list[dict]:
 
 
 def agreement_line(rows: list[dict]) -> str:
-    """How many devices the point estimate is within 10% of, and how many lie inside the range."""
-    near = sum(1 for r in rows if r["ratio"] is not None and abs(r["ratio"] - 1) <= 0.10)
-    inside = sum(1 for r in rows if r["inside"])
-    return (f"{near} of {len(rows)} devices within 10% of the point estimate (the queue's order); "
-            f"{inside} of {len(rows)} inside [0.9 x low, 1.1 x high] of the executor's orders")
+    """How many estimated devices the point estimate is within 10% of, and how many lie inside the range."""
+    estimated = [r for r in rows if r["ratio"] is not None]
+    near = sum(1 for r in estimated if abs(r["ratio"] - 1) <= 0.10)
+    inside = sum(1 for r in estimated if r["inside"])
+    return (f"{near} of {len(estimated)} devices within 10% of the point estimate (the queue's order); "
+            f"{inside} of {len(estimated)} inside [0.9 x low, 1.1 x high] of the executor's orders")
 
 
 def step_times(out: Path) -> dict[str, list[float]]:
@@ -110,6 +116,45 @@ def allocator_cost(preset: str, variants: list[str], rounds: int) -> dict[str, d
     return cost
 
 
+#: The step the allocator's cost is timed on: the cpu preset's seed step (batch 16 x 256 rows, dim 256).
+STEP_SHAPE = (4096, 256, 6)
+
+
+def allocator_step_cost(rounds: int, steps: int = 30) -> dict[str, Any]:
+    """The allocator's cost on one process's own step: ``rounds`` interleaved pairs of children
+    (:mod:`benchmarks.allocator_child`), BFC then default, each timing ``steps`` steps of the seed step's
+    shape; per pair, the BFC child's median step over the default child's, in the process's CPU time (what
+    other jobs on shared cores disturb least) and in wall time; their medians over the pairs."""
+    script = str(Path(__file__).with_name("allocator_child.py"))
+    pairs: dict[str, list[float]] = {"cpu": [], "wall": []}
+    for _ in range(rounds):
+        med = {}
+        for bfc in (True, False):
+            env = {**os.environ, "TF_CPU_ALLOCATOR_USE_BFC": "true" if bfc else "false"}
+            done = subprocess.run([sys.executable, script, *map(str, STEP_SHAPE), str(steps)], env=env,
+                                  capture_output=True, text=True, check=True)
+            doc = json.loads(done.stdout.strip().splitlines()[-1])
+            med[bfc] = {k: statistics.median(doc[f"{k}_s"]) for k in ("cpu", "wall")}
+        for k in pairs:
+            pairs[k].append(med[True][k] / med[False][k])
+    return {"rounds": rounds, "steps": steps, "shape": list(STEP_SHAPE), "cpu_ratios": pairs["cpu"],
+            "wall_ratios": pairs["wall"],
+            "cpu_median_ratio": statistics.median(pairs["cpu"]) if pairs["cpu"] else None,
+            "wall_median_ratio": statistics.median(pairs["wall"]) if pairs["wall"] else None}
+
+
+def step_cost_lines(cost: dict[str, Any]) -> list[str]:
+    """The printed lines of :func:`allocator_step_cost`."""
+    if not cost.get("cpu_ratios"):
+        return ["host allocator cost on the step: no runs (--rounds 0)"]
+    b, d, n = cost["shape"]
+    each = {k: ", ".join(f"{x:.3f}" for x in cost[f"{k}_ratios"]) for k in ("cpu", "wall")}
+    return [f"host allocator cost on the step ({n} blocks of [{b}, {d}] fp32 with Adam, {cost['steps']} "
+            f"steps, {cost['rounds']} interleaved pairs of processes): BFC / default, median step",
+            f"  process CPU time: median ratio {cost['cpu_median_ratio']:.3f} (pairs: {each['cpu']})",
+            f"  wall time:        median ratio {cost['wall_median_ratio']:.3f} (pairs: {each['wall']})"]
+
+
 def allocator_lines(cost: dict[str, dict], rounds: int) -> list[str]:
     """The printed table of :func:`allocator_cost`."""
     lines = [f"host allocator cost ({rounds} runs each, interleaved): timed step with the BFC allocator / "
@@ -136,13 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--variants", default=",".join(registry.names(registry.TF1_GRAPH)
                                                    + registry.names(registry.TF2_STRATEGY)))
-    ap.add_argument("--cost-variants", default="single",
-                    help="the variants whose step time is measured with and without the BFC allocator")
+    ap.add_argument("--cost-variants", default="",
+                    help="variants whose profiled steps are also timed with and without the BFC allocator")
     ap.add_argument("--rounds", type=int, default=3, help="allocator on/off runs each (interleaved; 0: none)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         run = profile(Path(tmp) / "all", args.preset, args.variants.split(","), True)
-    cost = allocator_cost(args.preset, args.cost_variants.split(","), args.rounds) if args.rounds else {}
+    variants = [v for v in args.cost_variants.split(",") if v]
+    cost = allocator_cost(args.preset, variants, args.rounds) if args.rounds and variants else {}
+    step_cost = allocator_step_cost(args.rounds)
     rows = estimate_rows(run)
     print(f"memory at the {args.preset} preset, logical devices on this CPU: estimate vs measured")
     print("(measured: the requests, each rounded up to 256 B; blocks: as the allocator handed them out)")
@@ -157,10 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['variant']:24} {r['device']:15} {est:>12} {low:>12} {high:>12} {r['measured']:>12,} "
               f"{ratio:>9} {inside:>8} {blocks:>12}")
     print(agreement_line(rows))
-    print("\n" + "\n".join(allocator_lines(cost, args.rounds)))
+    print("\n" + "\n".join(step_cost_lines(step_cost)))
+    if cost:
+        print("\n".join(allocator_lines(cost, args.rounds)))
     out = REPO / "reports" / "bench_memory.json"
-    out.write_text(json.dumps({"preset": args.preset, "estimate_vs_measured": rows, "allocator_cost": cost},
-                              indent=1))
+    out.write_text(json.dumps({"preset": args.preset, "estimate_vs_measured": rows, "allocator_cost": cost,
+                               "allocator_step_cost": step_cost}, indent=1))
     print(f"\nwritten: {out}")
     return 0
 
