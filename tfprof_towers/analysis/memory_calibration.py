@@ -91,11 +91,14 @@ def calibrated_fit(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any]
         cap = r.get("capacity_bytes")
         if c is not None:
             peak = c.apply(int(r["peak_bytes"]))
-            # the run's own order, scaled, is the low end; the executor's other orders may still go higher
+            # the range spans the executor's orders and the run's own order, scaled: "does not fit" only
+            # when both the walk's least and the calibrated peak are over
+            low = min(peak, int(r.get("peak_low_bytes", r["peak_bytes"])))
             high = max(peak, int(r.get("peak_high_bytes", r["peak_bytes"])))
-            fits, may_not = judged(peak, high, int(cap) if cap else None, headroom)
+            fits, may_not = judged(low, high, int(cap) if cap else None, headroom)
             row.update(calibrated_peak_bytes=peak, calibration=round(c.factor, 4), calibrated_on=c.run_device,
-                       uncalibrated_fits=r.get("fits"), fits=fits, may_not_fit=may_not, peak_high_bytes=high)
+                       uncalibrated_fits=r.get("fits"), fits=fits, may_not_fit=may_not, peak_low_bytes=low,
+                       peak_high_bytes=high)
         out[dev] = row
     return out, {**_verdict(out, fit, cal, headroom, label), "uncalibrated": dict(fit)}
 
@@ -128,7 +131,7 @@ def _verdict(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any],
     if over:
         verdict = f"does not fit: {fmt_gib(peak(r))} on {where} of {of}{note}"
     elif maybe:
-        verdict = may_not_fit_verdict(fmt_gib(peak(r)), high(r), where, of) + note
+        verdict = may_not_fit_verdict(int(r.get("peak_low_bytes", peak(r))), high(r), where, of) + note
     else:
         span = f" (up to {fmt_gib(high(r))} in another executor order)" if high(r) > peak(r) else ""
         verdict = f"fits: peak {fmt_gib(peak(r))}{span} of {of} on {where}{note}"

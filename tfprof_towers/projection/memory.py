@@ -97,7 +97,7 @@ def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | 
         verdict = f"does not fit: {peak} on {where} of {cap}"
         return Fit(False, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, peak_high_bytes=_high(r))
     if maybe:
-        verdict = may_not_fit_verdict(peak, _high(r), where, cap)
+        verdict = may_not_fit_verdict(int(r.get("peak_low_bytes", r["peak_bytes"])), _high(r), where, cap)
         return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, may_not_fit=True,
                    peak_high_bytes=_high(r))
     span = f" (up to {fmt_gib(_high(r))} in another executor order)" if _high(r) > r["peak_bytes"] else ""

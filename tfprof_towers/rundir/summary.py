@@ -171,9 +171,9 @@ MAY_NOT_FIT_WHY = ("only if TensorFlow's CPU executor runs the step's kernels in
                    "expensive kernel that waits in its inter-op pool keeps its inputs alive")
 
 
-def may_not_fit_verdict(peak: str, high: int, where: str, cap: str) -> str:
+def may_not_fit_verdict(low: int, high: int, where: str, cap: str) -> str:
     """The one line of a verdict whose low end fits and high end does not."""
-    return f"may not fit: peak {peak} to {fmt_gib(high)} on {where} of {cap}: fits {MAY_NOT_FIT_WHY}"
+    return f"may not fit: peak {fmt_gib(low)} to {fmt_gib(high)} on {where} of {cap}: fits {MAY_NOT_FIT_WHY}"
 
 
 @dataclass(frozen=True)
