@@ -82,3 +82,19 @@ def test_the_walk_in_the_runs_own_order_is_the_measured_peak(replay_run, variant
         assert abs(replayed - in_step) <= 256, (variant, dev, replayed, in_step)
         low, high = r["estimate_low_bytes"], r["estimate_high_bytes"]
         assert 0.9 * low <= r["peak_bytes"] <= 1.1 * high, (variant, dev, low, r["peak_bytes"], high)
+
+
+def test_every_tf2_devices_measured_peak_is_inside_the_range(tiny_tf2_run: Path) -> None:
+    """The tf2-strategy built-ins at the tiny preset with the default threads: each logical device's
+    measured peak lies in [0.9 x low, 1.1 x high] of the estimate's range over the executor's orders."""
+    summary = json.loads((tiny_tf2_run / "summary.json").read_text())
+    checked = 0
+    for v in summary["variants"]:
+        for dev, r in (v.get("memory") or {}).items():
+            if not r.get("label") or r.get("estimate_low_bytes") is None:
+                continue  # not measured on a logical device, or no estimate of it ("(ops not placed)")
+            low, high = r["estimate_low_bytes"], r["estimate_high_bytes"]
+            assert low <= r["estimated_peak_bytes"] <= high, (v["name"], dev, r)
+            assert 0.9 * low <= r["peak_bytes"] <= 1.1 * high, (v["name"], dev, low, r["peak_bytes"], high)
+            checked += 1
+    assert checked >= 8, checked  # one_device's device, two of each mirrored variant, central_storage's
