@@ -306,3 +306,33 @@ def test_a_range_over_the_executors_orders_fits_may_not_fit_or_does_not_fit(hw) 
     assert (over.fits, over.may_not_fit) == (False, False) and over.verdict.startswith("does not fit: ")
     assert judged(10, 20, None, 0.1) == (None, False) and judged(90, 101, 100, 0.0) == (True, True)
     assert judged(90, 100, 100, 0.0) == (True, False) and judged(101, 102, 100, 0.0) == (False, False)
+
+
+def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> None:
+    """A measured row on a logical device with the estimate's range beside it: 8.00 MB measured, the
+    estimate 7.6 MB (x0.95) in a range of 7.6 to 10 MB, inside; 12 MB is over 1.1 x 10 MB, outside.  A
+    verdict that may not fit is yellow, named, never red."""
+    from tfprof_towers.commands.console import memory_cell, peak_cell
+    from tfprof_towers.render.memory import memory_view
+    from tfprof_towers.rundir.summary import MemoryPeak, estimate_gap
+
+    label = "measured at the cpu preset, logical devices on this CPU"
+    inside = MemoryPeak(8_000_000, "measured", 0, label=label, estimated_peak_bytes=7_600_000,
+                        estimate_low_bytes=7_600_000, estimate_high_bytes=10_000_000)
+    outside = replace(inside, peak_bytes=12_000_000)
+    assert (inside.inside_range, outside.inside_range) == (True, False)
+    assert peak_cell({"/device:CPU:1": inside.to_json()}) == "8.00 MB CPU:1 (meas.) est. x0.95 (x0.95-x1.25)"
+    assert peak_cell({"/device:CPU:1": outside.to_json()}) == (
+        "12.0 MB CPU:1 (meas.) est. x0.63 (x0.63-x0.83, outside)")
+    assert estimate_gap({"/device:CPU:1": outside}).text().endswith(
+        "; the measured peak is outside the range of the executor's orders")
+    fit = {"fits": True, "may_not_fit": True, "peak_bytes": 4 * GIB, "device": GPU0,
+           "verdict": "may not fit: peak 4 GiB to 6 GiB on GPU:0 of 6 GiB (5.40 GiB usable): fits ..."}
+    assert memory_cell(fit) == "[yellow]4 GiB GPU:0 (may not fit)[/]"
+    summary = {"variants": [{"name": "single", "memory": {GPU0: MemoryPeak(
+        4 * GIB, "estimated", 0, 6 * GIB, True, estimate_low_bytes=4 * GIB, estimate_high_bytes=6 * GIB,
+        may_not_fit=True).to_json()}}],
+        "projection": {"variants": [{"name": "single", "memory_fit": fit}]}}
+    view = memory_view(summary)
+    assert view is not None and view["rows"][0]["may_not_fit"] is True and view["rows"][0]["fits"] is True
+    assert view["rows"][0]["devices"][0]["row"].may_not_fit is True
