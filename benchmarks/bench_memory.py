@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.rundir.summary import RANGE_SLACK_HIGH, RANGE_SLACK_LOW
+from tfprof_towers.rundir.summary import in_range
 from tfprof_towers.variants import registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,8 +61,8 @@ def estimate_rows(run: dict) -> list[dict]:
             rows.append({"variant": v["name"], "device": dev, "estimated": est, "measured": m["peak_bytes"],
                          "allocated": m.get("allocated_bytes"), "low": low, "high": high,
                          "ratio": None if not est or not m["peak_bytes"] else est / m["peak_bytes"],
-                         "inside": None if low is None or high is None
-                         else RANGE_SLACK_LOW * low <= m["peak_bytes"] <= RANGE_SLACK_HIGH * high})
+                         "inside": (None if low is None or high is None
+                                    else in_range(m["peak_bytes"], low, high))})
     return rows
 
 
@@ -72,7 +72,8 @@ def agreement_line(rows: list[dict]) -> str:
     near = sum(1 for r in estimated if abs(r["ratio"] - 1) <= 0.10)
     inside = sum(1 for r in estimated if r["inside"])
     return (f"{near} of {len(estimated)} devices within 10% of the point estimate (the queue's order); "
-            f"{inside} of {len(estimated)} inside [0.9 x low, 1.1 x high] of the executor's orders")
+            f"{inside} of {len(estimated)} inside [0.9 x low, 1.1 x high] (give or take 256 B) of the "
+            "executor's orders")
 
 
 def step_times(out: Path) -> dict[str, list[float]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tfprof_towers.projection.liveness import OpTensors, is_expensive, trace_order, walk_peaks
+from tfprof_towers.rundir.summary import in_range
 from tfprof_towers.trace.load import load_trace
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab.device_names import canonical_device
@@ -81,7 +82,7 @@ def test_the_walk_in_the_runs_own_order_is_the_measured_peak(replay_run, variant
         replayed = walked.get(dev, (0, []))[0]
         assert abs(replayed - in_step) <= 256, (variant, dev, replayed, in_step)
         low, high = r["estimate_low_bytes"], r["estimate_high_bytes"]
-        assert 0.9 * low <= r["peak_bytes"] <= 1.1 * high, (variant, dev, low, r["peak_bytes"], high)
+        assert in_range(r["peak_bytes"], low, high), (variant, dev, low, r["peak_bytes"], high)
 
 
 def test_every_tf2_devices_measured_peak_is_inside_the_range(tiny_tf2_run: Path) -> None:
@@ -95,6 +96,6 @@ def test_every_tf2_devices_measured_peak_is_inside_the_range(tiny_tf2_run: Path)
                 continue  # not measured on a logical device, or no estimate of it ("(ops not placed)")
             low, high = r["estimate_low_bytes"], r["estimate_high_bytes"]
             assert low <= r["estimated_peak_bytes"] <= high, (v["name"], dev, r)
-            assert 0.9 * low <= r["peak_bytes"] <= 1.1 * high, (v["name"], dev, low, r["peak_bytes"], high)
+            assert in_range(r["peak_bytes"], low, high), (v["name"], dev, low, r["peak_bytes"], high)
             checked += 1
     assert checked >= 8, checked  # one_device's device, two of each mirrored variant, central_storage's

@@ -10,6 +10,7 @@ from tfprof_towers.projection.liveness import (
     ORDERS,
     OpTensors,
     PeakRange,
+    device_order,
     executor_order,
     peak_ranges,
     pool_order,
@@ -188,3 +189,23 @@ def test_the_order_a_trace_shows_replays_its_peak() -> None:
     assert order == [0, 1, 3, 4, 2]
     assert walk_peaks(ops, HOST, order)[CPU1][0] == 16384
     assert trace_order(ops, {"dw": 5.0, "sg": 10.0, "dx": 20.0}) == executor_order(ops)
+
+
+def test_one_devices_executor_running_ahead() -> None:
+    """The host reads ``a1`` (CPU:1, after ``x1``) and ``a2`` (CPU:2); ``b2`` (2,048 B) runs on CPU:2 after
+    ``a2``.  In the queue's order ``b2`` runs before the host's ``s`` has freed ``a2``: 1,024 + 2,048 B on
+    CPU:2.  The first device ahead (the host, then CPU:1) runs ``s`` as soon as ``a2`` is there, before
+    ``b2``: 2,048 B.  The last device ahead runs CPU:2's ops first: 3,072 B again."""
+    ops = [
+        OpTensors("x1", "MatMul", CPU1, (256,)),
+        OpTensors("a1", "MatMul", CPU1, (1024,), ((0, 0),)),
+        OpTensors("a2", "MatMul", CPU2, (1024,)),
+        OpTensors("s", "MatMul", HOST, (256,), ((1, 0), (2, 0))),
+        OpTensors("b2", "MatMul", CPU2, (2048,), after=(2,)),
+    ]
+    assert executor_order(ops) == [0, 2, 1, 4, 3]
+    assert device_order(ops) == [0, 1, 2, 3, 4]
+    assert device_order(ops, descending=True) == [2, 4, 0, 1, 3]
+    orders = (executor_order(ops), device_order(ops), device_order(ops, descending=True))
+    assert [walk_peaks(ops, HOST, order)[CPU2][0] for order in orders] == [3072, 2048, 3072]
+    assert peak_ranges(ops, HOST)[CPU2] == PeakRange(low=2048, point=3072, high=3072, high_order="queue")

@@ -279,6 +279,38 @@ def trace_order(ops: Sequence[OpTensors], start: Mapping[str, float]) -> list[in
     return order + [i for i in range(len(ops)) if i not in seen]
 
 
+def device_order(ops: Sequence[OpTensors], descending: bool = False) -> list[int]:
+    """The order when one device's executor runs ahead of the others: of the ready ops, one on the
+    first device (by name; the last with ``descending``) runs first, each device's ops first in first
+    out.  Each device's partition has an executor of its own; which one runs ahead decides which side
+    of a cross-device reader waits: a tower whose gradient the host reduces right away frees it early,
+    the tower that ran ahead holds its own until the other's arrives."""
+    devices = sorted({op.device for op in ops}, reverse=descending)
+    rank = {d: k for k, d in enumerate(devices)}
+    readers, pending = _ready_graph(ops, reverse=False)
+    ready: list[tuple[int, int, int]] = []
+    seq = 0
+
+    def push(i: int) -> None:
+        nonlocal seq
+        heapq.heappush(ready, (rank[ops[i].device], seq, i))
+        seq += 1
+
+    for i, n in enumerate(pending):
+        if n == 0:
+            push(i)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)[2]
+        order.append(i)
+        for r in readers[i]:
+            pending[r] -= 1
+            if pending[r] == 0:
+                push(r)
+    seen = set(order)
+    return order + [i for i in range(len(ops)) if i not in seen]
+
+
 def is_expensive(op: OpTensors) -> bool:
     """Whether TensorFlow's executor hands ``op`` to the inter-op pool rather than running it inline: an
     expensive kernel on a CPU device (every GPU kernel is inexpensive)."""
@@ -286,8 +318,9 @@ def is_expensive(op: OpTensors) -> bool:
 
 
 #: The orders the estimate's range walks: the executor's queue in graph order (the point estimate, and
-#: a GPU's), the same with readers made ready in reverse, and a saturated CPU pool taking the deferred
-#: kernels newest first or oldest first, each with readers in either order.
+#: a GPU's), the same with readers made ready in reverse, a saturated CPU pool taking the deferred
+#: kernels newest first or oldest first, each with readers in either order, and one device's executor
+#: running ahead of the others (the first device, or the last).
 ORDERS: tuple[tuple[str, Callable[[Sequence[OpTensors]], list[int]]], ...] = (
     ("queue", lambda ops: executor_order(ops)),
     ("queue, readers reversed", lambda ops: executor_order(ops, reverse=True)),
@@ -295,6 +328,8 @@ ORDERS: tuple[tuple[str, Callable[[Sequence[OpTensors]], list[int]]], ...] = (
     ("pool newest first, readers reversed", lambda ops: pool_order(ops, lifo=True, reverse=True)),
     ("pool oldest first", lambda ops: pool_order(ops, lifo=False)),
     ("pool oldest first, readers reversed", lambda ops: pool_order(ops, lifo=False, reverse=True)),
+    ("first device ahead", lambda ops: device_order(ops)),
+    ("last device ahead", lambda ops: device_order(ops, descending=True)),
 )
 
 

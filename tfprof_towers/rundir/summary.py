@@ -144,16 +144,23 @@ class MemoryPeak(Record):
 
     @property
     def inside_range(self) -> bool | None:
-        """Whether a measured peak lies within the estimate's range, give or take 10%:
-        0.9 x low <= measured <= 1.1 x high (None without a measured peak and a range)."""
+        """Whether a measured peak lies within the estimate's range, give or take 10% (:func:`in_range`;
+        None without a measured peak and a range)."""
         low, high = self.estimate_low_bytes, self.estimate_high_bytes
         if self.basis != "measured" or low is None or high is None or not self.peak_bytes:
             return None
-        return RANGE_SLACK_LOW * low <= self.peak_bytes <= RANGE_SLACK_HIGH * high
+        return in_range(self.peak_bytes, low, high)
 
 
-#: How far outside the estimate's range a measured peak may be and still agree: 10% either way.
-RANGE_SLACK_LOW, RANGE_SLACK_HIGH = 0.9, 1.1
+#: How far outside the estimate's range a measured peak may be and still agree: 10% either way, and one
+#: 256-byte unit of the BFC allocator (the walk in a run's own order agrees with its peak to one unit).
+RANGE_SLACK_LOW, RANGE_SLACK_HIGH, RANGE_SLACK_BYTES = 0.9, 1.1, 256
+
+
+def in_range(measured: int, low: int, high: int) -> bool:
+    """Whether ``measured`` lies in [0.9 x low, 1.1 x high], give or take 256 bytes."""
+    slack = RANGE_SLACK_BYTES
+    return RANGE_SLACK_LOW * low - slack <= measured <= RANGE_SLACK_HIGH * high + slack
 
 
 def judged(low: int, high: int, capacity: int | None, headroom: float) -> tuple[bool | None, bool]:
