@@ -29,7 +29,7 @@ def test_weak_mode_efficiency_is_throughput_over_the_baseline_divided_by_n() -> 
         _p("replicated", 2, 0.125, 8),  # 64 examples/s
         _p("replicated", 4, 0.16, 16),  # 100 examples/s
     )
-    doc = sc.measured_section(Sweep(sc.WEAK, (1, 2, 4), 4, points))
+    doc = sc.measured_section(Sweep(sc.WEAK, (1, 2, 4), 4, points)).to_json()
     assert doc["mode"] == "weak" and doc["counts"] == [1, 2, 4] and doc["batch_is"] == "per replica"
     rep = _by(doc, "replicated")
     assert rep[1]["status"] == "skipped" and rep[1]["reason"] == "needs at least 2 accelerators"
@@ -57,7 +57,7 @@ def test_strong_mode_efficiency_is_speedup_over_its_smallest_count_divided_by_th
         _p("replicated", 2, 0.125, 8),  # 64 examples/s
         _p("replicated", 4, 0.08, 8),  # 100 examples/s
     )
-    doc = sc.measured_section(Sweep(sc.STRONG, (1, 2, 4), 8, points))
+    doc = sc.measured_section(Sweep(sc.STRONG, (1, 2, 4), 8, points)).to_json()
     assert doc["batch_is"] == "global"
     rep = _by(doc, "replicated")
     assert rep[2]["efficiency"] == pytest.approx(1.0, rel=1e-12)  # its own smallest count
@@ -70,7 +70,7 @@ def test_strong_mode_efficiency_is_speedup_over_its_smallest_count_divided_by_th
 
 def test_weak_mode_without_a_baseline_falls_back_to_the_variants_own_smallest_count() -> None:
     points = (_p("replicated", 2, 0.1, 8), _p("replicated", 4, 0.125, 16))  # 80, 128 examples/s
-    rep = _by(sc.measured_section(Sweep(sc.WEAK, (2, 4), 4, points)), "replicated")
+    rep = _by(sc.measured_section(Sweep(sc.WEAK, (2, 4), 4, points)).to_json(), "replicated")
     assert rep[4]["efficiency"] == pytest.approx(128 / 80 / 2, rel=1e-12)  # 0.8
     assert rep[4]["efficiency_basis"] == "own" and rep[4]["efficiency_vs_baseline"] is None
 
@@ -135,7 +135,7 @@ def test_projected_section_shape() -> None:
                     bottleneck="accelerator compute (/gpu:0)", bottleneck_kind="accelerator compute"),
               Point("replicated", 8, family=TF1, step_median_s=0.2, global_batch=512, bottleneck="link",
                     bottleneck_kind="link")]
-    doc = sc.projected_section(sc.WEAK, "8x-a100-nvlink", "seed", points)
+    doc = sc.projected_section(sc.WEAK, "8x-a100-nvlink", "seed", points).to_json()
     assert set(doc) >= {"hardware", "preset", "variants"}
     rep = doc["variants"][1]
     assert rep["variant"] == "replicated"
