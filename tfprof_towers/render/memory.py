@@ -16,6 +16,7 @@ from markupsafe import Markup, escape
 
 from tfprof_towers.rundir.projection_doc import MemoryFit, ProjectionMemory, ProjectionSummary
 from tfprof_towers.rundir.summary import Summary
+from tfprof_towers.rundir.trace_doc import MemoryDoc
 from tfprof_towers.vocab.device_names import short_device
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib, fmt_seconds
 
@@ -81,15 +82,15 @@ def timeline_svg(device: str, times_s: Sequence[float], in_use: Sequence[int], c
     return Markup("".join(out))
 
 
-def timelines_view(memory_doc: Mapping[str, Any], series: Mapping[str, tuple[Sequence[float], Sequence[int]]]
+def timelines_view(memory: MemoryDoc, series: Mapping[str, tuple[Sequence[float], Sequence[int]]]
                    ) -> list[dict[str, Any]]:
-    """Per device of ``memory_doc`` (``analyze --json``'s ``memory``) with a series: its name, figures
+    """Per allocator of ``memory`` (``analyze --json``'s ``memory``) with a series: its name, figures
     and chart."""
     rows = []
-    for device, d in (memory_doc.get("devices") or {}).items():
+    for device, d in memory.devices.items():
         times, in_use = series.get(device, ((), ()))
         rows.append({"device": device, "d": d, "svg": timeline_svg(
-            device, times, in_use, d.get("capacity_bytes"), int(d["peak_bytes"]), float(d["peak_time_s"]))})
+            device, times, in_use, d.capacity_bytes, int(d.peak_bytes), float(d.peak_time_s))})
     return rows
 
 

@@ -28,22 +28,47 @@ def _kept_list(**more: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class CategoryTotal(Record):
+    """One category's events on a device, overlaps included: how many, their time, their bytes (copies)."""
+
+    count: float | None = _kept(0)
+    seconds: float | None = _kept(0.0)
+    bytes: float | None = _kept(None, omit=if_none)  # copy categories only
+
+
+#: A category a device has no events of.
+NO_EVENTS = CategoryTotal(None, None, None)
+
+
+@dataclass(frozen=True)
 class DeviceTime(Record):
     """One device's time: its windows, the inclusive totals per category and the exclusive (wall) split."""
 
     window_s: float = _kept(0.0)  # the device's own step windows, added up
-    total: Mapping[str, Mapping[str, Any]] = _kept(None)  # category -> {count, seconds, bytes}: inclusive
+    total: Mapping[str, CategoryTotal] = meta(factory=dict)  # inclusive, per category
     wall: Mapping[str, float] = _kept(None)  # category (and "idle") -> seconds: exclusive, they add up
     idle_split: Mapping[str, float] | None = _kept(None, omit=if_none)  # accelerators: host wait, ...
     role: str | None = meta(None, omit=if_none)  # a run's breakdown: "host", "accelerator" or "other"
 
+    def wall_s(self, category: str) -> float | None:
+        """The wall seconds of ``category``; None where the device has no such column."""
+        return (self.wall or {}).get(category)
+
     def seconds(self, category: str) -> float:
         """The wall seconds of ``category`` (0 where the device has none)."""
-        return float(self.wall[category]) if self.wall and category in self.wall else 0.0
+        return float(self.wall_s(category) or 0.0)
+
+    def total_of(self, category: str) -> CategoryTotal:
+        """The inclusive total of ``category`` (:data:`NO_EVENTS` where the device has none)."""
+        return self.total.get(category, NO_EVENTS)
+
+    def split_s(self, kind: str) -> float:
+        """The idle seconds of one kind of :data:`~tfprof_towers.vocab.categories.IDLE_SPLIT` (0: none)."""
+        return float((self.idle_split or {}).get(kind) or 0.0)
 
     @property
     def idle(self) -> float | None:
-        return self.wall["idle"] if self.wall and "idle" in self.wall else None
+        return self.wall_s("idle")
 
 
 @dataclass(frozen=True)
@@ -122,12 +147,30 @@ class MemoryDoc(Record):
 
 
 @dataclass(frozen=True)
+class FailedHost(Record):
+    """A host of the profile that could not be read, and why (it is left out of the figures)."""
+
+    host: str = ""
+    file: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ProducerDoc(Record):
+    """Who wrote the trace (framework, accelerator vendor) and the signs that say so."""
+
+    framework: str | None = None
+    vendor: str | None = None
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TraceDoc(Record, JsonView):
     """The trace analysis (``analyze --json``; a run's ``variants[].breakdown``, per step), or only
     ``error`` where the trace could not be analysed."""
 
     source: str | None = meta(None, omit=if_none)  # the trace's path (not in a run's breakdown)
-    producer: Mapping[str, Any] = _kept(None)  # {framework, vendor, evidence}
+    producer: ProducerDoc | None = None
     steps: int = _kept(0)
     step_numbers: tuple[int, ...] = _kept_list()
     window: str = ""  # how the step windows were found: "markers", "steps-line", ...
@@ -141,7 +184,7 @@ class TraceDoc(Record, JsonView):
     tasks: tuple[TaskSteps, ...] = ()
     memory: MemoryDoc = meta(factory=MemoryDoc)
     hosts: int | None = _kept(None, omit=if_none)  # analyze: the hosts of the profile
-    failed_hosts: tuple[Mapping[str, Any], ...] | None = meta(None, omit=if_none)  # {host, file, reason}
+    failed_hosts: tuple[FailedHost, ...] | None = meta(None, omit=if_none)
     notes: tuple[str, ...] = ()
     kind: str | None = meta(None, omit=if_none)  # the run's topology kind
     error: str | None = meta(None, omit=if_none)
@@ -153,3 +196,8 @@ class TraceDoc(Record, JsonView):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def as_trace_doc(doc: TraceDoc | Mapping[str, Any]) -> TraceDoc:
+    """``doc`` typed (a document built as a dict is read as ``analyze --json`` would print it)."""
+    return doc if isinstance(doc, TraceDoc) else TraceDoc.from_json(doc)
