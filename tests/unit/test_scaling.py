@@ -6,6 +6,7 @@ import pytest
 
 from tfprof_towers.analysis import scaling as sc
 from tfprof_towers.analysis.scaling import Point, Sweep
+from tfprof_towers.rundir.trace_doc import DeviceTime
 
 TF1 = "tf1-graph"
 
@@ -84,15 +85,15 @@ def test_global_batch_per_mode() -> None:
 
 def test_wall_groups_average_the_accelerators_and_group_the_categories() -> None:
     devices = {
-        "/host:CPU": {"role": "host", "wall": {"host_compute": 9.0, "idle": 1.0}},
-        "/gpu:0": {"role": "accelerator", "wall": {"compute": 1.5, "host_compute": 0.5, "collective": 1.0,
-                                                   "h2d": 0.5, "framework": 0.25, "idle": 0.25}},
-        "/gpu:1": {"role": "accelerator", "wall": {"compute": 1.0, "collective": 2.0, "d2h": 0.25,
-                                                   "idle": 0.75}},
+        "/host:CPU": DeviceTime(wall={"host_compute": 9.0, "idle": 1.0}),
+        "/gpu:0": DeviceTime(wall={"compute": 1.5, "host_compute": 0.5, "collective": 1.0, "h2d": 0.5,
+                                   "framework": 0.25, "idle": 0.25}),
+        "/gpu:1": DeviceTime(wall={"compute": 1.0, "collective": 2.0, "d2h": 0.25, "idle": 0.75}),
     }
-    assert sc.wall_groups(devices) == {"compute": 1.5, "copies": 0.375, "collectives": 1.5, "send_recv": 0.0,
-                                       "host": 0.125, "idle": 0.5}
-    assert sc.wall_groups({}) is None
+    roles = {"/host:CPU": "host", "/gpu:0": "accelerator", "/gpu:1": "accelerator"}
+    assert sc.wall_groups(devices, roles) == {"compute": 1.5, "copies": 0.375, "collectives": 1.5,
+                                              "send_recv": 0.0, "host": 0.125, "idle": 0.5}
+    assert sc.wall_groups({}, {}) is None
 
 
 def test_growth_names_what_grew_between_counts() -> None:

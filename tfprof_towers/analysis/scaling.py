@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tfprof_towers.rundir.scaling import (
     BestPick,
@@ -28,6 +27,7 @@ from tfprof_towers.rundir.scaling import (
     ScalingVariant,
     StepSpread,
 )
+from tfprof_towers.rundir.trace_doc import DeviceTime
 from tfprof_towers.vocab.fmt import fmt_seconds
 
 WEAK, STRONG = "weak", "strong"
@@ -166,17 +166,17 @@ def curves(mode: str, points: Sequence[Point]) -> dict[str, list[Scored]]:
 # What grows with N
 
 
-def wall_groups(devices: Mapping[str, Mapping[str, Any]]) -> dict[str, float] | None:
+def wall_groups(devices: Mapping[str, DeviceTime], roles: Mapping[str, str]) -> dict[str, float] | None:
     """Per-step wall seconds per group (:data:`GROUPS`), the mean over the accelerator devices of a
-    per-step breakdown's ``devices`` (every device when none is marked an accelerator)."""
-    rows = [d for d in devices.values() if d.get("role") == "accelerator"] or list(devices.values())
+    per-step breakdown's ``devices`` (``roles``: device -> its role; every device when none is an
+    accelerator)."""
+    rows = [d for name, d in devices.items() if roles.get(name) == "accelerator"] or list(devices.values())
     if not rows:
         return None
     out = dict.fromkeys(GROUPS, 0.0)
     for d in rows:
-        wall = d.get("wall") or {}
         for group, cats in GROUPS.items():
-            out[group] += sum(float(wall.get(c) or 0.0) for c in cats)
+            out[group] += sum(d.seconds(c) for c in cats)
     return {g: s / len(rows) for g, s in out.items()}
 
 

@@ -27,6 +27,7 @@ from tfprof_towers.rundir.scaling import (
     scaling_json,
 )
 from tfprof_towers.rundir.summary import Summary
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.vocab.device_names import device_role
 from tfprof_towers.vocab.errors import TowersError
 
@@ -68,12 +69,12 @@ def point_walls(run_dir: RunDir, p: PlannedPoint, record: VariantRecord,
         rd = PointRunDir(run_dir.root, count=p.count)
         kind = topology.kind if topology is not None else None
         analysis = analyze_logdir(rd.logdir(p.variant), RunContext.of_record(record, kind), record.name)
-        devices = analysis.to_doc(per_step=True).get("devices") or {}
+        devices = TraceDoc.from_json(analysis.to_doc(per_step=True)).devices
     except Exception:
         return None
     # each point ran with its own count of devices: the role from the point's own topology
-    roles = _roles(record.topology or topology)
-    return wall_groups({d: {**v, "role": device_role(d, roles)} for d, v in devices.items()})
+    topo = _roles(record.topology or topology)
+    return wall_groups(devices, {d: device_role(d, topo) for d in devices})
 
 
 def _roles(topology: Topology | None) -> dict[str, Any]:

@@ -152,3 +152,81 @@ class ProjectionMemory(Record):
     @classmethod
     def of(cls, doc: Mapping[str, Any] | None) -> ProjectionMemory:
         return cls.from_json(doc) if doc else cls()
+
+
+# ------------------------------------------------------------------------------------------
+# projection.json, as `project --json` prints it
+
+
+@dataclass(frozen=True)
+class Bottleneck(Record):
+    """What limits a projected step: the busiest resource, its share of the step, in a sentence."""
+
+    kind: str = ""
+    resource: str | None = None
+    share: float = 0.0
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ProjectionEntry(Record):
+    """One variant of ``projection.json``: its bounds, rank, bottleneck and memory (schema 2), or why it
+    could not be projected."""
+
+    name: str
+    projected_step_s: StepBounds | None = None
+    rank: int | None = None
+    bottleneck: Bottleneck | None = None
+    memory: Mapping[str, Mapping[str, Any]] | None = None  # schema 2: per device of the target
+    memory_fit: Mapping[str, Any] | None = None  # schema 2: the verdict on the target
+    memory_at_run: Mapping[str, Any] | None = None  # the estimate at the run's own size
+    error: str | None = None
+
+    @property
+    def fit(self) -> MemoryFit:
+        return MemoryFit.of(self.memory_fit)
+
+
+@dataclass(frozen=True)
+class PlacementCheck(Record):
+    """The static placement of one variant against its run's partition graphs."""
+
+    ops_same_device: int = 0
+    ops_compared: int = 0
+    links_agree: bool = False
+    max_link_difference_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Calibration(Record):
+    """What the run's measurements calibrated, and how the static placement compared with the run's."""
+
+    notes: tuple[str, ...] = ()
+    placement_checks: Mapping[str, PlacementCheck] = meta(factory=dict)
+
+
+@dataclass(frozen=True)
+class ProjectionDoc(Record):
+    """``projection.json`` (schema 1 or 2; ``project --json``), read for what prints it and what the
+    report keeps of it; ``error`` alone where the run could not be projected."""
+
+    label: str = "projected"
+    hardware: str | None = None
+    profile: Mapping[str, Any] = meta(factory=dict)  # the hardware profile (its TOML's numbers)
+    preset: Mapping[str, Any] | None = None  # the preset's sizes (a Keras model: name, batch, keras_model)
+    assumptions: tuple[str, ...] = ()
+    rates: Mapping[str, Any] | None = None
+    variants: tuple[ProjectionEntry, ...] = ()
+    memory: ProjectionMemory | None = None
+    ranking: tuple[str, ...] = ()
+    recommendation: ProjectionPick = meta(factory=ProjectionPick)
+    calibration: Calibration | None = None
+    tensorflow: str | None = None
+    cluster: Mapping[str, Any] | None = None  # project --workers: the hosts and their network
+    keras_model: Mapping[str, Any] | None = None  # project --keras-model: the model's own sizes
+    error: str | None = None
+    schema: int | None = None
+    WHERE = "projection.json"
+
+    def entry(self, name: str) -> ProjectionEntry | None:
+        return next((e for e in self.variants if e.name == name), None)
