@@ -142,3 +142,25 @@ def test_projected_section_shape() -> None:
     assert rep["variant"] == "replicated"
     assert rep["points"][0]["count"] == 8 and rep["points"][0]["bottleneck"] == "link"
     assert rep["points"][0]["efficiency"] == pytest.approx(512 / 0.2 / 640 / 8, rel=1e-12)  # 0.5
+
+
+def test_the_scaling_section_reads_back_as_it_was_written() -> None:
+    from tfprof_towers.rundir.scaling import ProjectedScaling, ScalingSection
+    from tfprof_towers.session.scaling import scaling_lines
+
+    points = (_p("single", 1, 0.1, 4), _p("replicated", 2, 0.125, 8, wall_per_step={"compute": 0.1}))
+    proj = sc.projected_section(sc.WEAK, "8x-a100-nvlink", "seed", [
+        Point("single", 1, family=TF1, baseline=True, step_median_s=0.1, global_batch=64, bottleneck="x")])
+    section = sc.measured_section(Sweep(sc.WEAK, (1, 2), 4, points)).to_json() | {
+        "stand_in": True, "projected": proj.to_json(), "headline": "projected", "recommendation_for": None}
+    typed = ScalingSection.from_json(section)
+    assert typed.to_json() == section and list(typed.to_json()) == list(section)
+    assert typed.variants[1].points[0].wall_per_step == {"compute": 0.1}
+    assert typed.projected_ok == proj and typed.projected.variants[0].points[0].bottleneck == "x"
+    failed = ProjectedScaling(hardware="h", preset="seed", error="no GPUs")
+    assert failed.to_json() == {"hardware": "h", "preset": "seed", "error": "no GPUs"}
+    unread = {"error": "scaling.json: bad"}
+    assert ScalingSection.from_json(unread).to_json() == unread
+    assert scaling_lines({"scaling": section})[:2] == [
+        "Scaling, projected on 8x-a100-nvlink: at 1 GPU single",
+        "Scaling, measured here: at 1 accelerator single; at 2 accelerators replicated"]
