@@ -11,7 +11,7 @@ about all of its commands::
 
     <!-- guide-test: slow -->       takes minutes (a full preset, a projection of the seed sizes, a cluster):
                                     parsed, not run
-    <!-- guide-test: yours -->      needs what only the reader has (their files, their cluster): parsed, not run
+    <!-- guide-test: yours -->      needs what only the reader has (their files, a cluster): parsed, not run
     <!-- guide-test: synopsis -->   a usage synopsis with placeholders: each flag it names must exist
 
 A shown output is matched against the real one by what does not depend on the machine's speed: each
@@ -166,7 +166,6 @@ def _redirect(argv: list[str]) -> tuple[list[str], str | None]:
         at = argv.index(">")
         return argv[:at], argv[at + 1]
     return argv, None
-    return found
 
 
 def commands(doc: Path) -> list[Command]:
@@ -271,7 +270,8 @@ def make_problems(command: Command, parser: argparse.ArgumentParser, makefile: P
 # --- the shown output against the real one (the e2e tier) --------------------------------------------
 
 _BOX = re.compile(r"[\u2500-\u257f]")
-_SPEED = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|min)|\d+(?:\.\d+)?%|\d+(?:\.\d+)?x)(?![\w/])")
+_SPEED = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|min)|\d+(?:\.\d+)?%|\d+(?:\.\d+)?x)"
+                    r"(?![\w/])")
 
 
 def _plain(line: str) -> str:

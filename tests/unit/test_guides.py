@@ -121,7 +121,8 @@ def test_a_removed_or_misspelt_flag_fails_the_parse(guide: list[kit.Command],
     assert kit.parse_problem(parser, guide[1].argv) is None
     assert "unrecognized arguments: --no-such-flag" in kit.parse_problem(parser, guide[4].argv)
     assert "unrecognized arguments: --no-such-flag" in kit.make_problems(guide[2], parser)[0]
-    assert kit.make_problems(guide[3], parser) == ["no make target bench-nothing", "the Makefile sets no NOVAR"]
+    assert kit.make_problems(guide[3], parser) == ["no make target bench-nothing",
+                                                   "the Makefile sets no NOVAR"]
 
 
 def test_a_flag_removed_from_the_tool_fails_a_guide_that_shows_it() -> None:
