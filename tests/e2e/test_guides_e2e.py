@@ -28,7 +28,7 @@ for _command in kit.all_commands():
 
 
 def _sandbox(folder: Path, commands: list[kit.Command], run_dir: Path | None) -> None:
-    """The folder a reader would run ``commands`` in: the fixtures by name, ``examples/``, ``reports/latest``."""
+    """The folder a reader runs ``commands`` in: the fixtures by name, ``examples/``, ``reports/latest``."""
     for trace in SHARED_FIXTURES.glob("*.xplane.pb"):
         (folder / trace.name).symlink_to(trace)
     (folder / "examples").symlink_to(REPO / "examples")
@@ -37,8 +37,9 @@ def _sandbox(folder: Path, commands: list[kit.Command], run_dir: Path | None) ->
 
 
 @pytest.mark.parametrize("doc", sorted(RUNS))
-def test_the_quick_commands_of_each_guide_run_as_shown(doc: str, tmp_path: Path, request: pytest.FixtureRequest,
-                                                       monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_the_quick_commands_of_each_guide_run_as_shown(
+        doc: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     commands = RUNS[doc]
     if any(name.endswith(".xplane.pb") for c in commands for name in c.argv) and not SHARED_FIXTURES.is_dir():
         pytest.skip(f"{doc} shows the shared fixture traces and ../shared/fixtures is absent")
