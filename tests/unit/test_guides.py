@@ -160,3 +160,15 @@ def test_export_help_names_every_frame() -> None:
 
     listed = run.__doc__.split("The frames (docs/notebook.md):")[1].split(".")[0]
     assert [name.strip() for name in listed.replace("\n", " ").split(",")] == list(FRAMES)
+
+
+def test_the_stray_scope_the_guides_point_at_is_that_line_of_builders_py() -> None:
+    """The guides quote where `diff` and the findings say `towers_bug`'s forward pass was put on the host."""
+    import re
+
+    builders = (kit.REPO / "tfprof_towers" / "capture" / "tf1" / "builders.py").read_text().splitlines()
+    cited = {(doc.name, int(n)) for doc in kit.guides()
+             for n in re.findall(r"builders\.py:(\d+)", doc.read_text())}
+    assert cited
+    for doc, n in sorted(cited):
+        assert "with tf.device(devices.host)" in builders[n - 1] and "towers_bug" in builders[n - 1], (doc, n)
