@@ -16,9 +16,10 @@ about all of its commands::
 
 A shown output is matched against the real one by what does not depend on the machine's speed: each
 shown line must be a line of the real output (box drawing and runs of spaces ignored; a time, a
-percentage or a speed-up ratio stands for any such figure; ``...`` inside a line for anything, and a line
-that starts with ``...`` is a gap), and the first shown line must be the first real line: so the column
-headers, the findings and every byte and FLOP count must be as shown.
+percentage or a speed-up ratio stands for any such figure; ``...`` inside a line for anything, a
+``<placeholder>`` such as ``<date>`` for one name, and a line that starts with ``...`` is a gap), and
+the first shown line must be the first real line: so the column headers, the findings and every byte
+and FLOP count must be as shown.
 """
 
 from __future__ import annotations
@@ -270,6 +271,7 @@ def make_problems(command: Command, parser: argparse.ArgumentParser, makefile: P
 # --- the shown output against the real one (the e2e tier) --------------------------------------------
 
 _BOX = re.compile(r"[\u2500-\u257f]")
+_PLACEHOLDER = re.compile(r"<[a-z][a-z_-]*>")
 _SPEED = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|min)|\d+(?:\.\d+)?%|\d+(?:\.\d+)?x)"
                     r"(?![\w/])")
 
@@ -279,14 +281,17 @@ def _plain(line: str) -> str:
 
 
 def _pattern(shown: str) -> re.Pattern[str]:
-    """A shown line as a pattern for a real one: speed figures and ``...`` stand for anything of theirs."""
-    parts = re.split(r"(\.\.\.|" + _SPEED.pattern + ")", _plain(shown))
+    """A shown line as a pattern for a real one: a speed figure stands for any figure, ``...`` for anything
+    and a ``<placeholder>`` (``<date>``, ``<host>``) for one name (no spaces or slashes)."""
+    parts = re.split(r"(\.\.\.|" + _PLACEHOLDER.pattern + "|" + _SPEED.pattern + ")", _plain(shown))
     out = []
     for part in parts:
         if part is None or part == "":
             continue
         if part == "...":
             out.append(".*?")
+        elif _PLACEHOLDER.fullmatch(part):
+            out.append(r"[^\s/]+")
         elif _SPEED.fullmatch(part):
             out.append(r"\S+(?: \S+)?" if " " in part else r"\S+")
         else:

@@ -146,6 +146,10 @@ def test_a_flag_removed_from_the_tool_fails_a_guide_that_shows_it() -> None:
     (["trace: t.pb", "peak 1.98 GiB"], "trace: t.pb\npeak 1.99 GiB\n", ["no line like 'peak 1.98 GiB'"]),
     (["steps: 3"], "trace: t.pb\nsteps: 3\n", ["the first line is not 'steps: 3' (it is ['trace: t.pb'])"]),
     (["producer: tensorflow (`a`, ...; high)"], "producer: tensorflow (`a`, `b`, `c`; high)\n", []),
+    (["trace: logs/train/plugins/profile/<date>/<host>.xplane.pb"],
+     "trace: logs/train/plugins/profile/2026_12_05_09_10_43/vm.xplane.pb\n", []),
+    (["trace: logs/<date>.xplane.pb"], "trace: logs/a/b.xplane.pb\n",
+     ["the first line is not 'trace: logs/<date>.xplane.pb' (it is ['trace: logs/a/b.xplane.pb'])"]),
     (["[medium] straggler"], "[high] straggler\n", ["the first line is not '[medium] straggler' "
                                                     "(it is ['[high] straggler'])"]),
 ])
