@@ -40,6 +40,7 @@ PROGRAMS: dict[str, str] = {"tfprof-towers": "tfprof-towers", ".venv/bin/tfprof-
 
 _OPEN = re.compile(r"^(\s*)```\s*([\w-]*)")
 _CLOSE = re.compile(r"^\s*```\s*$")
+_CODE = frozenset({"python", "py", "sh", "bash", "shell", "yaml", "toml"})
 _MARK = re.compile(r"<!--\s*guide-test:\s*([\w-]+)\s*-->")
 _PREFIX = re.compile(r"^(?:-\s*)?(?:run:\s*)?(?:\$\s+)?")
 
@@ -186,12 +187,13 @@ def commands(doc: Path) -> list[Command]:
 
 
 def _output_block(blocks: Sequence[Fence], k: int, text_lines: Sequence[str]) -> list[str] | None:
-    """The block after block ``k`` where only blank lines lie between them and it holds no command."""
+    """The block after block ``k`` where only blank lines lie between them, it holds no command and it is
+    not code (Python, shell, YAML, TOML)."""
     if k + 1 >= len(blocks):
         return None
     this, nxt = blocks[k], blocks[k + 1]
     between = text_lines[this.line + len(this.lines) + 1:nxt.line - 1]
-    if any(line.strip() for line in between) or _commands_of(nxt):
+    if any(line.strip() for line in between) or _commands_of(nxt) or nxt.lang in _CODE:
         return None
     return list(nxt.lines)
 
