@@ -176,3 +176,16 @@ def test_the_stray_scope_the_guides_point_at_is_that_line_of_builders_py() -> No
     assert cited
     for doc, n in sorted(cited):
         assert "with tf.device(devices.host)" in builders[n - 1] and "towers_bug" in builders[n - 1], (doc, n)
+
+
+def test_the_seed_presets_matmul_flops_are_the_ones_projection_md_states() -> None:
+    import re
+
+    from tfprof_towers.variants.config import get_preset
+
+    text = " ".join((kit.REPO / "docs" / "projection.md").read_text().split())
+    m = re.search(r"the (\d+) matmuls' ([\d,]+) \(six forward", text)
+    assert m, "projection.md no longer states the seed preset's matmul FLOPs"
+    seed = get_preset("seed")
+    assert int(m.group(1)) == 3 * seed.blocks - 1
+    assert int(m.group(2).replace(",", "")) == seed.flops_per_step()
