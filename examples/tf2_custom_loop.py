@@ -5,22 +5,34 @@
 The harness calls ``build_strategy(devices)`` (optional; without it the step runs
 under ``OneDeviceStrategy`` on accelerator 0), then ``build_step(strategy, devices)``,
 which returns a zero-argument ``tf.function`` that runs one training step and returns
-its loss.  ``devices.host`` is the host device, ``devices.accelerators`` the
-accelerators (``/gpu:i``, or logical ``/cpu:i`` stand-ins without GPUs) and
-``devices.preset`` the workload sizes.  The variant's name is the file's stem.
+its loss (or ``{"loss": ..., "grad_norm": ...}``).  ``devices.host`` is the host device,
+``devices.accelerators`` the accelerators (``/gpu:i``, or logical ``/cpu:i`` stand-ins
+without GPUs), ``devices.preset`` the workload sizes and ``devices.seed_values`` the
+initial values and batch every variant starts from.  The variant's name is the file's stem.
 
-This one is a Keras model trained by a custom loop under ``MirroredStrategy`` with the
-gradients summed on the host (``ReductionToOneDevice``).  Two things every such
-loop needs under a strategy: create the model *and the optimizer's variables*
-(``optimizer.build``) inside ``strategy.scope()`` -- otherwise the first
-``apply_gradients`` fails with "You must feed a value for placeholder tensor" -- and
-scale each replica's loss by the *global* batch size.
+This one is the seed workload written as most custom loops are: a Keras model of six
+``Dense(dim, activation="sigmoid")`` blocks and Keras' Adam, trained by a custom loop
+under ``MirroredStrategy`` with the gradients summed on the host
+(``ReductionToOneDevice``).  It starts from ``devices.seed_values`` and computes what the
+built-ins compute, so the math check compares it with them (``same``).  What such a loop
+needs under a strategy:
+
+* create the model *and the optimizer's variables* (``optimizer.build``) inside
+  ``strategy.scope()`` -- otherwise the first ``apply_gradients`` fails with "You must
+  feed a value for placeholder tensor";
+* scale each replica's loss so that the replicas' gradients *sum* to the whole batch's
+  (here: its mean over a shard, divided by the number of replicas);
+* clip by the norm of the summed gradient: Keras sums the replicas' gradients inside
+  ``apply_gradients`` (and its ``global_clipnorm`` clips each replica's share before
+  that), so the loop sums them once to get the norm and scales each share by the
+  clipping factor; Keras' sum of the scaled shares is then the clipped gradient.
 """
 
 import keras
 import tensorflow as tf
 
-DIM, BATCH = 16, 8
+# The seed workload's optimizer and clipping (TF1's AdamOptimizer: epsilon 1e-8).
+LEARNING_RATE, BETA1, BETA2, EPSILON, CLIP_NORM = 1e-4, 0.5, 0.9, 1e-8, 5.0
 
 
 def build_strategy(devices):
@@ -31,28 +43,33 @@ def build_strategy(devices):
 
 
 def build_step(strategy, devices):
+    values = devices.seed_values  # x: [batch, dim, dim]; params: (W, b) per block
+    batch, dim = values.x.shape[0], values.x.shape[-1]
+    replicas = strategy.num_replicas_in_sync
     with strategy.scope():
-        model = keras.Sequential([keras.Input((DIM,)), keras.layers.Dense(64, activation="relu"),
-                                  keras.layers.Dense(1)])
-        optimizer = keras.optimizers.Adam(1e-3)
+        blocks = [keras.layers.Dense(dim, activation="sigmoid", name=f"block{i}")
+                  for i in range(len(values.weights))]
+        model = keras.Sequential([keras.Input(values.x.shape[1:]), *blocks])
+        model.set_weights(values.params)
+        optimizer = keras.optimizers.Adam(LEARNING_RATE, beta_1=BETA1, beta_2=BETA2, epsilon=EPSILON)
         optimizer.build(model.trainable_variables)
-    x = tf.random.stateless_normal((BATCH, DIM), seed=(1, 2))
-    y = tf.reduce_sum(x, axis=1, keepdims=True)
-    dataset = tf.data.Dataset.from_tensors((x, y)).repeat().unbatch().batch(BATCH, drop_remainder=True)
-    batches = iter(strategy.experimental_distribute_dataset(dataset))  # static shapes: FLOPs are counted
+    dataset = tf.data.Dataset.from_tensor_slices(values.x).batch(batch, drop_remainder=True).repeat()
+    batches = iter(strategy.experimental_distribute_dataset(dataset))  # each replica gets its shard
 
-    def replica_step(inputs):
-        features, labels = inputs
+    def replica_step(features):
         with tf.GradientTape() as tape:
-            per_example = tf.square(model(features, training=True) - labels)[:, 0]
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=BATCH)
+            loss = tf.reduce_mean(model(features, training=True)) / replicas
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+        summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        norm = tf.linalg.global_norm(summed)
+        scale = CLIP_NORM / tf.maximum(norm, CLIP_NORM)  # tf.clip_by_global_norm's factor
+        optimizer.apply_gradients(zip([g * scale for g in grads], model.trainable_variables))
+        return loss, norm
 
     @tf.function
     def step():
-        losses = strategy.run(replica_step, args=(next(batches),))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        losses, norms = strategy.run(replica_step, args=(next(batches),))
+        return {"loss": strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None),
+                "grad_norm": strategy.experimental_local_results(norms)[0]}
 
     return step

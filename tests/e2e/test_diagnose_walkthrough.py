@@ -2,8 +2,9 @@
 
 Runs examples/keras_tensorboard_profile.py (a real TensorFlow run, about 20 s on a CPU) into a temporary
 logdir, then ``tfprof-towers analyze`` on that logdir as the walkthrough does: it finds the trace the
-callback wrote under ``LOGDIR/train/plugins/profile``, exits 0 and its ``--json`` has the trace rules'
-``findings`` and ``rules``.  On a CPU-only machine the accelerator rules say why they could not be evaluated.
+callback wrote under ``LOGDIR/train/plugins/profile``, exits 0, its ``--json`` has the trace rules'
+``findings`` and ``rules``, and its output is the one the guide shows (tests/guide_kit.py matches it).
+On a CPU-only machine the accelerator rules say why they could not be evaluated.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import guide_kit as kit
 import pytest
 
 from tfprof_towers.cli import main
@@ -22,7 +24,8 @@ pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "keras_tensorboard_profile.py"
 
 
-def test_keras_callback_profile_is_diagnosed(tmp_path: Path, capsys) -> None:
+def test_keras_callback_profile_is_diagnosed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     logdir = tmp_path / "logs"
     done = subprocess.run([sys.executable, str(EXAMPLE), str(logdir)], capture_output=True, text=True,
                           timeout=600, check=False)
@@ -39,6 +42,9 @@ def test_keras_callback_profile_is_diagnosed(tmp_path: Path, capsys) -> None:
         assert doc["findings"] == []
         assert rules["host_bound"]["why_not"] == "the trace has no accelerator plane (a CPU-only capture)"
 
-    assert main(["analyze", str(logdir)]) == 0
+    monkeypatch.chdir(tmp_path)  # the guide's command, as shown: `tfprof-towers analyze logs`
+    shown = next(c for c in kit.commands(kit.REPO / "docs" / "diagnose.md") if c.argv == ("analyze", "logs"))
+    assert main(list(shown.argv)) == 0
     out = capsys.readouterr().out
     assert "findings from the trace (most severe first):" in out
+    assert shown.output and kit.output_problems(shown.output, out) == []

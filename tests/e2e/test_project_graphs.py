@@ -18,7 +18,7 @@ Published sources cited below:
   InceptionV3/ResNet-50/ResNet-152 and replicated with NCCL for AlexNet/VGG16; ResNet-50
   synthetic images/s: 238 (1 GPU), 948 (4 GPUs), 1886 (8 GPUs).
 
-The seed workload has 6M parameters (24 MB) for 2.3 TFLOP per step: far more compute per
+The seed workload has 6M parameters (24 MB) for 2.2 TFLOP per step: far more compute per
 parameter than ResNet-50, so [TF-PERF] would put its variables on the CPU.  Where the model
 disagrees, the test says so (and the README repeats it) instead of tuning the model.
 """
@@ -62,7 +62,7 @@ def _built(tmp: Path, variants, counts=(2, 4)) -> dict[int, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def seed_graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
-    """Seed-size graphs (2.3 TFLOP per step), built but never run, for 2 and 4 accelerators."""
+    """Seed-size graphs (2.2 TFLOP per step), built but never run, for 2 and 4 accelerators."""
     return _built(tmp_path_factory.mktemp("seed"), ALL)
 
 

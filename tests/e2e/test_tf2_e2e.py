@@ -175,7 +175,10 @@ def test_tf1_and_tf2_side_by_side_with_a_tf2_variant_file(mixed_run: Path) -> No
     custom = record(mixed_run, "tf2_custom_loop")
     assert custom["source"] == f"file:{EXAMPLES / 'tf2_custom_loop.py'}"
     assert custom["placement"]["strategy"]["cross_device_ops"] == "ReductionToOneDevice"
-    assert len(custom["math"]["losses"]) == 2 and custom["math"]["grad_norm"] is None
+    assert len(custom["math"]["losses"]) == 2 and custom["math"]["grad_norm"] > 0
+    # the seed workload written as a Keras custom loop: the math check finds it the built-ins' math
+    rows = {r["variant"]: r["status"] for r in doc["math"]["variants"]}
+    assert rows["tf2_custom_loop"] == "same", doc["math"]
     # its matmuls were created by the user's replica_step: the source lines say so
     lines = (EXAMPLES / "tf2_custom_loop.py").read_text().splitlines()
     call = next(i for i, t in enumerate(lines, 1) if "model(features, training=True)" in t)

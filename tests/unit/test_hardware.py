@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -134,6 +135,22 @@ def test_hardware_command_lists_profiles(capsys: pytest.CaptureFixture[str]) -> 
 def test_hardware_command_shows_sources(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli("hardware", "2x-gtx1060-pcie3") == 0
     assert "Intel ARK" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_hardware_name_redirected_to_a_file_is_a_profile_that_loads(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tfprof-towers hardware NAME > my.toml``: stdout is the profile's TOML as it is, the summary on
+    stderr; the file loads and gives the built-in's numbers."""
+    assert run_cli("hardware", name) == 0
+    out, err = capsys.readouterr()
+    mine = tmp_path / "my.toml"
+    mine.write_text(out)
+    assert out == (builtin_dir() / f"{name}.toml").read_text()
+    assert err.startswith(f"{name}: ") and err.count("\n") == 1
+    loaded, builtin = load_hardware(str(mine)), load_hardware(name)
+    assert loaded.origin == f"file:{mine}"
+    assert dataclasses.replace(loaded, origin=builtin.origin) == builtin
 
 
 def test_hardware_command_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -173,16 +173,17 @@ def test_the_top_level_help_shows_each_commands_whole_line(capsys) -> None:
 
 def test_a_sweep_at_one_count_claims_nothing_above_it() -> None:
     from tfprof_towers.analysis.scaling_run import recommendation_for
+    from tfprof_towers.rundir.scaling import BestPick, ScalingSection
 
     rec = SimpleNamespace(variant="single", is_projected=False, basis="measured", hardware=None)
     summary = SimpleNamespace(recommendation=rec, topology=SimpleNamespace(accelerators=["a", "b"]))
-    one = {"best_by_count": [{"count": 1, "variant": "single"}], "recommendation": "at 1 accelerator single"}
-    text = recommendation_for(summary, one)["text"]  # `--scaling 1,1` with one variant
+    one = ScalingSection(best_by_count=(BestPick(1, "single"),), recommendation="at 1 accelerator single")
+    text = recommendation_for(summary, one).text  # `--scaling 1,1` with one variant
     assert text == ("the recommendation (single) is for 2 accelerators; the sweep measured no count above 1 "
                     "(at 1 accelerator single)")
-    two = {"best_by_count": [{"count": 1, "variant": "single"}, {"count": 2, "variant": "single"}],
-           "recommendation": "single"}
-    text = recommendation_for(summary, two)["text"]
+    two = ScalingSection(best_by_count=(BestPick(1, "single"), BestPick(2, "single")),
+                         recommendation="single")
+    text = recommendation_for(summary, two).text
     assert text.endswith("fastest at every count of the sweep from 2 up (single)")
 
 

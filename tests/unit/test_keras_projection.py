@@ -168,7 +168,7 @@ def test_the_scaling_projection_of_a_keras_model(monkeypatch: pytest.MonkeyPatch
                                   keras=KerasModel("/m/cnn.py"))
     model = KerasModel("/m/cnn.py")
     assert seen == {n: replace(model, scale=n if mode == "weak" else 1) for n in (1, 2, 4)}
-    assert doc["notes"] == [note]  # and no multi_worker curve for a Keras model
+    assert doc.notes == (note,)  # and no multi_worker curve for a Keras model
 
 
 @pytest.mark.parametrize(("extra", "error"), [

@@ -106,7 +106,7 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
     # the report: the verdict's own peak in the chart, labelled
     from tfprof_towers.render.memory import memory_view
 
-    view = memory_view(out.to_json())
+    view = memory_view(Summary.from_json(out.to_json()))
     assert view is not None and view["rows"][0]["fits"] is True
     svg = str(view["rows"][0]["svg"])
     assert "4.80 GiB" in svg and "6 GiB (estimated)" not in svg

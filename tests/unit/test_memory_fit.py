@@ -314,7 +314,7 @@ def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> Non
     verdict that may not fit is yellow, named, never red."""
     from tfprof_towers.commands.console import memory_cell, peak_cell
     from tfprof_towers.render.memory import memory_view
-    from tfprof_towers.rundir.summary import MemoryPeak, estimate_gap
+    from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry, estimate_gap
 
     label = "measured at the cpu preset, logical devices on this CPU"
     inside = MemoryPeak(8_000_000, "measured", 0, label=label, estimated_peak_bytes=7_600_000,
@@ -329,10 +329,11 @@ def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> Non
     fit = {"fits": True, "may_not_fit": True, "peak_bytes": 4 * GIB, "device": GPU0,
            "verdict": "may not fit: peak 4 GiB to 6 GiB on GPU:0 of 6 GiB (5.40 GiB usable): fits ..."}
     assert memory_cell(fit) == "[yellow]4 GiB GPU:0 (may not fit)[/]"
-    summary = {"variants": [{"name": "single", "memory": {GPU0: MemoryPeak(
-        4 * GIB, "estimated", 0, 6 * GIB, True, estimate_low_bytes=4 * GIB, estimate_high_bytes=6 * GIB,
-        may_not_fit=True).to_json()}}],
-        "projection": {"variants": [{"name": "single", "memory_fit": fit}]}}
-    view = memory_view(summary)
+    row = MemoryPeak(4 * GIB, "estimated", 0, 6 * GIB, True, estimate_low_bytes=4 * GIB,
+                     estimate_high_bytes=6 * GIB, may_not_fit=True)
+    typed = Summary("run", variants=(SummaryEntry("single", status="ok", memory={GPU0: row}),),
+                    projection={"label": "projected", "hardware": "toy",
+                                "variants": [{"name": "single", "memory_fit": fit}]})
+    view = memory_view(Summary.from_json(typed.to_json()))
     assert view is not None and view["rows"][0]["may_not_fit"] is True and view["rows"][0]["fits"] is True
     assert view["rows"][0]["devices"][0]["row"].may_not_fit is True

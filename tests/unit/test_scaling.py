@@ -6,6 +6,7 @@ import pytest
 
 from tfprof_towers.analysis import scaling as sc
 from tfprof_towers.analysis.scaling import Point, Sweep
+from tfprof_towers.rundir.trace_doc import DeviceTime
 
 TF1 = "tf1-graph"
 
@@ -29,7 +30,7 @@ def test_weak_mode_efficiency_is_throughput_over_the_baseline_divided_by_n() -> 
         _p("replicated", 2, 0.125, 8),  # 64 examples/s
         _p("replicated", 4, 0.16, 16),  # 100 examples/s
     )
-    doc = sc.measured_section(Sweep(sc.WEAK, (1, 2, 4), 4, points))
+    doc = sc.measured_section(Sweep(sc.WEAK, (1, 2, 4), 4, points)).to_json()
     assert doc["mode"] == "weak" and doc["counts"] == [1, 2, 4] and doc["batch_is"] == "per replica"
     rep = _by(doc, "replicated")
     assert rep[1]["status"] == "skipped" and rep[1]["reason"] == "needs at least 2 accelerators"
@@ -57,7 +58,7 @@ def test_strong_mode_efficiency_is_speedup_over_its_smallest_count_divided_by_th
         _p("replicated", 2, 0.125, 8),  # 64 examples/s
         _p("replicated", 4, 0.08, 8),  # 100 examples/s
     )
-    doc = sc.measured_section(Sweep(sc.STRONG, (1, 2, 4), 8, points))
+    doc = sc.measured_section(Sweep(sc.STRONG, (1, 2, 4), 8, points)).to_json()
     assert doc["batch_is"] == "global"
     rep = _by(doc, "replicated")
     assert rep[2]["efficiency"] == pytest.approx(1.0, rel=1e-12)  # its own smallest count
@@ -70,7 +71,7 @@ def test_strong_mode_efficiency_is_speedup_over_its_smallest_count_divided_by_th
 
 def test_weak_mode_without_a_baseline_falls_back_to_the_variants_own_smallest_count() -> None:
     points = (_p("replicated", 2, 0.1, 8), _p("replicated", 4, 0.125, 16))  # 80, 128 examples/s
-    rep = _by(sc.measured_section(Sweep(sc.WEAK, (2, 4), 4, points)), "replicated")
+    rep = _by(sc.measured_section(Sweep(sc.WEAK, (2, 4), 4, points)).to_json(), "replicated")
     assert rep[4]["efficiency"] == pytest.approx(128 / 80 / 2, rel=1e-12)  # 0.8
     assert rep[4]["efficiency_basis"] == "own" and rep[4]["efficiency_vs_baseline"] is None
 
@@ -84,15 +85,15 @@ def test_global_batch_per_mode() -> None:
 
 def test_wall_groups_average_the_accelerators_and_group_the_categories() -> None:
     devices = {
-        "/host:CPU": {"role": "host", "wall": {"host_compute": 9.0, "idle": 1.0}},
-        "/gpu:0": {"role": "accelerator", "wall": {"compute": 1.5, "host_compute": 0.5, "collective": 1.0,
-                                                   "h2d": 0.5, "framework": 0.25, "idle": 0.25}},
-        "/gpu:1": {"role": "accelerator", "wall": {"compute": 1.0, "collective": 2.0, "d2h": 0.25,
-                                                   "idle": 0.75}},
+        "/host:CPU": DeviceTime(wall={"host_compute": 9.0, "idle": 1.0}),
+        "/gpu:0": DeviceTime(wall={"compute": 1.5, "host_compute": 0.5, "collective": 1.0, "h2d": 0.5,
+                                   "framework": 0.25, "idle": 0.25}),
+        "/gpu:1": DeviceTime(wall={"compute": 1.0, "collective": 2.0, "d2h": 0.25, "idle": 0.75}),
     }
-    assert sc.wall_groups(devices) == {"compute": 1.5, "copies": 0.375, "collectives": 1.5, "send_recv": 0.0,
-                                       "host": 0.125, "idle": 0.5}
-    assert sc.wall_groups({}) is None
+    roles = {"/host:CPU": "host", "/gpu:0": "accelerator", "/gpu:1": "accelerator"}
+    assert sc.wall_groups(devices, roles) == {"compute": 1.5, "copies": 0.375, "collectives": 1.5,
+                                              "send_recv": 0.0, "host": 0.125, "idle": 0.5}
+    assert sc.wall_groups({}, {}) is None
 
 
 def test_growth_names_what_grew_between_counts() -> None:
@@ -135,9 +136,31 @@ def test_projected_section_shape() -> None:
                     bottleneck="accelerator compute (/gpu:0)", bottleneck_kind="accelerator compute"),
               Point("replicated", 8, family=TF1, step_median_s=0.2, global_batch=512, bottleneck="link",
                     bottleneck_kind="link")]
-    doc = sc.projected_section(sc.WEAK, "8x-a100-nvlink", "seed", points)
+    doc = sc.projected_section(sc.WEAK, "8x-a100-nvlink", "seed", points).to_json()
     assert set(doc) >= {"hardware", "preset", "variants"}
     rep = doc["variants"][1]
     assert rep["variant"] == "replicated"
     assert rep["points"][0]["count"] == 8 and rep["points"][0]["bottleneck"] == "link"
     assert rep["points"][0]["efficiency"] == pytest.approx(512 / 0.2 / 640 / 8, rel=1e-12)  # 0.5
+
+
+def test_the_scaling_section_reads_back_as_it_was_written() -> None:
+    from tfprof_towers.rundir.scaling import ProjectedScaling, ScalingSection
+    from tfprof_towers.session.scaling import scaling_lines
+
+    points = (_p("single", 1, 0.1, 4), _p("replicated", 2, 0.125, 8, wall_per_step={"compute": 0.1}))
+    proj = sc.projected_section(sc.WEAK, "8x-a100-nvlink", "seed", [
+        Point("single", 1, family=TF1, baseline=True, step_median_s=0.1, global_batch=64, bottleneck="x")])
+    section = sc.measured_section(Sweep(sc.WEAK, (1, 2), 4, points)).to_json() | {
+        "stand_in": True, "projected": proj.to_json(), "headline": "projected", "recommendation_for": None}
+    typed = ScalingSection.from_json(section)
+    assert typed.to_json() == section and list(typed.to_json()) == list(section)
+    assert typed.variants[1].points[0].wall_per_step == {"compute": 0.1}
+    assert typed.projected_ok == proj and typed.projected.variants[0].points[0].bottleneck == "x"
+    failed = ProjectedScaling(hardware="h", preset="seed", error="no GPUs")
+    assert failed.to_json() == {"hardware": "h", "preset": "seed", "error": "no GPUs"}
+    unread = {"error": "scaling.json: bad"}
+    assert ScalingSection.from_json(unread).to_json() == unread
+    assert scaling_lines({"scaling": section})[:2] == [
+        "Scaling, projected on 8x-a100-nvlink: at 1 GPU single",
+        "Scaling, measured here: at 1 accelerator single; at 2 accelerators replicated"]

@@ -257,7 +257,7 @@ def test_collective_links_in_the_audit_and_the_matrix() -> None:
     rows = link_table(placement, LOGICAL.to_json())
     assert [(r["via"], r["bytes_per_step"], [t["tensor"] for t in r["largest_tensors"]]) for r in rows] == [
         ("send_recv", 0, ["ctrl:0"]), ("collective", 6528, ["concat:0"])]
-    matrix = transfer_matrix({"transfers": placement["transfers"]}, LOGICAL.to_json())
+    matrix = transfer_matrix(placement["transfers"], LOGICAL)
     cell = matrix["rows"][0][1]
     assert (cell["bytes"], cell["tensors"], cell["collective"]) == (6528, 2, 6528)
 

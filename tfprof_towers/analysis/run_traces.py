@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfprof_towers.rundir.paths import RunDir, is_run_dir, read_json
 from tfprof_towers.trace.executors import analyze_pod
@@ -26,6 +26,9 @@ from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.load import Trace
 from tfprof_towers.trace.pod import PodAnalysis, Progress
 from tfprof_towers.vocab.errors import TraceError
+
+if TYPE_CHECKING:
+    from tfprof_towers.rundir.records import VariantRecord
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,11 @@ class RunContext:
             if isinstance(tasks, dict):
                 host_tasks = {str(k): str(v) for k, v in tasks.items() if v}
         return cls(nodes, edges, kind, host_tasks)
+
+    @classmethod
+    def of_record(cls, record: VariantRecord, kind: str | None) -> RunContext:
+        """:meth:`of` a typed record: its placement (a free mapping of the capture's) and ``host_tasks``."""
+        return cls.of({"placement": record.placement, "host_tasks": record.host_tasks}, kind)
 
 
 def run_context(run_dir: Path, variant: str) -> RunContext:

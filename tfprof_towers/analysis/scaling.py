@@ -16,8 +16,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from tfprof_towers.rundir.scaling import (
+    BestPick,
+    ProjectedPoint,
+    ProjectedScaling,
+    ProjectedVariant,
+    ScalingPoint,
+    ScalingSection,
+    ScalingVariant,
+    StepSpread,
+)
+from tfprof_towers.rundir.trace_doc import DeviceTime
 from tfprof_towers.vocab.fmt import fmt_seconds
 
 WEAK, STRONG = "weak", "strong"
@@ -119,21 +129,15 @@ def score(mode: str, points: Sequence[Point], baselines: Mapping[str, Point]) ->
     return out
 
 
-def point_json(s: Scored) -> dict[str, Any]:
+def point_json(s: Scored) -> ScalingPoint:
     """``scaling.variants[].points[]`` of summary.json."""
     p = s.point
-    doc: dict[str, Any] = {
-        "count": p.count, "status": p.status,
-        "step_time_s": {"median": p.step_median_s, "p10": p.step_p10_s, "p90": p.step_p90_s},
-        "global_batch": p.global_batch, "examples_per_s": p.throughput,
-        "speedup": s.speedup, "speedup_vs_baseline": s.speedup_vs_baseline,
-        "efficiency": s.efficiency, "efficiency_basis": s.efficiency_basis,
-        "efficiency_vs_baseline": s.efficiency_vs_baseline,
-        "wall_per_step": None if p.wall_per_step is None else dict(p.wall_per_step),
-    }
-    if p.reason:
-        doc["reason"] = p.reason
-    return doc
+    return ScalingPoint(
+        count=p.count, status=p.status, step_time_s=StepSpread(p.step_median_s, p.step_p10_s, p.step_p90_s),
+        global_batch=p.global_batch, examples_per_s=p.throughput, speedup=s.speedup,
+        speedup_vs_baseline=s.speedup_vs_baseline, efficiency=s.efficiency,
+        efficiency_basis=s.efficiency_basis, efficiency_vs_baseline=s.efficiency_vs_baseline,
+        wall_per_step=None if p.wall_per_step is None else dict(p.wall_per_step), reason=p.reason or None)
 
 
 def by_variant(points: Iterable[Point]) -> dict[str, list[Point]]:
@@ -162,22 +166,27 @@ def curves(mode: str, points: Sequence[Point]) -> dict[str, list[Scored]]:
 # What grows with N
 
 
-def wall_groups(devices: Mapping[str, Mapping[str, Any]]) -> dict[str, float] | None:
+def wall_groups(devices: Mapping[str, DeviceTime], roles: Mapping[str, str]) -> dict[str, float] | None:
     """Per-step wall seconds per group (:data:`GROUPS`), the mean over the accelerator devices of a
-    per-step breakdown's ``devices`` (every device when none is marked an accelerator)."""
-    rows = [d for d in devices.values() if d.get("role") == "accelerator"] or list(devices.values())
+    per-step breakdown's ``devices`` (``roles``: device -> its role; every device when none is an
+    accelerator)."""
+    rows = [d for name, d in devices.items() if roles.get(name) == "accelerator"] or list(devices.values())
     if not rows:
         return None
     out = dict.fromkeys(GROUPS, 0.0)
     for d in rows:
-        wall = d.get("wall") or {}
         for group, cats in GROUPS.items():
-            out[group] += sum(float(wall.get(c) or 0.0) for c in cats)
+            out[group] += sum(d.seconds(c) for c in cats)
     return {g: s / len(rows) for g, s in out.items()}
 
 
 #: A group's growth is named when it grew by at least this share of the larger step, and by 5%.
 GROWTH_SHARE = 0.05
+
+
+def _groups(wall: Mapping[str, float] | None) -> dict[str, float]:
+    """Seconds per step of every group, 0 where ``wall`` has none."""
+    return {**dict.fromkeys(GROUPS, 0.0), **(wall or {})}
 
 
 def growth(points: Sequence[Point], unit: str = "accelerators", most: int = 2) -> list[str]:
@@ -187,18 +196,18 @@ def growth(points: Sequence[Point], unit: str = "accelerators", most: int = 2) -
     ran = [p for p in sorted(points, key=lambda p: p.count) if p.ok and p.wall_per_step]
     out = []
     for a, b in itertools.pairwise(ran):
-        wa, wb = a.wall_per_step or {}, b.wall_per_step or {}
+        wa, wb = _groups(a.wall_per_step), _groups(b.wall_per_step)
         step = sum(wb.values()) or 1.0
-        grew = sorted(((wb.get(g, 0.0) - wa.get(g, 0.0), g) for g in GROUPS
-                       if wb.get(g, 0.0) - wa.get(g, 0.0) >= max(GROWTH_SHARE * step, 0.05 * wa.get(g, 0.0))
-                       and wb.get(g, 0.0) > wa.get(g, 0.0)), reverse=True)
+        grew = sorted(((wb[g] - wa[g], g) for g in GROUPS
+                       if wb[g] - wa[g] >= max(GROWTH_SHARE * step, 0.05 * wa[g]) and wb[g] > wa[g]),
+                      reverse=True)
         named = [g for _, g in grew if g != "compute"][:most] or [g for _, g in grew][:1]
         if not named:
             out.append(f"from {a.count} to {b.count} {unit}, no part of the step grew by "
                        f"{GROWTH_SHARE:.0%} of it or more")
             continue
-        parts = [f"{GROUP_LABELS[g]}{' time per step' if i == 0 else ''} from {fmt_seconds(wa.get(g, 0.0))}"
-                 f" to {fmt_seconds(wb.get(g, 0.0))}" for i, g in enumerate(named)]
+        parts = [f"{GROUP_LABELS[g]}{' time per step' if i == 0 else ''} from {fmt_seconds(wa[g])}"
+                 f" to {fmt_seconds(wb[g])}" for i, g in enumerate(named)]
         head, *rest = parts
         head = head.replace(" time per step from", " time per step grew from", 1)
         out.append(f"from {a.count} to {b.count} {unit}, {head}" + "".join(f" and {r}" for r in rest))
@@ -296,51 +305,50 @@ class Sweep:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def variants_json(mode: str, points: Sequence[Point], unit: str) -> tuple[list[dict[str, Any]],
+def variants_json(mode: str, points: Sequence[Point], unit: str) -> tuple[list[ScalingVariant],
                                                                        dict[str, list[Scored]]]:
     scored = curves(mode, points)
     families = {p.variant: (p.family, p.baseline) for p in points}
     out = []
     for v, ss in scored.items():
         fam, base = families[v]
-        out.append({"variant": v, "family": fam, "baseline": base, "points": [point_json(s) for s in ss],
-                    "growth": growth([s.point for s in ss], unit), "headline": headline(v, ss, unit)})
+        out.append(ScalingVariant(v, fam, base, tuple(point_json(s) for s in ss),
+                                  tuple(growth([s.point for s in ss], unit)), headline(v, ss, unit)))
     return out, scored
 
 
-def measured_section(sweep: Sweep) -> dict[str, Any]:
+def measured_section(sweep: Sweep) -> ScalingSection:
     """``summary.json`` -> ``scaling`` (without ``projected``)."""
     variants, scored = variants_json(sweep.mode, sweep.points, sweep.unit)
     picks = best_by_count(scored)
-    return {
-        "mode": sweep.mode, "counts": list(sweep.counts), "batch": sweep.batch,
-        "batch_is": "per replica" if sweep.mode == WEAK else "global",
-        "label": sweep.label, "variants": variants,
-        "best_by_count": [{"count": n, "variant": v} for n, v in picks],
-        "recommendation": count_recommendation(picks, sweep.unit), "notes": list(sweep.notes),
-    }
+    return ScalingSection(
+        mode=sweep.mode, counts=tuple(sweep.counts), batch=sweep.batch,
+        batch_is="per replica" if sweep.mode == WEAK else "global",
+        label=sweep.label, variants=tuple(variants), best_by_count=tuple(BestPick(n, v) for n, v in picks),
+        recommendation=count_recommendation(picks, sweep.unit), notes=tuple(sweep.notes),
+    )
 
 
-def projected_point_json(s: Scored) -> dict[str, Any]:
+def projected_point_json(s: Scored) -> ProjectedPoint:
     """``scaling.projected.variants[].points[]``."""
     p = s.point
-    return {"count": p.count, "step_time_s": p.step_median_s, "global_batch": p.global_batch,
-            "examples_per_s": p.throughput, "speedup": s.speedup,
-            "speedup_vs_baseline": s.speedup_vs_baseline,
-            "efficiency": s.efficiency, "efficiency_basis": s.efficiency_basis,
-            "efficiency_vs_baseline": s.efficiency_vs_baseline, "bottleneck": p.bottleneck,
-            "bottleneck_kind": p.bottleneck_kind, **({"error": p.reason} if p.reason else {})}
+    return ProjectedPoint(
+        count=p.count, step_time_s=p.step_median_s, global_batch=p.global_batch,
+        examples_per_s=p.throughput, speedup=s.speedup, speedup_vs_baseline=s.speedup_vs_baseline,
+        efficiency=s.efficiency, efficiency_basis=s.efficiency_basis,
+        efficiency_vs_baseline=s.efficiency_vs_baseline, bottleneck=p.bottleneck,
+        bottleneck_kind=p.bottleneck_kind, error=p.reason or None)
 
 
 def projected_section(mode: str, hardware: str, preset: str, points: Sequence[Point],
-                      notes: Sequence[str] = ()) -> dict[str, Any]:
+                      notes: Sequence[str] = ()) -> ProjectedScaling:
     """``summary.json`` -> ``scaling.projected``."""
     scored = curves(mode, points)
     families = {p.variant: (p.family, p.baseline) for p in points}
-    variants = [{"variant": v, "family": families[v][0], "baseline": families[v][1],
-                 "points": [projected_point_json(s) for s in ss], "headline": headline(v, ss, "GPUs")}
-                for v, ss in scored.items()]
+    variants = tuple(ProjectedVariant(v, families[v][0], families[v][1],
+                                      tuple(projected_point_json(s) for s in ss), headline(v, ss, "GPUs"))
+                     for v, ss in scored.items())
     picks = best_by_count(scored)
-    return {"hardware": hardware, "preset": preset, "mode": mode, "label": f"projected on {hardware}",
-            "variants": variants, "best_by_count": [{"count": n, "variant": v} for n, v in picks],
-            "recommendation": count_recommendation(picks, "GPUs"), "notes": list(notes)}
+    return ProjectedScaling(hardware=hardware, preset=preset, mode=mode, label=f"projected on {hardware}",
+                            variants=variants, best_by_count=tuple(BestPick(n, v) for n, v in picks),
+                            recommendation=count_recommendation(picks, "GPUs"), notes=tuple(notes))

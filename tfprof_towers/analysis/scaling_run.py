@@ -16,9 +16,18 @@ from typing import Any
 from tfprof_towers.analysis.scaling import FAILED, SKIPPED, Point, Sweep, measured_section, wall_groups
 from tfprof_towers.rundir.fields import RecordError
 from tfprof_towers.rundir.paths import RunDir, read_json
-from tfprof_towers.rundir.records import StepStats, VariantRecord
-from tfprof_towers.rundir.scaling import PlannedPoint, PointRunDir, ScalingDoc, scaling_json
+from tfprof_towers.rundir.records import StepStats, Topology, VariantRecord
+from tfprof_towers.rundir.scaling import (
+    PlannedPoint,
+    PointRunDir,
+    ProjectedScaling,
+    RecommendationFor,
+    ScalingDoc,
+    ScalingSection,
+    scaling_json,
+)
 from tfprof_towers.rundir.summary import Summary
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.vocab.device_names import device_role
 from tfprof_towers.vocab.errors import TowersError
 
@@ -50,7 +59,7 @@ def point_record(run_dir: RunDir, p: PlannedPoint) -> VariantRecord | str:
 
 
 def point_walls(run_dir: RunDir, p: PlannedPoint, record: VariantRecord,
-                topology: dict[str, Any]) -> dict[str, float] | None:
+                topology: Topology | None) -> dict[str, float] | None:
     """The point's per-step wall time per group, from its trace (None when it cannot be analysed)."""
     if not record.xplane_files:
         return None
@@ -58,17 +67,24 @@ def point_walls(run_dir: RunDir, p: PlannedPoint, record: VariantRecord,
         from tfprof_towers.analysis.run_traces import RunContext, analyze_logdir
 
         rd = PointRunDir(run_dir.root, count=p.count)
-        analysis = analyze_logdir(rd.logdir(p.variant), RunContext.of(record.to_json(), topology.get("kind")),
-                                  record.name)
-        devices = analysis.to_doc(per_step=True).get("devices") or {}
+        kind = topology.kind if topology is not None else None
+        analysis = analyze_logdir(rd.logdir(p.variant), RunContext.of_record(record, kind), record.name)
+        devices = TraceDoc.from_json(analysis.to_doc(per_step=True)).devices
     except Exception:
         return None
     # each point ran with its own count of devices: the role from the point's own topology
-    topo = record.topology.to_json() if record.topology is not None else topology
-    return wall_groups({d: {**v, "role": device_role(d, topo)} for d, v in devices.items()})
+    topo = _roles(record.topology or topology)
+    return wall_groups(devices, {d: device_role(d, topo) for d in devices})
 
 
-def point_of(run_dir: RunDir, p: PlannedPoint, topology: dict[str, Any]) -> Point:
+def _roles(topology: Topology | None) -> dict[str, Any]:
+    """What :func:`device_role` reads of a topology: its host and its accelerators."""
+    if topology is None:
+        return {}
+    return {"host": topology.host, "accelerators": topology.accelerators}
+
+
+def point_of(run_dir: RunDir, p: PlannedPoint, topology: Topology | None) -> Point:
     """A planned point as the arithmetic sees it."""
     base = Point(p.variant, p.count, family=p.family, baseline=p.baseline, global_batch=p.global_batch)
     record = point_record(run_dir, p)
@@ -81,64 +97,59 @@ def point_of(run_dir: RunDir, p: PlannedPoint, topology: dict[str, Any]) -> Poin
                    wall_per_step=point_walls(run_dir, p, record, topology) if record.ok else None)
 
 
-def scaling_section(run_dir: RunDir, topology: dict[str, Any]) -> dict[str, Any] | None:
+def scaling_section(run_dir: RunDir, topology: Topology | None) -> ScalingSection | None:
     """``summary.json`` -> ``scaling``; None for a run without a sweep."""
     doc = load_scaling(run_dir)
     if doc is None:
         return None
     if isinstance(doc, str):
-        return {"error": doc}
-    stand_in = topology.get("kind") == LOGICAL_CPU
+        return ScalingSection(error=doc)
+    stand_in = topology is not None and topology.kind == LOGICAL_CPU
     label = "CPU stand-in (logical CPU devices: speed is not GPU speed)" if stand_in else "measured here"
     points = tuple(point_of(run_dir, p, topology) for p in doc.points)
     notes = doc.notes + (() if doc.finished else ("the sweep did not finish: points it did not reach are "
                                                   "failed",))
     section = measured_section(Sweep(doc.mode, doc.counts, doc.batch, points, "accelerators", label, notes))
-    projected = dict(doc.projected) if doc.projected is not None else None
-    section["stand_in"] = stand_in
-    section["projected"] = projected
+    projected = doc.projected
     # on logical CPU devices the projection is the headline; the measured curve is the CPU stand-in
-    section["headline"] = "projected" if stand_in and projected and not projected.get("error") else "measured"
-    return section
+    headline = "projected" if stand_in and projected and projected.error is None else "measured"
+    return replace(section, stand_in=stand_in, projected=projected, headline=headline)
 
 
-def recommendation_for(summary: Summary, section: dict[str, Any]) -> dict[str, Any] | None:
+def recommendation_for(summary: Summary, section: ScalingSection) -> RecommendationFor | None:
     """The count the run's recommendation is for, and whether the sweep picks differently at other
-    counts: ``{"variant", "count", "unit", "basis", "text"}`` (None without a recommendation)."""
+    counts (None without a recommendation)."""
     rec = summary.recommendation
     if rec.variant is None:
         return None
+    projected = section.projected or ProjectedScaling()
     if rec.is_projected:
-        profile = (summary.projection or {}).get("profile") or {}
-        count = ((profile.get("accelerator") or {}).get("count")) if isinstance(profile, dict) else None
-        unit, picks = "GPUs", (section.get("projected") or {}).get("best_by_count") or []
+        count = summary.projection.accelerator_count if summary.projection is not None else None
+        unit, picks, by_count = "GPUs", projected.best_by_count, projected.recommendation
         where = f" on {rec.hardware}"
     else:
         count = len(summary.topology.accelerators) if summary.topology is not None else None
-        unit, picks, where = "accelerators", section.get("best_by_count") or [], ""
+        unit, picks, by_count, where = "accelerators", section.best_by_count, section.recommendation, ""
     if not count:
         return None
-    differs = any(p.get("variant") != rec.variant for p in picks if p.get("count") != 1)
-    by_count = ((section.get("projected") or {}).get("recommendation") if rec.is_projected
-                else section.get("recommendation"))
+    differs = any(p.variant != rec.variant for p in picks if p.count != 1)
     text = f"the recommendation ({rec.variant}) is for {count} {unit if count > 1 else unit.rstrip('s')}"
     text += where
-    above = sorted({p["count"] for p in picks if isinstance(p.get("count"), int) and p["count"] > 1})
+    above = sorted({p.count for p in picks if p.count > 1})
     if by_count and differs:
         text += f"; the fastest at each count of the sweep: {by_count}"
     elif by_count and above:
         text += f"; it is the fastest at every count of the sweep from {above[0]} up ({by_count})"
     elif by_count:  # `--scaling 1,1`: nothing ran above one, so nothing can be said of more
         text += f"; the sweep measured no count above 1 ({by_count})"
-    return {"variant": rec.variant, "count": count, "unit": unit, "basis": rec.basis, "text": text}
+    return RecommendationFor(rec.variant, count, unit, rec.basis, text)
 
 
 def with_scaling(summary: Summary, run_dir: RunDir) -> Summary:
     """The summary with its ``scaling`` section (unchanged for a run without a sweep)."""
-    topology = summary.topology.to_json() if summary.topology is not None else {}
-    section = scaling_section(run_dir, topology)
+    section = scaling_section(run_dir, summary.topology)
     if section is None:
         return summary
-    if "error" not in section:
-        section["recommendation_for"] = recommendation_for(summary, section)
+    if section.error is None:
+        section = replace(section, recommendation_for=recommendation_for(summary, section))
     return replace(summary, scaling=section)

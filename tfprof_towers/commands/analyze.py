@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import io
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from tfprof_towers.rundir.paths import json_text
+from tfprof_towers.rundir.trace_doc import DeviceTime, LinkRow, TaskSteps, TraceDoc, as_trace_doc
 from tfprof_towers.vocab.categories import IDLE_SPLIT
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device, task_of
 from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TowersError
@@ -84,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json_text(doc) + "\n")
     else:  # names from the trace are printed with their control and bidi characters made visible
         buf = io.StringIO()
-        print_tables(doc, buf, every=args.every)
-        print_memory(doc, buf, every=args.every)
+        trace = as_trace_doc(doc)
+        print_tables(trace, buf, every=args.every)
+        print_memory(trace, buf, every=args.every)
         print_findings(doc, buf)
         if args.html is not None:
             buf.write(f"\nwrote {single_line(str(args.html))}\n")
@@ -143,9 +146,9 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
             out.write("  ".join("-" * w for w in widths) + "\n")
 
 
-def _idle_table(devices: dict[str, Any], steps: int, out: TextIO) -> None:
+def _idle_table(devices: Mapping[str, DeviceTime], steps: int, out: TextIO) -> None:
     """Each accelerator's idle time per step and its split (host wait, kernel wait, other)."""
-    split = {name: d for name, d in devices.items() if d.get("idle_split") is not None}
+    split = {name: d for name, d in devices.items() if d.idle_split is not None}
     if not split:
         return
     out.write(
@@ -155,10 +158,10 @@ def _idle_table(devices: dict[str, Any], steps: int, out: TextIO) -> None:
     )
     rows = [["device", "idle", *IDLE_SPLIT.values()]]
     for name, d in split.items():
-        idle = d["wall"].get("idle", 0.0)
+        idle = d.seconds("idle")
         cells = [name, _fmt_s(idle / steps)]
         for k in IDLE_SPLIT:
-            s = d["idle_split"].get(k, 0.0)
+            s = d.split_s(k)
             cells.append(f"{_fmt_s(s / steps)} {100.0 * s / idle if idle else 0.0:4.1f}%")
         rows.append(cells)
     _table(rows, out)
@@ -168,10 +171,10 @@ def _idle_table(devices: dict[str, Any], steps: int, out: TextIO) -> None:
 TASK_ROWS = 8
 
 
-def _task_table(tasks: list[dict[str, Any]], out: TextIO) -> None:
+def _task_table(tasks: Sequence[TaskSteps], out: TextIO) -> None:
     """Per task and step: start, end (after the earliest step start) and time in collectives; with more
     than :data:`TASK_ROWS` tasks, per task the means over its steps, and the slowest and fastest hosts."""
-    if len(tasks) < 2 and not any(t.get("task") for t in tasks):
+    if len(tasks) < 2 and not any(t.task for t in tasks):
         return
     if len(tasks) > TASK_ROWS:
         _task_means(tasks, out)
@@ -179,29 +182,27 @@ def _task_table(tasks: list[dict[str, Any]], out: TextIO) -> None:
     out.write("\nper task and step (after the earliest step start; the hosts' clocks assumed to agree):\n")
     rows = [["task", "step", "start", "end", "duration", "in collectives"]]
     for t in tasks:
-        for s in t.get("steps") or ():
-            rows.append([t.get("task") or t.get("host", ""), str(s["step"]), _fmt_s(s["start_s"]),
-                         _fmt_s(s["end_s"]), _fmt_s(s["end_s"] - s["start_s"]), _fmt_s(s["collective_s"])])
+        for s in t.steps:
+            rows.append([t.task or t.host, str(s.step), _fmt_s(s.start_s), _fmt_s(s.end_s),
+                         _fmt_s(s.duration_s), _fmt_s(s.collective_s)])
     _table(rows, out)
 
 
-def _task_means(tasks: list[dict[str, Any]], out: TextIO) -> None:
+def _task_means(tasks: Sequence[TaskSteps], out: TextIO) -> None:
     out.write("\nper task, mean over its steps (before the collectives: the step less its time in "
               "collective ops; the HTML page draws every step):\n")
     rows = [["task", "host", "steps", "step", "before the collectives", "in collectives"]]
     for t in tasks:
-        steps = t.get("steps") or ()
-        if not steps:
+        if not t.steps:
             continue
-        n = len(steps)
-        dur = sum(s["end_s"] - s["start_s"] for s in steps) / n
-        coll = sum(s["collective_s"] for s in steps) / n
-        rows.append([t.get("task") or "", t.get("host") or "", str(n), _fmt_s(dur), _fmt_s(dur - coll),
-                     _fmt_s(coll)])
+        n = len(t.steps)
+        dur = sum(s.duration_s for s in t.steps) / n
+        coll = sum(s.collective_s for s in t.steps) / n
+        rows.append([t.task, t.host, str(n), _fmt_s(dur), _fmt_s(dur - coll), _fmt_s(coll)])
     _table(rows, out)
 
 
-def _hosts_line(doc: dict[str, Any], out: TextIO) -> None:
+def _hosts_line(doc: TraceDoc, out: TextIO) -> None:
     """The slowest and fastest hosts (by their time before the collectives) and the category that grew."""
     from tfprof_towers.render.hosts import hosts_view
 
@@ -222,54 +223,56 @@ POD_ROWS = 24
 #: At pod scale, the links and allocators printed (the rest: ``--all``).
 POD_TOP = 10
 
+#: How the step windows were found, in words.
+WINDOWS = {"markers": "step markers", "steps-line": "the Steps line",
+           "modules": "the runs of the TPU chips' main XLA module",
+           "program-runs": "the runs of the program the host ran most often (no steps in the trace)",
+           "busy-regions": "the accelerators' busy regions (no steps in the trace)",
+           "whole-trace": "the whole trace"}
 
-def pod_scale(doc: dict[str, Any]) -> bool:
+
+def pod_scale(doc: TraceDoc | Mapping[str, Any]) -> bool:
     """Whether the document is a pod too large to print device by device."""
-    devices = doc.get("devices") or {}
+    devices = as_trace_doc(doc).devices
     return len(devices) > POD_ROWS and len({task_of(d) for d in devices}) > 1
 
 
-def print_tables(doc: dict[str, Any], out: TextIO, every: bool = False) -> None:
+def print_tables(doc: TraceDoc | Mapping[str, Any], out: TextIO, every: bool = False) -> None:
     """The per-device wall table (seconds per step and % of step) and the per-link table; at pod scale
     (:func:`pod_scale`) and without ``every``, one row per host and the links with the most time."""
-    steps = max(int(doc["steps"]), 1)
-    out.write(f"trace: {doc['source']}\n")
-    producer = doc.get("producer") or {}
-    if producer:
-        out.write(f"producer: framework {producer.get('framework')}, vendor {producer.get('vendor')}"
-                  + (f" ({'; '.join(producer.get('evidence') or [])})" if producer.get("evidence") else "")
-                  + "\n")
-    window = {"markers": "step markers", "steps-line": "the Steps line",
-              "modules": "the runs of the TPU chips' main XLA module",
-              "program-runs": "the runs of the program the host ran most often (no steps in the trace)",
-              "busy-regions": "the accelerators' busy regions (no steps in the trace)",
-              "whole-trace": "the whole trace"}
-    out.write(f"steps: {doc['steps']} (windows from {window.get(doc['window'], doc['window'])})\n")
-    times = doc.get("step_time_s") or []
+    doc = as_trace_doc(doc)
+    steps = max(int(doc.steps), 1)
+    out.write(f"trace: {doc.source}\n")
+    producer = doc.producer
+    if producer is not None and (producer.framework or producer.vendor or producer.evidence):
+        out.write(f"producer: framework {producer.framework}, vendor {producer.vendor}"
+                  + (f" ({'; '.join(producer.evidence)})" if producer.evidence else "") + "\n")
+    out.write(f"steps: {doc.steps} (windows from {WINDOWS.get(doc.window, doc.window)})\n")
+    times = doc.step_time_s
     if times:
         spread = ""
         if min(times) < max(times):
             spread = f" (shortest {_fmt_s(min(times))}, longest {_fmt_s(max(times))})"
         out.write(
-            f"step time: {_fmt_s(doc.get('step_time_avg_s'))} on average{spread}; a step lasts as long as "
+            f"step time: {_fmt_s(doc.step_time_avg_s)} on average{spread}; a step lasts as long as "
             "the longest of its devices' own windows\n"
         )
-    for note in doc.get("notes", []):
+    for note in doc.notes:
         out.write(f"note: {note}\n")
-    idle = doc.get("idle_accelerators") or []
+    idle = doc.idle_accelerators
     if idle:
         out.write(
             f"note: {len(idle)} accelerator(s) ran no kernel in the analysed window: "
             f"{', '.join(idle) if every or not pod_scale(doc) else fmt_some(idle, 6)} "
             "(see the idle_accelerators finding)\n"
         )
-    devices = doc["devices"]
+    devices = doc.devices
     if not devices:
         out.write("\nno device time in the analysed window\n")
         return
     cats: list[str] = []  # categories with time on some device, in precedence order
     for d in devices.values():
-        cats += [c for c, s in d["wall"].items() if s and c not in cats and c != "idle"]
+        cats += [c for c, s in d.wall.items() if s and c not in cats and c != "idle"]
     cats.append("idle")
     pod = pod_scale(doc) and not every
     if pod:
@@ -277,50 +280,50 @@ def print_tables(doc: dict[str, Any], out: TextIO, every: bool = False) -> None:
     else:
         _device_table(devices, cats, steps, out)
         _idle_table(devices, steps, out)
-    _task_table(doc.get("tasks") or [], out)
+    _task_table(doc.tasks, out)
     _hosts_line(doc, out)
-    _link_table(doc["links"], steps, out, POD_TOP if pod else None)
+    _link_table(doc.links, steps, out, POD_TOP if pod else None)
 
 
-def _device_table(devices: dict[str, Any], cats: list[str], steps: int, out: TextIO) -> None:
+def _device_table(devices: Mapping[str, DeviceTime], cats: list[str], steps: int, out: TextIO) -> None:
     out.write("\nper device, wall time per step (exclusive; the columns sum to the step):\n")
     rows = [["device", "step", *cats]]
     for name, d in devices.items():
-        step_s = d["window_s"] / steps
+        step_s = d.window_s / steps
         row = [name, _fmt_s(step_s)]
         for c in cats:
-            s = d["wall"].get(c) or 0.0
+            s = d.seconds(c)
             if not s and c != "idle":
                 row.append("")
             else:
-                pct = 100.0 * s / d["window_s"] if d["window_s"] else 0.0
+                pct = 100.0 * s / d.window_s if d.window_s else 0.0
                 row.append(f"{_fmt_s(s / steps)} {pct:4.1f}%")
         rows.append(row)
     _table(rows, out)
 
 
-def _share(d: dict[str, Any], cat: str) -> float:
-    return 100.0 * d["wall"].get(cat, 0.0) / d["window_s"] if d["window_s"] else 0.0
+def _share(d: DeviceTime, cat: str) -> float:
+    return 100.0 * d.seconds(cat) / d.window_s if d.window_s else 0.0
 
 
-def _host_table(doc: dict[str, Any], cats: list[str], steps: int, out: TextIO) -> None:
+def _host_table(doc: TraceDoc, cats: list[str], steps: int, out: TextIO) -> None:
     """One row per host: the median over its accelerators (its devices, if it has none) of each
     category's time per step, and the accelerator whose idle share is furthest from that median."""
     import statistics
 
-    names = {t.get("task"): t.get("host") for t in doc.get("tasks") or () if t.get("task")}
-    by_task: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for name, d in doc["devices"].items():
+    names = {t.task: t.host for t in doc.tasks if t.task}
+    by_task: dict[str, list[tuple[str, DeviceTime]]] = {}
+    for name, d in doc.devices.items():
         by_task.setdefault(task_of(name), []).append((name, d))
-    out.write(f"\nper host, the median of its accelerators' wall time per step ({len(doc['devices'])} "
+    out.write(f"\nper host, the median of its accelerators' wall time per step ({len(doc.devices)} "
               f"devices on {len(by_task)} hosts: --all prints every device; --json and --html hold all):\n")
     rows = [["host", "devices", "step", *cats, "furthest from the median (idle)"]]
     for task, members in by_task.items():
         acc = [(n, d) for n, d in members if is_accelerator_plane(n)] or members
         row = [names.get(task) or task or "(no task)", str(len(acc)),
-               _fmt_s(statistics.median(d["window_s"] for _, d in acc) / steps)]
+               _fmt_s(statistics.median(d.window_s for _, d in acc) / steps)]
         for c in cats:
-            secs = statistics.median(d["wall"].get(c, 0.0) for _, d in acc)
+            secs = statistics.median(d.seconds(c) for _, d in acc)
             pct = statistics.median(_share(d, c) for _, d in acc)
             row.append("" if not secs and c != "idle" else f"{_fmt_s(secs / steps)} {pct:4.1f}%")
         idle = statistics.median(_share(d, "idle") for _, d in acc)
@@ -332,7 +335,7 @@ def _host_table(doc: dict[str, Any], cats: list[str], steps: int, out: TextIO) -
     _table(rows, out)
 
 
-def _link_table(links: list[dict[str, Any]], steps: int, out: TextIO, top: int | None = None) -> None:
+def _link_table(links: Sequence[LinkRow], steps: int, out: TextIO, top: int | None = None) -> None:
     """Every link per step; with ``top``, the ``top`` links with the most time (then bytes)."""
     out.write("\nper link, per step:\n")
     if not links:
@@ -340,19 +343,19 @@ def _link_table(links: list[dict[str, Any]], steps: int, out: TextIO, top: int |
         return
     shown = links
     if top is not None and len(links) > top:
-        shown = sorted(links, key=lambda k: (-(k["seconds"] or 0.0), -(k["bytes"] or 0)))[:top]
+        shown = sorted(links, key=lambda k: (-(k.seconds or 0.0), -(k.bytes or 0)))[:top]
     rows = [["src", "dst", "kind", "bytes", "count", "time", "GB/s"]]
     for link in shown:
-        b = None if link["bytes"] is None else link["bytes"] / steps
-        t = None if link["seconds"] is None else link["seconds"] / steps
-        measured = link["measured"]
-        gbps = ("-" if link["gbps"] is None else f"{link['gbps']:.2f}") if measured else "not measured"
-        if link.get("impossible"):
+        b = None if link.bytes is None else link.bytes / steps
+        t = None if link.seconds is None else link.seconds / steps
+        measured = link.measured
+        gbps = ("-" if link.gbps is None else f"{link.gbps:.2f}") if measured else "not measured"
+        if link.impossible:
             gbps += " (!)"
-        rows.append([link["src"], link["dst"], link["kind"], _fmt_bytes(b), f"{link['count'] / steps:g}",
+        rows.append([link.src, link.dst, link.kind, _fmt_bytes(b), f"{link.count / steps:g}",
                      _fmt_s(t) if measured else "not measured", gbps])
     _table(rows, out)
-    impossible = sum(1 for k in links if k.get("impossible"))
+    impossible = sum(1 for k in links if k.impossible)
     if impossible:
         out.write(f"note: (!) {impossible} link(s) at a rate above any such link's peak: their byte counts "
                   "are not per copy, so their rates are left out of the findings\n")
@@ -360,36 +363,37 @@ def _link_table(links: list[dict[str, Any]], steps: int, out: TextIO, top: int |
         out.write(f"(the {len(shown)} links with the most time of {len(links)}: --all prints every link)\n")
 
 
-def print_memory(doc: dict[str, Any], out: TextIO, every: bool = False) -> None:
+def print_memory(doc: TraceDoc | Mapping[str, Any], out: TextIO, every: bool = False) -> None:
     """Per device: the allocator's peak (over the trace and within the steps), its capacity, the
     fragmentation and the largest op live at the peak; or why there is nothing to show.  At pod scale
     (:func:`pod_scale`) and without ``every``: the :data:`POD_TOP` largest peaks."""
-    memory = doc.get("memory") or {}
-    devices = memory.get("devices") or {}
+    doc = as_trace_doc(doc)
+    memory = doc.memory
+    devices = memory.devices
     out.write("\nmemory per device (the allocators' events; peak = most bytes in use):\n")
     if not devices:
-        out.write(f"{memory.get('note') or 'no allocator events in this trace'}\n")
+        out.write(f"{memory.note or 'no allocator events in this trace'}\n")
         return
     rows = [["device", "allocator", "peak", "in steps", "capacity", "of capacity", "fragmentation",
              "before trace", "largest op live at the peak"]]
     shown = devices
     if not every and pod_scale(doc) and len(devices) > POD_TOP:
-        top = sorted(devices, key=lambda n: -devices[n]["peak_bytes"])[:POD_TOP]
+        top = sorted(devices, key=lambda n: -devices[n].peak_bytes)[:POD_TOP]
         shown = {n: devices[n] for n in devices if n in top}
     for name, d in shown.items():
-        cap, peak = d.get("capacity_bytes"), d["peak_bytes"]
-        top = d["top_ops"][0] if d["top_ops"] else None
-        frag = d.get("fragmentation")
-        rows.append([name, d["allocator"], _fmt_bytes(peak), _fmt_bytes(d.get("peak_in_steps_bytes")),
+        cap, peak = d.capacity_bytes, d.peak_bytes
+        op = d.top_ops[0] if d.top_ops else None
+        frag = d.fragmentation
+        rows.append([name, d.allocator, _fmt_bytes(peak), _fmt_bytes(d.peak_in_steps_bytes),
                      _fmt_bytes(cap), f"{100.0 * peak / cap:.1f}%" if cap else "-",
-                     "-" if frag is None else f"{frag:.4f}", _fmt_bytes(d.get("before_trace_bytes")),
-                     f"{top['op']} ({_fmt_bytes(top['bytes'])})" if top else "-"])
+                     "-" if frag is None else f"{frag:.4f}", _fmt_bytes(d.before_trace_bytes),
+                     f"{op.op} ({_fmt_bytes(op.bytes)})" if op else "-"])
     _table(rows, out)
     if len(shown) < len(devices):
         out.write(f"(the {len(shown)} largest peaks of {len(devices)} allocators: --all prints every one)\n")
-    out.write(f"note: {memory.get('note')}\n")
+    out.write(f"note: {memory.note}\n")
     for name, d in devices.items():
-        for what in d.get("unknown") or ():
+        for what in d.unknown:
             out.write(f"note: {name}: {what}\n")
 
 

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     """Write the frames of `tfprof_towers.load(PATH)` as files: one per frame.
 
     The frames (docs/notebook.md): events, steps, wall, total, idle, links, findings,
-    variants, step_times, losses, placement.  Times are seconds; variant, task, device and
+    variants, step_times, losses, placement, memory.  Times are seconds; variant, task, device and
     category are ordered categoricals (kept by --parquet; --csv writes plain text).
     For a run directory the numbers are the ones `report` computes.  A logdir's hosts are analysed
     one by one (--dask ADDRESS: on that cluster); the events and memory frames read every host's

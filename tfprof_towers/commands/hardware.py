@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
     accelerators' compute rate and memory bandwidth, the host<->accelerator link
     and how accelerators reach each other (direct NVLink, or staged through the
     host without peer access); a multi-host profile adds each host's network card
-    ([network]), for `project --workers N`.  Write your own as TOML (copy a built-in
-    from `tfprof-towers hardware NAME`) and pass its path to `project --hardware`.
+    ([network]), for `project --workers N`.  With NAME, the profile's TOML file is printed
+    as it is, every number beside its source (a summary line goes to stderr): write your own
+    with `tfprof-towers hardware NAME > my.toml`, edit it, and pass its path to
+    `project --hardware my.toml`.
     """
     if args.json:
         sys.stdout.write(json_text(document(args)) + "\n")
@@ -64,9 +66,9 @@ def document(args: argparse.Namespace) -> Any:
 
 
 def show(hw: Hardware) -> None:
-    """Every number of a profile next to its source: the profile file itself."""
-    out = Console(highlight=False, width=160)
-    out.print(f"[bold]{escape(hw.name)}[/]: {escape(hw.description)}  ({escape(hw.origin)})")
+    """The profile's file itself on stdout, byte for byte (``hardware NAME > my.toml`` is a profile that
+    loads), and a one-line summary on stderr."""
+    print(f"{hw.name}: {hw.description}  ({hw.origin})", file=sys.stderr)
     origin = hw.origin.split(":", 1)[1]
     path = origin if hw.origin.startswith("file:") else None
     if path is None:
@@ -74,4 +76,4 @@ def show(hw: Hardware) -> None:
 
         path = str(builtin_dir() / f"{origin}.toml")
     with open(path, encoding="utf-8") as fh:
-        out.print(fh.read(), markup=False)
+        sys.stdout.write(fh.read())

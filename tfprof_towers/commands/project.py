@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tfprof_towers.procs import forkserver, supervise
 from tfprof_towers.projection.api import PROJECTION_JSON, KerasModel, project, run_preset, run_variants
 from tfprof_towers.projection.hardware import BUILDS, builtin_names
 from tfprof_towers.rundir.paths import RunDir, json_text, write_json
+from tfprof_towers.rundir.projection_doc import ProjectionDoc
 from tfprof_towers.rundir.records import RunDoc, load_run
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import PRESETS, VariantSpec, get_preset, parse_variant_names
@@ -214,49 +216,56 @@ def _variants(args: argparse.Namespace, run: RunDoc | None,
     return tuple(VariantSpec.builtin(n) for n in registry.BUILTIN_NAMES)
 
 
-def projection_table(doc: dict[str, Any]) -> Table:
-    p = doc["preset"]
-    family = registry.CLUSTER if doc.get("cluster") else registry.TF1_GRAPH
+def projection_table(doc: ProjectionDoc | Mapping[str, Any]) -> Table:
+    doc = as_projection_doc(doc)
+    p = doc.preset or {}
+    family = registry.CLUSTER if doc.cluster else registry.TF1_GRAPH
     size = f"(preset {p['name']}: batch {p['batch']}, dim {p.get('dim')})"
-    if doc.get("keras_model"):
-        family, size = registry.TF2_STRATEGY, fmt_workload(p)
-    t = Table(title=escape(f"PROJECTED step time on {doc['hardware']} {size}; not measured"))
+    if doc.keras_model:
+        family, size = registry.TF2_STRATEGY, fmt_workload(dict(p))
+    t = Table(title=escape(f"PROJECTED step time on {doc.hardware} {size}; not measured"))
     baseline = registry.baseline_name(family)
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped", "right"), ("serial", "right"),
                       (f"vs {baseline}", "right"), ("peak memory", "right"), ("bottleneck", "left")):
         t.add_column(col, justify=just)
-    by_name = {e["name"]: e for e in doc["variants"]}
-    base = by_name.get(baseline, {}).get("projected_step_s", {}).get("overlapped")
-    for name in doc["ranking"]:
-        e = by_name[name]
-        s = e["projected_step_s"]
-        speed = f"{base / s['overlapped']:.2f}x" if base else "-"
-        b = e["bottleneck"]
-        t.add_row(str(e["rank"]), escape(name), fmt_step(s["overlapped"]), fmt_step(s["serial"]), speed,
-                  console.memory_cell(e.get("memory_fit")), escape(f"{b['text']} ({b['share']:.0%} of step)"))
-    for e in doc["variants"]:
-        if "error" in e:
-            t.add_row("-", escape(e["name"]), "-", "-", "-", "-", f"[red]{escape(e['error'])}[/]")
+    base_entry = doc.entry(baseline)
+    base = base_entry.projected_step_s.overlapped \
+        if base_entry is not None and base_entry.projected_step_s is not None else None
+    for name in doc.ranking:
+        e = doc.entry(name)
+        s, b = e.projected_step_s, e.bottleneck
+        speed = f"{base / s.overlapped:.2f}x" if base else "-"
+        t.add_row(str(e.rank), escape(name), fmt_step(s.overlapped), fmt_step(s.serial), speed,
+                  console.memory_cell(e.memory_fit), escape(f"{b.text} ({b.share:.0%} of step)"))
+    for e in doc.variants:
+        if e.error is not None:
+            t.add_row("-", escape(e.name), "-", "-", "-", "-", f"[red]{escape(e.error)}[/]")
     return t
 
 
-def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
+def as_projection_doc(doc: ProjectionDoc | Mapping[str, Any]) -> ProjectionDoc:
+    """``doc`` typed: a document as ``project --json`` prints it, read as ``projection.json`` is."""
+    return doc if isinstance(doc, ProjectionDoc) else ProjectionDoc.from_json(doc)
+
+
+def print_projection(doc: ProjectionDoc | Mapping[str, Any], run_dir: RunDir | None) -> None:
+    doc = as_projection_doc(doc)
     out = Console(highlight=False, width=max(Console().width, 150))
     out.print(projection_table(doc))
-    rec = doc["recommendation"]
-    if rec.get("variant"):
-        out.print(f"Projected recommendation: [bold]{escape(rec['variant'])}[/] — {escape(rec['reason'])}")
-    elif rec.get("reason"):
-        out.print(f"[yellow]No projected recommendation[/]: {escape(rec['reason'])}")
-    mem = doc.get("memory") or {}
-    if mem:
-        out.print(escape(f"Memory: {mem['basis']}, on each device of the target; "
-                         + (mem["note"] if mem.get("note") else mem["headroom_why"]) + "."))
-        for e in doc["variants"]:
-            fit = e.get("memory_fit") or {}
-            if fit.get("fits") is False and fit.get("why"):
-                out.print(escape(f"{e['name']} {fit['verdict']}: {fit['why']}."))
-    prof = doc["profile"]
+    rec = doc.recommendation
+    if rec.variant:
+        out.print(f"Projected recommendation: [bold]{escape(rec.variant)}[/] — {escape(rec.reason)}")
+    elif rec.reason:
+        out.print(f"[yellow]No projected recommendation[/]: {escape(rec.reason)}")
+    mem = doc.memory
+    if mem is not None:
+        out.print(escape(f"Memory: {mem.basis}, on each device of the target; "
+                         + (mem.note if mem.note else str(mem.headroom_why)) + "."))
+        for e in doc.variants:
+            fit = e.fit
+            if fit.fits is False and fit.why:
+                out.print(escape(f"{e.name} {fit.verdict}: {fit.why}."))
+    prof = doc.profile  # the hardware profile's own numbers, as its TOML has them
     host = prof["host"]
     out.print(
         f"Assumes: {escape(prof['description'])}; host {host['peak_gflops']:.0f} GFLOP/s peak "
@@ -264,18 +273,22 @@ def print_projection(doc: dict[str, Any], run_dir: RunDir | None) -> None:
         f"Sources: `tfprof-towers hardware {escape(prof['name'])}`.", markup=True,
     )
     net = prof.get("network")
-    if net and doc.get("cluster"):
+    if net and doc.cluster:
         out.print(f"Hosts linked by {escape(net['name'])}: {net['bandwidth_gbs']:g} GB/s per direction x "
                   f"{net['efficiency']:.2f} efficiency, {net['latency_us']:g} µs latency.")
-    cal = doc.get("calibration")
-    if cal:
-        for note in cal["notes"]:
+    cal = doc.calibration
+    if cal is not None:
+        for note in cal.notes:
             out.print(f"calibration: {escape(note)}")
-        for name, check in cal.get("placement_checks", {}).items():
-            agree = ("bytes per link agree" if check["links_agree"] else
-                     f"bytes per link differ by up to {check.get('max_link_difference_bytes', '?')} B")
-            out.print(f"placement check {escape(name)}: {check['ops_same_device']}/{check['ops_compared']} "
+        for name, check in cal.placement_checks.items():
+            agree = ("bytes per link agree" if check.links_agree else
+                     f"bytes per link differ by up to {_or_unknown(check.max_link_difference_bytes)} B")
+            out.print(f"placement check {escape(name)}: {check.ops_same_device}/{check.ops_compared} "
                       f"ops on the measured device; {agree}")
     if run_dir is not None:
         out.print(f"projection: {run_dir.root / PROJECTION_JSON}", markup=False)
         out.print(f"report (re-rendered with the projection): {run_dir.report_html}", markup=False)
+
+
+def _or_unknown(value: int | None) -> int | str:
+    return "?" if value is None else value

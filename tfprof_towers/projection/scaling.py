@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from tfprof_towers.analysis.scaling import FAILED, SKIPPED, WEAK, Point, global_batch, projected_section
 from tfprof_towers.projection.api import BUILD_TIMEOUT_S, KerasModel, build_graphs, builder_layout
 from tfprof_towers.projection.cluster import multi_worker
 from tfprof_towers.projection.hardware import Hardware, load_hardware
 from tfprof_towers.projection.model import GraphWork, Rates, project_work
+from tfprof_towers.rundir.scaling import ProjectedScaling
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import Preset, VariantSpec
 
@@ -97,7 +97,7 @@ def project_hosts(hw: Hardware, preset: Preset, mode: str,
 
 def project_scaling(hardware: str | Hardware, preset: Preset, variants: Sequence[VariantSpec],
                     mode: str = WEAK, timeout_s: float | None = BUILD_TIMEOUT_S,
-                    keras: KerasModel | None = None) -> dict[str, Any]:
+                    keras: KerasModel | None = None) -> ProjectedScaling:
     """``summary.json`` -> ``scaling.projected``: each variant at 1, 2, 4, ... up to the profile's
     accelerators (the baseline at 1 only; the others from 2), and multi_worker across hosts (not for
     a Keras model: ``keras`` projects its step instead of the seed's)."""

@@ -9,6 +9,7 @@ the report (:mod:`.html`): autoescaped templates, inlined assets, no network.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tfprof_towers.render.hosts import hosts_view
 from tfprof_towers.render.html import environment
 from tfprof_towers.render.memory import timelines_view
 from tfprof_towers.rundir.outputs import write_output
+from tfprof_towers.rundir.trace_doc import CategoryTotal, DeviceTime, ProducerDoc, TraceDoc, as_trace_doc
 from tfprof_towers.trace.producer import FRAMEWORK_NAMES, VENDOR_NAMES
 from tfprof_towers.vocab import categories
 
@@ -28,54 +30,49 @@ WINDOWS = {
 }
 
 
-def per_step(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The document with every time, count and byte figure per step (no-op when it already is)."""
-    steps = max(int(doc.get("steps") or 0), 1)
-    scale = 1.0 if doc.get("per_step") else 1.0 / steps
-    devices = {}
-    for name, d in (doc.get("devices") or {}).items():
-        devices[name] = {
-            "window_s": float(d.get("window_s") or 0.0) * scale,
-            "wall": {c: float(s or 0.0) * scale for c, s in (d.get("wall") or {}).items()},
-            "total": {
-                c: {k: (None if v is None else float(v) * scale) for k, v in t.items()}
-                for c, t in (d.get("total") or {}).items()
-            },
-        }
-        if d.get("idle_split") is not None:
-            devices[name]["idle_split"] = {k: float(v or 0.0) * scale for k, v in d["idle_split"].items()}
-    links = [{
-        **ln,
-        "bytes": None if ln.get("bytes") is None else float(ln["bytes"]) * scale,
-        "count": float(ln.get("count") or 0) * scale,
-        "seconds": None if ln.get("seconds") is None else float(ln["seconds"]) * scale,
-    } for ln in doc.get("links") or ()]
-    return {**doc, "devices": devices, "links": links}
+def per_step(doc: TraceDoc) -> TraceDoc:
+    """The document with every time, count and byte figure per step (the same where it already is)."""
+    scale = 1.0 if doc.per_step else 1.0 / max(int(doc.steps or 0), 1)
+    links = tuple(replace(ln, bytes=_scaled(ln.bytes, scale), count=float(ln.count or 0) * scale,
+                          seconds=_scaled(ln.seconds, scale)) for ln in doc.links)
+    return replace(doc, devices={n: _device_per_step(d, scale) for n, d in doc.devices.items()}, links=links)
 
 
-def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else float(value) * scale
+
+
+def _device_per_step(d: DeviceTime, scale: float) -> DeviceTime:
+    return DeviceTime(
+        window_s=float(d.window_s or 0.0) * scale,
+        wall={c: float(s or 0.0) * scale for c, s in (d.wall or {}).items()},
+        total={c: CategoryTotal(_scaled(t.count, scale), _scaled(t.seconds, scale), _scaled(t.bytes, scale))
+               for c, t in d.total.items()},
+        idle_split=None if d.idle_split is None
+        else {k: float(v or 0.0) * scale for k, v in d.idle_split.items()},
+    )
+
+
+def analysis_view(doc: TraceDoc, findings: Sequence[Any] = (), rules: Sequence[Any] = ()) -> dict[str, Any]:
+    """The analysis page's view model: the document per step, its rows, its hosts and its findings."""
     d = per_step(doc)
     rows = [
-        {"variant": "", "device": name, "step_s": dev["window_s"] or sum(dev["wall"].values()),
-         "wall": {k: v for k, v in dev["wall"].items() if v}}
-        for name, dev in d["devices"].items()
+        {"variant": "", "device": name, "step_s": dev.window_s or sum(dev.wall.values()),
+         "wall": {k: v for k, v in dev.wall.items() if v}}
+        for name, dev in d.devices.items()
     ]
     from tfprof_towers.trace.idle import KERNEL_WAIT_PS
 
-    source = str(doc.get("source") or "trace")
-    idle_rows = [
-        {"device": name, "idle": dev["wall"].get("idle", 0.0), "split": dev["idle_split"]}
-        for name, dev in d["devices"].items()
-        if "idle_split" in dev
-    ]
-    task_rows = [
-        {"task": t.get("task", ""), "host": t.get("host", ""), **step}
-        for t in doc.get("tasks") or ()
-        for step in t.get("steps") or ()
-    ] if len(doc.get("tasks") or ()) > 1 or any(t.get("task") for t in doc.get("tasks") or ()) else []
+    source = str(doc.source or "trace")
+    idle_rows = [{"device": name, "idle": dev.seconds("idle"), "split": dev.idle_split}
+                 for name, dev in d.devices.items() if dev.idle_split is not None]
+    tasks = doc.tasks
+    task_rows = [{"task": t.task, "host": t.host, "step": s.step, "start_s": s.start_s, "end_s": s.end_s,
+                  "collective_s": s.collective_s} for t in tasks for s in t.steps] \
+        if len(tasks) > 1 or any(t.task for t in tasks) else []
     return {
-        "findings": list(doc.get("findings") or ()),  # the trace rules' (advice/trace_rules.py)
-        "rules": list(doc.get("rules") or ()),
+        "findings": list(findings),  # the trace rules' (advice/trace_rules.py)
+        "rules": list(rules),
         "idle_rows": idle_rows,
         "task_rows": task_rows,
         "hosts": hosts_view(doc),
@@ -83,33 +80,36 @@ def analysis_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         "title": f"tfprof-towers analysis — {Path(source).name}",
         "doc": d,
         "source": source,
-        "producer": producer_view(doc.get("producer")),
-        "window": WINDOWS.get(str(doc.get("window")), str(doc.get("window"))),
+        "producer": producer_view(doc.producer),
+        "window": WINDOWS.get(doc.window, doc.window),
         "categories": categories.legend(),
         "rows": rows,
         "data": {"breakdown": {"categories": categories.legend(), "rows": rows}, "timelines": []},
     }
 
 
-def producer_view(producer: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def producer_view(producer: ProducerDoc | None) -> dict[str, Any] | None:
     """Who wrote the trace, in words (trace text: shown escaped), or None for a document without it."""
-    if not producer:
+    if producer is None:
         return None
-    fw, vendor = str(producer.get("framework", "unknown")), str(producer.get("vendor", "unknown"))
+    fw, vendor = producer.framework or "unknown", producer.vendor or "unknown"
     return {"framework": FRAMEWORK_NAMES.get(fw, fw), "vendor": VENDOR_NAMES.get(vendor, vendor),
-            "evidence": [str(e) for e in producer.get("evidence") or ()]}
+            "evidence": list(producer.evidence)}
 
 
 def render_analysis_html(
-    analysis_doc: dict[str, Any], out: Path, inputs: Sequence[Path | str] = (),
+    analysis_doc: TraceDoc | Mapping[str, Any], out: Path, inputs: Sequence[Path | str] = (),
     memory_series: Mapping[str, tuple[Sequence[float], Sequence[int]]] | None = None,
 ) -> None:
-    """Write the analysis page for ``analysis_doc`` to ``out`` (atomically, through
+    """Write the analysis page for ``analysis_doc`` (``analyze --json``'s document: the analysis, its
+    "findings" and "rules") to ``out`` (atomically, through
     :func:`~tfprof_towers.rundir.outputs.write_output`: never over a device, an input or a run's file);
     ``memory_series``: per device, its bytes in use over time (:func:`.trace.memory_peaks.timelines`),
     drawn in the Memory section."""
-    view = analysis_view(analysis_doc)
-    view["memory_rows"] = timelines_view(analysis_doc.get("memory") or {}, memory_series or {})
-    view["memory_note"] = (analysis_doc.get("memory") or {}).get("note", "")
+    doc = as_trace_doc(analysis_doc)
+    # the trace rules' findings and status beside the analysis (none in a bare analysis)
+    view = analysis_view(doc, analysis_doc.get("findings") or (), analysis_doc.get("rules") or ())
+    view["memory_rows"] = timelines_view(doc.memory, memory_series or {})
+    view["memory_note"] = doc.memory.note or ""
     text = environment().get_template("analysis.html").render(**view)
     write_output(Path(out), text, inputs, "--html")

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfprof_towers.analysis.cluster_view import short_task
+from tfprof_towers.rundir.summary import SummaryEntry
 
 LOOPBACK_MODE = ("loopback: every task ran on this machine at 127.0.0.1 (TensorFlow's gRPC servers listened "
                  "on every interface while the run lasted)")
@@ -33,18 +34,18 @@ def step_grid(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def cluster_views(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def cluster_views(entries: Sequence[SummaryEntry]) -> list[dict[str, Any]]:
     """One view per cluster variant (ok or failed), in the report's order."""
     out = []
     for e in entries:
-        c = e.get("cluster")
+        c = e.cluster
         if not c:
             continue
         attempts = list(c.get("attempts") or ())
         out.append({
-            "name": e["name"], "status": e["status"], "error": e.get("error"), "family": c.get("family"),
+            "name": e.name, "status": e.status, "error": e.error, "family": c.get("family"),
             "mode": _mode(c), "failed_task": c.get("failed_task"), "tasks": list(c.get("tasks") or ()),
-            "attempts": attempts if len(attempts) > 1 or e["status"] != "ok" else [],
+            "attempts": attempts if len(attempts) > 1 or not e.ok else [],
             "network": list(c.get("network") or ()), "network_note": c.get("network_note") or "",
             "grid": step_grid(c.get("steps") or ()), "stragglers": list(c.get("stragglers") or ()),
             "params": c.get("straggler_params") or {}, "notes": [str(n) for n in c.get("notes") or ()],

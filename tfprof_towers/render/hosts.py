@@ -16,6 +16,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from tfprof_towers.rundir.trace_doc import TaskStep, TraceDoc, as_trace_doc
 from tfprof_towers.vocab.device_names import is_accelerator_plane
 from tfprof_towers.vocab.fmt import fmt_seconds
 from tfprof_towers.vocab.textcap import visible
@@ -75,20 +76,17 @@ def _natural(text: str) -> list[Any]:
     return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
 
 
-def busy_s(step: Mapping[str, Any]) -> float:
+def busy_s(step: TaskStep) -> float:
     """A host's step time less its time inside collectives: how long it took to reach the all-reduce.
     In a synchronous job every host leaves the all-reduce together, so their step windows are alike;
     what a straggler's shows is a longer time before it arrives (the others wait in collectives)."""
-    return float(step["end_s"]) - float(step["start_s"]) - float(step.get("collective_s") or 0.0)
+    return float(step.end_s) - float(step.start_s) - float(step.collective_s or 0.0)
 
 
-def host_steps(doc: Mapping[str, Any]) -> list[HostSteps]:
+def host_steps(doc: TraceDoc | Mapping[str, Any]) -> list[HostSteps]:
     """The hosts (tasks) that have steps, sorted by task; each step's time is :func:`busy_s`."""
-    hosts = [
-        HostSteps(str(t.get("task") or ""), str(t.get("host") or ""),
-                  {int(s["step"]): busy_s(s) for s in t.get("steps") or ()})
-        for t in doc.get("tasks") or ()
-    ]
+    hosts = [HostSteps(str(t.task or ""), str(t.host or ""), {int(s.step): busy_s(s) for s in t.steps})
+             for t in as_trace_doc(doc).tasks]
     return sorted((h for h in hosts if h.times), key=lambda h: (_natural(h.task), _natural(h.host)))
 
 
@@ -97,17 +95,18 @@ def on_task(device: str, task: str) -> bool:
     return bool(task) and (device == task or device.startswith(task.rstrip("/") + "/"))
 
 
-def accelerator_wall(doc: Mapping[str, Any], host: HostSteps) -> dict[str, float]:
+def accelerator_wall(doc: TraceDoc | Mapping[str, Any], host: HostSteps) -> dict[str, float]:
     """Per wall category, seconds per step of ``host``'s accelerators, averaged over them (a host of 8
     GPUs and one of 4 compare per GPU)."""
-    scale = 1.0 if doc.get("per_step") else 1.0 / max(len(host.times), 1)
+    doc = as_trace_doc(doc)
+    scale = 1.0 if doc.per_step else 1.0 / max(len(host.times), 1)
     out: dict[str, float] = {}
     n = 0
-    for name, d in (doc.get("devices") or {}).items():
+    for name, d in doc.devices.items():
         if not (on_task(name, host.task) and is_accelerator_plane(name)):
             continue
         n += 1
-        for category, s in (d.get("wall") or {}).items():
+        for category, s in (d.wall or {}).items():
             out[category] = out.get(category, 0.0) + float(s or 0.0) * scale
     return {c: v / n for c, v in out.items()} if n else out
 
@@ -118,13 +117,13 @@ def category_diffs(fast: Mapping[str, float], slow: Mapping[str, float]) -> list
     return sorted((r for r in rows if r.fastest_s or r.slowest_s), key=lambda r: -r.diff_s)
 
 
-def failed_hosts(doc: Mapping[str, Any]) -> list[dict[str, str]]:
-    keys = ("host", "file", "reason")
-    return [{k: str(f.get(k) or "") for k in keys} for f in doc.get("failed_hosts") or ()]
+def failed_hosts(doc: TraceDoc) -> list[dict[str, str]]:
+    return [{"host": f.host, "file": f.file, "reason": f.reason} for f in doc.failed_hosts or ()]
 
 
-def hosts_view(doc: Mapping[str, Any]) -> HostsView | None:
+def hosts_view(doc: TraceDoc | Mapping[str, Any]) -> HostsView | None:
     """The Hosts section of ``doc``, or None when fewer than two hosts have steps."""
+    doc = as_trace_doc(doc)
     hosts = host_steps(doc)
     if len(hosts) < 2:
         return None

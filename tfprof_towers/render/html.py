@@ -29,6 +29,8 @@ from tfprof_towers.render.projection import projection_view
 from tfprof_towers.render.scaling import scaling_view
 from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.paths import RunDir, atomic_write_text
+from tfprof_towers.rundir.records import Topology
+from tfprof_towers.rundir.summary import Summary, SummaryEntry
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import categories
 from tfprof_towers.vocab.textcap import has_invisible, visible
@@ -74,45 +76,46 @@ def assets() -> dict[str, Markup]:
 # View model
 
 
-def _device_order(devices: Sequence[str], topology: Mapping[str, Any]) -> list[str]:
-    host = topology.get("host")
-    accels = list(topology.get("accelerators") or ())
-    rank = {d: i for i, d in enumerate([host, *accels])}
+def as_summary(summary: Summary | Mapping[str, Any]) -> Summary:
+    """``summary`` typed: a ``summary.json`` document is read as the report would load it."""
+    return summary if isinstance(summary, Summary) else Summary.from_json(summary)
+
+
+def _device_order(devices: Sequence[str], topology: Topology | None) -> list[str]:
+    order = [] if topology is None else [topology.host, *topology.accelerators]
+    rank = {d: i for i, d in enumerate(order)}
     return sorted(devices, key=lambda d: (rank.get(d, len(rank)), d))
 
 
-def breakdown_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+def breakdown_rows(summary: Summary) -> list[dict[str, Any]]:
     """One row per (successful variant, device) with its median per-step wall breakdown."""
-    topology = summary.get("topology") or {}
     rows = []
-    for v in summary.get("variants") or ():
-        bd = v.get("breakdown") or {}
-        devices = bd.get("devices") or {}
-        for dev in _device_order(list(devices), topology):
+    for v in summary.variants:
+        devices = v.breakdown.devices if v.breakdown is not None else {}
+        for dev in _device_order(list(devices), summary.topology):
             d = devices[dev]
-            wall = {k: float(s) for k, s in (d.get("wall") or {}).items() if s}
-            rows.append({"variant": v["name"], "device": dev, "role": d.get("role", ""),
-                         "step_s": float(d.get("window_s") or sum(wall.values())), "wall": wall})
+            wall = {k: float(s) for k, s in d.wall.items() if s}
+            rows.append({"variant": v.name, "device": dev, "role": d.role or "",
+                         "step_s": float(d.window_s or sum(wall.values())), "wall": wall})
     return rows
 
 
-def idle_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+def idle_rows(summary: Summary) -> list[dict[str, Any]]:
     """Per (variant, accelerator) with an idle split in its breakdown: idle, host wait, kernel wait, other."""
     rows = []
-    for v in summary.get("variants") or ():
-        devices = (v.get("breakdown") or {}).get("devices") or {}
+    for v in summary.variants:
+        devices = v.breakdown.devices if v.breakdown is not None else {}
         for dev, d in devices.items():
-            split = d.get("idle_split")
-            if not isinstance(split, Mapping):
+            if d.idle_split is None:
                 continue
-            rows.append({"variant": v["name"], "device": dev, "idle": (d.get("wall") or {}).get("idle"),
-                         **{k: split.get(k) for k in categories.IDLE_SPLIT}})
+            rows.append({"variant": v.name, "device": dev, "idle": d.idle,
+                         **{k: d.idle_split.get(k) for k in categories.IDLE_SPLIT}})
     return rows
 
 
-def math_view(summary: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], int]:
+def math_view(summary: Summary) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], int]:
     """``summary.json`` -> ``math``, its rows (none when no variant recorded a loss) and the steps shown."""
-    math = summary.get("math") or {}
+    math = summary.math or {}
     rows = [{**r, "losses": nonfinite.restore(r, "losses"), "grad_norm": nonfinite.restore(r, "grad_norm")}
             for r in math.get("variants") or ()]  # a NaN loss (null plus a flag) shown as NaN
     if not any(r.get("losses") for r in rows):
@@ -120,12 +123,11 @@ def math_view(summary: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[Mappi
     return math, rows, max(len(r.get("losses") or ()) for r in rows)
 
 
-def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> dict[str, Any]:
-    """Bytes per step from row device to column device."""
-    links = entry.get("transfers") or []
-    devices = _device_order(sorted({x for t in links for x in (t["src"], t["dst"])}), topology)
+def transfer_matrix(transfers: Sequence[Mapping[str, Any]], topology: Topology | None) -> dict[str, Any]:
+    """Bytes per step from row device to column device (``transfers``: a placement's links)."""
+    devices = _device_order(sorted({x for t in transfers for x in (t["src"], t["dst"])}), topology)
     cells: dict[tuple[str, str], dict[str, int]] = {}
-    for t in links:  # send/recv and collective (all-reduce) rows of one link add up
+    for t in transfers:  # send/recv and collective (all-reduce) rows of one link add up
         c = cells.setdefault((t["src"], t["dst"]), {"bytes_per_step": 0, "tensors": 0, "collective": 0})
         c["bytes_per_step"] += int(t["bytes_per_step"])
         c["tensors"] += int(t.get("tensors") or 0)
@@ -143,78 +145,77 @@ def transfer_matrix(entry: Mapping[str, Any], topology: Mapping[str, Any]) -> di
 
 
 def view_model(
-    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = (),
+    summary: Summary | Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = (),
     memory_series: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    topology = summary.get("topology") or {}
-    variants = list(summary.get("variants") or [])
-    by_name = {v["name"]: v for v in variants}
-    ranked = [by_name[n] for n in summary.get("ranking") or [] if n in by_name]
-    ranked += [v for v in variants if v not in ranked]
-    findings = by_severity(summary.get("findings") or [], lambda f: f["severity"])
+    summary = as_summary(summary)
+    topology = summary.topology or Topology(None, None)
+    by_name = {v.name: v for v in summary.variants}
+    ranked = [by_name[n] for n in summary.ranking if n in by_name]
+    ranked += [v for v in summary.variants if v not in ranked]
+    findings = by_severity(summary.findings, lambda f: f["severity"])
+    with_timeline = {t["variant"] for t in timelines}
     per_variant = [{
         "entry": v,
-        "matrix": transfer_matrix(v, topology),
-        "tensorboard": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard' / v['name']))} "
+        "matrix": transfer_matrix(v.transfers, summary.topology),
+        "tensorboard": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard' / v.name))} "
                        "--port 6006",
-        "chrome_trace": v.get("chrome_trace"),
-        "timeline_id": _dom_id(v["name"]),
-        "has_timeline": any(t.get("variant") == v["name"] for t in timelines),
+        "chrome_trace": v.chrome_trace,
+        "timeline_id": _dom_id(v.name),
+        "has_timeline": v.name in with_timeline,
     } for v in ranked]
     timelines = [{**t, "id": _dom_id(t["variant"])} for t in timelines]
     data = {"breakdown": {"categories": categories.legend(), "rows": breakdown_rows(summary)},
             "timelines": timelines}
-    recommendation = summary.get("recommendation") or {}
-    picked = by_name.get(recommendation.get("variant") or "")
+    recommendation = summary.recommendation
+    picked = by_name.get(recommendation.variant or "")
     math, math_rows, math_steps = math_view(summary)
-    reason = str(recommendation.get("reason") or "")
+    reason = recommendation.reason
     return {
         # excluded variants the reason does not already name
-        "not_recommended": {n: why for n, why in (recommendation.get("excluded") or {}).items()
-                            if f"{n} " not in reason},
+        "not_recommended": {n: why for n, why in recommendation.excluded.items() if f"{n} " not in reason},
         "math": math,
         "math_rows": math_rows,
         "math_steps": math_steps,
         "idle_rows": idle_rows(summary),
         "summary": summary,
-        "title": f"tfprof-towers report — {Path(str(summary.get('run_dir') or run_root)).name}",
-        "baseline": registry.baseline_of(picked),
-        "rec_is_baseline": bool(picked) and registry.is_baseline(picked["name"], picked.get("source")),
+        "title": f"tfprof-towers report — {Path(summary.run_dir or str(run_root)).name}",
+        "baseline": registry.baseline_name(picked.family if picked is not None else registry.TF1_GRAPH),
+        "rec_is_baseline": picked is not None and picked.baseline,
         "trace_errors": trace_errors(ranked),
         "topology": topology,
         "ranked": ranked,
-        "ok": [v for v in ranked if v["status"] == "ok"],
+        "ok": [v for v in ranked if v.ok],
         "projection": projection_view(summary, ranked),
-        "scaling": scaling_view(summary),
+        "scaling": scaling_view(summary.scaling),
         "memory": memory_view(summary, memory_series),
         "clusters": cluster_views(ranked),
-        "failed": [v for v in ranked if v["status"] not in ("ok", "skipped")],
+        "failed": [v for v in ranked if v.status not in ("ok", "skipped")],
         "per_variant": per_variant,
         "findings": findings,
         # the trace rules' findings, per variant (below the run's own rules)
-        "trace_findings": [(v["name"], v.get("trace_findings") or []) for v in ranked
-                           if v.get("trace_findings")],
+        "trace_findings": [(v.name, v.trace_findings) for v in ranked if v.trace_findings],
         "recommendation": recommendation,
-        "rules": summary.get("rules") or [],
-        "link_models": summary.get("link_models") or [],
+        "rules": summary.rules,
+        "link_models": summary.link_models,
         "categories": categories.legend(),
         "data": data,
-        "logical": topology.get("kind") == "logical-cpu",
-        "stand_in_why": recommend.stand_in_why(summary),
+        "logical": topology.kind == "logical-cpu",
+        "stand_in_why": recommend.STAND_IN.get(topology.kind or ""),
         "run_root": str(run_root),
         "tensorboard_all": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard'))} --port 6006",
     }
 
 
-def trace_errors(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+def trace_errors(entries: Sequence[SummaryEntry]) -> list[dict[str, str]]:
     """Why each successful variant has no trace breakdown (for the empty breakdown section)."""
     out = []
     for v in entries:
-        if v.get("status") != "ok":
+        if not v.ok:
             continue
-        error = (v.get("breakdown") or {}).get("error")
-        if error or not v.get("xplane_files"):
-            out.append({"variant": v["name"], "error": error or "no trace file was recorded"})
+        error = v.breakdown.error if v.breakdown is not None else None
+        if error or not v.xplane_files:
+            out.append({"variant": v.name, "error": error or "no trace file was recorded"})
     return out
 
 
@@ -224,7 +225,7 @@ def _dom_id(name: str) -> str:
 
 
 def render_report_text(
-    summary: Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = (),
+    summary: Summary | Mapping[str, Any], run_root: Path, timelines: Sequence[Mapping[str, Any]] = (),
     memory_series: Mapping[str, Any] | None = None,
 ) -> str:
     return environment().get_template("report.html").render(
@@ -232,7 +233,7 @@ def render_report_text(
 
 
 def render_report(
-    summary: Mapping[str, Any], run_dir: RunDir | Path, timelines: Sequence[Mapping[str, Any]] = (),
+    summary: Summary | Mapping[str, Any], run_dir: RunDir | Path, timelines: Sequence[Mapping[str, Any]] = (),
     memory_series: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``RUN_DIR/report.html`` (atomically) and return its path; ``memory_series``: per variant, its

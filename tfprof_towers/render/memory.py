@@ -14,6 +14,9 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from tfprof_towers.rundir.projection_doc import MemoryFit, ProjectionMemory, ProjectionSummary
+from tfprof_towers.rundir.summary import Summary
+from tfprof_towers.rundir.trace_doc import MemoryDoc
 from tfprof_towers.vocab.device_names import short_device
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib, fmt_seconds
 
@@ -79,15 +82,15 @@ def timeline_svg(device: str, times_s: Sequence[float], in_use: Sequence[int], c
     return Markup("".join(out))
 
 
-def timelines_view(memory_doc: Mapping[str, Any], series: Mapping[str, tuple[Sequence[float], Sequence[int]]]
+def timelines_view(memory: MemoryDoc, series: Mapping[str, tuple[Sequence[float], Sequence[int]]]
                    ) -> list[dict[str, Any]]:
-    """Per device of ``memory_doc`` (``analyze --json``'s ``memory``) with a series: its name, figures
+    """Per allocator of ``memory`` (``analyze --json``'s ``memory``) with a series: its name, figures
     and chart."""
     rows = []
-    for device, d in (memory_doc.get("devices") or {}).items():
+    for device, d in memory.devices.items():
         times, in_use = series.get(device, ((), ()))
         rows.append({"device": device, "d": d, "svg": timeline_svg(
-            device, times, in_use, d.get("capacity_bytes"), int(d["peak_bytes"]), float(d["peak_time_s"]))})
+            device, times, in_use, d.capacity_bytes, int(d.peak_bytes), float(d.peak_time_s))})
     return rows
 
 
@@ -137,21 +140,21 @@ def peaks_svg(variant: str, bars: Sequence[Mapping[str, Any]], capacity: int | N
     return Markup("".join(out))
 
 
-def memory_view(summary: Mapping[str, Any],
+def memory_view(summary: Summary,
                 series: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[int]]]] | None = None
                 ) -> dict[str, Any] | None:
-    """The report's Memory section: per variant, each device's peak (``variants[].memory``, read typed)
-    against the target's capacity, its fit verdict (the projection's), and its measured timelines
-    (``series``: variant -> device -> (seconds, bytes in use)); None when no variant has a figure."""
-    from tfprof_towers.rundir.summary import MemoryPeak, estimate_gap
+    """The report's Memory section: per variant, each device's peak (``variants[].memory``) against the
+    target's capacity, its fit verdict (the projection's), and its measured timelines (``series``:
+    variant -> device -> (seconds, bytes in use)); None when no variant has a figure."""
+    from tfprof_towers.rundir.summary import estimate_gap
     from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 
-    projection = summary.get("projection") or {}
-    fits = {str(v.get("name")): v.get("memory_fit") or {} for v in projection.get("variants") or ()}
+    projection = summary.projection or ProjectionSummary()
+    fits = {r.name: r.memory_fit for r in projection.variants if r.memory_fit}
     series = series or {}
     rows = []
-    for v in summary.get("variants") or ():
-        memory = {d: MemoryPeak.from_json(r) for d, r in (v.get("memory") or {}).items()}
+    for v in summary.variants:
+        memory = v.memory
         if not memory:
             continue
         devices = sorted(memory, key=device_sort_key)
@@ -159,36 +162,35 @@ def memory_view(summary: Mapping[str, Any],
         caps = {memory[d].capacity_bytes for d in shown if memory[d].capacity_bytes}
         bars = [{"device": d, "peak_bytes": memory[d].calibrated_peak_bytes or memory[d].peak_bytes,
                  "basis": memory[d].basis, "fits": memory[d].fits} for d in shown]  # a verdict's own peak
-        name = str(v["name"])
-        fit = fits.get(name, {})
         timelines = []
-        for d, (t, b) in (series.get(name) or {}).items():
+        for d, (t, b) in series.get(v.name, {}).items():
             if len(b):
                 top = max(b)
                 cap = memory[d].capacity_bytes if d in memory else None
                 timelines.append({"device": d, "svg": timeline_svg(d, t, b, cap, top, t[list(b).index(top)])})
+        fit = MemoryFit.of(fits.get(v.name))
         rows.append({
-            "variant": name,
+            "variant": v.name,
             "devices": [{"device": d, "row": memory[d], "apart": memory[d].estimate_vs_measured}
                         for d in devices],
-            "svg": peaks_svg(name, bars, max(caps) if len(caps) == 1 else None),
-            "verdict": fits.get(name, {}).get("verdict") or "",
+            "svg": peaks_svg(v.name, bars, max(caps) if len(caps) == 1 else None),
+            "verdict": fit.verdict,
             "gap": gap.text() if (gap := estimate_gap(memory)) is not None else "",
-            "fits": fits.get(name, {}).get("fits"),
-            "may_not_fit": fit.get("may_not_fit") is True,  # only the low end of the range fits
-            "why": fits.get(name, {}).get("why") or "",
+            "fits": fit.fits,
+            "may_not_fit": fit.may_not_fit,  # only the low end of the range fits
+            "why": fit.why,
             "timelines": timelines,
         })
-    keras = (summary.get("config") or {}).get("keras_model")
+    keras = summary.config.keras_model if summary.config is not None else None
     if not rows and not keras:
         return None
-    mem = projection.get("memory") or {}
+    mem = ProjectionMemory.of(projection.memory)
     return {
         "rows": rows,
-        "hardware": projection.get("hardware"),
-        "basis": mem.get("basis"),
-        "headroom_why": mem.get("headroom_why"),
-        "note": mem.get("note"),
+        "hardware": projection.hardware,
+        "basis": mem.basis,
+        "headroom_why": mem.headroom_why,
+        "note": mem.note,
         "keras": (f"Not estimated for --keras-model ({keras}): the model's projection has no memory "
                   "estimate (see its section); only the memory this run measured (its allocators' events) "
                   "is shown.")

@@ -1,6 +1,6 @@
 """View model of report.html's "Measured here vs projected on HARDWARE" section.
 
-Input: ``summary["projection"]`` (the compact form ``pipeline.compact_projection``
+Input: ``summary.projection`` (the compact form ``pipeline.compact_projection``
 writes into summary.json) next to the measured variants.  Output: plain
 strings and numbers for the template, which autoescapes them; nothing here
 returns markup.  Every projected number the template shows sits in a column
@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from tfprof_towers.rundir.projection_doc import ProjectionPreset, ProjectionRow, ProjectionSummary
+from tfprof_towers.rundir.records import Topology
+from tfprof_towers.rundir.summary import Summary, SummaryEntry
 
 _LINK_NUMBERS = (("bandwidth_gbs", "{} GB/s per direction"), ("efficiency", "× {} efficiency"),
                  ("latency_us", "{} µs latency"))
@@ -28,37 +32,36 @@ PROFILE_PARTS = (("host", "host CPU"), ("accelerator", "accelerators"),
                  ("host_link", "host↔accelerator link"), ("peer", "accelerator↔accelerator"))
 
 
-def projection_view(summary: Mapping[str, Any], ranked: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def projection_view(summary: Summary, ranked: Sequence[SummaryEntry]) -> dict[str, Any] | None:
     """``None`` without a projection; ``{"error": ...}`` for an unreadable one; else the section's data."""
-    proj = summary.get("projection")
-    if not proj:
+    proj = summary.projection
+    if proj is None:
         return None
-    if proj.get("error"):
-        return {"error": str(proj["error"]), "hardware": proj.get("hardware")}
-    topology = summary.get("topology") or {}
-    rec = summary.get("recommendation") or {}
-    measured_rec = rec.get("measured_pick") if rec.get("basis") == "projected" else rec.get("variant")
+    if proj.error:
+        return {"error": proj.error, "hardware": proj.hardware}
+    rec = summary.recommendation
+    measured_rec = rec.measured_pick if rec.is_projected else rec.variant
     return {
         "error": None,
-        "hardware": proj["hardware"],
-        "here": here_text(topology),
-        "here_short": here_short(topology),
+        "hardware": proj.hardware,
+        "here": here_text(summary.topology),
+        "here_short": here_short(summary.topology),
         "rows": comparison_rows(ranked, proj, measured_rec),
-        "recommendation": proj.get("recommendation") or {},
+        "recommendation": proj.recommendation,
         "measured_recommendation": measured_rec,
-        "assumptions": list(proj.get("assumptions") or ()),
-        "calibrated": [str(c).replace("_", " ") for c in proj.get("calibrated") or ()],
-        "calibration_notes": list(proj.get("calibration_notes") or ()),
-        "preset": proj.get("preset") or {},
-        "tensorflow": proj.get("tensorflow"),
-        "profile": profile_view(proj.get("profile") or {}),
+        "assumptions": list(proj.assumptions),
+        "calibrated": [c.replace("_", " ") for c in proj.calibrated],
+        "calibration_notes": list(proj.calibration_notes),
+        "preset": proj.preset or ProjectionPreset(),
+        "tensorflow": proj.tensorflow,
+        "profile": profile_view(proj.profile),
         "notes": mismatch_notes(summary, proj),
     }
 
 
-def here_short(topology: Mapping[str, Any]) -> str:
-    n = len(topology.get("accelerators") or ())
-    kind = topology.get("kind")
+def here_short(topology: Topology | None) -> str:
+    n = len(topology.accelerators) if topology is not None else 0
+    kind = topology.kind if topology is not None else None
     if kind == "logical-cpu":
         return f"{n} logical CPU devices"
     if kind == "gpu":
@@ -66,37 +69,37 @@ def here_short(topology: Mapping[str, Any]) -> str:
     return f"{n} accelerator(s)"
 
 
-def here_text(topology: Mapping[str, Any]) -> str:
+def here_text(topology: Topology | None) -> str:
     short = here_short(topology)
-    if topology.get("kind") == "logical-cpu":
+    if topology is not None and topology.kind == "logical-cpu":
         return f"this machine, with {short} standing in for accelerators (they share the same CPU cores)"
     return f"this machine, on {short}"
 
 
 def comparison_rows(
-    ranked: Sequence[Mapping[str, Any]], proj: Mapping[str, Any], measured_rec: str | None
+    ranked: Sequence[SummaryEntry], proj: ProjectionSummary, measured_rec: str | None
 ) -> list[dict[str, Any]]:
     """One row per variant, measured order first, then variants only the projection has."""
-    projected = {e["name"]: e for e in proj.get("variants") or ()}
-    names = [v["name"] for v in ranked]
+    projected = {r.name: r for r in proj.variants}
+    names = [v.name for v in ranked]
     names += [n for n in projected if n not in names]
-    measured = {v["name"]: v for v in ranked}
-    projected_rec = (proj.get("recommendation") or {}).get("variant")
+    measured = {v.name: v for v in ranked}
+    projected_rec = proj.recommendation.variant
     return [_row(n, measured.get(n), projected.get(n), n == measured_rec, n == projected_rec) for n in names]
 
 
-def _row(name: str, m: Mapping[str, Any] | None, p: Mapping[str, Any] | None,
+def _row(name: str, m: SummaryEntry | None, p: ProjectionRow | None,
          measured_pick: bool, projected_pick: bool) -> dict[str, Any]:
-    ok = bool(m) and m.get("status") == "ok"
+    ok = m is not None and m.ok
     return {
         "name": name,
-        "measured_step_s": ((m or {}).get("step_time_s") or {}).get("median") if ok else None,
-        "measured_rank": (m or {}).get("rank") if ok else None,
-        "measured_note": "" if ok else ("not in this run" if m is None else f"{m.get('status')} here"),
-        "projected_step_s": (p or {}).get("projected_step_s"),
-        "projected_rank": (p or {}).get("rank"),
-        "bottleneck": (p or {}).get("bottleneck") or "",
-        "projected_note": "not projected" if p is None else (p.get("error") or ""),
+        "measured_step_s": m.median_s if ok else None,
+        "measured_rank": m.rank if ok else None,
+        "measured_note": "" if ok else ("not in this run" if m is None else f"{m.status} here"),
+        "projected_step_s": None if p is None else p.projected_step_s,
+        "projected_rank": None if p is None else p.rank,
+        "bottleneck": "" if p is None else p.bottleneck,
+        "projected_note": "not projected" if p is None else (p.error or ""),
         "measured_pick": measured_pick,
         "projected_pick": projected_pick,
     }
@@ -151,18 +154,18 @@ def _num(value: Any) -> str:
     return f"{value:,.1f}" if abs(value) >= 100 else f"{value:g}"
 
 
-def mismatch_notes(summary: Mapping[str, Any], proj: Mapping[str, Any]) -> list[str]:
+def mismatch_notes(summary: Summary, proj: ProjectionSummary) -> list[str]:
     """Where the measured run and the projection differ in what they describe."""
     notes = []
-    measured_preset = (((summary.get("config") or {}).get("preset")) or {}).get("name")
-    projected_preset = (proj.get("preset") or {}).get("name")
-    keras = (proj.get("preset") or {}).get("keras_model")  # at the model file's own sizes, as measured
-    if measured_preset and projected_preset and measured_preset != projected_preset and not keras:
-        notes.append(f"projected at the {projected_preset} preset, measured at {measured_preset}: "
+    config = summary.config
+    measured_preset = config.preset.name if config is not None and config.preset is not None else None
+    preset = proj.preset or ProjectionPreset()
+    keras = preset.keras_model  # at the model file's own sizes, as measured
+    if measured_preset and preset.name and measured_preset != preset.name and not keras:
+        notes.append(f"projected at the {preset.name} preset, measured at {measured_preset}: "
                      "compare the rankings, not the times")
-    here = len((summary.get("topology") or {}).get("accelerators") or ())
-    accel = (proj.get("profile") or {}).get("accelerator") or {}
-    there = accel.get("count") if isinstance(accel, Mapping) else None
-    if here and isinstance(there, int) and there != here:
+    here = len(summary.topology.accelerators) if summary.topology is not None else 0
+    there = proj.accelerator_count
+    if here and there is not None and there != here:
         notes.append(f"measured with {here} accelerator(s) here, projected with {there}")
     return notes

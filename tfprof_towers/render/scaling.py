@@ -16,6 +16,13 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from tfprof_towers.rundir.scaling import (
+    ProjectedPoint,
+    ProjectedVariant,
+    ScalingPoint,
+    ScalingSection,
+    ScalingVariant,
+)
 from tfprof_towers.vocab import categories
 from tfprof_towers.vocab.fmt import fmt_percent, fmt_ratio, fmt_seconds
 
@@ -33,23 +40,26 @@ GROUP_STYLE: dict[str, tuple[str, str]] = {
 }
 
 
-def _relative(p: Mapping[str, Any], first: Mapping[str, Any] | None) -> float | None:
+Point = ScalingPoint | ProjectedPoint
+
+
+def _relative(p: Point, first: Point | None) -> float | None:
     """A point's throughput in units of the 1-accelerator baseline; without a baseline, in units
     of its own smallest count's throughput per accelerator (perfect up to there, as stated)."""
-    if p.get("speedup_vs_baseline") is not None:
-        return float(p["speedup_vs_baseline"])
-    if p.get("speedup") is not None and first is not None:
-        return float(p["speedup"]) * int(first["count"])
+    if p.speedup_vs_baseline is not None:
+        return float(p.speedup_vs_baseline)
+    if p.speedup is not None and first is not None:
+        return float(p.speedup) * int(first.count)
     return None
 
 
-def _series(variant: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    ok = [p for p in variant.get("points") or () if p.get("examples_per_s")]
+def _series(variant: ScalingVariant | ProjectedVariant, kind: str) -> dict[str, Any]:
+    ok = [p for p in variant.points if p.examples_per_s]
     first = ok[0] if ok else None
-    pts = [(int(p["count"]), y) for p in ok if (y := _relative(p, first)) is not None]
-    return {"variant": str(variant["variant"]), "family": str(variant.get("family") or ""), "kind": kind,
-            "points": pts, "relative_to": "baseline" if first is not None and first.get(
-                "speedup_vs_baseline") is not None else "own"}
+    pts = [(int(p.count), y) for p in ok if (y := _relative(p, first)) is not None]
+    return {"variant": variant.variant, "family": variant.family, "kind": kind, "points": pts,
+            "relative_to": "baseline" if first is not None and first.speedup_vs_baseline is not None
+            else "own"}
 
 
 def _x(count: float, top: int) -> float:
@@ -114,30 +124,30 @@ def chart_svg(family: str, series: Sequence[Mapping[str, Any]]) -> Markup:
     return Markup("".join(out))
 
 
-def bars_svg(variant: str, points: Sequence[Mapping[str, Any]]) -> Markup | None:
+def bars_svg(variant: str, points: Sequence[ScalingPoint]) -> Markup | None:
     """A stacked bar per count of what the variant's step is made of (its ``wall_per_step``)."""
-    rows = [p for p in points if p.get("wall_per_step")]
+    rows = [(p.count, p.wall_per_step) for p in points if p.wall_per_step]
     if not rows:
         return None
-    longest = max(sum(float(v) for v in p["wall_per_step"].values()) for p in rows) or 1.0
+    longest = max(sum(float(v) for v in wall.values()) for _, wall in rows) or 1.0
     bar_w, row_h = 380, 22
     height = 16 + row_h * len(rows) + 22
     out = [f'<svg class="scaling-bars" data-variant="{escape(variant)}" viewBox="0 0 {bar_w + 190} {height}" '
            f'width="{bar_w + 190}" height="{height}" role="img" xmlns="http://www.w3.org/2000/svg">']
-    for i, p in enumerate(rows):
+    for i, (count, wall) in enumerate(rows):
         y = 8 + row_h * i
         x = 70.0
         out.append(f'<text x="64" y="{y + 14}" text-anchor="end" font-size="11">'
-                   f'{int(p["count"])} accel.</text>')
+                   f'{int(count)} accel.</text>')
         total = 0.0
         for group, (label, colour) in GROUP_STYLE.items():
-            s = float(p["wall_per_step"].get(group) or 0.0)
+            s = float(wall.get(group, 0.0))
             total += s
             w = bar_w * s / longest
             if w <= 0:
                 continue
             out.append(f'<rect class="part" data-group="{group}" x="{x:.1f}" y="{y}" width="{w:.1f}" '
-                       f'height="{row_h - 6}" fill="{colour}"><title>{escape(variant)} at {int(p["count"])}: '
+                       f'height="{row_h - 6}" fill="{colour}"><title>{escape(variant)} at {int(count)}: '
                        f'{label} {escape(fmt_seconds(s))} per step</title></rect>')
             x += w
         out.append(f'<text x="{x + 6:.1f}" y="{y + 14}" font-size="11">{escape(fmt_seconds(total))}</text>')
@@ -150,52 +160,50 @@ def bars_svg(variant: str, points: Sequence[Mapping[str, Any]]) -> Markup | None
     return Markup("".join(out))
 
 
-def _row(v: Mapping[str, Any], p: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    step = p.get("step_time_s")
-    median = step.get("median") if isinstance(step, Mapping) else step
-    spread = (f"{fmt_seconds(step.get('p10'))} – {fmt_seconds(step.get('p90'))}"
-              if isinstance(step, Mapping) and step.get("p10") is not None else "")
-    eff = p.get("efficiency_vs_baseline")
-    eff = p.get("efficiency") if eff is None else eff
-    return {"variant": str(v["variant"]), "kind": kind, "count": p.get("count"),
-            "status": p.get("status", "ok" if p.get("examples_per_s") else "failed"),
+def _row(variant: str, p: Point, kind: str) -> dict[str, Any]:
+    if isinstance(p, ScalingPoint):
+        median, step, status, note = p.step_time_s.median, p.step_time_s, p.status, p.reason
+    else:
+        median, step, note = p.step_time_s, None, p.error or p.bottleneck
+        status = "ok" if p.examples_per_s else "failed"
+    spread = (f"{fmt_seconds(step.p10)} – {fmt_seconds(step.p90)}"
+              if step is not None and step.p10 is not None else "")
+    eff = p.headline_efficiency
+    return {"variant": variant, "kind": kind, "count": p.count, "status": status,
             "step": fmt_seconds(median) if median is not None else "–", "spread": spread,
-            "examples_per_s": p.get("examples_per_s"), "speedup": fmt_ratio(p.get("speedup")),
-            "speedup_vs_baseline": fmt_ratio(p.get("speedup_vs_baseline")),
+            "examples_per_s": p.examples_per_s, "speedup": fmt_ratio(p.speedup),
+            "speedup_vs_baseline": fmt_ratio(p.speedup_vs_baseline),
             "efficiency": fmt_percent(eff, 0) if eff is not None else "–",
-            "low": eff is not None and eff < 0.9,
-            "note": p.get("reason") or p.get("error") or p.get("bottleneck") or ""}
+            "low": eff is not None and eff < 0.9, "note": note or ""}
 
 
-def scaling_view(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+def scaling_view(sc: ScalingSection | None) -> dict[str, Any] | None:
     """The Scaling section's view model; None for a run without a sweep."""
-    sc = summary.get("scaling")
-    if not isinstance(sc, Mapping):
+    if sc is None:
         return None
-    if sc.get("error"):
-        return {"error": str(sc["error"])}
-    measured = list(sc.get("variants") or ())
-    projected_doc = sc.get("projected") if isinstance(sc.get("projected"), Mapping) else None
-    projected = list((projected_doc or {}).get("variants") or ())
+    if sc.error:
+        return {"error": sc.error}
+    projected_doc = sc.projected
+    projected = projected_doc.variants if projected_doc is not None else ()
     families: dict[str, list[dict[str, Any]]] = {}
-    for v in measured:
-        families.setdefault(str(v.get("family") or ""), []).append(_series(v, "measured"))
-    for v in projected:
-        families.setdefault(str(v.get("family") or ""), []).append(_series(v, "projected"))
+    for v in sc.variants:
+        families.setdefault(v.family, []).append(_series(v, "measured"))
+    for pv in projected:
+        families.setdefault(pv.family, []).append(_series(pv, "projected"))
     charts = [{"family": fam, "svg": chart_svg(fam, ss)} for fam, ss in families.items()
               if any(s["points"] for s in ss)]
-    rows = [_row(v, p, "measured") for v in measured for p in v.get("points") or ()]
-    rows += [_row(v, p, "projected") for v in projected for p in v.get("points") or ()]
-    bars = [{"variant": str(v["variant"]), "svg": svg} for v in measured
-            if (svg := bars_svg(str(v["variant"]), v.get("points") or ())) is not None]
+    rows = [_row(v.variant, p, "measured") for v in sc.variants for p in v.points]
+    rows += [_row(v.variant, p, "projected") for v in projected for p in v.points]
+    bars = [{"variant": v.variant, "svg": svg} for v in sc.variants
+            if (svg := bars_svg(v.variant, v.points)) is not None]
     return {
-        "mode": sc.get("mode"), "counts": sc.get("counts") or [], "batch": sc.get("batch"),
-        "batch_is": sc.get("batch_is"), "label": sc.get("label"), "stand_in": bool(sc.get("stand_in")),
-        "headline_basis": sc.get("headline"), "recommendation": sc.get("recommendation"),
-        "recommendation_for": sc.get("recommendation_for"),
+        "error": None, "mode": sc.mode, "counts": sc.counts, "batch": sc.batch,
+        "batch_is": sc.batch_is, "label": sc.label, "stand_in": sc.stand_in,
+        "headline_basis": sc.headline, "recommendation": sc.recommendation,
+        "recommendation_for": sc.recommendation_for,
         "projected": projected_doc, "charts": charts, "rows": rows, "bars": bars,
-        "growth": [(str(v["variant"]), t) for v in measured for t in v.get("growth") or ()],
-        "measured_headlines": [v["headline"] for v in measured if v.get("headline")],
-        "projected_headlines": [v["headline"] for v in projected if v.get("headline")],
-        "notes": list(sc.get("notes") or ()) + list((projected_doc or {}).get("notes") or ()),
+        "growth": [(v.variant, t) for v in sc.variants for t in v.growth],
+        "measured_headlines": [v.headline for v in sc.variants if v.headline],
+        "projected_headlines": [v.headline for v in projected if v.headline],
+        "notes": [*sc.notes, *(projected_doc.notes if projected_doc is not None else ())],
     }

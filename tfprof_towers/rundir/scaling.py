@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.rundir.fields import Fields
+from tfprof_towers.rundir.fields import Fields, Record, if_none, meta
 from tfprof_towers.rundir.paths import RunDir
 
 SCALING_JSON = "scaling.json"
@@ -34,7 +34,164 @@ def point_name(variant: str, count: int) -> str:
     return f"{variant}{AT}{count}"
 
 
+def _counts(f: Fields, key: str) -> tuple[int, ...]:
+    return tuple(int(c) for c in (f.numbers(key) or ()))
 
+
+def _ints(counts: tuple[int, ...]) -> list[int]:
+    return list(counts)
+
+
+# ------------------------------------------------------------------------------------------
+# summary.json -> scaling: the sweep's curves (analysis.scaling builds them, the report reads them)
+
+
+@dataclass(frozen=True)
+class StepSpread(Record):
+    """A measured point's step time: the median and the p10-p90 spread (seconds)."""
+
+    median: float | None = None
+    p10: float | None = None
+    p90: float | None = None
+
+
+@dataclass(frozen=True)
+class ScalingPoint(Record):
+    """``scaling.variants[].points[]``: one variant measured at one count, with its speedups."""
+
+    count: int
+    status: str = "ok"
+    step_time_s: StepSpread = meta(factory=StepSpread)
+    global_batch: int | None = None
+    examples_per_s: float | None = None
+    speedup: float | None = None  # over the variant's own smallest count
+    speedup_vs_baseline: float | None = None  # over the family's 1-accelerator baseline
+    efficiency: float | None = None
+    efficiency_basis: str | None = None  # "baseline" | "own"
+    efficiency_vs_baseline: float | None = None
+    wall_per_step: Mapping[str, float] | None = None  # analysis.scaling.GROUPS -> seconds per step
+    reason: str | None = meta(None, omit=if_none)  # failed or skipped: why
+
+    @property
+    def headline_efficiency(self) -> float | None:
+        """The efficiency against the baseline where there is one, else against its own smallest count."""
+        return self.efficiency if self.efficiency_vs_baseline is None else self.efficiency_vs_baseline
+
+
+@dataclass(frozen=True)
+class ProjectedPoint(Record):
+    """``scaling.projected.variants[].points[]``: one variant projected at one count."""
+
+    count: int
+    step_time_s: float | None = None
+    global_batch: int | None = None
+    examples_per_s: float | None = None
+    speedup: float | None = None
+    speedup_vs_baseline: float | None = None
+    efficiency: float | None = None
+    efficiency_basis: str | None = None
+    efficiency_vs_baseline: float | None = None
+    bottleneck: str | None = None
+    bottleneck_kind: str | None = None
+    error: str | None = meta(None, omit=if_none)
+
+    @property
+    def headline_efficiency(self) -> float | None:
+        return self.efficiency if self.efficiency_vs_baseline is None else self.efficiency_vs_baseline
+
+
+@dataclass(frozen=True)
+class ScalingVariant(Record):
+    """``scaling.variants[]``: one variant's measured curve, what grew, and its headline."""
+
+    variant: str
+    family: str = ""
+    baseline: bool = False
+    points: tuple[ScalingPoint, ...] = ()
+    growth: tuple[str, ...] = ()
+    headline: str | None = None
+
+
+@dataclass(frozen=True)
+class ProjectedVariant(Record):
+    """``scaling.projected.variants[]``: one variant's projected curve and its headline."""
+
+    variant: str
+    family: str = ""
+    baseline: bool = False
+    points: tuple[ProjectedPoint, ...] = ()
+    headline: str | None = None
+
+
+@dataclass(frozen=True)
+class BestPick(Record):
+    """At one count, the variant with the highest throughput there."""
+
+    count: int
+    variant: str
+
+
+@dataclass(frozen=True)
+class ProjectedScaling(Record):
+    """``scaling.json`` -> ``projected`` (and ``summary.json`` -> ``scaling.projected``): the projected
+    curves on a hardware profile, or only ``hardware``, ``preset`` and ``error`` when it failed."""
+
+    hardware: str | None = None
+    preset: str | None = None
+    mode: str | None = None
+    label: str | None = None
+    variants: tuple[ProjectedVariant, ...] = ()
+    best_by_count: tuple[BestPick, ...] = ()
+    recommendation: str | None = None
+    notes: tuple[str, ...] = ()
+    error: str | None = meta(None, omit=if_none)
+    WHERE = "scaling.json: projected"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"hardware": self.hardware, "preset": self.preset, "error": self.error}
+        return super().to_json()
+
+
+@dataclass(frozen=True)
+class RecommendationFor(Record):
+    """The count the run's recommendation is for, and what the sweep says of the other counts."""
+
+    variant: str
+    count: int
+    unit: str
+    basis: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ScalingSection(Record):
+    """``summary.json`` -> ``scaling``: the measured curves, the projected ones beside them, and the
+    count-dependent pick; only ``error`` when ``scaling.json`` could not be read."""
+
+    mode: str | None = None
+    counts: tuple[int, ...] = meta((), read=_counts, write=_ints)
+    batch: int | None = None
+    batch_is: str | None = None  # "per replica" (weak) or "global" (strong)
+    label: str | None = None  # "measured here" or the CPU stand-in's
+    variants: tuple[ScalingVariant, ...] = ()
+    best_by_count: tuple[BestPick, ...] = ()
+    recommendation: str | None = None  # analysis.scaling.count_recommendation
+    notes: tuple[str, ...] = ()
+    stand_in: bool = False  # measured on logical CPU devices
+    projected: ProjectedScaling | None = None
+    headline: str = "measured"  # which curve is the headline: "measured" or "projected"
+    recommendation_for: RecommendationFor | None = None
+    error: str | None = meta(None, omit=if_none)
+    WHERE = "summary.json: scaling"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": self.error} if self.error is not None else super().to_json()
+
+    @property
+    def projected_ok(self) -> ProjectedScaling | None:
+        """The projected curves, None where there are none or they failed."""
+        return self.projected if self.projected is not None and self.projected.error is None else None
 
 
 @dataclass(frozen=True)
@@ -85,7 +242,7 @@ class ScalingDoc:
     counts: tuple[int, ...]
     batch: int
     points: tuple[PlannedPoint, ...] = ()
-    projected: Mapping[str, Any] | None = None  # analysis.scaling.projected_section, or {"error": ...}
+    projected: ProjectedScaling | None = None  # analysis.scaling.projected_section, or its error
     notes: tuple[str, ...] = ()
     finished: bool = False
     schema: int = SCALING_SCHEMA
@@ -93,18 +250,17 @@ class ScalingDoc:
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.schema, "mode": self.mode, "counts": list(self.counts), "batch": self.batch,
                 "points": [p.to_json() for p in self.points],
-                "projected": None if self.projected is None else dict(self.projected),
+                "projected": None if self.projected is None else self.projected.to_json(),
                 "notes": list(self.notes), "finished": self.finished}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = SCALING_JSON) -> ScalingDoc:
         f = Fields.of(doc, where)
         counts = tuple(int(c) for c in (f.numbers("counts") or ()))
-        projected = f.obj("projected")
         return cls(mode=f.choice("mode", ("weak", "strong"), required=True) or "weak", counts=counts,
                    batch=f.integer("batch", required=True) or 0,
                    points=tuple(PlannedPoint.from_fields(p) for p in f.objects("points")),
-                   projected=None if projected is None else dict(projected.data), notes=f.texts("notes"),
+                   projected=f.obj_as("projected", ProjectedScaling.from_fields), notes=f.texts("notes"),
                    finished=f.flag("finished"),
                    schema=f.integer("schema", default=SCALING_SCHEMA) or SCALING_SCHEMA)
 

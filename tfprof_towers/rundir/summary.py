@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from tfprof_towers.rundir import nonfinite
+from tfprof_towers.rundir.docview import coerce
 from tfprof_towers.rundir.fields import (
     Fields,
     Record,
@@ -24,6 +25,7 @@ from tfprof_towers.rundir.fields import (
     meta,
 )
 from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import (
     OK,
     STATUSES,
@@ -34,6 +36,8 @@ from tfprof_towers.rundir.records import (
     VariantRecord,
     check_devices,
 )
+from tfprof_towers.rundir.scaling import ScalingSection
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.device_names import device_role
@@ -247,7 +251,7 @@ class SummaryEntry(Record):
     grad_norm: float | None = meta(None, read=nonfinite.read_number)  # step 1's global norm, before clipping
     random_ops: tuple[str, ...] = meta((), omit=if_empty)  # the step draws random numbers: not compared
     rank: int | None = None
-    breakdown: Mapping[str, Any] | None = None  # the trace analysis per step, or {"error": ...}
+    breakdown: TraceDoc | None = None  # the trace analysis per step, or why there is none
     audit: Mapping[str, Any] | None = None  # audit.audit_variant
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
@@ -256,6 +260,10 @@ class SummaryEntry(Record):
     memory: Mapping[str, MemoryPeak] = meta(factory=dict)  # device -> its peak (pipeline.with_memory)
     WHERE = "summary.json: variants[]"
     JSON_ORDER = ("name", "source", "family")
+
+    def __post_init__(self) -> None:
+        # a step that still builds the breakdown as a dict: typed here, as summary.json would load it
+        object.__setattr__(self, "breakdown", coerce(TraceDoc, self.breakdown, "breakdown"))
 
     @property
     def ok(self) -> bool:
@@ -296,14 +304,19 @@ class Summary(Record):
     findings: tuple[Mapping[str, Any], ...] = meta((), check=_check_finding)  # advise.Finding.to_json()
     rules: tuple[Mapping[str, Any], ...] = meta((), check=_check_rule)  # advise.rules_status()
     link_models: tuple[Mapping[str, Any], ...] = ()  # the link bandwidths modeled times use
-    projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
+    projection: ProjectionSummary | None = None  # pipeline.compact_projection, or why there is none
     math: Mapping[str, Any] | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
-    scaling: Mapping[str, Any] | None = meta(None, omit=if_none)  # profile --scaling (analysis.scaling_run)
+    scaling: ScalingSection | None = meta(None, omit=if_none)  # profile --scaling (analysis.scaling_run)
     schema: int = SUMMARY_SCHEMA
     WHERE = "summary.json"
     JSON_ORDER = ("schema", "run_dir", "partial", "interrupted_by", "topology", "config", "versions",
                   "started", "finished", "ranking")
+
+    def __post_init__(self) -> None:
+        # a step that still builds these documents as dicts: typed here, as summary.json would load them
+        object.__setattr__(self, "projection", coerce(ProjectionSummary, self.projection, "projection"))
+        object.__setattr__(self, "scaling", coerce(ScalingSection, self.scaling, "scaling"))
 
     def entry(self, name: str) -> SummaryEntry | None:
         return next((e for e in self.variants if e.name == name), None)

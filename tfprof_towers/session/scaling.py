@@ -23,7 +23,15 @@ from tfprof_towers.capture.runner import Interrupted, check_free_space, nvidia_s
 from tfprof_towers.projection.scaling import powers_of_two_to
 from tfprof_towers.rundir.paths import RunDir, is_disk_error, write_json
 from tfprof_towers.rundir.records import SKIPPED, VariantRecord
-from tfprof_towers.rundir.scaling import PlannedPoint, PointRunDir, ScalingDoc, point_name, scaling_json
+from tfprof_towers.rundir.scaling import (
+    PlannedPoint,
+    PointRunDir,
+    ProjectedScaling,
+    ScalingDoc,
+    ScalingSection,
+    point_name,
+    scaling_json,
+)
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import Preset, ProfileOptions, VariantSpec
 from tfprof_towers.vocab.errors import TowersError, VariantError
@@ -223,8 +231,8 @@ def _run_scaling(request: ScalingRequest, options: ProfileOptions, run_dir: RunD
     return timing, 0
 
 
-def project(hardware: str, preset: Preset, options: ProfileOptions, mode: str, say: Say) -> Mapping[str, Any]:
-    """The projected curves, or ``{"error": why}`` (a projection that fails never costs the run)."""
+def project(hardware: str, preset: Preset, options: ProfileOptions, mode: str, say: Say) -> ProjectedScaling:
+    """The projected curves, or why there are none (a projection that fails never costs the run)."""
     from tfprof_towers.projection.scaling import project_scaling  # builds graphs in children
 
     variants = sweep_variants(options.variants)[0]
@@ -240,29 +248,26 @@ def project(hardware: str, preset: Preset, options: ProfileOptions, mode: str, s
     except Exception as exc:
         why = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         say(f"scaling projection on {hardware} failed: {why}")
-        return {"hardware": hardware, "preset": preset.name, "error": str(why)}
+        return ProjectedScaling(hardware=hardware, preset=preset.name, error=str(why))
 
 
 def scaling_lines(summary: Mapping[str, Any]) -> list[str]:
     """What the terminal says of a sweep: the count-dependent pick, each variant's headline, what grew."""
-    sc = summary.get("scaling")
-    if not isinstance(sc, Mapping):
+    doc = summary.get("scaling")  # summary.json's document, as finish_run returns it
+    if doc is None:
         return []
+    sc = ScalingSection.from_json(doc)
     lines = []
-    rec_for = sc.get("recommendation_for") or {}
-    if rec_for.get("text"):
-        lines.append(rec_for["text"][0].upper() + rec_for["text"][1:] + ".")
-    projected = sc.get("projected") or {}
-    if projected.get("recommendation"):
-        lines.append(f"Scaling, projected on {projected.get('hardware')}: {projected['recommendation']}")
-    for v in projected.get("variants") or ():
-        if v.get("headline"):
-            lines.append(f"  {v['headline']}")
-    if projected.get("error"):
-        lines.append(f"Scaling projection failed: {projected['error']}")
-    if sc.get("recommendation"):
-        lines.append(f"Scaling, {sc.get('label')}: {sc['recommendation']}")
-    for v in sc.get("variants") or ():
-        for text in v.get("growth") or ():
-            lines.append(f"  {v['variant']}: {text}")
+    if sc.recommendation_for is not None and sc.recommendation_for.text:
+        text = sc.recommendation_for.text
+        lines.append(text[0].upper() + text[1:] + ".")
+    projected = sc.projected or ProjectedScaling()
+    if projected.recommendation:
+        lines.append(f"Scaling, projected on {projected.hardware}: {projected.recommendation}")
+    lines += [f"  {v.headline}" for v in projected.variants if v.headline]
+    if projected.error:
+        lines.append(f"Scaling projection failed: {projected.error}")
+    if sc.recommendation:
+        lines.append(f"Scaling, {sc.label}: {sc.recommendation}")
+    lines += [f"  {v.variant}: {text}" for v in sc.variants for text in v.growth]
     return lines

@@ -29,8 +29,8 @@ class Preset:
 
         Per block a forward matmul and the weight gradient, plus the input gradient
         for every block but the first (``tf.gradients`` prunes that one): 3*blocks - 1
-        matmuls of [batch*dim, dim] x [dim, dim].  For ``seed`` that is 2.18 TFLOP;
-        design.md's "about 2.3" counts the pruned matmul too.
+        matmuls of [batch*dim, dim] x [dim, dim].  For ``seed`` that is 2.18 TFLOP
+        (the projection, which counts the element-wise ops too, 2.178: docs/projection.md).
         """
         rows = self.batch * self.dim
         return (3 * self.blocks - 1) * 2.0 * rows * self.dim * self.dim
@@ -42,10 +42,10 @@ PRESETS: dict[str, Preset] = {
         Preset("tiny", batch=4, dim=16, warmup=1, steps=3, profile_steps=2, variant_timeout_s=120.0,
                description="for tests: seconds per variant"),
         Preset("cpu", batch=16, dim=256, warmup=3, steps=20, profile_steps=3, variant_timeout_s=240.0,
-               description="default without GPUs: every built-in (TF1 and TF2) in under 2 minutes on 2 "
-                           "cores"),
+               description="default without GPUs: every built-in (TF1 and TF2); how long it takes: "
+                           "docs/benchmarks.md"),
         Preset("seed", batch=64, dim=1000, warmup=3, steps=20, profile_steps=3, variant_timeout_s=1800.0,
-               description="the original sizes (about 2.3 TFLOP per step): a GPU job"),
+               description="the original sizes, a GPU job (its FLOPs per step: docs/projection.md)"),
     )
 }
 
