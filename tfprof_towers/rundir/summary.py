@@ -178,8 +178,8 @@ def judged(low: int, high: int, capacity: int | None, headroom: float) -> tuple[
 
 
 #: Why a verdict says "may not fit", in one line.
-MAY_NOT_FIT_WHY = ("only if TensorFlow's CPU executor runs the step's kernels in the queue's order; an "
-                   "expensive kernel that waits in its inter-op pool keeps its inputs alive")
+MAY_NOT_FIT_WHY = ("in some of the orders TensorFlow's executor may run the step's kernels in, not in all: "
+                   "a kernel that waits for a thread, or for another device, keeps its inputs alive")
 
 
 def may_not_fit_verdict(low: int, high: int, where: str, cap: str) -> str:
