@@ -102,6 +102,9 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
     row = out.entry("single").memory[GPU0]
     assert (row.peak_bytes, row.calibrated_peak_bytes, row.fits, row.calibration) == (
         6 * GIB, 6 * GIB * 4 // 5 + 1, True, LABEL)
+    # the range spans the calibrated peak (its low end) and the estimate (no range given: its high end)
+    assert (row.estimate_low_bytes, row.estimate_high_bytes, row.may_not_fit) == (
+        6 * GIB * 4 // 5 + 1, 6 * GIB, True)
     assert Summary.from_json(out.to_json()).entry("single").memory == out.entry("single").memory
     # the report: the verdict's own peak in the chart, labelled
     from tfprof_towers.render.memory import memory_view

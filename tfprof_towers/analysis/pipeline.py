@@ -207,6 +207,7 @@ def with_calibration(summary: Summary) -> Summary:
             if key is not None:
                 memory[key] = replace(memory[key], calibrated_peak_bytes=int(r["calibrated_peak_bytes"]),
                                       calibration=label, fits=r.get("fits"), may_not_fit=r.get("may_not_fit"),
+                                      estimate_low_bytes=_bytes_or_none(r, "peak_low_bytes"),
                                       estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"))
         return replace(e, memory=memory)
 
