@@ -210,7 +210,7 @@ def test_repeated_texts_are_parsed_once_each() -> None:
 _HEAP_PROBE = r'''
 import sys
 import numpy as np
-from tfprof_towers.xplane.memory import prefer_heap
+from tfprof_towers.xplane.glibc_heap import prefer_heap
 
 def heap() -> int:
     size = 0
@@ -233,7 +233,7 @@ def test_prefer_heap_takes_big_blocks_from_the_heap() -> None:
     import subprocess
     import sys
 
-    from tfprof_towers.xplane.memory import _libc
+    from tfprof_towers.xplane.glibc_heap import _libc
 
     if _libc() is None:
         pytest.skip("not glibc")
