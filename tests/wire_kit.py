@@ -1,4 +1,4 @@
-"""Helpers shared by test_trace_wire.py and test_trace_wire_e2e.py."""
+"""Helpers shared by test_xplane_wire.py and test_xplane_wire_e2e.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The report in a real headless browser (Debian's chromium), offline.
+"""The report of the e2e tier's shared real tiny run in a real headless browser (Debian's chromium), offline.
 
+The report's charts and sections on run directories built in code are in tests/unit/test_browser.py.
 Skipped, with the reason, where ``/usr/bin/chromium`` or playwright is missing;
 ``make test`` installs chromium through the Makefile's ``browser`` target.
 Screenshots go to ``tests/output/`` (git-ignored).

@@ -1,6 +1,6 @@
 """The numpy wire-format decoders against protobuf as the oracle, on hundreds of hypothesis-made
 inputs each: events and stats in any field order, unknown fields, and the speculative chunked walk
-of lines against a plain walk.  The fixed cases are in tests/unit/test_trace_wire.py.
+of lines against a plain walk.  The fixed cases are in tests/unit/test_xplane_wire.py.
 """
 
 from __future__ import annotations
