@@ -359,7 +359,7 @@ def grappler_peaks(graph: Any, fetches: Any, work: dict[str, Any]) -> dict[str, 
 
 
 def graph_variables(graph: Any, placed: dict[str, str]) -> list[tuple[str, str, int]]:
-    """(op name, device, bytes) of each variable in a TF1 graph, on the device the projection placed it."""
+    """Each variable of a TF1 graph as (op name, device, bytes), on the device the projection placed it."""
     import tensorflow as tf
 
     out = []
@@ -390,6 +390,7 @@ def build_variant(spec: dict[str, Any], preset: Any, host: str, accelerators: tu
 
 
 def work_for(spec: dict[str, Any], preset: Any, host: str, accelerators: tuple[str, ...], kind: str):
+    """One tf1-graph variant's work on a layout: its ops, copies and memory estimate (JSON-able)."""
     graph, fetches = build_variant(spec, preset, host, accelerators, kind)
     work = extract_work(graph, fetches, host, accelerators, default_to_accelerator=(kind == "gpu"))
     placed = {op["name"]: op["device"] for op in work["ops"]}  # the target's GPUs, or the run's own devices

@@ -109,7 +109,7 @@ def winograd_eligible(op: Any) -> bool:
 
 
 def op_work(op: Any) -> tuple[float, float]:
-    """(FLOPs, bytes read + written) of one op, from static shapes (see :func:`op_cost`)."""
+    """The FLOPs and the bytes read and written of one op, from static shapes (see :func:`op_cost`)."""
     cost = op_cost(op)
     return cost.flops, cost.bytes
 
