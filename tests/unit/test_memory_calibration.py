@@ -107,7 +107,7 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
         6 * GIB * 4 // 5 + 1, 6 * GIB, True)
     assert Summary.from_json(out.to_json()).entry("single").memory == out.entry("single").memory
     # the report: the verdict's own peak in the chart, labelled
-    from tfprof_towers.render.memory import memory_view
+    from tfprof_towers.render.memory_charts import memory_view
 
     view = memory_view(Summary.from_json(out.to_json()))
     assert view is not None and view["rows"][0]["fits"] is True

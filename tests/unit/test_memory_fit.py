@@ -1,4 +1,4 @@
-"""Memory fit on the target (projection/memory.py, the projection's merging in projection/api.py, and the
+"""Memory fit on the target (projection/memory_fit.py, the projection's merging in projection/api.py, and the
 recommender): verdicts with exact numbers, the headroom's edge, profiles with and without ``memory_gb``,
 projection.json's schema, and summary.json's compact projection.
 
@@ -15,7 +15,7 @@ import pytest
 from report_kit import GPU0, GPU1, HOST, MEMORY, PROJECTION_PROFILE, make_projection, memory_estimate
 
 from tfprof_towers.projection.hardware import GIB, load_file, load_hardware
-from tfprof_towers.projection.memory import (
+from tfprof_towers.projection.memory_fit import (
     ESTIMATED,
     HEADROOM,
     NOT_CHECKED,

@@ -239,7 +239,7 @@ def projected(
 
 
 def memory_fit(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """A projected entry's memory verdict (``projection.memory.Fit.to_json``), None where it has none."""
+    """A projected entry's memory verdict (``projection.memory_fit.Fit.to_json``), None where it has none."""
     fit = entry.get("memory_fit")
     return fit if isinstance(fit, Mapping) else None
 

@@ -3,7 +3,7 @@
 Input: a variant's ``record.json`` (its ``placement`` section, see
 :mod:`tfprof_towers.capture.placement`), the run's topology, and optionally the
 variant's measured trace breakdown (``summary["variants"][i]["breakdown"]``,
-see :func:`tfprof_towers.analysis.pipeline.analyse_variant`).  Output: one JSON-able dict
+see :func:`tfprof_towers.analysis.pipeline.analyze_variant`).  Output: one JSON-able dict
 (:func:`audit_variant`) that the advice rules and the report read.  Its ``links`` hold
 measured times where the trace has device copies (GPU runs) and, always, clearly labelled
 *modeled* times at the links of the projection's hardware profile

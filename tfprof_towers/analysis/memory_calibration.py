@@ -105,7 +105,7 @@ def calibrated_fit(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any]
 
 def _verdict(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any],
              cal: Mapping[str, DeviceCalibration], headroom: float, label: str) -> dict[str, Any]:
-    """The verdict over calibrated rows, in :func:`.projection.memory.fit_of`'s words plus the label."""
+    """The verdict over calibrated rows, in :func:`.projection.memory_fit.fit_of`'s words plus the label."""
     checked = {d: r for d, r in rows.items() if r.get("capacity_bytes")}
     if not checked:
         return {**fit, "calibrated": label}

@@ -53,7 +53,7 @@ class VariantTrace:
         return analyze_trace(self.trace, self.context.kind, self.context.edge_bytes, label=self.pod.label)
 
 
-def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
+def analyze_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
     """The per-step breakdown of one variant's trace, host by host then reduced (as ``analyze``);
     ``{"error": ...}`` when that fails.
 
@@ -62,10 +62,10 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     """
     try:
         from tfprof_towers.analysis.run_traces import RunContext, analyze_logdir
-        from tfprof_towers.xplane.memory import prefer_heap
+        from tfprof_towers.xplane.glibc_heap import prefer_heap
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
-    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/glibc_heap.py)
     ctx = RunContext.of(record.to_json(), kind)
     logdir = run_dir.logdir(record.name)
     try:
@@ -82,12 +82,12 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     return VariantTrace(doc, pod, logdir, ctx)
 
 
-def analyse_traces(
+def analyze_traces(
     run_dir: RunDir, summary: Summary, records: Mapping[str, VariantRecord]
 ) -> dict[str, VariantTrace]:
     """Each successful variant's trace analysis (those whose record names trace files)."""
     kind = summary.topology.kind if summary.topology is not None else None
-    return {e.name: analyse_variant(run_dir, records[e.name], kind)
+    return {e.name: analyze_variant(run_dir, records[e.name], kind)
             for e in summary.variants if e.ok and e.xplane_files and e.name in records}
 
 

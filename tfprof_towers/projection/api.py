@@ -19,7 +19,7 @@ from typing import Any
 from tfprof_towers.advice import recommend as recommender
 from tfprof_towers.projection.calibrate import Calibration, calibrate, placement_check
 from tfprof_towers.projection.hardware import Hardware, load_hardware
-from tfprof_towers.projection.memory import ESTIMATED, HEADROOM, HEADROOM_WHY, NOT_CHECKED, with_memory
+from tfprof_towers.projection.memory_fit import ESTIMATED, HEADROOM, HEADROOM_WHY, NOT_CHECKED, with_memory
 from tfprof_towers.projection.model import GraphWork, Rates, project_work
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json, write_json
 from tfprof_towers.rundir.records import RunDoc, load_record, load_run
