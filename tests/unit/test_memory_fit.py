@@ -313,7 +313,7 @@ def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> Non
     estimate 7.6 MB (x0.95) in a range of 7.6 to 10 MB, inside; 12 MB is over 1.1 x 10 MB, outside.  A
     verdict that may not fit is yellow, named, never red."""
     from tfprof_towers.commands.console import memory_cell, peak_cell
-    from tfprof_towers.render.memory import memory_view
+    from tfprof_towers.render.memory_charts import memory_view
     from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry, estimate_gap
 
     label = "measured at the cpu preset, logical devices on this CPU"
