@@ -60,6 +60,7 @@ from benchmarks.bench_load import load_figures, report_load
 from benchmarks.bench_whole import (
     TARGET_GROWTH,
     TARGET_RSS_RATIO,
+    TARGET_WHOLE_PROTOBUF_RATIO,
     TARGET_WHOLE_XPROF_SPEEDUP,
     report_whole,
     whole_figures,
@@ -252,7 +253,7 @@ def run_benchmark(
     repeats: int = 5,
     xprof: bool = True,
     big_events: int = 5_000_000,
-    whole_repeats: int = 5,
+    whole_repeats: int = 3,
     multihost: bool = True,
     code: Path | None = None,
 ) -> dict[str, Any]:
@@ -334,6 +335,7 @@ def run_benchmark(
             "speedup_vs_xprof": TARGET_XPROF_SPEEDUP,
             "ratio_to_protobuf": TARGET_PROTOBUF_RATIO,
             "whole_speedup_vs_xprof": TARGET_WHOLE_XPROF_SPEEDUP,
+            "whole_ratio_to_protobuf": TARGET_WHOLE_PROTOBUF_RATIO,
             "rss_over_file": TARGET_RSS_RATIO,
             "growth": TARGET_GROWTH,
         },
@@ -411,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--big-events", type=int, default=5_000_000, help="the large copy-heavy trace (0: none)")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--whole-repeats", type=int, default=5)
+    p.add_argument("--whole-repeats", type=int, default=3)
     p.add_argument("--no-xprof", action="store_true")
     p.add_argument("--no-multihost", action="store_true")
     p.add_argument("--code", type=Path, help="run the whole-process figures with this checkout's package")
