@@ -26,6 +26,8 @@ Figures, each printed as a ratio against its target:
   (best, and median), events/s, the ratio to xprof on the same 1M file, its peak RSS (its
   own VmHWM at exit) divided by the file's size, and the growth from 1M to 5M -- the targets
   judged on the best runs, the least disturbed by other work on a shared machine;
+* the attribution of the copy-heavy 1M trace in-process, its devices on up to two threads (as
+  ``analyze`` runs it) and on one, alternately: whether the second thread pays here;
 * peak memory (VmHWM) of a fresh process that loads the default trace in-process, and the
   same process's figure just before loading (imports only); likewise for the bare parse;
 * multi-host: a logdir of two copy-heavy hosts of 1M events each, decoded one after the other
@@ -118,6 +120,25 @@ def time_pair(path: Path, repeats: int) -> dict[str, Any]:
             runs.append(seconds)
             del result
     return {"ours": ours, "one_thread": one, "protobuf": pb, "rows": rows, "file_bytes": path.stat().st_size}
+
+
+def time_attribution(path: Path, repeats: int) -> dict[str, Any]:
+    """The attribution of a loaded trace (:func:`~tfprof_towers.trace.attribute.attribute`) as ``analyze``
+    runs it (its devices on up to two threads) and on one thread, alternately after one untimed run of
+    each: whether the second thread pays on this machine."""
+    from tfprof_towers.trace.attribute import attribute
+    from tfprof_towers.xplane.parallel import decode_threads
+
+    trace = _ours(path)
+    attribute(trace)
+    attribute(trace, threads=1)
+    ours, one = [], []
+    for _ in range(repeats):
+        ours.append(_timed(lambda: attribute(trace))[0])
+        one.append(_timed(lambda: attribute(trace, threads=1))[0])
+    return {"threads": decode_threads(), "ours_median_s": statistics.median(ours),
+            "one_thread_median_s": statistics.median(one),
+            "speedup": statistics.median(o / t for o, t in zip(one, ours))}
 
 
 def time_frame(path: Path, repeats: int = 3) -> float:
@@ -281,6 +302,7 @@ def run_benchmark(
             copy_heavy_file(big, big_events)
         heavy_build_s = time.perf_counter() - t0
         whole = whole_figures(small, big if big_events else None, whole_repeats, code)
+        attribution = time_attribution(small, repeats)
         load = load_figures(small, whole_repeats)
         ch_xp_s, ch_xp_rows, _ = time_xprof(small, 1) if xprof else (None, None, "skipped")
         whole["xprof_s"], whole["xprof_rows"] = ch_xp_s, ch_xp_rows
@@ -328,6 +350,7 @@ def run_benchmark(
         "protobuf_peak_rss_mib": pb_peak,
         "protobuf_rss_before_mib": pb_base,
         "whole": whole,
+        "attribution": attribution,
         "load": load,
         "multihost": hosts,
         "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
@@ -387,6 +410,15 @@ def report(r: dict[str, Any]) -> str:
             f"{r['protobuf_rss_before_mib']:.0f} MiB before)"
         )
     lines += report_whole(r.get("whole"))
+    a = r.get("attribution")
+    if a:
+        n_small = (r.get("whole") or {}).get("small", {}).get("events", 0)
+        lines.append(
+            f"attribution of the copy-heavy {n_small:,}-event trace (in-process, its devices on "
+            f"{a['threads']} thread(s)): "
+            f"{a['ours_median_s'] * 1e3:.0f} ms median; on one thread "
+            f"{a['one_thread_median_s'] * 1e3:.0f} ms: {a['speedup']:.2f}x by the median of the pairs"
+        )
     lines += report_load(r.get("load"))
     lines += _report_hosts(r.get("multihost"))
     if r.get("load_avg"):
