@@ -81,15 +81,14 @@ class Launches:
         key = (c.line_host[line].astype(np.int64) << 48) | (c.corr[on_host] & ((1 << 48) - 1))
         start = c.start_ps[idx]
         end = start + c.dur_ps[idx]
-        if key.size > 1:
-            same = key[1:] == key[:-1]
-            if not ((key[1:] > key[:-1]) | (same & (start[1:] >= start[:-1]))).all():
-                order = np.lexsort((start, key))  # by key, then start; stable: the first of two as early
-                key, start, end = key[order], start[order], end[order]
-                same = key[1:] == key[:-1]
-            first = np.flatnonzero(np.r_[True, ~same])
-        else:
-            first = np.arange(key.size)
+        if key.size > 1 and not (key[1:] >= key[:-1]).all():
+            order = np.argsort(key, kind="stable")  # one key: a far cheaper sort than by (key, start)
+            key, start, end = key[order], start[order], end[order]
+        same = key[1:] == key[:-1] if key.size > 1 else np.zeros(0, dtype=bool)
+        if same.any() and not (start[1:][same] >= start[:-1][same]).all():
+            order = np.lexsort((start, key))  # an id launched twice, later first: by key, then start
+            key, start, end = key[order], start[order], end[order]
+        first = np.flatnonzero(np.r_[True, ~same]) if key.size else np.zeros(0, dtype=np.int64)
         return Launches(key[first], start[first], position, end[first])
 
     def starts(self, trace: Trace, rows: np.ndarray) -> np.ndarray:
