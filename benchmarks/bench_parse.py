@@ -414,8 +414,8 @@ def report(r: dict[str, Any]) -> str:
     if a:
         n_small = (r.get("whole") or {}).get("small", {}).get("events", 0)
         lines.append(
-            f"attribution of the copy-heavy {n_small:,}-event trace (in-process, its devices on "
-            f"{a['threads']} thread(s)): "
+            f"attribution of the copy-heavy {n_small:,}-event trace (in-process, as analyze runs it: its "
+            "devices on up to two threads, one where no second core is free): "
             f"{a['ours_median_s'] * 1e3:.0f} ms median; on one thread "
             f"{a['one_thread_median_s'] * 1e3:.0f} ms: {a['speedup']:.2f}x by the median of the pairs"
         )
