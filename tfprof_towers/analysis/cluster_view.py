@@ -24,10 +24,12 @@ between ps and workers (bytes from the graph, counts from the trace).  On loopba
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from tfprof_towers.vocab.device_names import crosses_tasks, parse_device
 
@@ -59,6 +61,7 @@ def stepping_tasks(tasks: Sequence[Mapping[str, Any]],
 
 def step_table(tasks: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (task, step) for the steps that two or more tasks ran (module docstring)."""
+    import pandas as pd  # only where two tasks' steps are compared: `analyze FILE` never needs it
     rows = [(str(t.get("task") or t.get("host") or ""), s) for t in tasks for s in t.get("steps") or ()]
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
