@@ -284,7 +284,8 @@ def _plain(line: str) -> str:
 
 def _pattern(shown: str) -> re.Pattern[str]:
     """A shown line as a pattern for a real one: a speed figure stands for any figure, ``...`` for anything
-    and a ``<placeholder>`` (``<date>``, ``<host>``) for one name (no spaces or slashes)."""
+    and a ``<placeholder>`` (``<date>``, ``<host>``) for one name (no spaces or slashes); a table's rule
+    (``-----``) for a rule of any width."""
     parts = re.split(r"(\.\.\.|" + _PLACEHOLDER.pattern + "|" + _SPEED.pattern + ")", _plain(shown))
     out = []
     for part in parts:
@@ -296,8 +297,9 @@ def _pattern(shown: str) -> re.Pattern[str]:
             out.append(r"[^\s/]+")
         elif _SPEED.fullmatch(part):
             out.append(r"\S+(?: \S+)?" if " " in part else r"\S+")
-        else:
-            out.append(re.escape(part))
+        else:  # a rule under a table's header is as wide as the column's widest figure: any width
+            out.extend("-+" if re.fullmatch(r"-{3,}", bit) else re.escape(bit)
+                       for bit in re.split(r"(-{3,})", part) if bit)
     return re.compile("".join(out))
 
 
