@@ -313,3 +313,43 @@ def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
     assert bench.parse_args([]).overhead_runs == 3
     assert bench.parse_args(["--quick"]).overhead_runs == 1
     assert bench.parse_args(["--quick", "--overhead-runs", "2"]).overhead_runs == 2
+
+
+def test_the_share_divides_by_the_categories_alone() -> None:
+    """A run's dict also holds ``tf_start_s``, ``lower_bound_s`` and the like: not in the share's total."""
+    parts = {harness.TF_STARTUP: 6.0, "graph build": 1.0, "analysis and rendering": 1.0, "timed steps": 2.0,
+             "tf_start_s": 5.0, "lower_bound_s": 5.0, "server_import_s": 4.0, "tf_imports": 1.0}
+    assert harness.own_share(parts) == pytest.approx(2.0 / 10.0)
+
+
+CLUSTER_RECORD = {"family": "cluster", "status": "ok", "wall_s": 20.0,
+                  "process_s": {"start": 4.5, "exit": 0.2},
+                  "clock_unix": {"main_start": 100.0, "main_end": 115.3},
+                  "cluster": {"attempts": [{"folder": "attempt-1"}], "tasks": [
+                      {"task": "worker:0", "phases_s": {"tf_import": 5.0, "strategy_init": 1.0, "build": 0.5,
+                                                        "first_call_placement": 2.0, "timed": 3.0,
+                                                        "wait_capture": 0.1, "profiled": 0.4,
+                                                        "wait_release": 1.5}}]}}
+
+
+def test_a_cluster_driver_s_start_and_its_task_s_start_are_process_start_not_bookkeeping(tmp_path) -> None:
+    """The driver's spawn-to-main() (the fork server's import waited out) and the lead task's start
+    (the driver's main() to the task's) are "child process start"; the wait for the driver's release
+    is the trace's collection; only the rest is bookkeeping."""
+    task = tmp_path / "attempt-1" / "tasks" / "worker-0"
+    task.mkdir(parents=True)
+    (task / "record.json").write_text('{"clock_unix": {"main_start": 101.2, "main_end": 115.0}}')
+    record = harness.with_lead_clock(CLUSTER_RECORD, tmp_path)
+    parts = harness.cluster_breakdown(record)
+    assert parts["child process start"] == pytest.approx(4.5 + 1.2)
+    assert parts[harness.TF_STARTUP] == pytest.approx(6.2) and parts["trace collection"] == 1.5
+    assert parts["child bookkeeping"] == pytest.approx(20.0 - 5.7 - 6.2 - 0.5 - 2.0 - 3.0 - 0.1 - 0.4 - 1.5)
+    assert sum(parts.values()) == pytest.approx(20.0)
+    run = harness.run_breakdown({"harness_s": {"variants": 20.0}, "tensorflow_starts": {"import_s": 4.0}},
+                                [record], 20.0)
+    assert run[harness.TF_STARTUP] == pytest.approx(10.2) and run["child process start"] == pytest.approx(1.7)
+
+
+def test_a_cluster_record_without_its_task_s_clock_keeps_the_driver_s_start() -> None:
+    assert harness.with_lead_clock(CLUSTER_RECORD, Path("/nonexistent")) is CLUSTER_RECORD
+    assert harness.cluster_breakdown(CLUSTER_RECORD)["child process start"] == pytest.approx(4.5)
