@@ -298,15 +298,38 @@ def test_the_projection_is_its_own_part_outside_the_harness_s_share() -> None:
 
 
 def test_a_cluster_variant_s_overhead_is_the_median_of_its_runs() -> None:
-    runs = [([1.10, 1.20, 1.15], [1.0] * 20),  # a loaded run: 1.15
-            ([1.02, 1.03, 1.01], [1.0] * 20),  # 1.02
-            ([2.06, 2.04, 2.0], [2.0] * 20)]  # 1.02
+    steps = overhead.ClusterSteps
+    runs = [steps((1.10, 1.20, 1.15), (1.0,) * 20, (0.3, 0.31, 0.32), (0.3, 0.3)),  # a loaded run: 1.15
+            steps((1.02, 1.03, 1.01), (1.0,) * 20, (0.33,), (0.3,)),  # 1.02; cpu 1.1
+            steps((2.06, 2.04, 2.0), (2.0,) * 20)]  # 1.02; no CPU times
     f = overhead.cluster_figures(runs)
     assert f["run_ratios"] == pytest.approx([1.15, 1.02, 1.02])
     assert f["ratio"] == pytest.approx(1.02)
     assert f["rounds"] == {"min": pytest.approx(1.02), "median": pytest.approx(1.02),
                            "max": pytest.approx(1.15), "n": 3}
     assert f["runs"] == 3 and f["steps"] == {"on": 9, "off": 60}
+    assert f["cpu_run_ratios"] == pytest.approx([0.31 / 0.3, 1.1]) and f["cpu_ratio"] == pytest.approx(
+        (0.31 / 0.3 + 1.1) / 2)
+
+
+def test_a_cluster_run_s_cpu_per_step_sums_its_stepping_tasks(tmp_path) -> None:
+    """Each step's CPU time is the sum over the tasks that timed steps (a ps task has none)."""
+    tasks = tmp_path / "attempt-2" / "tasks"
+    for name, doc in {"worker-0": {"step_times_s": [1.0], "step_cpu_s": [0.5, 0.25]},
+                      "worker-1": {"step_times_s": [1.0], "step_cpu_s": [0.25, 0.5, 9.0]},
+                      "ps-0": {"phases_s": {"serving": 3.0}}}.items():
+        (tasks / name).mkdir(parents=True)
+        (tasks / name / "record.json").write_text(json.dumps(doc))
+    docs = overhead.task_records(tmp_path, {"cluster": {"attempts": [{"folder": "attempt-1"},
+                                                                     {"folder": "attempt-2"}]}})
+    assert len(docs) == 2
+    assert overhead.summed_per_step([d["step_cpu_s"] for d in docs]) == (0.75, 0.75)
+    assert overhead.summed_per_step([[0.5], []]) == ()
+
+
+def test_a_cluster_overhead_run_profiles_as_many_steps_as_it_times() -> None:
+    argv = overhead.cluster_steps_argv(bench.parse_args([]), "multi_worker")
+    assert argv[argv.index("--profile-steps") + 1] == "20" and "--workers" in argv
 
 
 def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
