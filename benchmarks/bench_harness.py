@@ -61,9 +61,12 @@ CATEGORIES: tuple[tuple[str, bool], ...] = (
 OWN = frozenset(name for name, own in CATEGORIES if own)
 #: What "the harness's own share" counts, as the report and docs/benchmarks.md say it.
 SHARE_MEANS = ("the harness's own share = (" + ", ".join(name for name, own in CATEGORIES if own)
-               + ") / the whole command's wall time; not counted: TensorFlow start-up, the warm-up, "
-               "timed and profiled steps (the user's TensorFlow work) and the projection (product work: "
-               "a part of its own)")
+               + ") / the whole command's wall time (the sum of every category, start to exit); not "
+               "counted: TensorFlow start-up (imports, session and strategy set-up, the wait for the fork "
+               "server's import, exit), the warm-up, timed and profiled steps (the user's TensorFlow work) "
+               "and the projection (product work: a part of its own). A cluster run is split by its lead "
+               "task's phases: the driver's and that task's process start are child process start, a "
+               "task's wait for the profiler client to pull the traces is trace collection")
 
 
 def _phases(record: Mapping[str, Any]) -> dict[str, float]:
@@ -267,7 +270,8 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
 
 
 def format_harness(doc: Mapping[str, Any]) -> list[str]:
-    lines = _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})", doc["spread"])
+    lines = _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})",
+                         doc["spread"]) if doc["runs"] else []
     cluster = doc.get("cluster")
     if cluster:
         lines += _format_runs(f"`{cluster['command']}` runs ({len(cluster['runs'])})", cluster["spread"])

@@ -253,9 +253,12 @@ class ClusterSteps:
 
 def cluster_steps_argv(opts: BenchOptions, variant: str) -> list[str]:
     """`profile`'s arguments for a cluster overhead run: as many profiled steps as timed ones (the
-    preset's 3 profiled steps make one run's median a coin toss under load)."""
+    preset's 3 profiled steps make one run's median a coin toss under load), after a warm-up as long
+    as ``opts.warmup`` plus the two math calls (the preset's one step past them left the first timed
+    steps still warming up, which flattered the profiled ones)."""
     preset = PRESETS[opts.preset]
-    return [*cluster_argv(variant), "--profile-steps", str(max(preset.profile_steps, preset.steps))]
+    return [*cluster_argv(variant), "--warmup", str(max(preset.warmup, opts.warmup + 2)),
+            "--profile-steps", str(max(preset.profile_steps, preset.steps))]
 
 
 def cluster_run_steps(opts: BenchOptions, variant: str, out: Path) -> ClusterSteps:

@@ -330,6 +330,7 @@ def test_a_cluster_run_s_cpu_per_step_sums_its_stepping_tasks(tmp_path) -> None:
 def test_a_cluster_overhead_run_profiles_as_many_steps_as_it_times() -> None:
     argv = overhead.cluster_steps_argv(bench.parse_args([]), "multi_worker")
     assert argv[argv.index("--profile-steps") + 1] == "20" and "--workers" in argv
+    assert argv[argv.index("--warmup") + 1] == "7"  # the bench's 5 warm-up steps past the two math calls
 
 
 def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
