@@ -48,8 +48,8 @@ CATEGORIES: tuple[tuple[str, bool], ...] = (
     ("placement trace", True),  # the one FULL_TRACE step + reading partition graphs
     ("timed steps", False),
     ("profiled steps", False),
-    ("trace collection", True),  # profiler start + stop (writes xplane.pb)
-    ("cluster coordination", True),  # a cluster task waiting on its peers, the profiler client, the driver
+    ("trace collection", True),  # profiler start + stop (writes xplane.pb); a cluster task's wait for it
+    ("cluster coordination", True),  # a cluster task waiting for its peers, the profiler's session, servers
     ("child bookkeeping", True),  # spec/record reading and writing in the child
     ("runner bookkeeping", True),  # parent: spec/record files, progress display
     ("setup", True),  # parent: options, run directory, run.json
@@ -61,9 +61,12 @@ CATEGORIES: tuple[tuple[str, bool], ...] = (
 OWN = frozenset(name for name, own in CATEGORIES if own)
 #: What "the harness's own share" counts, as the report and docs/benchmarks.md say it.
 SHARE_MEANS = ("the harness's own share = (" + ", ".join(name for name, own in CATEGORIES if own)
-               + ") / the whole command's wall time; not counted: TensorFlow start-up, the warm-up, "
-               "timed and profiled steps (the user's TensorFlow work) and the projection (product work: "
-               "a part of its own)")
+               + ") / the whole command's wall time (the sum of every category, start to exit); not "
+               "counted: TensorFlow start-up (imports, session and strategy set-up, the wait for the fork "
+               "server's import, exit), the warm-up, timed and profiled steps (the user's TensorFlow work) "
+               "and the projection (product work: a part of its own). A cluster run is split by its lead "
+               "task's phases: the driver's and that task's process start are child process start, a "
+               "task's wait for the profiler client to pull the traces is trace collection")
 
 
 def _phases(record: Mapping[str, Any]) -> dict[str, float]:
@@ -103,22 +106,52 @@ CLUSTER_PHASES: dict[str, tuple[str, ...]] = {
     "placement trace": (phase.FIRST_CALL_PLACEMENT, phase.PLACEMENT_EXTRACT),
     "timed steps": (phase.TIMED,),
     "profiled steps": (phase.PROFILED,),
-    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_RELEASE, phase.WAIT_SERVERS),
+    # after its profiled steps a task waits for the driver's release, which comes when the profiler
+    # client has pulled every task's trace: the trace's collection
+    "trace collection": (phase.WAIT_RELEASE,),
+    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_SERVERS),
 }
+
+
+#: Where profile_once puts the lead task's ``clock_unix`` (from its record in the attempt folder).
+LEAD_CLOCK = "lead_clock_unix"
 
 
 def cluster_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
     """A cluster variant's wall time split as :func:`variant_breakdown` splits one child's: from its
-    first stepping task's phases (every task runs at once, so one task's time is the variant's)."""
+    first stepping task's phases (every task runs at once, so one task's time is the variant's).
+
+    The driver child's spawn-to-main() (which holds its wait for the fork server's TensorFlow import)
+    is "child process start", as for any variant, and its exit is TensorFlow's; with the lead task's
+    clock (``LEAD_CLOCK``), the time from the driver's main() to the task's main() (the task's
+    interpreter and harness imports) is "child process start" too; what is left is the driver's and
+    the task's own bookkeeping.
+    """
     wall = float(record.get("wall_s") or 0.0)
-    tasks = [t for t in (record.get("cluster") or {}).get("tasks") or () if t.get("phases_s")]
-    lead = next((t for t in tasks if str(t.get("task", "")).startswith(("chief", "worker"))), None)
+    lead = lead_task(record)
     if lead is None or record.get("status") != "ok":
         return {"failed variants": wall}
     ph = {k: float(v) for k, v in lead["phases_s"].items()}
     out = {cat: sum(ph.get(k, 0.0) for k in keys) for cat, keys in CLUSTER_PHASES.items()}
-    out["child bookkeeping"] = max(0.0, wall - sum(out.values()))  # the driver, the tasks' start and exit
+    proc = record.get("process_s") or {}
+    out[TF_STARTUP] += float(proc.get("exit") or 0.0)
+    task_start = _task_start(record.get("clock_unix") or {}, record.get(LEAD_CLOCK) or {})
+    out["child process start"] = float(proc.get("start") or 0.0) + task_start
+    out["child bookkeeping"] = max(0.0, wall - sum(out.values()))  # the driver's and the task's own work
     return out
+
+
+def lead_task(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A cluster record's first stepping task (chief or worker) that has phase times."""
+    tasks = [t for t in (record.get("cluster") or {}).get("tasks") or () if t.get("phases_s")]
+    return next((t for t in tasks if str(t.get("task", "")).startswith(("chief", "worker"))), None)
+
+
+def _task_start(driver: Mapping[str, Any], task: Mapping[str, Any]) -> float:
+    """Seconds from the driver's main() to the lead task's main() (0 without both clocks)."""
+    if not driver.get("main_start") or not task.get("main_start"):
+        return 0.0
+    return max(0.0, float(task["main_start"]) - float(driver["main_start"]))
 
 
 def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
@@ -147,7 +180,9 @@ def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any
 
 
 def own_share(parts: Mapping[str, float]) -> float:
-    total = sum(parts.values())
+    """The harness's own categories over all CATEGORIES (other keys, such as ``tf_start_s``, ignored)."""
+    names = {name for name, _ in CATEGORIES}
+    total = sum(v for k, v in parts.items() if k in names)
     return sum(v for k, v in parts.items() if k in OWN) / total if total > 0 else 0.0
 
 
@@ -156,9 +191,31 @@ def profile_once(opts: BenchOptions, out: Path, argv: Sequence[str] = (),
     """One whole `profile` run, timed and split into CATEGORIES, with how its TensorFlow started."""
     total = timed_profile(opts, out, argv, env)
     run_doc = json.loads((out / "run.json").read_text())
-    records = [json.loads(p.read_text()) for p in sorted(out.glob("variants/*/record.json"))]
+    records = [with_lead_clock(json.loads(p.read_text()), p.parent)
+               for p in sorted(out.glob("variants/*/record.json"))]
     parts = run_breakdown(run_doc, records, total)
     return {**parts, "total": total, **tensorflow_starts(run_doc, records, total)}
+
+
+def with_lead_clock(record: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A cluster variant's record with its lead task's ``clock_unix`` (from the last attempt's task
+    record) under ``LEAD_CLOCK``; any other record as it is."""
+    if record.get("family") != "cluster":
+        return record
+    lead = lead_task(record)
+    attempts = (record.get("cluster") or {}).get("attempts") or ()
+    if lead is None or not attempts:
+        return record
+    from tfprof_towers.capture.cluster.docs import task_dir
+    from tfprof_towers.capture.cluster.spec import TaskId
+
+    attempt = folder / str(attempts[-1].get("folder", ""))
+    path = task_dir(attempt, TaskId.parse(str(lead["task"]))) / "record.json"
+    try:
+        clock = json.loads(path.read_text()).get("clock_unix") or {}
+    except (OSError, ValueError):
+        return record
+    return {**record, LEAD_CLOCK: clock}
 
 
 def tensorflow_starts(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
@@ -213,7 +270,8 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
 
 
 def format_harness(doc: Mapping[str, Any]) -> list[str]:
-    lines = _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})", doc["spread"])
+    lines = _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})",
+                         doc["spread"]) if doc["runs"] else []
     cluster = doc.get("cluster")
     if cluster:
         lines += _format_runs(f"`{cluster['command']}` runs ({len(cluster['runs'])})", cluster["spread"])

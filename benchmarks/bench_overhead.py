@@ -217,8 +217,9 @@ def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str
 CLUSTER_METHOD = ("a cluster variant runs as several processes: whole "
                   f"`profile --workers {CLUSTER_WORKERS}` runs (--overhead-runs, 3 by default); each run's "
                   "ratio = the variant's median profiled step over its median un-profiled step (each task "
-                  "times its steps, then runs its profiled ones: the cpu preset's 3); the figure = the "
-                  "median of the runs' ratios")
+                  "times its steps, then runs as many profiled ones, --profile-steps = the preset's timed "
+                  "steps; a step's wall time is the slowest task's); the figure = the median of the runs' "
+                  "ratios; cpu = the same with each step's process CPU time summed over the tasks")
 
 
 def families_of(per_variant: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -233,34 +234,78 @@ def families_of(per_variant: Mapping[str, Any]) -> dict[str, list[str]]:
 
 def measure_cluster_overhead(opts: BenchOptions, variant: str, out: Path) -> dict[str, Any]:
     """A cluster variant's profiled / un-profiled median step: the median over ``opts.overhead_runs``
-    whole runs of each run's ratio, from its record (a run has only a few profiled steps, each the
-    slowest task's: one run's ratio moves by several per cent with the machine's load)."""
+    whole runs of each run's ratio, from its record (each step the slowest task's: one run's ratio
+    moves by several per cent with the machine's load), with as many profiled steps as timed ones."""
     runs = [cluster_run_steps(opts, variant, out / f"run{i}") for i in range(max(1, opts.overhead_runs))]
     return cluster_figures(runs)
 
 
-def cluster_run_steps(opts: BenchOptions, variant: str, out: Path) -> tuple[list[float], list[float]]:
-    """One whole `profile --workers 2` run of ``variant``: its (profiled, un-profiled) step times."""
-    cmd = profile_argv(opts, out, cluster_argv(variant))
+@dataclass(frozen=True)
+class ClusterSteps:
+    """One whole cluster run's step times: wall (the slowest task's per step, as the record's timings)
+    and process CPU (every stepping task's summed per step), profiled (``on``) and un-profiled."""
+
+    on: tuple[float, ...]
+    off: tuple[float, ...]
+    on_cpu: tuple[float, ...] = ()
+    off_cpu: tuple[float, ...] = ()
+
+
+def cluster_steps_argv(opts: BenchOptions, variant: str) -> list[str]:
+    """`profile`'s arguments for a cluster overhead run: as many profiled steps as timed ones (the
+    preset's 3 profiled steps make one run's median a coin toss under load), after a warm-up as long
+    as ``opts.warmup`` plus the two math calls (the preset's one step past them left the first timed
+    steps still warming up, which flattered the profiled ones)."""
+    preset = PRESETS[opts.preset]
+    return [*cluster_argv(variant), "--warmup", str(max(preset.warmup, opts.warmup + 2)),
+            "--profile-steps", str(max(preset.profile_steps, preset.steps))]
+
+
+def cluster_run_steps(opts: BenchOptions, variant: str, out: Path) -> ClusterSteps:
+    """One whole `profile --workers 2` run of ``variant``: its profiled and un-profiled steps."""
+    cmd = profile_argv(opts, out, cluster_steps_argv(opts, variant))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout_s)
-    record = json.loads((out / "variants" / variant / "record.json").read_text()) if (
-        out / "variants" / variant / "record.json").is_file() else {}
+    folder = out / "variants" / variant
+    record = json.loads((folder / "record.json").read_text()) if (folder / "record.json").is_file() else {}
     if proc.returncode != 0 or record.get("status") != "ok":
         why = record.get("error") or proc.stderr[-500:]
         raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}): {why}")
     timings = record["timings"]
-    return list(timings["profiled_step_times_s"]), list(timings["step_times_s"])
+    tasks = task_records(folder, record)
+    return ClusterSteps(tuple(timings["profiled_step_times_s"]), tuple(timings["step_times_s"]),
+                        summed_per_step([t.get("profiled_step_cpu_s") or () for t in tasks]),
+                        summed_per_step([t.get("step_cpu_s") or () for t in tasks]))
 
 
-def cluster_figures(runs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> dict[str, Any]:
-    """Whole runs' (profiled, un-profiled) step times -> the figures: ``ratio`` the median of the runs'
-    ratios, ``rounds`` their min / median / max, ``pooled_ratio`` over every run's steps together."""
-    ratios = [r for r in (median_ratio(on, off) for on, off in runs) if r is not None]
-    on, off = flatten([r[0] for r in runs]), flatten([r[1] for r in runs])
+def task_records(folder: Path, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stepping tasks' records of a cluster run's last attempt (those that timed steps)."""
+    attempts = (record.get("cluster") or {}).get("attempts") or ()
+    if not attempts:
+        return []
+    paths = sorted((folder / str(attempts[-1].get("folder", "")) / "tasks").glob("*/record.json"))
+    docs = [json.loads(p.read_text()) for p in paths]
+    return [d for d in docs if d.get("step_times_s")]
+
+
+def summed_per_step(per_task: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """Each step's time summed over the tasks (as many steps as the shortest list; none if one is empty)."""
+    if not per_task or not all(per_task):
+        return ()
+    return tuple(float(sum(xs)) for xs in zip(*per_task))
+
+
+def cluster_figures(runs: Sequence[ClusterSteps]) -> dict[str, Any]:
+    """Whole runs' step times -> the figures: ``ratio`` the median of the runs' wall ratios, ``rounds``
+    their min / median / max, ``pooled_ratio`` over every run's steps together, ``cpu_ratio`` the median
+    of the runs' CPU-per-step ratios (the tasks' CPU, which other processes' load hardly moves)."""
+    ratios = [r for r in (median_ratio(x.on, x.off) for x in runs) if r is not None]
+    cpu = [r for r in (median_ratio(x.on_cpu, x.off_cpu) for x in runs) if r is not None]
+    on, off = flatten([x.on for x in runs]), flatten([x.off for x in runs])
     return {
         "ratio": statistics.median(ratios) if ratios else None, "rounds": spread_json(Spread.of(ratios)),
         "run_ratios": ratios, "pooled_ratio": median_ratio(on, off),
-        "cpu_ratio": None, "cpu_rounds": None, "on_median_s": statistics.median(on) if on else None,
+        "cpu_ratio": statistics.median(cpu) if cpu else None, "cpu_rounds": spread_json(Spread.of(cpu)),
+        "cpu_run_ratios": cpu, "on_median_s": statistics.median(on) if on else None,
         "off_median_s": statistics.median(off) if off else None, "start_s": None, "stop_s": None,
         "trace_bytes": None, "steps": {"on": len(on), "off": len(off)}, "method": "run record",
         "runs": len(runs),

@@ -298,18 +298,82 @@ def test_the_projection_is_its_own_part_outside_the_harness_s_share() -> None:
 
 
 def test_a_cluster_variant_s_overhead_is_the_median_of_its_runs() -> None:
-    runs = [([1.10, 1.20, 1.15], [1.0] * 20),  # a loaded run: 1.15
-            ([1.02, 1.03, 1.01], [1.0] * 20),  # 1.02
-            ([2.06, 2.04, 2.0], [2.0] * 20)]  # 1.02
+    steps = overhead.ClusterSteps
+    runs = [steps((1.10, 1.20, 1.15), (1.0,) * 20, (0.3, 0.31, 0.32), (0.3, 0.3)),  # a loaded run: 1.15
+            steps((1.02, 1.03, 1.01), (1.0,) * 20, (0.33,), (0.3,)),  # 1.02; cpu 1.1
+            steps((2.06, 2.04, 2.0), (2.0,) * 20)]  # 1.02; no CPU times
     f = overhead.cluster_figures(runs)
     assert f["run_ratios"] == pytest.approx([1.15, 1.02, 1.02])
     assert f["ratio"] == pytest.approx(1.02)
     assert f["rounds"] == {"min": pytest.approx(1.02), "median": pytest.approx(1.02),
                            "max": pytest.approx(1.15), "n": 3}
     assert f["runs"] == 3 and f["steps"] == {"on": 9, "off": 60}
+    assert f["cpu_run_ratios"] == pytest.approx([0.31 / 0.3, 1.1]) and f["cpu_ratio"] == pytest.approx(
+        (0.31 / 0.3 + 1.1) / 2)
+
+
+def test_a_cluster_run_s_cpu_per_step_sums_its_stepping_tasks(tmp_path) -> None:
+    """Each step's CPU time is the sum over the tasks that timed steps (a ps task has none)."""
+    tasks = tmp_path / "attempt-2" / "tasks"
+    for name, doc in {"worker-0": {"step_times_s": [1.0], "step_cpu_s": [0.5, 0.25]},
+                      "worker-1": {"step_times_s": [1.0], "step_cpu_s": [0.25, 0.5, 9.0]},
+                      "ps-0": {"phases_s": {"serving": 3.0}}}.items():
+        (tasks / name).mkdir(parents=True)
+        (tasks / name / "record.json").write_text(json.dumps(doc))
+    docs = overhead.task_records(tmp_path, {"cluster": {"attempts": [{"folder": "attempt-1"},
+                                                                     {"folder": "attempt-2"}]}})
+    assert len(docs) == 2
+    assert overhead.summed_per_step([d["step_cpu_s"] for d in docs]) == (0.75, 0.75)
+    assert overhead.summed_per_step([[0.5], []]) == ()
+
+
+def test_a_cluster_overhead_run_profiles_as_many_steps_as_it_times() -> None:
+    argv = overhead.cluster_steps_argv(bench.parse_args([]), "multi_worker")
+    assert argv[argv.index("--profile-steps") + 1] == "20" and "--workers" in argv
+    assert argv[argv.index("--warmup") + 1] == "7"  # the bench's 5 warm-up steps past the two math calls
 
 
 def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
     assert bench.parse_args([]).overhead_runs == 3
     assert bench.parse_args(["--quick"]).overhead_runs == 1
     assert bench.parse_args(["--quick", "--overhead-runs", "2"]).overhead_runs == 2
+
+
+def test_the_share_divides_by_the_categories_alone() -> None:
+    """A run's dict also holds ``tf_start_s``, ``lower_bound_s`` and the like: not in the share's total."""
+    parts = {harness.TF_STARTUP: 6.0, "graph build": 1.0, "analysis and rendering": 1.0, "timed steps": 2.0,
+             "tf_start_s": 5.0, "lower_bound_s": 5.0, "server_import_s": 4.0, "tf_imports": 1.0}
+    assert harness.own_share(parts) == pytest.approx(2.0 / 10.0)
+
+
+CLUSTER_RECORD = {"family": "cluster", "status": "ok", "wall_s": 20.0,
+                  "process_s": {"start": 4.5, "exit": 0.2},
+                  "clock_unix": {"main_start": 100.0, "main_end": 115.3},
+                  "cluster": {"attempts": [{"folder": "attempt-1"}], "tasks": [
+                      {"task": "worker:0", "phases_s": {"tf_import": 5.0, "strategy_init": 1.0, "build": 0.5,
+                                                        "first_call_placement": 2.0, "timed": 3.0,
+                                                        "wait_capture": 0.1, "profiled": 0.4,
+                                                        "wait_release": 1.5}}]}}
+
+
+def test_a_cluster_driver_s_start_and_its_task_s_start_are_process_start_not_bookkeeping(tmp_path) -> None:
+    """The driver's spawn-to-main() (the fork server's import waited out) and the lead task's start
+    (the driver's main() to the task's) are "child process start"; the wait for the driver's release
+    is the trace's collection; only the rest is bookkeeping."""
+    task = tmp_path / "attempt-1" / "tasks" / "worker-0"
+    task.mkdir(parents=True)
+    (task / "record.json").write_text('{"clock_unix": {"main_start": 101.2, "main_end": 115.0}}')
+    record = harness.with_lead_clock(CLUSTER_RECORD, tmp_path)
+    parts = harness.cluster_breakdown(record)
+    assert parts["child process start"] == pytest.approx(4.5 + 1.2)
+    assert parts[harness.TF_STARTUP] == pytest.approx(6.2) and parts["trace collection"] == 1.5
+    assert parts["child bookkeeping"] == pytest.approx(20.0 - 5.7 - 6.2 - 0.5 - 2.0 - 3.0 - 0.1 - 0.4 - 1.5)
+    assert sum(parts.values()) == pytest.approx(20.0)
+    run = harness.run_breakdown({"harness_s": {"variants": 20.0}, "tensorflow_starts": {"import_s": 4.0}},
+                                [record], 20.0)
+    assert run[harness.TF_STARTUP] == pytest.approx(10.2) and run["child process start"] == pytest.approx(1.7)
+
+
+def test_a_cluster_record_without_its_task_s_clock_keeps_the_driver_s_start() -> None:
+    assert harness.with_lead_clock(CLUSTER_RECORD, Path("/nonexistent")) is CLUSTER_RECORD
+    assert harness.cluster_breakdown(CLUSTER_RECORD)["child process start"] == pytest.approx(4.5)

@@ -101,6 +101,8 @@ class TaskRecord(Record):
     step_times_s: tuple[float, ...] = ()  # timed, no profiler
     profiled_step_times_s: tuple[float, ...] = ()
     profiled_spans_unix: tuple[tuple[float, float], ...] = meta((), read=_spans)
+    step_cpu_s: tuple[float, ...] = ()  # each timed step's process CPU time (all threads)
+    profiled_step_cpu_s: tuple[float, ...] = ()
     math: MathCheck | None = None
     loss: float | None = None  # after the profiled steps
     placement: Mapping[str, Any] | None = None

@@ -101,16 +101,20 @@ def inject(spec: TaskSpec, me: TaskId, point: str) -> None:
             time.sleep(3600)
 
 
-def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: str = "") -> list[float]:
-    """``n`` calls of ``step`` (result fetched): their wall times; profiled ones in ``train`` markers."""
+def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: str = "",
+              cpu_key: str | None = None) -> list[float]:
+    """``n`` calls of ``step`` (result fetched): their wall times; profiled ones in ``train`` markers.
+
+    With ``cpu_key``, each step's process CPU time (every thread of the task) goes in the record there.
+    """
     from tfprof_towers.capture.families.tf2_strategy import _fetch
 
-    times, spans = [], []
+    times, spans, cpu = [], [], []
     delay = float(ctx.spec.straggle_s.get(str(ctx.me), 0.0))
     for i in range(n):
         if prefix:
             inject(ctx.spec, ctx.me, f"{prefix}_{i}")
-        t0, u0 = time.perf_counter(), time.time()
+        t0, u0, c0 = time.perf_counter(), time.time(), time.process_time()
         if marker:
             with ctx.tf.profiler.experimental.Trace("train", step_num=i, _r=1):
                 if delay:
@@ -119,7 +123,10 @@ def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: s
         else:
             _fetch(step())
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         spans.append([u0, time.time()])
+    if cpu_key:
+        ctx.draft.doc[cpu_key] = cpu
     if marker:
         ctx.draft.doc["profiled_spans_unix"] = spans
     return times
@@ -154,7 +161,7 @@ def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0) -> N
     ctx.stage("warmup")
     d.timed(phase.WARMUP, run_steps, ctx, step, max(ctx.spec.warmup - 2, min_warmup), False)
     ctx.stage("timed")
-    times = d.timed(phase.TIMED, run_steps, ctx, step, ctx.spec.steps, False)
+    times = d.timed(phase.TIMED, run_steps, ctx, step, ctx.spec.steps, False, cpu_key="step_cpu_s")
     d.doc["step_times_s"] = times
     ctx.coord.mark(ctx.me, "ready", median_step_s=median(times))
 
@@ -165,7 +172,7 @@ def profiled(ctx: Ctx, step: Callable[[], Any], peers: list[TaskId]) -> None:
     d.doc["wait_tracing_s"] = d.timed(phase.WAIT_CAPTURE, wait_traced, ctx, peers)
     ctx.stage("profiled")
     d.doc["profiled_step_times_s"] = d.timed(phase.PROFILED, run_steps, ctx, step, ctx.spec.profile_steps,
-                                             True, "profiled_step")
+                                             True, "profiled_step", cpu_key="profiled_step_cpu_s")
     ctx.stage("after_profiled")
 
 
