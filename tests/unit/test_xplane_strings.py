@@ -31,3 +31,23 @@ def test_groups_are_numbered_in_order_of_first_occurrence() -> None:
     codes, first = _groups(many)
     assert (many[first[codes]] == many).all() and (np.diff(first) > 0).all()
     assert len(set(many.tolist())) == first.size
+
+
+def test_distinct_is_np_unique_for_integers_and_bools() -> None:
+    """distinct gives np.unique's array (values and dtype) on the integer and boolean arrays it takes."""
+    from tfprof_towers.xplane import distinct
+
+    cases = [
+        np.array([], dtype=np.int64),
+        np.array([7], dtype=np.int32),
+        np.array([3, -1, 3, 2**62, -1, 0], dtype=np.int64),
+        np.array([5, 5, 5], dtype=np.uint8),
+        np.array([True, False, True]),
+        np.array([[4, 1], [1, 9]], dtype=np.int16),
+    ]
+    for a in cases:
+        got, want = distinct(a), np.unique(a)
+        assert got.dtype == want.dtype
+        assert got.tolist() == want.tolist()
+    assert distinct(np.array([2, 1, 2], dtype=np.int64)).tolist() == [1, 2]
+    assert distinct(np.array([1.0, np.nan, np.nan])).size == 2  # floats go to np.unique (NaNs collapse)

@@ -100,6 +100,22 @@ def test_events_in_several_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ev.offset_ps.tolist() == [-i for i in range(10)]
 
 
+def test_stat_numbers_of_every_length_against_protobuf() -> None:
+    """Stats in the usual layout holding int64, uint64 and ref numbers of one to ten bytes, some with
+    a field after the value, decode as protobuf reads them (short, one-load and field-by-field paths)."""
+    chunks = []
+    for i, v in enumerate(VARINT_VALUES):
+        u = v % 2**64
+        stats = field(4, 2, field(1, 0, 1) + field(3, 0, v)) + field(4, 2, field(1, 0, 2) + field(4, 0, u))
+        stats += field(4, 2, field(1, 0, 3) + field(7, 0, u))
+        stats += field(4, 2, field(1, 0, 4) + field(4, 0, u) + field(9, 0, 5))  # an unknown field last
+        chunks.append(field(1, 0, i) + stats)
+    buf, start, end = buffer(*chunks)
+    ev = xev.decode_event_ranges(buf, start, end, values=True)
+    check_against_protobuf(chunks, ev, ev.stat_values)
+    assert ev.stat_values.num[ev.stat_md == 2].tolist() == [v % 2**64 for v in VARINT_VALUES]
+
+
 def test_stat_filter_keeps_labelled_stats() -> None:
     def stat(md: int, ref: int) -> bytes:
         return field(4, 2, field(1, 0, md) + field(7, 0, ref))

@@ -29,7 +29,7 @@ import numpy as np
 
 from tfprof_towers.trace.steps import StepTable, assign_steps
 from tfprof_towers.vocab.device_names import HOST_THREADS
-from tfprof_towers.xplane import HOST, RawSpace, StatColumn
+from tfprof_towers.xplane import HOST, RawSpace, StatColumn, distinct
 from tfprof_towers.xplane.tables import empty_stat
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class MemoryEvents:
         texts = list(self.texts)
 
         def cat(codes: np.ndarray) -> pd.Categorical:
-            used = np.unique(codes)
+            used = distinct(codes)
             remap = np.zeros(len(texts), dtype=np.int32)
             remap[used] = np.arange(used.size, dtype=np.int32)
             return pd.Categorical.from_codes(remap[codes], categories=[texts[u] for u in used.tolist()])

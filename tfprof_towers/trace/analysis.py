@@ -33,6 +33,7 @@ from tfprof_towers.vocab.categories import (
 )
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
 from tfprof_towers.vocab.links import impossible_rate
+from tfprof_towers.xplane import distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +76,7 @@ class Analysis:
         b = self.breakdown
         t = b.totals
         kernels = np.isin(t.category, [EVENT_CATEGORIES.index(c) for c in ("compute", "collective")])
-        busy = {b.devices[d] for d in np.unique(t.device[kernels & (t.count > 0)]).tolist()}
+        busy = {b.devices[d] for d in distinct(t.device[kernels & (t.count > 0)]).tolist()}
         ran = b.wall_ps[:, :, [WALL_CATEGORIES.index(c) for c in ("compute", "collective")]].sum(axis=(1, 2))
         busy.update(b.devices[d] for d in np.flatnonzero(ran > 0).tolist())
         known = dict.fromkeys([*self.trace.planes, *b.devices])

@@ -34,6 +34,7 @@ from tfprof_towers.trace.nesting import self_pieces, self_times
 from tfprof_towers.trace.steps import DeviceEvents, StepTable, clip_to_windows, index_of, window_of
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
+from tfprof_towers.xplane import distinct
 from tfprof_towers.xplane.parallel import decode_threads, in_order
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | No
         return [(None, None)]
     k = -(-start.size // size)
     sample = np.sort(start[:: max(1, start.size // (64 * k))])
-    cuts = np.unique(sample[(np.arange(1, k) * sample.size) // k])
+    cuts = distinct(sample[(np.arange(1, k) * sample.size) // k])
     edges = [int(start.min()) - 1, *cuts.tolist(), int(start.max()) + 1]
     bounds = list(itertools.pairwise(edges))
     bounds[-1] = (bounds[-1][0], np.iinfo(np.int64).max // 2)  # the last slice runs to the end

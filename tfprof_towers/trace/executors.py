@@ -24,7 +24,6 @@ import importlib.util
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -105,6 +104,8 @@ class LocalPool:
         threads = max(1, min(decode_threads(), cores // workers))
         jobs = [replace(j, threads=threads) for j in jobs]
         out: list[Outcome | None] = [None] * len(jobs)
+        from concurrent.futures import FIRST_COMPLETED, wait  # only a pool needs it (and its logging import)
+
         with process_pool(workers, _start_method(), _die_with_parent) as pool:  # Ctrl-C: stopped at once
             futures = {pool.submit(map_on_worker, j): i for i, j in enumerate(jobs)}
             pending = set(futures)

@@ -30,7 +30,7 @@ from tfprof_towers.trace.producer import UNKNOWN, Producer
 from tfprof_towers.trace.steps import clip_to_windows
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
-from tfprof_towers.xplane import DEVICE, HOST
+from tfprof_towers.xplane import DEVICE, HOST, distinct
 
 if TYPE_CHECKING:
     from tfprof_towers.trace.analysis import Analysis
@@ -190,7 +190,7 @@ class HostScan(PerAccelerator):
         """The accelerators that ran a kernel in the analysed windows (one that started before a window
         and runs into it too: the wall breakdown, clipped to the windows)."""
         text = self.analysis.trace.columns.strings.items
-        ran = {text[int(d)] for d in np.unique(self.kernels.device).tolist()}
+        ran = {text[int(d)] for d in distinct(self.kernels.device).tolist()}
         ran.update(dev for dev, f in self.devices.items()
                    if f.wall.get("compute", 0.0) + f.wall.get("collective", 0.0) > 0)
         return tuple(d for d in self.accelerators if d in ran)

@@ -25,7 +25,7 @@ from tfprof_towers.trace.columns import EventColumns
 from tfprof_towers.trace.load import Trace
 from tfprof_towers.vocab.categories import COPY_CATEGORIES, EVENT_CATEGORIES
 from tfprof_towers.vocab.device_names import crosses_tasks
-from tfprof_towers.xplane import DEVICE
+from tfprof_towers.xplane import DEVICE, distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -199,7 +199,7 @@ def _send_events(c: EventColumns, inside: np.ndarray) -> tuple[np.ndarray, np.nd
     key = c.src.astype(np.int64) << 32 | c.dst.astype(np.int64)
     cross_keys = np.array([a << 32 | b for a, b in crossing], dtype=np.int64)
     across = np.isin(key, cross_keys)
-    with_sends = np.unique(key[is_send & across])
+    with_sends = distinct(key[is_send & across])
     return (np.flatnonzero(is_send & across), np.flatnonzero(is_recv & across & ~np.isin(key, with_sends)),
             np.flatnonzero(is_send & ~across))
 

@@ -32,6 +32,7 @@ import numpy as np
 from tfprof_towers.trace.allocator_events import BAD, MAX_BYTES, MemoryEvents
 from tfprof_towers.trace.steps import StepTable
 from tfprof_towers.vocab.device_names import device_sort_key
+from tfprof_towers.xplane import distinct
 
 NO_EVENTS_NOTE = "no allocator events in this trace"
 EVENTS_NOTE = (
@@ -138,7 +139,7 @@ def device_memory(ev: MemoryEvents, steps: StepTable, device_steps: Mapping[str,
     step = ev.steps(steps, device_steps)
     out = []
     key = ev.device.astype(np.int64) * len(ev.texts) + ev.allocator  # one allocator name on several hosts
-    for k in np.unique(key).tolist():
+    for k in distinct(key).tolist():
         rows = np.flatnonzero(key == k)
         bad = int(np.count_nonzero(ev.in_use[rows] == BAD))
         unknown = [f"{bad} of its {rows.size} events carry bytes in use that cannot be true (negative, not "

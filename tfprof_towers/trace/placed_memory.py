@@ -16,6 +16,7 @@ import numpy as np
 from tfprof_towers.trace.allocator_events import MemoryEvents
 from tfprof_towers.trace.steps import StepTable, assign_steps
 from tfprof_towers.vocab.device_names import HOST_THREADS, device_sort_key
+from tfprof_towers.xplane import distinct
 
 #: The BFC allocator's unit: every request is rounded up to a multiple of it.
 BFC_UNIT = 256
@@ -61,7 +62,7 @@ def _step_top(run: np.ndarray, delta: np.ndarray, step: np.ndarray | None) -> tu
         at = int(np.argmax(run))
         return max(int(run[at]), 0), at if run[at] > 0 else -1
     best, where = 0, -1
-    for k in np.unique(step[step >= 0]).tolist():
+    for k in distinct(step[step >= 0]).tolist():
         idx = np.flatnonzero(step == k)
         base = int(run[idx[0]] - delta[idx[0]])  # held when the step began
         at = idx[int(np.argmax(run[idx]))]

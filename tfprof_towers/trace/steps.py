@@ -51,7 +51,7 @@ import numpy as np
 
 from tfprof_towers.trace.codes import CAT
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, TIME_CATEGORIES
-from tfprof_towers.xplane import HOST, RawSpace, StatColumn, dense_unique, used_codes
+from tfprof_towers.xplane import HOST, RawSpace, StatColumn, dense_unique, distinct, used_codes
 from tfprof_towers.xplane.tables import tpu_planes
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
         start, end = start_ps[on_steps], start_ps[on_steps] + dur_ps[on_steps]
         plane = raw.event_plane[on_steps]
         planes = {
-            int(p): windows(step[plane == p], start[plane == p], end[plane == p]) for p in np.unique(plane)
+            int(p): windows(step[plane == p], start[plane == p], end[plane == p]) for p in distinct(plane)
         }
         return windows(step, start, end), "steps-line", planes
     modules = module_windows(raw)
@@ -293,7 +293,7 @@ def module_windows(raw: RawSpace) -> dict[int, StepTable]:
     ev = ev[raw.name[ev] == int(np.argmax(time))]
     plane = raw.event_plane[ev]
     out = {}
-    for p in np.unique(plane).tolist():
+    for p in distinct(plane).tolist():
         rows = ev[plane == p]
         rows = rows[np.argsort(raw.start_ps[rows], kind="stable")]
         out[int(p)] = windows(np.arange(rows.size), raw.start_ps[rows], raw.start_ps[rows] + raw.dur_ps[rows])

@@ -24,7 +24,7 @@ from tfprof_towers.xplane.columns import Parser
 from tfprof_towers.xplane.decode import decode_space
 from tfprof_towers.xplane.ragged import Ragged
 from tfprof_towers.xplane.reader import decode_buffer, read_layout, read_xspace
-from tfprof_towers.xplane.strings import Strings, categorical, dense_unique, used_codes
+from tfprof_towers.xplane.strings import Strings, categorical, dense_unique, distinct, used_codes
 from tfprof_towers.xplane.tables import (
     DEVICE,
     HOST,
@@ -40,5 +40,5 @@ from tfprof_towers.xplane.tables import (
 __all__ = [
     "DEVICE", "HOST", "NUMBER", "OTHER", "LineTable", "Parser", "PlaneTable", "Ragged", "RawSpace",
     "RowNames", "StatColumn", "Strings", "categorical", "decode_buffer", "decode_space", "dense_unique",
-    "read_layout", "read_xspace", "used_codes"
+    "distinct", "read_layout", "read_xspace", "used_codes"
 ]

@@ -393,8 +393,8 @@ def decode_stat_values(
     Fast path: the usual layout, ``08 <one-byte metadata_id> <value tag> <value>`` and
     nothing after it.  With ``head`` (each stat field's first 8 bytes, from
     :class:`Events`), values of up to three bytes -- most refs, short strings' lengths
-    -- need no load at all; others take two 8-byte loads; any other layout is read
-    field by field.
+    -- need no load at all; longer numbers take one 8-byte load, other values two; any
+    other layout is read field by field.
     """
     n = start.size
     if n == 0:
@@ -406,9 +406,11 @@ def decode_stat_values(
     b = head.view(np.uint8).reshape(-1, 8)
     kind = _KIND_OF_TAG[b[:, 4]]
     v, vlen = word_varints(head >> np.uint64(40))  # bytes 5-7; a zero byte past them ends any varint
-    ok = (b[:, 2] == _STAT_MD_TAG) & (b[:, 3] < 0x80) & (kind > 0) & (kind != KIND_DOUBLE)
-    ok &= (vlen > 0) & (vlen <= 3)
+    usual = (b[:, 2] == _STAT_MD_TAG) & (b[:, 3] < 0x80) & (kind > 0) & (kind != KIND_DOUBLE)
+    short = (vlen > 0) & (vlen <= 3)
+    ok = usual & short
     is_len = (kind == KIND_STR) | (kind == KIND_BYTES)
+    longer = np.flatnonzero(usual & ~short & ~is_len)  # a number of four bytes or more
     payload = start + 3
     payload += vlen
     value_end = payload + np.where(is_len & ok, v, np.uint64(0)).astype(np.int64)
@@ -418,6 +420,13 @@ def decode_stat_values(
     str_len = np.where(ok & is_len, v.astype(np.int64), 0)
     num = v
     num[~ok | is_len] = 0
+    if longer.size:  # the usual layout with a longer number: one load of the value alone
+        long_kind = _KIND_OF_TAG[b[longer, 4]]
+        v_long, vlen_long = word_varints(buf.u64[start[longer] + 3])
+        read = (vlen_long > 0) & (start[longer] + 3 + vlen_long == end[longer])
+        done = longer[read]
+        kind[done], num[done] = long_kind[read], v_long[read]
+        ok[done] = True
     rest = np.flatnonzero(~ok)
     if rest.size:
         sv = _stat_values_loaded(buf, start[rest], end[rest])

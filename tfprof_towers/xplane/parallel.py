@@ -11,8 +11,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -100,6 +102,8 @@ def in_order(
     if threads <= 1:
         yield from map(fn, items)
         return
+    from concurrent.futures import ThreadPoolExecutor  # only where a second thread runs (it imports logging)
+
     todo = iter(items)
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="decode") as pool:
         pending: deque[Future[R]] = deque()

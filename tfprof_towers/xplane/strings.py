@@ -241,8 +241,25 @@ def used_codes(values: np.ndarray) -> np.ndarray:
     if not values.size:
         return values[:0]
     if values.max() > 4 * values.size + (1 << 20):
-        return np.unique(values)
+        return distinct(values)
     return np.flatnonzero(np.bincount(values))
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer or boolean array, ascending: ``np.unique(values)``.
+
+    Plain ``np.unique`` imports ``numpy.ma`` (about 10 ms) on its first call to ask whether
+    the array is masked; a sort and one comparison give the same array without it.
+    """
+    if values.dtype.kind not in "biu":
+        return np.unique(values)
+    ordered = np.sort(values, axis=None)
+    if ordered.size < 2:
+        return ordered
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 # ---------------------------------------------------------------------------------------------
