@@ -169,7 +169,7 @@ def test_pipeline_on_records_without_traces(tmp_path: Path) -> None:
     assert analyses == {}
     assert summary.ranking == ("replicated", "single", "broken")
     assert summary.recommendation.variant == "replicated"
-    assert summary.recommendation.speedup_vs_single == pytest.approx(10 / 4.8)
+    assert summary.recommendation.speedup_vs_baseline == pytest.approx(10 / 4.8)
     rules = {r["rule"]: r for r in summary.rules}
     # a GPU run, but no variant has a trace: the timing rules were not evaluated, and say so
     assert rules["poor_scaling"]["not_evaluated"] == {

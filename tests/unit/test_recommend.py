@@ -148,7 +148,7 @@ def test_logical_cpu_runs_recommend_from_the_projection() -> None:
     assert (rec.basis, rec.hardware, rec.preset, rec.label) == (
         "projected", "2x-gtx1060-pcie3", "seed", "projected on 2x-gtx1060-pcie3")
     assert (rec.variant, rec.fastest, rec.measured_pick) == ("towers_host_vars", "replicated", "single")
-    assert rec.speedup_vs_single == pytest.approx(0.744 / 0.381)
+    assert rec.speedup_vs_baseline == pytest.approx(0.744 / 0.381)
     assert rec.projected_step_s == {"overlapped": 0.381, "serial": 0.432}
     assert rec.reason == (
         "At the seed preset (not measured): projected within 5% of the fastest (replicated, 375.00 ms) on "

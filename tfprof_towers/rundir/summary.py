@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 from tfprof_towers.rundir import nonfinite
@@ -17,13 +16,14 @@ from tfprof_towers.rundir.fields import (
     Fields,
     Record,
     RecordError,
-    check_fields,
     decode,
     if_empty,
     if_none,
     meta,
 )
+from tfprof_towers.rundir.math_table import MathTable
 from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.placement_audit import Audit
 from tfprof_towers.rundir.records import (
     OK,
     STATUSES,
@@ -34,6 +34,7 @@ from tfprof_towers.rundir.records import (
     VariantRecord,
     check_devices,
 )
+from tfprof_towers.rundir.rule_docs import Finding, RuleStatus, TraceFinding
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.device_names import device_role
@@ -67,7 +68,8 @@ class Recommendation(Record):
     basis: str = meta(MEASURED, read=_basis)  # BASES
     fastest: str | None = None  # the fastest variant on this basis, eligible or not
     runner_up: str | None = None
-    speedup_vs_single: float | None = None
+    # over the family's baseline (``single``, ``one_device``); the JSON keeps its older name
+    speedup_vs_baseline: float | None = meta(None, key="speedup_vs_single")
     median_step_s: float | None = None
     within_noise: tuple[str, ...] = ()
     hardware: str | None = None  # projected: the hardware profile
@@ -78,7 +80,7 @@ class Recommendation(Record):
     error: str | None = meta(None, omit=if_none)  # projected: why there is no projection to recommend from
     measured_pick: str | None = None  # projected: what the measured (CPU stand-in) ranking would pick
     WHERE = "recommendation"
-    JSON_ORDER = ("variant", "fastest", "runner_up", "speedup_vs_single", "median_step_s", "within_noise",
+    JSON_ORDER = ("variant", "fastest", "runner_up", "speedup_vs_baseline", "median_step_s", "within_noise",
                   "basis", "reason", *_PROJECTED_ONLY)
 
     @property
@@ -187,7 +189,8 @@ class SummaryEntry(Record):
     devices: Mapping[str, Mapping[str, Any]] = meta(factory=dict, check=check_devices)
     transfers: tuple[Mapping[str, Any], ...] = ()  # {src, dst, bytes_per_step, tensors}
     xplane_files: tuple[str, ...] = ()
-    speedup_vs_single: float | None = None  # over the family's baseline (the name is the JSON's)
+    # over the family's baseline (``single``, ``one_device``); the JSON keeps its older name
+    speedup_vs_baseline: float | None = meta(None, key="speedup_vs_single")
     scaling_efficiency: float | None = None  # speedup / accelerators_used
     accelerators_used: int | None = None  # accelerator devices the placement put ops on
     losses: tuple[float, ...] | None = meta(None, read=nonfinite.read_numbers)  # the first steps' losses
@@ -195,10 +198,10 @@ class SummaryEntry(Record):
     random_ops: tuple[str, ...] = meta((), omit=if_empty)  # the step draws random numbers: not compared
     rank: int | None = None
     breakdown: Mapping[str, Any] | None = None  # the trace analysis per step, or {"error": ...}
-    audit: Mapping[str, Any] | None = None  # audit.audit_variant
+    audit: Audit | None = None  # analysis.audit.audit_variant
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
-    trace_findings: tuple[Mapping[str, Any], ...] = ()  # the trace rules' findings on its trace (trace_rules)
+    trace_findings: tuple[TraceFinding, ...] = ()  # the trace rules' findings on its trace (trace_rules)
     cluster: Mapping[str, Any] | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
     memory: Mapping[str, MemoryPeak] = meta(factory=dict)  # device -> its peak (pipeline.with_memory)
     WHERE = "summary.json: variants[]"
@@ -220,10 +223,6 @@ class SummaryEntry(Record):
         # a diverging model's NaN loss: null plus a "not_finite" flag (strict JSON; rundir/nonfinite.py)
         return nonfinite.strict(super().to_json(), ("losses", "grad_norm"))
 
-_check_finding = partial(check_fields, rule="text!", severity="text!", variant="text!", message="text!",
-                         suggestion="text!")
-_check_rule = partial(check_fields, rule="text!", evaluated="flag")
-
 
 @dataclass(frozen=True)
 class Summary(Record):
@@ -240,11 +239,11 @@ class Summary(Record):
     finished: str | None = None
     partial: bool = False
     interrupted_by: str | None = None
-    findings: tuple[Mapping[str, Any], ...] = meta((), check=_check_finding)  # advise.Finding.to_json()
-    rules: tuple[Mapping[str, Any], ...] = meta((), check=_check_rule)  # advise.rules_status()
+    findings: tuple[Finding, ...] = ()  # advice.rules.advise
+    rules: tuple[RuleStatus, ...] = ()  # advice.rules.rules_status, then the trace rules' (trace_rules)
     link_models: tuple[Mapping[str, Any], ...] = ()  # the link bandwidths modeled times use
     projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
-    math: Mapping[str, Any] | None = None  # samemath.table: reference, tolerances, one row per variant
+    math: MathTable | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
     scaling: Mapping[str, Any] | None = meta(None, omit=if_none)  # profile --scaling (analysis.scaling_run)
     schema: int = SUMMARY_SCHEMA
@@ -320,7 +319,8 @@ def with_speedups(entries: Sequence[SummaryEntry], accelerators: int) -> list[Su
         b, m = base.get(e.family), e.median_s
         speedup = (b / m) if (b and m and e.ok) else None
         uses = e.accelerators_used or (1 if e.baseline else max(accelerators, 1))
-        return replace(e, speedup_vs_single=speedup, scaling_efficiency=(speedup / uses) if speedup else None)
+        efficiency = (speedup / uses) if speedup else None
+        return replace(e, speedup_vs_baseline=speedup, scaling_efficiency=efficiency)
 
     return [one(e) for e in entries]
 
