@@ -66,7 +66,7 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
-    ctx = RunContext.of(record.to_json(), kind)
+    ctx = RunContext.of(record, kind)
     logdir = run_dir.logdir(record.name)
     try:
         pod = analyze_logdir(logdir, ctx, record.name)
@@ -92,7 +92,8 @@ def analyse_traces(
 
 
 def topology_of(summary: Summary) -> dict[str, Any]:
-    return summary.topology.to_json() if summary.topology is not None else {}
+    """The run's topology as :mod:`tfprof_towers.vocab.device_names` reads it (``{}`` without one)."""
+    return summary.topology.roles if summary.topology is not None else {}
 
 
 def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
@@ -252,14 +253,13 @@ def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:
 
 def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
     """Each successful variant's placement audit, and the link models its modeled times use."""
-    topology = topology_of(summary)
     models = link_models(summary)
 
     def one(e: SummaryEntry) -> SummaryEntry:
         rec = records.get(e.name)
         if not e.ok or rec is None:
             return replace(e, audit=None)
-        return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown, models))
+        return replace(e, audit=audit.audit_variant(rec, summary.topology, e.breakdown, models))
 
     return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json(models)))
 

@@ -58,7 +58,7 @@ def point_walls(run_dir: RunDir, p: PlannedPoint, record: VariantRecord,
         from tfprof_towers.analysis.run_traces import RunContext, analyze_logdir
 
         rd = PointRunDir(run_dir.root, count=p.count)
-        analysis = analyze_logdir(rd.logdir(p.variant), RunContext.of(record.to_json(), topology.get("kind")),
+        analysis = analyze_logdir(rd.logdir(p.variant), RunContext.of(record, topology.get("kind")),
                                   record.name)
         devices = analysis.to_doc(per_step=True).get("devices") or {}
     except Exception:

@@ -107,7 +107,7 @@ def ranked_table(summary: dict[str, Any]) -> Table:
     logical = (summary.get("topology") or {}).get("kind") == "logical-cpu"
     what = "logical CPU devices" if logical else "no GPUs"
     title = (f"CPU stand-in timings here, fastest first ({what}: placement, bytes and FLOPs are "
-             "real; speed is not GPU speed)" if stand_in_why(summary) else
+             "real; speed is not GPU speed)" if stand_in_why((summary.get("topology") or {}).get("kind")) else
              "Placements, fastest first (median un-profiled step time)")
     t = Table(title=title)
     for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),

@@ -200,7 +200,7 @@ def view_model(
         "categories": categories.legend(),
         "data": data,
         "logical": topology.get("kind") == "logical-cpu",
-        "stand_in_why": recommend.stand_in_why(summary),
+        "stand_in_why": recommend.stand_in_why(topology.get("kind")),
         "run_root": str(run_root),
         "tensorboard_all": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard'))} --port 6006",
     }

@@ -90,6 +90,12 @@ class Topology(Record):
     tensorflow: str | None = meta(None, omit=if_none)
     WHERE = "topology"
 
+    @property
+    def roles(self) -> dict[str, Any]:
+        """``{"kind", "host", "accelerators"}``: what :func:`tfprof_towers.vocab.device_names.device_role`
+        and ``link_kind`` read to tell a host from an accelerator."""
+        return {"kind": self.kind, "host": self.host, "accelerators": list(self.accelerators)}
+
 
 @dataclass(frozen=True)
 class Timings(Record):
