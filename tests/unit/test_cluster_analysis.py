@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import typed_kit as typed
 
 from tfprof_towers.advice import rules as advise
 from tfprof_towers.analysis.cluster_view import (
@@ -78,8 +80,9 @@ def test_stragglers_need_enough_steps_and_enough_lateness() -> None:
 
 
 def facts(entry_cluster: dict, breakdown: dict | None) -> advise.Facts:
-    entry = {"name": "multi_worker", "status": "ok", "family": "cluster", "cluster": entry_cluster}
-    return advise.Facts(entry, None, breakdown, {"kind": "cpu"}, None)
+    entry = typed.entry({"name": "multi_worker", "status": "ok", "family": "cluster",
+                         "cluster": entry_cluster})
+    return advise.Facts(replace(entry, breakdown=breakdown), typed.topology({"kind": "cpu"}))
 
 
 def rule(name: str) -> advise.Rule:
@@ -112,7 +115,8 @@ def test_straggler_rule_needs_two_stepping_tasks() -> None:
                                    "chief does)")
     broken = facts({"family": "multi_worker"}, {"error": "bad trace"})
     assert advise.unmet(r, broken) == "its trace could not be analysed: bad trace"
-    one_process = advise.Facts({"name": "single", "status": "ok"}, None, {"tasks": []}, {"kind": "gpu"}, None)
+    single = typed.entry({"name": "single", "status": "ok"})
+    one_process = advise.Facts(replace(single, breakdown={"tasks": []}), typed.topology({"kind": "gpu"}))
     assert advise.unmet(r, one_process) is None and r.check(r, one_process) is None
 
 

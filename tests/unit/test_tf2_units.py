@@ -255,7 +255,7 @@ def test_collective_links_in_the_audit_and_the_matrix() -> None:
                        "kind": "collective"}],
     }
     rows = link_table(placement, LOGICAL.to_json())
-    assert [(r["via"], r["bytes_per_step"], [t["tensor"] for t in r["largest_tensors"]]) for r in rows] == [
+    assert [(r.via, r.bytes_per_step, [t.tensor for t in r.largest_tensors]) for r in rows] == [
         ("send_recv", 0, ["ctrl:0"]), ("collective", 6528, ["concat:0"])]
     matrix = transfer_matrix({"transfers": placement["transfers"]}, LOGICAL.to_json())
     cell = matrix["rows"][0][1]
