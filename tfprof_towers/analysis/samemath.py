@@ -145,9 +145,13 @@ def _exceeds(diff: float, rtol: float) -> bool:
 
 def compare(entry: SummaryEntry, ref: Reference, loss_rtol: float, grad_norm_rtol: float) -> Comparison:
     """``entry``'s losses (step by step) and gradient norm against ``ref``'s."""
-    losses = entry_losses(entry)
+    return compare_numbers(entry_losses(entry), entry_grad_norm(entry), ref, loss_rtol, grad_norm_rtol)
+
+
+def compare_numbers(losses: Sequence[float], norm: float | None, ref: Reference, loss_rtol: float,
+                    grad_norm_rtol: float) -> Comparison:
+    """``losses`` (step by step) and the gradient norm ``norm`` against ``ref``'s."""
     diffs = tuple(relative_difference(a, b) for a, b in zip(losses, ref.losses))
-    norm = entry_grad_norm(entry)
     norm_diff = None if norm is None or ref.grad_norm is None else relative_difference(norm, ref.grad_norm)
     return Comparison(
         loss_rel_diff=diffs,
