@@ -32,6 +32,7 @@ from tfprof_towers.rundir.placement_audit import (
     MovedOps,
     VariablePulls,
 )
+from tfprof_towers.rundir.placement_doc import PlacedDevice, PlacedNode, Placement
 from tfprof_towers.rundir.records import Topology, VariantRecord
 from tfprof_towers.vocab.categories import COMPUTE_CATEGORIES
 from tfprof_towers.vocab.device_names import HOST_THREADS, device_role, device_sort_key, link_kind
@@ -116,57 +117,51 @@ def top_scope(op_name: str) -> str:
     return op_name.split("/", 1)[0]
 
 
-def source_label(source: Mapping[str, Any]) -> str:
-    """``{"file": "/a/b/train.py", "line": 57}`` -> ``"/a/b/train.py:57"``."""
-    return f"{source.get('file', '?')}:{source.get('line', '?')}"
-
-
 def short_source(label: str) -> str:
     """``"/a/b/train.py:57"`` -> ``"train.py:57"`` (for tight table cells)."""
     path, _, line = label.rpartition(":")
     return f"{PurePath(path).name}:{line}" if path else label
 
 
-def _user_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [n for n in nodes if n.get("kernel") not in PLUMBING_OPS]
+def _user_nodes(nodes: Iterable[PlacedNode]) -> list[PlacedNode]:
+    return [n for n in nodes if n.kernel not in PLUMBING_OPS]
 
 
-def is_heavy(node: Mapping[str, Any]) -> bool:
-    types = {node.get("type"), node.get("kernel")}
-    return int(node.get("flops") or 0) > 0 or bool(types & HEAVY_TYPES)
+def is_heavy(node: PlacedNode) -> bool:
+    return int(node.flops or 0) > 0 or bool({node.type, node.kernel} & HEAVY_TYPES)
 
 
-def op_label(node: Mapping[str, Any]) -> str:
+def op_label(node: PlacedNode) -> str:
     """The op type, plus the executed kernel where Grappler fused or rewrote it.
 
     ``Sigmoid`` executed as ``_FusedMatMul`` -> ``"Sigmoid [_FusedMatMul]"``.
     """
-    kind, kernel = node.get("type") or "?", node.get("kernel") or ""
+    kind, kernel = node.type or "?", node.kernel or ""
     return kind if kernel in ("", kind, f"_Mkl{kind}") else f"{kind} [{kernel}]"
 
 
 def device_table(
-    placement: Mapping[str, Any],
+    placement: Placement,
     topology: Mapping[str, Any] | None,
     compute_s: Mapping[str, float] | None = None,
 ) -> list[AuditDevice]:
     """Per device: role, ops, FLOPs per step and their share; measured compute time and share."""
-    devices = dict(placement.get("devices") or {})
+    devices = placement.devices
     compute_s = dict(compute_s or {})
     names = sorted(set(devices) | set(compute_s), key=device_sort_key)
-    total_flops = sum(int(d.get("flops_per_step") or 0) for d in devices.values())
+    total_flops = sum(int(d.flops_per_step or 0) for d in devices.values())
     total_compute = sum(compute_s.values())
     rows = []
     for name in names:
-        d = devices.get(name, {})
-        flops = int(d.get("flops_per_step") or 0)
+        d = devices.get(name, PlacedDevice())
+        flops = int(d.flops_per_step or 0)
         c = compute_s.get(name)
         if name not in devices and not c:
             continue  # a trace-only row (e.g. host threads) with no compute: nothing to audit
         rows.append(AuditDevice(
             device=name,
             role=device_role(name, topology),
-            ops=int(d.get("ops") or 0),
+            ops=int(d.ops or 0),
             flops_per_step=flops,
             flops_share=flops / total_flops if total_flops else None,
             compute_s=c,
@@ -176,28 +171,28 @@ def device_table(
 
 
 def host_compute_groups(
-    nodes: Sequence[Mapping[str, Any]], topology: Mapping[str, Any] | None, total_flops: int
+    nodes: Sequence[PlacedNode], topology: Mapping[str, Any] | None, total_flops: int
 ) -> list[HostComputeGroup]:
     """Heavy ops on the host, grouped by (top-level scope, innermost ``tf.device`` line), largest first."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for n in _user_nodes(nodes):
-        if device_role(n.get("device", ""), topology) != "host" or not is_heavy(n):
+        if device_role(n.device, topology) != "host" or not is_heavy(n):
             continue
-        chain = [source_label(s) for s in n.get("sources") or ()]
-        key = (top_scope(n["name"]), chain[0] if chain else NO_SCOPE_SOURCE)
+        chain = [s.label for s in n.sources]
+        key = (top_scope(n.name), chain[0] if chain else NO_SCOPE_SOURCE)
         g = groups.setdefault(key, {
-            "scope": key[0], "device": n["device"], "ops": 0, "flops_per_step": 0,
+            "scope": key[0], "device": n.device, "ops": 0, "flops_per_step": 0,
             "op_types": defaultdict(int), "sources": [], "source_devices": [], "examples": [],
         })
         g["ops"] += 1
-        g["flops_per_step"] += int(n.get("flops") or 0)
+        g["flops_per_step"] += int(n.flops or 0)
         g["op_types"][op_label(n)] += 1
-        for label, s in zip(chain, n.get("sources") or ()):
+        for label, s in zip(chain, n.sources):
             if label not in g["sources"]:
                 g["sources"].append(label)
-                g["source_devices"].append(str(s.get("device", "")))
+                g["source_devices"].append(str(s.device))
         if len(g["examples"]) < MAX_MOVED_EXAMPLES:
-            g["examples"].append(n["name"])
+            g["examples"].append(n.name)
     out = [HostComputeGroup(
         scope=g["scope"], device=g["device"], ops=g["ops"], flops_per_step=g["flops_per_step"],
         op_types=dict(sorted(g["op_types"].items())), sources=tuple(g["sources"]),
@@ -207,29 +202,28 @@ def host_compute_groups(
     return sorted(out, key=lambda g: (-g.flops_per_step, -g.ops, g.scope))
 
 
-def moved_ops(nodes: Sequence[Mapping[str, Any]]) -> list[MovedOps]:
+def moved_ops(nodes: Sequence[PlacedNode]) -> list[MovedOps]:
     """Ops whose assigned device differs from the fully named device the graph requested."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for n in _user_nodes(nodes):
-        req, got = n.get("requested") or "", n.get("device") or ""
+        req, got = n.requested or "", n.device or ""
         if not req.startswith("/device:") or req == got:
             continue
-        key = (n.get("type") or "?", req, got)
+        key = (n.type or "?", req, got)
         g = groups.setdefault(key, {"count": 0, "examples": [], "sources": []})
         g["count"] += 1
         if len(g["examples"]) < MAX_MOVED_EXAMPLES:
-            g["examples"].append(n["name"])
-        for s in (n.get("sources") or ())[:1]:
-            label = source_label(s)
-            if label not in g["sources"]:
-                g["sources"].append(label)
+            g["examples"].append(n.name)
+        for s in n.sources[:1]:
+            if s.label not in g["sources"]:
+                g["sources"].append(s.label)
     out = [MovedOps(kind, req, got, g["count"], tuple(g["examples"]), tuple(g["sources"]))
            for (kind, req, got), g in groups.items()]
     return sorted(out, key=lambda g: (-g.count, g.type, g.requested))
 
 
 def link_table(
-    placement: Mapping[str, Any],
+    placement: Placement,
     topology: Mapping[str, Any] | None,
     measured: Mapping[tuple[str, str], MeasuredLink] | None = None,
     models: Sequence[LinkModel] = LINK_MODELS,
@@ -239,18 +233,18 @@ def link_table(
     ``measured`` maps (src, dst) to what device copy events measured per step (GPU runs).
     """
     measured = dict(measured or {})
-    by_link: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for e in placement.get("edges") or ():
-        by_link[(e["src"], e["dst"])].append(e)
-    by_member: dict[str, list[Mapping[str, Any]]] = defaultdict(list)  # collective ops by device
-    for c in placement.get("collectives") or ():
-        by_member[c["device"]].append({"tensor": c.get("tensor") or c["name"], "bytes": c["bytes"],
-                                       "producer_type": c.get("kernel", "")})
+    by_link: dict[tuple[str, str], list[LinkTensor]] = defaultdict(list)
+    for e in placement.edges or ():
+        by_link[(e.src, e.dst)].append(LinkTensor(e.tensor, int(e.bytes or 0), e.producer_type))
+    by_member: dict[str, list[LinkTensor]] = defaultdict(list)  # collective ops by device
+    for c in placement.collectives:
+        tensor = LinkTensor(c.tensor or str(c.name), int(c.bytes or 0), c.kernel or "")
+        by_member[str(c.device)].append(tensor)
     rows = []
-    for t in placement.get("transfers") or ():
-        key = (t["src"], t["dst"])
-        via = t.get("kind") or "send_recv"  # "collective": all-reduce traffic (TF2 placements)
-        nbytes = int(t.get("bytes_per_step") or 0)
+    for t in placement.transfers:
+        key = (t.src, t.dst)
+        via = t.kind or "send_recv"  # "collective": all-reduce traffic (TF2 placements)
+        nbytes = int(t.bytes_per_step or 0)
         m = measured.get(key)
         m_s = m.s if m and m.s else None
         m_bytes = m.bytes if m else None
@@ -259,55 +253,49 @@ def link_table(
         # a link between tasks is modeled only at a network card's rate, never at a bus's
         applicable = [md for md in models if kind in md.kinds or (not md.kinds and kind != "network")]
         members = by_member.get(key[0], ()) if via == "collective" else by_link.get(key, ())
-        biggest = sorted(members, key=lambda e: (-int(e.get("bytes") or 0), e.get("tensor", "")))
+        biggest = sorted(members, key=lambda e: (-e.bytes, e.tensor))
         rows.append(AuditLink(
             src=key[0], dst=key[1], kind=kind, via=via,
-            bytes_per_step=nbytes, tensors=int(t.get("tensors") or 0),
+            bytes_per_step=nbytes, tensors=int(t.tensors or 0),
             measured_s=m_s,
             measured_bytes=m_bytes,
             achieved_bytes_per_s=(m_bytes or nbytes) / m_s if m_s else None,
             modeled_s={md.key: nbytes / md.bytes_per_s for md in applicable} if crosses_bus else {},
-            largest_tensors=tuple(
-                LinkTensor(e.get("tensor", ""), int(e.get("bytes") or 0), e.get("producer_type", ""))
-                for e in biggest[:MAX_LINK_TENSORS]
-            ),
+            largest_tensors=tuple(biggest[:MAX_LINK_TENSORS]),
         ))
     return rows
 
 
-def variable_pulls(placement: Mapping[str, Any], topology: Mapping[str, Any] | None) -> VariablePulls:
+def variable_pulls(placement: Placement, topology: Mapping[str, Any] | None) -> VariablePulls:
     """Variable reads that cross to accelerators each step: bytes, which accelerators pull them,
     and the ``tf.device`` lines (innermost) that placed the pulled variables."""
     by_dst: dict[str, int] = defaultdict(int)
     srcs: set[str] = set()
     tensors = 0
-    for e in placement.get("edges") or ():
-        if (e.get("producer_type") not in VARIABLE_READ_TYPES
-                or device_role(e["dst"], topology) != "accelerator"):
+    for e in placement.edges or ():
+        if e.producer_type not in VARIABLE_READ_TYPES or device_role(e.dst, topology) != "accelerator":
             continue
-        by_dst[e["dst"]] += int(e.get("bytes") or 0)
-        srcs.add(e["src"])
+        by_dst[e.dst] += int(e.bytes or 0)
+        srcs.add(e.src)
         tensors += 1
     return VariablePulls(
         bytes_per_step=sum(by_dst.values()),
         tensors=tensors,
         by_accelerator=dict(sorted(by_dst.items())),
         sources_from=tuple(sorted(srcs)),
-        sources=tuple(variable_source_lines(placement.get("nodes") or (), srcs)),
+        sources=tuple(variable_source_lines(placement.nodes, srcs)),
     )
 
 
-def variable_source_lines(nodes: Iterable[Mapping[str, Any]], devices: Iterable[str]) -> list[str]:
+def variable_source_lines(nodes: Iterable[PlacedNode], devices: Iterable[str]) -> list[str]:
     """Innermost ``tf.device`` lines of the variable handles on ``devices``, in graph order."""
     devices = set(devices)
     out: list[str] = []
     for n in nodes:
-        if n.get("type") not in VARIABLE_HANDLE_TYPES or n.get("device") not in devices:
+        if n.type not in VARIABLE_HANDLE_TYPES or n.device not in devices or not n.sources:
             continue
-        if n.get("sources"):
-            label = source_label(n["sources"][0])
-            if label not in out:
-                out.append(label)
+        if n.sources[0].label not in out:
+            out.append(n.sources[0].label)
     return out
 
 
@@ -319,8 +307,8 @@ def audit_variant(
 ) -> Audit | None:
     """The placement audit of one variant (the run's topology, else its record's); None without placement
     data."""
-    placement = record.placement
-    if not placement:
+    placement = record.placed
+    if placement is None:
         return None
     topology = topology or record.topology or Topology(None, None)
     roles = topology.roles
@@ -329,7 +317,7 @@ def audit_variant(
     total_flops = sum(d.flops_per_step for d in devices)
     host_rows = [d for d in devices if d.role == "host"]
     links_measured = measured_links(breakdown, topology.host)
-    groups = host_compute_groups(placement.get("nodes") or (), roles, total_flops)
+    groups = host_compute_groups(placement.nodes, roles, total_flops)
     return Audit(
         variant=record.name,
         host=topology.host,
@@ -340,20 +328,16 @@ def audit_variant(
         host_compute_share=_role_share([d.compute_share for d in host_rows], None),
         devices=tuple(devices),
         host_compute=tuple(groups) if topology.accelerators else (),
-        moved=tuple(moved_ops(placement.get("nodes") or ())),
+        moved=tuple(moved_ops(placement.nodes)),
         links=tuple(link_table(placement, roles, links_measured, models)),
         links_measured=bool(links_measured),
         variable_pulls=variable_pulls(placement, roles),
-        strategy=placement.get("strategy"),  # TF2: the tf.distribute strategy and its cross-device ops
+        strategy=placement.strategy,  # TF2: the tf.distribute strategy and its cross-device ops
         collectives=tuple(  # TF2: all-reduce ops, the bytes each replica contributes per step
-            CollectiveOp(**{k: c.get(k) for k in COLLECTIVE_FIELDS})
-            for c in placement.get("collectives") or ()
+            CollectiveOp(c.name, c.device, c.kernel, c.bytes, c.group_size, c.communication_hint)
+            for c in placement.collectives
         ),
     )
-
-
-#: What an audit keeps of each of the placement's collective ops.
-COLLECTIVE_FIELDS = ("name", "device", "kernel", "bytes", "group_size", "communication_hint")
 
 
 def _role_share(values: Sequence[float | None], none: float | None) -> float | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from tfprof_towers.analysis import audit
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json
+from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.rundir.records import VariantRecord
 from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
 from tfprof_towers.vocab.device_names import device_role
@@ -133,8 +134,8 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
         rows: dict[str, MemoryPeak] = {}
         t = analyses.get(e.name)
         rec = (records or {}).get(e.name)
-        if logical and t is not None and t.pod is not None and rec is not None and rec.placement:
-            rows.update(measured_here(t.trace, rec.placement, preset))  # the allocators' events, merged
+        if logical and t is not None and t.pod is not None and rec is not None and rec.placed is not None:
+            rows.update(measured_here(t.trace, rec.placed, preset))  # the allocators' events, merged
         for d in (t.pod.memory if t is not None and t.pod is not None and not rows else ()):
             cap = d.capacity_bytes
             rows[d.device] = MemoryPeak(d.peak_bytes, "measured", d.before_trace_bytes, cap,
@@ -219,15 +220,14 @@ def measured_label(preset: str) -> str:
     return f"measured at the {preset} preset, logical devices on this CPU"
 
 
-def measured_here(trace: Any, placement: Mapping[str, Any], preset: str) -> dict[str, MemoryPeak]:
+def measured_here(trace: Any, placement: Placement, preset: str) -> dict[str, MemoryPeak]:
     """Each logical device's measured peak (:func:`.trace.placed_memory.placed_peaks`): the host allocators'
     events by the device their op was placed on, the most within one step, plus the variables the
     placement put there."""
     from tfprof_towers.trace.placed_memory import placed_peaks
 
-    nodes = {str(n["name"]): str(n["device"]) for n in placement.get("nodes") or ()
-             if isinstance(n, Mapping) and n.get("name") and n.get("device")}
-    held = {str(d): int(b) for d, b in (placement.get("variable_bytes") or {}).items()}
+    nodes = {n.name: n.device for n in placement.nodes if n.name and n.device}
+    held = {str(d): int(b) for d, b in placement.variable_bytes.items()}
     if not trace.memory.n:
         return {}
     peaks = placed_peaks(trace.memory, nodes, held, steps=trace.step_table)

@@ -44,22 +44,19 @@ class RunContext:
         nodes: dict[str, str | list[str]] = {}
         edges: dict[str, int] | None = None
         host_tasks: dict[str, str] | None = None
-        if record is not None:
-            placement = record.placement or {}
-            for n in placement.get("nodes") or []:
-                if isinstance(n, dict) and n.get("name") and n.get("device"):
-                    name, dev = str(n["name"]), str(n["device"])
-                    seen = nodes.get(name)
-                    if seen is None or seen == dev:
-                        nodes[name] = dev
-                    else:  # the same node on several tasks of a cluster
-                        devices = seen if isinstance(seen, list) else [seen]
-                        nodes[name] = devices if dev in devices else [*devices, dev]
-            if placement.get("edges") is not None:
-                edges = {str(e["edge"]): int(e.get("bytes") or 0) for e in placement["edges"]
-                         if isinstance(e, dict) and e.get("edge")}
-            if record.host_tasks is not None:
-                host_tasks = {str(k): str(v) for k, v in record.host_tasks.items() if v}
+        placement = None if record is None else record.placed
+        for n in () if placement is None else placement.nodes:
+            if n.name and n.device:
+                seen = nodes.get(n.name)
+                if seen is None or seen == n.device:
+                    nodes[n.name] = n.device
+                else:  # the same node on several tasks of a cluster
+                    devices = seen if isinstance(seen, list) else [seen]
+                    nodes[n.name] = devices if n.device in devices else [*devices, n.device]
+        if placement is not None and placement.edges is not None:
+            edges = {e.edge: int(e.bytes or 0) for e in placement.edges if e.edge}
+        if record is not None and record.host_tasks is not None:
+            host_tasks = {str(k): str(v) for k, v in record.host_tasks.items() if v}
         return cls(nodes, edges, kind, host_tasks)
 
 
