@@ -86,7 +86,7 @@ def test_a_step_that_draws_random_numbers_is_not_compared_and_is_no_reference() 
     assert [(r.variant, r.status, r.why, r.random_ops) for r in table.variants] == [
         ("one_device", "not compared", NOTE, DROPOUT_OPS),
         ("mirrored", "not compared", NOTE, DROPOUT_OPS)]
-    assert random_math_lines({"math": table.to_json()}) == [
+    assert random_math_lines(Summary("", (), math=table)) == [
         f"Same math not compared for one_device, mirrored: {NOTE}"]
     many = entry("x", [1.0], tuple(f"m/dropout_{i}/..." for i in range(4)))
     assert samemath.draws_random(typed.entry(many)) == (
