@@ -23,6 +23,7 @@ from tfprof_towers.analysis.cluster_view import (
 from tfprof_towers.cli import main
 from tfprof_towers.projection.cluster import project_cluster
 from tfprof_towers.projection.hardware import HardwareError, builtin_dir, load_file, load_hardware
+from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.variants.config import PRESETS
 
 W0, W1, W2 = "/job:worker/task:0", "/job:worker/task:1", "/job:worker/task:2"
@@ -130,18 +131,20 @@ def test_network_links_are_labelled_loopback() -> None:
     ]}
     breakdown = {"links": [{"src": "/job:ps/task:0/device:CPU:0", "dst": f"{W0}/device:CPU:0",
                             "kind": "network", "count": 13, "bytes": 6528}]}
-    rows = network_links(placement, breakdown, loopback=True)
+    rows = [r.to_json() for r in network_links(Placement.from_json(placement), breakdown, loopback=True)]
     assert [(r["from"], r["to"], r["via"], r["bytes_per_step"], r["traced_per_step"], r["loopback"])
             for r in rows] == [
         ("worker:0", "worker:1", "ring all-reduce", 6532, None, True),
         ("ps:0", "worker:0", "send/recv", 6528, 13, True),
     ]
-    view = cluster_view({"family": "multi_worker", "loopback": True, "tasks": []}, placement,
-                        {"tasks": DELAYED, "links": []})
-    assert view is not None and "not a network card" in view["network_note"]
+    typed_view = cluster_view({"family": "multi_worker", "loopback": True, "tasks": []},
+                              Placement.from_json(placement), {"tasks": DELAYED, "links": []})
+    assert typed_view is not None and typed_view.on_loopback
+    view = typed_view.to_json()
+    assert "not a network card" in view["network_note"]
     assert [s["task"] for s in view["stragglers"]] == [W1]
     assert len(view["steps"]) == 8
-    assert cluster_view(None, placement, None) is None
+    assert cluster_view(None, Placement.from_json(placement), None) is None
     assert short_task("/job:ps/task:0/device:CPU:0") == "ps:0" and short_task("/host:CPU") == "/host:CPU"
 
 
@@ -315,9 +318,10 @@ def test_report_section_across_tasks(tmp_path: Path) -> None:
               "attempts": [{"attempt": 1, "status": "failed", "error": "worker:1 <b>crashed</b>",
                             "wall_s": 5.0}]}
     entries = summary["variants"]
-    entries[0] = {**entries[0], "cluster": cluster_view(ok, placement, {"tasks": DELAYED, "links": []})}
+    view = cluster_view(ok, Placement.from_json(placement), {"tasks": DELAYED, "links": []})
+    entries[0] = {**entries[0], "cluster": view.to_json()}
     entries[1] = {**entries[1], "status": "failed", "error": "worker:1 <b>crashed</b>",
-                  "cluster": cluster_view(failed, None, None)}
+                  "cluster": cluster_view(failed, None, None).to_json()}
     html = render_report_text(summary, run)
     section = html[html.index('<section id="cluster">'):html.index('<section id="audit">')]
     assert '<a href="#cluster">across tasks</a>' in html

@@ -28,7 +28,7 @@ from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 def task_steps(f: Facts) -> list[Mapping[str, Any]]:
     """The tasks of the variant's trace that ran the steps (two or more make a straggler view)."""
-    stepping = (f.entry.cluster or {}).get("stepping_tasks")
+    stepping = None if f.entry.cluster is None else f.entry.cluster.stepping_tasks
     return stepping_tasks((f.breakdown or {}).get("tasks") or (), stepping)
 
 
@@ -53,7 +53,7 @@ def check_straggler(rule: Rule, f: Any) -> Finding | None:
     """The straggler finding of a run's cluster variant (:class:`Facts`) or of a multi-host trace's facts."""
     if not isinstance(f, Facts):
         return straggler_finding(rule, stepping_tasks(f.tasks, None), f.name, loopback=False)
-    loopback = bool((f.entry.cluster or {}).get("loopback"))
+    loopback = f.entry.cluster is not None and f.entry.cluster.on_loopback
     return straggler_finding(rule, task_steps(f), f.name, loopback)
 
 

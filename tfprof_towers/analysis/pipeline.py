@@ -273,7 +273,7 @@ def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summ
         if rec is None or rec.cluster is None:
             return e
         breakdown = e.breakdown if e.breakdown and "error" not in e.breakdown else None
-        return replace(e, cluster=cluster_view(rec.cluster, rec.placement, breakdown))
+        return replace(e, cluster=cluster_view(rec.cluster, rec.placed, breakdown))
 
     return summary.map_entries(one)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfprof_towers.rundir import nonfinite
+from tfprof_towers.rundir.cluster_doc import ClusterView
 from tfprof_towers.rundir.fields import (
     Fields,
     Record,
@@ -202,7 +203,7 @@ class SummaryEntry(Record):
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
     trace_findings: tuple[TraceFinding, ...] = ()  # the trace rules' findings on its trace (trace_rules)
-    cluster: Mapping[str, Any] | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
+    cluster: ClusterView | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
     memory: Mapping[str, MemoryPeak] = meta(factory=dict)  # device -> its peak (pipeline.with_memory)
     WHERE = "summary.json: variants[]"
     JSON_ORDER = ("name", "source", "family")
