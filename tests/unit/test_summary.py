@@ -30,8 +30,9 @@ def test_variant_entry_from_a_record() -> None:
     }
     assert e.profiled_median_s == pytest.approx(0.0088)
     assert e.examples_per_s == 500.0  # batch 4 / 8 ms
-    assert e.devices == {HOST: {"ops": 2, "flops_per_step": 0}, ACC0: {"ops": 5, "flops_per_step": 600}}
-    assert [dict(t) for t in e.transfers] == [
+    assert {d: v.to_json() for d, v in e.devices.items()} == {HOST: {"ops": 2, "flops_per_step": 0},
+                                                              ACC0: {"ops": 5, "flops_per_step": 600}}
+    assert [t.to_json() for t in e.transfers] == [
         {"src": HOST, "dst": ACC0, "bytes_per_step": 4096, "tensors": 2}
     ]
     doc = e.to_json()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof_towers.rundir.fields import Fields, Record, describe, meta
+from tfprof_towers.rundir.fields import Fields, Record, describe, if_none, meta
 
 
 def _number(f: Fields, key: str) -> int | float | None:
@@ -20,6 +20,13 @@ def _number(f: Fields, key: str) -> int | float | None:
     value = f.data.get(key)
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
         f.fail(key, f"must be a number, not {describe(value)}")
+    return value
+
+
+def _required_number(f: Fields, key: str) -> int | float:
+    value = _number(f, key)
+    if value is None:
+        f.fail(key, "is missing")
     return value
 
 
@@ -74,7 +81,7 @@ class PlacedTransfer(Record):
     dst: str
     bytes_per_step: int | float = meta(0, read=lambda f, k: _number(f, k) or 0)
     tensors: int = 0
-    kind: str | None = None  # "collective" (all-reduce traffic) or "send_recv"
+    kind: str | None = meta(None, omit=if_none)  # "collective" (all-reduce traffic) or "send_recv" (TF2)
 
 
 @dataclass(frozen=True)
@@ -94,8 +101,8 @@ class PlacedCollective(Record):
 class PlacedDevice(Record):
     """One device's op count and estimated FLOPs per step."""
 
-    ops: int | float = meta(0, read=lambda f, k: _number(f, k) or 0)
-    flops_per_step: int | float = meta(0, read=lambda f, k: _number(f, k) or 0)
+    ops: int | float = meta(0, read=lambda f, k: _required_number(f, k))
+    flops_per_step: int | float = meta(0, read=lambda f, k: _required_number(f, k))
 
 
 @dataclass(frozen=True)

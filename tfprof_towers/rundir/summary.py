@@ -25,6 +25,7 @@ from tfprof_towers.rundir.fields import (
 from tfprof_towers.rundir.math_table import MathTable
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.placement_audit import Audit
+from tfprof_towers.rundir.placement_doc import PlacedDevice, PlacedTransfer
 from tfprof_towers.rundir.records import (
     OK,
     STATUSES,
@@ -33,7 +34,6 @@ from tfprof_towers.rundir.records import (
     StepStats,
     Topology,
     VariantRecord,
-    check_devices,
 )
 from tfprof_towers.rundir.rule_docs import Finding, RuleStatus, TraceFinding
 from tfprof_towers.variants import registry
@@ -186,9 +186,8 @@ class SummaryEntry(Record):
     profiled_median_s: float | None = meta(None, key="profiled_step_time_s", read=_profiled_median,
                                           write=lambda median: {"median": median})
     examples_per_s: float | None = None
-    # device -> {ops, flops_per_step}
-    devices: Mapping[str, Mapping[str, Any]] = meta(factory=dict, check=check_devices)
-    transfers: tuple[Mapping[str, Any], ...] = ()  # {src, dst, bytes_per_step, tensors}
+    devices: Mapping[str, PlacedDevice] = meta(factory=dict)  # device -> its ops and FLOPs per step
+    transfers: tuple[PlacedTransfer, ...] = ()  # the placement's links: bytes and tensors per step
     xplane_files: tuple[str, ...] = ()
     # over the family's baseline (``single``, ``one_device``); the JSON keeps its older name
     speedup_vs_baseline: float | None = meta(None, key="speedup_vs_single")
@@ -272,19 +271,18 @@ class Summary(Record):
 # Building it from the records
 
 
-def accelerators_used(devices: Mapping[str, Mapping[str, Any]], topology: Topology | None) -> int:
+def accelerators_used(devices: Mapping[str, PlacedDevice], topology: Topology | None) -> int:
     """How many accelerator devices a placement's ``devices`` table put ops on."""
-    topo = {} if topology is None else topology.to_json()
-    return sum(1 for d, v in devices.items()
-               if device_role(d, topo) == "accelerator" and int(v.get("ops") or 0))
+    roles = {} if topology is None else topology.roles
+    return sum(1 for d, v in devices.items() if device_role(d, roles) == "accelerator" and int(v.ops or 0))
 
 
 def variant_entry(record: VariantRecord, batch: int | None, topology: Topology | None = None) -> SummaryEntry:
     """A record's line in the summary (before speedups, ranks and the analysis)."""
-    placement = record.placement or {}
-    devices = placement.get("devices") or {}
+    placed = record.placed
+    devices = {} if placed is None else placed.devices
     math = record.math
-    used = accelerators_used(devices, record.topology or topology) if record.placement else None
+    used = accelerators_used(devices, record.topology or topology) if placed is not None else None
     median = record.median_step_s
     profiled = record.timings.profiled_step_time_s
     known = registry.lookup(record.name, record.source)
@@ -298,12 +296,12 @@ def variant_entry(record: VariantRecord, batch: int | None, topology: Topology |
         step_time_s=record.timings.step_time_s or StepStats(),
         profiled_median_s=None if profiled is None else profiled.median,
         examples_per_s=(batch / median) if (batch and median) else None,
-        devices={d: {"ops": v["ops"], "flops_per_step": v["flops_per_step"]} for d, v in devices.items()},
+        devices=dict(devices),
         accelerators_used=used,
         losses=tuple(math.losses) if math is not None and math.losses else None,
         grad_norm=None if math is None else math.grad_norm,
         random_ops=() if math is None else math.random_ops,
-        transfers=tuple(placement.get("transfers") or ()),
+        transfers=() if placed is None else placed.transfers,
         xplane_files=record.xplane_files or (),
     )
 
