@@ -573,8 +573,8 @@ def test_when_every_variant_is_disqualified_the_best_is_named_with_a_caveat() ->
 def test_variables_remote_quotes_the_projection_profiles_host_link() -> None:
     from tfprof_towers.projection.hardware import load_hardware
 
-    [host_link, _peer] = audit.link_models_json(audit.link_models_from_profile(
-        load_hardware("2x-gtx1060-pcie3").summary()))
+    [host_link, _peer] = [m.to_json() for m in audit.link_models_from_profile(
+        load_hardware("2x-gtx1060-pcie3").summary())]
     summary = {"topology": TOPOLOGY, "link_models": [host_link], "variants": [
         {**entry("towers_bug", 0.05), "audit": audited(BUG), "breakdown": None}]}
     [found] = [f for f in advise.run_rules(typed.summary(summary)) if f.rule == "variables_remote"]

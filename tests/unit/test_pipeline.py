@@ -71,7 +71,7 @@ def test_audits_once_per_variant_and_link_models_once_per_summary(run: Path) -> 
     bug = out.entry("towers_bug").audit
     assert (bug.host_flops_share, bug.host_compute_share) == (0.6, None)  # no breakdown yet
     assert "link_models" not in bug.to_json()
-    assert [m["key"] for m in out.link_models] == ["pcie3_x16", "pcie3_x8"]
+    assert [m.key for m in out.link_models] == ["pcie3_x16", "pcie3_x8"]
     assert summary.link_models == () and summary.entry("towers_bug").audit is None
 
 
@@ -209,7 +209,7 @@ def test_a_cpu_run_with_a_projection_recommends_from_it(run: Path) -> None:
         "towers_bug": "heavy compute on the host while accelerators are available (high-severity finding "
                       "host_compute)"}
     # one hardware profile: the links modeled times are quoted at are the projection's
-    assert [(m["key"], m["name"]) for m in summary.link_models] == [
+    assert [(m.key, m.name) for m in summary.link_models] == [
         ("host_link", f"PCIe 3.0 x8 ({PROJECTION_PROFILE})"),
         ("peer", f"PCIe 3.0 x8, staged through host ({PROJECTION_PROFILE})")]
     links = {(ln.src, ln.dst): ln for ln in summary.entry("towers_bug").audit.links}

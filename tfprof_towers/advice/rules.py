@@ -15,9 +15,8 @@ Reads the typed summary (:class:`~tfprof_towers.rundir.summary.Summary`); no ren
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tfprof_towers.advice import cluster as cluster_advice
 from tfprof_towers.advice import engine, recommend
@@ -322,12 +321,9 @@ def facts_for(summary: Summary) -> list[Facts]:
 HOST_LINK_KEY = "host_link"
 
 
-def host_link(link_models: Sequence[Mapping[str, Any]]) -> LinkModel | None:
+def host_link(link_models: Sequence[LinkModel]) -> LinkModel | None:
     """The projection profile's host link among the summary's link models (None without a projection)."""
-    m = next((m for m in link_models if m.get("key") == HOST_LINK_KEY), None)
-    if m is None:
-        return None
-    return LinkModel(str(m["key"]), str(m["name"]), float(m["bytes_per_s"]), str(m.get("source") or ""))
+    return next((m for m in link_models if m.key == HOST_LINK_KEY), None)
 
 
 def evaluate(summary: Summary, rules: Sequence[Rule] = RULES) -> Evaluation:

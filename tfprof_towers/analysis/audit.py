@@ -9,7 +9,7 @@ and the report read.  Its ``links`` hold
 measured times where the trace has device copies (GPU runs) and, always, clearly labelled
 *modeled* times at the links of the projection's hardware profile
 (:func:`link_models_from_profile`; the :data:`LINK_MODELS` bandwidths for a run without a
-projection), listed once per summary (``summary.json`` -> ``link_models``), not per audit.
+projection), listed once per summary (``summary.json`` -> ``link_models``: :class:`LinkModel`), not per audit.
 
 No TensorFlow, no I/O.
 """
@@ -28,6 +28,7 @@ from tfprof_towers.rundir.placement_audit import (
     AuditLink,
     CollectiveOp,
     HostComputeGroup,
+    LinkModel,
     LinkTensor,
     MovedOps,
     VariablePulls,
@@ -56,17 +57,6 @@ MAX_MOVED_EXAMPLES = 3
 MAX_LINK_TENSORS = 5
 
 
-@dataclass(frozen=True)
-class LinkModel:
-    """A named link bandwidth used to *model* transfer times that cannot be measured."""
-
-    key: str
-    name: str
-    bytes_per_s: float
-    source: str
-    kinds: tuple[str, ...] = ()  # the link kinds (device_names.link_kind) it models; () for all
-
-
 _PCIE3_SOURCE = (
     "PCIe 3.0 signals 8 GT/s per lane with 128b/130b encoding: 0.985 GB/s per lane and direction, "
     "15.75 GB/s raw for x16 and 7.88 GB/s for x8 (PCI-SIG, PCI Express Base Specification 3.0). "
@@ -86,12 +76,6 @@ def link_model(key: str) -> LinkModel:
     if found is None:
         raise KeyError(f"unknown link model {key!r}; known: {', '.join(m.key for m in LINK_MODELS)}")
     return found
-
-
-def link_models_json(models: Sequence[LinkModel] = LINK_MODELS) -> list[dict[str, Any]]:
-    """The link models every modeled time in a summary uses (``summary.json`` -> ``link_models``)."""
-    return [{"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source,
-             **({"kinds": list(m.kinds)} if m.kinds else {})} for m in models]
 
 
 def link_models_from_profile(profile: Mapping[str, Any]) -> tuple[LinkModel, ...]:

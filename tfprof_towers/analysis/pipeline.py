@@ -261,7 +261,7 @@ def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summa
             return replace(e, audit=None)
         return replace(e, audit=audit.audit_variant(rec, summary.topology, e.breakdown, models))
 
-    return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json(models)))
+    return replace(summary.map_entries(one), link_models=tuple(models))
 
 
 def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:

@@ -10,7 +10,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof_towers.rundir.fields import Record, meta
+from tfprof_towers.rundir.fields import Record, if_empty, meta
+
+
+@dataclass(frozen=True)
+class LinkModel(Record):
+    """A named link bandwidth used to *model* transfer times that cannot be measured
+    (``summary.json`` -> ``link_models``: every modeled time of the run's audits is at one of them)."""
+
+    key: str
+    name: str
+    bytes_per_s: float
+    source: str = ""
+    kinds: tuple[str, ...] = meta((), omit=if_empty)  # the link kinds (link_kind) it models; (): all
+    WHERE = "summary.json: link_models"
 
 
 @dataclass(frozen=True)

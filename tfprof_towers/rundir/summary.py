@@ -24,7 +24,7 @@ from tfprof_towers.rundir.fields import (
 )
 from tfprof_towers.rundir.math_table import MathTable
 from tfprof_towers.rundir.paths import RunDir
-from tfprof_towers.rundir.placement_audit import Audit
+from tfprof_towers.rundir.placement_audit import Audit, LinkModel
 from tfprof_towers.rundir.placement_doc import PlacedDevice, PlacedTransfer
 from tfprof_towers.rundir.records import (
     OK,
@@ -241,7 +241,7 @@ class Summary(Record):
     interrupted_by: str | None = None
     findings: tuple[Finding, ...] = ()  # advice.rules.advise
     rules: tuple[RuleStatus, ...] = ()  # advice.rules.rules_status, then the trace rules' (trace_rules)
-    link_models: tuple[Mapping[str, Any], ...] = ()  # the link bandwidths modeled times use
+    link_models: tuple[LinkModel, ...] = ()  # the link bandwidths modeled times use
     projection: Mapping[str, Any] | None = None  # pipeline.compact_projection, or {"error": ...}
     math: MathTable | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
