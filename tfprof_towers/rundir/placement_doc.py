@@ -42,6 +42,10 @@ class SourceLine(Record):
     line: int | None = meta(None, read=_raw)
     device: str = ""  # the device the scope names (TF1)
 
+    @classmethod
+    def from_fields(cls, f: Fields) -> SourceLine:  # read by hand: a graph has thousands of these
+        return cls(f.text("file"), f.data.get("line"), f.text("device") or "")
+
     @property
     def label(self) -> str:
         """``"/a/b/train.py:57"``."""
@@ -60,6 +64,12 @@ class PlacedNode(Record):
     flops: int | float = meta(0, read=lambda f, k: _number(f, k) or 0)
     sources: tuple[SourceLine, ...] = ()  # innermost first
 
+    @classmethod
+    def from_fields(cls, f: Fields) -> PlacedNode:  # read by hand: a graph has thousands of nodes
+        return cls(f.text("name", required=True), f.text("device") or "", f.text("type"), f.text("kernel"),
+                   f.text("requested"), _number(f, "flops") or 0,
+                   tuple(SourceLine.from_fields(x) for x in f.objects("sources")))
+
 
 @dataclass(frozen=True)
 class PlacedEdge(Record):
@@ -71,6 +81,11 @@ class PlacedEdge(Record):
     tensor: str = ""
     producer_type: str = ""
     edge: str | None = None  # the send/recv pair's tensor name (the trace's join)
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> PlacedEdge:  # read by hand: a graph has thousands of edges
+        return cls(f.text("src", required=True), f.text("dst", required=True), _number(f, "bytes") or 0,
+                   f.text("tensor") or "", f.text("producer_type") or "", f.text("edge"))
 
 
 @dataclass(frozen=True)
