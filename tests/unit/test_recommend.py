@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import typed_kit as typed
 
 from tfprof_towers.advice import recommend
 from tfprof_towers.advice.recommend import Candidate, choose, overlap, within_fraction
+from tfprof_towers.rundir.summary import Summary
 
 
 def c(name: str, t: float, simplicity: int, lo: float | None = None, hi: float | None = None) -> Candidate:
@@ -102,7 +104,7 @@ def test_measured_and_projected_agree_on_the_same_numbers() -> None:
         ],
     }
     entries = [_projected("replicated", 1.00, 1.0), _projected("towers_host_vars", 1.04, 1.04)]
-    assert recommend.measured(summary).variant == "towers_host_vars"
+    assert recommend.measured(typed.summary(summary)).variant == "towers_host_vars"
     assert (
         recommend.projected(entries, ["replicated", "towers_host_vars"], "toy").variant == "towers_host_vars"
     )
@@ -134,12 +136,12 @@ def compact(*rows: tuple[str, float, float], error: str | None = None) -> dict:
             "variants": variants, "ranking": [n for n, _, _ in rows]}
 
 
-def cpu_summary(projection: dict | None, *names: str, kind: str = "logical-cpu") -> dict:
+def cpu_summary(projection: dict | None, *names: str, kind: str = "logical-cpu") -> Summary:
     variants = [{"name": n, "status": "ok", "source": "builtin",
                  "step_time_s": {"median": 0.001 * (i + 1), "p10": 0.001 * (i + 1), "p90": 0.001 * (i + 1),
                                  "n": 5}} for i, n in enumerate(names)]
-    return {"topology": {"kind": kind}, "variants": variants, "ranking": list(names),
-            "projection": projection}
+    return typed.summary({"topology": {"kind": kind}, "variants": variants, "ranking": list(names),
+                          "projection": projection})
 
 
 def test_logical_cpu_runs_recommend_from_the_projection() -> None:
@@ -148,7 +150,7 @@ def test_logical_cpu_runs_recommend_from_the_projection() -> None:
     assert (rec.basis, rec.hardware, rec.preset, rec.label) == (
         "projected", "2x-gtx1060-pcie3", "seed", "projected on 2x-gtx1060-pcie3")
     assert (rec.variant, rec.fastest, rec.measured_pick) == ("towers_host_vars", "replicated", "single")
-    assert rec.speedup_vs_single == pytest.approx(0.744 / 0.381)
+    assert rec.speedup_vs_baseline == pytest.approx(0.744 / 0.381)
     assert rec.projected_step_s == {"overlapped": 0.381, "serial": 0.432}
     assert rec.reason == (
         "At the seed preset (not measured): projected within 5% of the fastest (replicated, 375.00 ms) on "
@@ -167,7 +169,7 @@ def test_a_cluster_without_gpus_recommends_from_the_projection_too() -> None:
     rec = recommend.headline(summary)
     assert (rec.basis, rec.variant, rec.hardware, rec.measured_pick) == (
         "projected", "multi_worker", "2 x 8x-a100-100gbe", "parameter_server")
-    assert recommend.stand_in_why(summary).startswith("the tasks here ran on CPUs")
+    assert recommend.stand_in_why(recommend.run_kind(summary)).startswith("the tasks here ran on CPUs")
     without = recommend.headline(cpu_summary(None, "parameter_server", "multi_worker", kind="cpu"))
     assert without.basis == "measured" and "The tasks here ran on CPUs, without GPUs" in without.reason
     assert "so this ranks CPU cost, not GPU scaling" in without.reason

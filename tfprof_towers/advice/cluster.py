@@ -28,7 +28,7 @@ from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 def task_steps(f: Facts) -> list[Mapping[str, Any]]:
     """The tasks of the variant's trace that ran the steps (two or more make a straggler view)."""
-    stepping = (f.entry.get("cluster") or {}).get("stepping_tasks")
+    stepping = None if f.entry.cluster is None else f.entry.cluster.stepping_tasks
     return stepping_tasks((f.breakdown or {}).get("tasks") or (), stepping)
 
 
@@ -40,7 +40,7 @@ def unmet_tasks(f: Any) -> str | None:
             return ("fewer than two tasks ran steps (a single-host trace; a multi-host logdir holds one "
                     "trace per task)")
         return None
-    if not (f.entry.get("cluster") or {}):
+    if not f.entry.cluster:
         return None
     if (f.breakdown or {}).get("error"):
         return f"its trace could not be analysed: {f.breakdown['error']}"
@@ -53,7 +53,7 @@ def check_straggler(rule: Rule, f: Any) -> Finding | None:
     """The straggler finding of a run's cluster variant (:class:`Facts`) or of a multi-host trace's facts."""
     if not isinstance(f, Facts):
         return straggler_finding(rule, stepping_tasks(f.tasks, None), f.name, loopback=False)
-    loopback = bool((f.entry.get("cluster") or {}).get("loopback"))
+    loopback = f.entry.cluster is not None and f.entry.cluster.on_loopback
     return straggler_finding(rule, task_steps(f), f.name, loopback)
 
 

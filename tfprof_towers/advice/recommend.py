@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tfprof_towers.rundir.summary import MEASURED, PROJECTED, Recommendation
+from tfprof_towers.rundir.summary import MEASURED, PROJECTED, Recommendation, Summary, SummaryEntry
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab.device_names import short_device
 from tfprof_towers.vocab.fmt import fmt_gib, fmt_ratio, fmt_seconds, fmt_step
@@ -40,9 +40,15 @@ STAND_IN: dict[str, str] = {
 }
 
 
-def stand_in_why(summary: Mapping[str, Any]) -> str | None:
-    """Why this run's step times are not GPU speed, or None when they are (real GPUs)."""
-    return STAND_IN.get((summary.get("topology") or {}).get("kind") or "")
+def stand_in_why(kind: str | None) -> str | None:
+    """Why the step times of a run on a topology of ``kind`` are not GPU speed, or None when they are
+    (real GPUs)."""
+    return STAND_IN.get(kind or "")
+
+
+def run_kind(summary: Summary) -> str | None:
+    """The run's topology kind (None without a topology)."""
+    return None if summary.topology is None else summary.topology.kind
 
 
 @dataclass(frozen=True)
@@ -118,22 +124,20 @@ def _every_one_excluded(name: str) -> str:
 # Measured: summary.json entries
 
 
-def measured_candidate(entry: Mapping[str, Any]) -> Candidate:
-    st = entry["step_time_s"]
-    source = entry.get("source") or "builtin"
-    return Candidate(entry["name"], st["median"], registry.simplicity(entry["name"], source),
-                     st.get("p10"), st.get("p90"), source)
+def measured_candidate(entry: SummaryEntry) -> Candidate:
+    st = entry.step_time_s
+    return Candidate(entry.name, st.median, registry.simplicity(entry.name, entry.source), st.p10, st.p90,
+                     entry.source)
 
 
-def measured(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = None) -> Recommendation:
-    """The recommendation from measured step times (the summary document's ranked entries)."""
+def measured(summary: Summary, excluded: Mapping[str, str] | None = None) -> Recommendation:
+    """The recommendation from measured step times (the summary's ranked entries)."""
     excluded = dict(excluded or {})
-    entries = {e["name"]: e for e in summary.get("variants") or []}
-    ok = [entries[n] for n in summary.get("ranking") or [] if entries[n]["status"] == "ok"
-          and entries[n]["step_time_s"].get("median") is not None]
+    entries = {e.name: e for e in summary.variants}
+    ok = [entries[n] for n in summary.ranking if entries[n].ok and entries[n].median_s is not None]
     if not ok:
         return NOTHING_MEASURED
-    names, every_one = eligible([e["name"] for e in ok], excluded)
+    names, every_one = eligible([e.name for e in ok], excluded)
     choice = choose([measured_candidate(entries[n]) for n in names], overlap)
     assert choice is not None
     chosen, fastest = entries[choice.chosen.name], entries[choice.fastest.name]
@@ -143,46 +147,46 @@ def measured(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = No
     close = {c.name for c in choice.close}
     reason = []
     if overall is not fastest:
-        reason.append(f"{overall['name']} has the fastest median un-profiled step ({_med(overall)}) but is "
-                      f"not recommended: {excluded[overall['name']]}.")
+        reason.append(f"{overall.name} has the fastest median un-profiled step ({_med(overall)}) but is "
+                      f"not recommended: {excluded[overall.name]}.")
     reason.append(_describe_fastest(fastest, "" if overall is fastest else " of the others"))
     if chosen is not fastest:
         reason.append(
-            f"{chosen['name']} is within measured noise ({_med(chosen)}, p10–p90 ranges overlap) and "
+            f"{chosen.name} is within measured noise ({_med(chosen)}, p10–p90 ranges overlap) and "
             f"simpler, so it is the recommendation."
         )
     elif runner is not None and runner is not overall:
-        gap = runner["step_time_s"]["median"] / fastest["step_time_s"]["median"]
-        noise = " (within measured noise, but not simpler)" if runner["name"] in close else ""
-        reason.append(f"Runner-up: {runner['name']} at {_med(runner)}, {fmt_ratio(gap)} slower{noise}.")
+        gap = runner.median_s / fastest.median_s
+        noise = " (within measured noise, but not simpler)" if runner.name in close else ""
+        reason.append(f"Runner-up: {runner.name} at {_med(runner)}, {fmt_ratio(gap)} slower{noise}.")
     if every_one:
-        reason.append(_every_one_excluded(chosen["name"]))
-    why = stand_in_why(summary)
+        reason.append(_every_one_excluded(chosen.name))
+    why = stand_in_why(run_kind(summary))
     if why:
         reason.append(
             f"{why[0].upper()}{why[1:]}, so this ranks CPU cost, not GPU scaling: profile on the GPU "
             "machine before changing production code."
         )
     return Recommendation(
-        variant=chosen["name"], reason=" ".join(reason), basis=MEASURED, fastest=overall["name"],
-        runner_up=runner["name"] if runner else None, speedup_vs_single=chosen.get("speedup_vs_single"),
-        median_step_s=chosen["step_time_s"]["median"],
+        variant=chosen.name, reason=" ".join(reason), basis=MEASURED, fastest=overall.name,
+        runner_up=runner.name if runner else None, speedup_vs_baseline=chosen.speedup_vs_baseline,
+        median_step_s=chosen.median_s,
         within_noise=tuple(c.name for c in choice.close),
         excluded={n: why for n, why in excluded.items() if n in entries},
     )
 
 
-def _med(e: Mapping[str, Any]) -> str:
-    return fmt_seconds(e["step_time_s"]["median"])
+def _med(e: SummaryEntry) -> str:
+    return fmt_seconds(e.median_s)
 
 
-def _describe_fastest(e: Mapping[str, Any], among: str = "") -> str:
-    st = e["step_time_s"]
-    text = f"{e['name']} has the fastest median un-profiled step{among}: {_med(e)}"
-    if st.get("p10") is not None and st.get("p90") is not None:
-        text += f" (p10–p90 {fmt_seconds(st['p10'])}–{fmt_seconds(st['p90'])}, {st.get('n')} steps)"
-    if e.get("speedup_vs_single") is not None and not registry.is_baseline(e["name"], e.get("source")):
-        text += f", {fmt_ratio(e['speedup_vs_single'])} the speed of {registry.baseline_of(e)}"
+def _describe_fastest(e: SummaryEntry, among: str = "") -> str:
+    st = e.step_time_s
+    text = f"{e.name} has the fastest median un-profiled step{among}: {_med(e)}"
+    if st.p10 is not None and st.p90 is not None:
+        text += f" (p10–p90 {fmt_seconds(st.p10)}–{fmt_seconds(st.p90)}, {st.n} steps)"
+    if e.speedup_vs_baseline is not None and not e.baseline:
+        text += f", {fmt_ratio(e.speedup_vs_baseline)} the speed of {registry.baseline_name(e.family)}"
     return text + "."
 
 
@@ -275,7 +279,7 @@ def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], 
         else:
             reason += f", and simpler than {best['name']}"
         return Recommendation(name, reason, PROJECTED, fastest=best["name"], hardware=hardware,
-                              speedup_vs_single=speedup, within_noise=close)
+                              speedup_vs_baseline=speedup, within_noise=close)
     lo, hi = best["projected_step_s"]["overlapped"], best["projected_step_s"]["serial"]
     fastest = "fastest of the others" if others else "fastest"
     reason = (f"projected {fastest} on {hardware}: {fmt_step(lo)} to {fmt_step(hi)} per step "
@@ -291,7 +295,7 @@ def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], 
         gap = runner["projected_step_s"]["overlapped"] / lo - 1
         reason += f"; next: {runner['name']} ({gap:+.1%})"
     return Recommendation(best["name"], reason, PROJECTED, fastest=best["name"], hardware=hardware,
-                          runner_up=ranking[1] if len(ranking) > 1 else None, speedup_vs_single=speedup,
+                          runner_up=ranking[1] if len(ranking) > 1 else None, speedup_vs_baseline=speedup,
                           within_noise=close)
 
 
@@ -341,24 +345,24 @@ def from_projection(
     return replace(rec, reason=reason, preset=preset)
 
 
-def headline(summary: Mapping[str, Any], excluded: Mapping[str, str] | None = None) -> Recommendation:
+def headline(summary: Summary, excluded: Mapping[str, str] | None = None) -> Recommendation:
     """``summary.json`` -> ``recommendation``: from the projection where the timings are CPU
     stand-ins (:data:`STAND_IN`: logical CPU devices, or a cluster without GPUs) and the run was
     projected (or tried to be); from measured step times elsewhere (real GPUs, or an older run
     directory without any projection)."""
-    projection = summary.get("projection")
+    projection = summary.projection
     here = measured(summary, excluded)
-    if stand_in_why(summary) and projection:
-        variants = summary.get("variants") or ()
-        sources = {e["name"]: e.get("source") or "builtin" for e in variants}
-        ran = {e["name"] for e in variants}
+    if stand_in_why(run_kind(summary)) and projection:
+        variants = summary.variants
+        sources = {e.name: e.source or "builtin" for e in variants}
+        ran = {e.name for e in variants}
         not_run = {v["name"]: "not run here, so its placement and math were not checked"
                    for v in projection.get("variants") or () if v.get("name") not in ran}
         barred = dict(excluded or {})
         rec = from_projection(projection, {**not_run, **barred}, sources)
         reason, fastest = rec.reason, here.fastest
         if fastest and fastest in barred and fastest != rec.variant:
-            step = next(e["step_time_s"]["median"] for e in variants if e["name"] == fastest)
+            step = next(e.median_s for e in variants if e.name == fastest)
             reason += (f" {fastest} has the fastest CPU stand-in step here ({fmt_seconds(step)}) but is not "
                        f"recommended: {barred[fastest]}.")
         return replace(rec, reason=reason, measured_pick=here.variant)

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfprof_towers.rundir.cluster_doc import ClusterView, NetworkLink
+from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.vocab.device_names import crosses_tasks, parse_device
 
 #: The straggler rule's defaults (advise.RULES names them; the report's per-step view uses them).
@@ -132,46 +134,47 @@ def step_rows(table: pd.DataFrame, min_late_s: float, min_late_share: float) -> 
             for r, flag in zip(table.itertuples(index=False), late)]
 
 
-def network_links(placement: Mapping[str, Any] | None, breakdown: Mapping[str, Any] | None,
-                  loopback: bool) -> list[dict[str, Any]]:
+def network_links(placement: Placement | None, breakdown: Mapping[str, Any] | None,
+                  loopback: bool) -> list[NetworkLink]:
     """Bytes per step between tasks: each (src, dst) of the placement's transfers that crosses tasks
     (``via``: ring all-reduce or send/recv; bytes from the graph), with the trace's event count per
     step where it has one (``network`` links of the analysis)."""
     counted = {(str(ln.get("src")), str(ln.get("dst"))): ln for ln in (breakdown or {}).get("links") or ()
                if ln.get("kind") == "network"}
     out = []
-    for t in (placement or {}).get("transfers") or ():
-        src, dst = str(t["src"]), str(t["dst"])
-        if not crosses_tasks(src, dst):
+    for t in () if placement is None else placement.transfers:
+        if not crosses_tasks(t.src, t.dst):
             continue
-        traced = counted.get((src, dst))
-        out.append({
-            "src": src, "dst": dst, "from": short_task(src), "to": short_task(dst),
-            "via": "ring all-reduce" if t.get("kind") == "collective" else "send/recv",
-            "bytes_per_step": int(t.get("bytes_per_step") or 0), "tensors": int(t.get("tensors") or 0),
-            "traced_per_step": None if traced is None else traced.get("count"),
-            "traced_bytes_per_step": None if traced is None else traced.get("bytes"),
-            "loopback": bool(loopback),
-        })
-    return sorted(out, key=lambda r: (-r["bytes_per_step"], r["src"], r["dst"]))
+        traced = counted.get((t.src, t.dst))
+        out.append(NetworkLink(
+            src=t.src, dst=t.dst, src_task=short_task(t.src), dst_task=short_task(t.dst),
+            via="ring all-reduce" if t.kind == "collective" else "send/recv",
+            bytes_per_step=int(t.bytes_per_step or 0), tensors=int(t.tensors or 0),
+            traced_per_step=None if traced is None else traced.get("count"),
+            traced_bytes_per_step=None if traced is None else traced.get("bytes"),
+            loopback=bool(loopback),
+        ))
+    return sorted(out, key=lambda r: (-r.bytes_per_step, r.src, r.dst))
 
 
-def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Mapping[str, Any] | None,
+def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Placement | None,
                  breakdown: Mapping[str, Any] | None,
-                 params: Mapping[str, float] = STRAGGLER_PARAMS) -> dict[str, Any] | None:
+                 params: Mapping[str, float] = STRAGGLER_PARAMS) -> ClusterView | None:
     """What summary.json and the report show of a cluster variant (None for other families)."""
     if not record_cluster:
         return None
-    c = dict(record_cluster)
+    c = dict(record_cluster)  # the capture's cluster document: its parts are shown as written
     loopback = bool(c.get("loopback"))
-    table = step_table(stepping_tasks((breakdown or {}).get("tasks") or (), c.get("stepping_tasks")))
-    view = {k: c.get(k) for k in ("family", "loopback", "attached", "cluster", "failed_task", "tasks",
-                                  "attempts", "capture", "host_tasks", "stepping_tasks", "captured_tasks",
-                                  "gpus", "notes")}
-    view["network"] = network_links(placement, breakdown, loopback)
-    view["network_note"] = LOOPBACK_NOTE if loopback else (
-        "bytes from the step's graph; the trace counts the transfers but not their time on the wire")
-    view["steps"] = step_rows(table, float(params["min_late_s"]), float(params["min_late_share"]))
-    view["stragglers"] = stragglers(table, **{k: float(params[k]) for k in STRAGGLER_PARAMS})
-    view["straggler_params"] = dict(params)
-    return view
+    stepping = c.get("stepping_tasks")
+    table = step_table(stepping_tasks((breakdown or {}).get("tasks") or (), stepping))
+    return ClusterView(
+        **{k: c.get(k) for k in ("family", "loopback", "attached", "cluster", "failed_task", "tasks",
+                                 "attempts", "capture", "host_tasks", "captured_tasks", "gpus", "notes")},
+        stepping_tasks=None if stepping is None else tuple(stepping),
+        network=tuple(network_links(placement, breakdown, loopback)),
+        network_note=LOOPBACK_NOTE if loopback else (
+            "bytes from the step's graph; the trace counts the transfers but not their time on the wire"),
+        steps=tuple(step_rows(table, float(params["min_late_s"]), float(params["min_late_share"]))),
+        stragglers=tuple(stragglers(table, **{k: float(params[k]) for k in STRAGGLER_PARAMS})),
+        straggler_params=dict(params),
+    )

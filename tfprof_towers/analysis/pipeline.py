@@ -17,6 +17,7 @@ from typing import Any
 
 from tfprof_towers.analysis import audit
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json
+from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.rundir.records import VariantRecord
 from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
 from tfprof_towers.vocab.device_names import device_role
@@ -66,7 +67,7 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
-    ctx = RunContext.of(record.to_json(), kind)
+    ctx = RunContext.of(record, kind)
     logdir = run_dir.logdir(record.name)
     try:
         pod = analyze_logdir(logdir, ctx, record.name)
@@ -92,7 +93,8 @@ def analyse_traces(
 
 
 def topology_of(summary: Summary) -> dict[str, Any]:
-    return summary.topology.to_json() if summary.topology is not None else {}
+    """The run's topology as :mod:`tfprof_towers.vocab.device_names` reads it (``{}`` without one)."""
+    return summary.topology.roles if summary.topology is not None else {}
 
 
 def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
@@ -132,8 +134,8 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
         rows: dict[str, MemoryPeak] = {}
         t = analyses.get(e.name)
         rec = (records or {}).get(e.name)
-        if logical and t is not None and t.pod is not None and rec is not None and rec.placement:
-            rows.update(measured_here(t.trace, rec.placement, preset))  # the allocators' events, merged
+        if logical and t is not None and t.pod is not None and rec is not None and rec.placed is not None:
+            rows.update(measured_here(t.trace, rec.placed, preset))  # the allocators' events, merged
         for d in (t.pod.memory if t is not None and t.pod is not None and not rows else ()):
             cap = d.capacity_bytes
             rows[d.device] = MemoryPeak(d.peak_bytes, "measured", d.before_trace_bytes, cap,
@@ -218,15 +220,14 @@ def measured_label(preset: str) -> str:
     return f"measured at the {preset} preset, logical devices on this CPU"
 
 
-def measured_here(trace: Any, placement: Mapping[str, Any], preset: str) -> dict[str, MemoryPeak]:
+def measured_here(trace: Any, placement: Placement, preset: str) -> dict[str, MemoryPeak]:
     """Each logical device's measured peak (:func:`.trace.placed_memory.placed_peaks`): the host allocators'
     events by the device their op was placed on, the most within one step, plus the variables the
     placement put there."""
     from tfprof_towers.trace.placed_memory import placed_peaks
 
-    nodes = {str(n["name"]): str(n["device"]) for n in placement.get("nodes") or ()
-             if isinstance(n, Mapping) and n.get("name") and n.get("device")}
-    held = {str(d): int(b) for d, b in (placement.get("variable_bytes") or {}).items()}
+    nodes = {n.name: n.device for n in placement.nodes if n.name and n.device}
+    held = {str(d): int(b) for d, b in placement.variable_bytes.items()}
     if not trace.memory.n:
         return {}
     peaks = placed_peaks(trace.memory, nodes, held, steps=trace.step_table)
@@ -252,16 +253,15 @@ def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:
 
 def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
     """Each successful variant's placement audit, and the link models its modeled times use."""
-    topology = topology_of(summary)
     models = link_models(summary)
 
     def one(e: SummaryEntry) -> SummaryEntry:
         rec = records.get(e.name)
         if not e.ok or rec is None:
             return replace(e, audit=None)
-        return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown, models))
+        return replace(e, audit=audit.audit_variant(rec, summary.topology, e.breakdown, models))
 
-    return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json(models)))
+    return replace(summary.map_entries(one), link_models=tuple(models))
 
 
 def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
@@ -273,7 +273,7 @@ def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summ
         if rec is None or rec.cluster is None:
             return e
         breakdown = e.breakdown if e.breakdown and "error" not in e.breakdown else None
-        return replace(e, cluster=cluster_view(rec.cluster, rec.placement, breakdown))
+        return replace(e, cluster=cluster_view(rec.cluster, rec.placed, breakdown))
 
     return summary.map_entries(one)
 

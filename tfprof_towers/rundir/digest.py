@@ -25,7 +25,7 @@ def run_digest(summary: Summary) -> dict[str, Any]:
         "topology": topology,
         "ranking": [_ranked(by_name[n]) for n in order if n in by_name],
         "recommendation": summary.recommendation.to_json(),
-        "findings": [dict(f) for f in summary.findings],
+        "findings": [f.to_json() for f in summary.findings],
         "memory": [{"variant": e.name, "device": device, **peak.to_json()}
                    for e in summary.variants for device, peak in e.memory.items()],
         "projected_memory": _projected_memory(summary.projection),
@@ -37,7 +37,7 @@ def _ranked(e: SummaryEntry) -> dict[str, Any]:
     st = e.step_time_s
     return {"rank": e.rank, "variant": e.name, "status": e.status, "family": e.family, "source": e.source,
             "median_step_s": st.median, "p10_s": st.p10, "p90_s": st.p90, "steps": st.n,
-            "speedup_vs_single": e.speedup_vs_single, "accelerators_used": e.accelerators_used,
+            "speedup_vs_single": e.speedup_vs_baseline, "accelerators_used": e.accelerators_used,
             "error": e.error}
 
 
