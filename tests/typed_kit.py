@@ -6,8 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import Topology, VariantRecord
 from tfprof_towers.rundir.summary import Summary, SummaryEntry
+from tfprof_towers.rundir.trace_doc import TraceDoc
 
 
 def plain(value: Any) -> Any:
@@ -39,3 +41,13 @@ def record(doc: Mapping[str, Any]) -> VariantRecord:
 
 def topology(doc: Mapping[str, Any] | None) -> Topology | None:
     return None if doc is None else Topology.from_json(doc)
+
+
+def breakdown(doc: Mapping[str, Any] | None) -> TraceDoc | None:
+    """A trace analysis document (a variant's breakdown) as a record."""
+    return None if doc is None else TraceDoc.from_json(plain(doc))
+
+
+def projection(doc: Mapping[str, Any] | None) -> ProjectionSummary | None:
+    """summary.json's compact projection as a record."""
+    return None if doc is None else ProjectionSummary.from_json(doc)

@@ -29,14 +29,15 @@ def entry(name: str, median: float | None, p10: float | None = None, p90: float 
 
 def facts(e: dict[str, Any], a: Audit | None, breakdown: dict[str, Any] | None = None,
           topology: dict[str, Any] = TOPOLOGY, baseline: dict[str, Any] | None = None) -> advise.Facts:
-    return advise.Facts(replace(typed.entry(e), audit=a, breakdown=breakdown), typed.topology(topology),
+    return advise.Facts(replace(typed.entry(e), audit=a, breakdown=typed.breakdown(breakdown)),
+                        typed.topology(topology),
                         typed.entry(baseline))
 
 
 def audited(rec: dict[str, Any], topology: dict[str, Any] = TOPOLOGY,
             breakdown: dict[str, Any] | None = None) -> Audit | None:
     """The audit of a record document on a topology document."""
-    return audit.audit_variant(typed.record(rec), typed.topology(topology), breakdown)
+    return audit.audit_variant(typed.record(rec), typed.topology(topology), typed.breakdown(breakdown))
 
 
 def rule(name: str) -> advise.Rule:
@@ -369,7 +370,7 @@ CENTRAL = strategy_audit("CentralStorageStrategy", "ReductionToOneDevice", to_ho
 
 def tf2_facts(name: str, a: Audit, proj: dict[str, Any] | None) -> advise.Facts:
     return advise.Facts(replace(typed.entry({**entry(name, 1e-3), "family": "tf2-strategy"}), audit=a),
-                        typed.topology(TOPOLOGY), projection=proj)
+                        typed.topology(TOPOLOGY), projection=typed.projection(proj))
 
 
 def test_staged_allreduce_fires_without_a_peer_path_citing_the_modeled_ring() -> None:

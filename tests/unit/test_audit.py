@@ -77,7 +77,7 @@ def test_links_measured_on_gpu_join_the_host_plane_to_the_host_device() -> None:
         {"src": HOST, "dst": "/device:GPU:0", "kind": "send_recv", "bytes": 4000, "count": 2,
          "seconds": None, "gbps": None, "measured": False},
     ]}
-    measured = audit.measured_links(breakdown, topo["host"])
+    measured = audit.measured_links(typed.breakdown(breakdown), topo["host"])
     [row] = audit.link_table(Placement.from_json(placement), topo, measured)
     assert row.measured_s == 2e-6
     assert row.achieved_bytes_per_s == 2e9
@@ -96,13 +96,13 @@ def test_compute_per_device_adds_device_and_host_compute() -> None:
         HOST: {"total": {"host_compute": {"seconds": 0.5}}},
         "/host:CPU": {"total": {"framework": {"seconds": 9.0}}},
     }}
-    assert audit.compute_per_device(breakdown) == {"/device:GPU:0": 2.0, HOST: 0.5}
+    assert audit.compute_per_device(typed.breakdown(breakdown)) == {"/device:GPU:0": 2.0, HOST: 0.5}
 
 
 def test_audit_variant_shares_and_no_placement() -> None:
     breakdown = {"devices": {HOST: {"total": {"host_compute": {"seconds": 3.0}}},
                              ACC0: {"total": {"host_compute": {"seconds": 1.0}}}}, "links": []}
-    a = audit.audit_variant(typed.record(BUG), typed.topology(TOPOLOGY), breakdown)
+    a = audit.audit_variant(typed.record(BUG), typed.topology(TOPOLOGY), typed.breakdown(breakdown))
     assert a.host_flops_share == 0.6
     assert a.host_compute_share == 0.75
     assert a.total_flops_per_step == 1000

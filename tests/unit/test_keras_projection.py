@@ -23,6 +23,7 @@ from tfprof_towers.projection import scaling
 from tfprof_towers.projection.api import KerasModel, keras_doc
 from tfprof_towers.projection.keras_graphs import keras_cause
 from tfprof_towers.rundir.fields import Fields
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import MathCheck
 from tfprof_towers.rundir.summary import Summary
 from tfprof_towers.variants.config import get_preset
@@ -131,8 +132,8 @@ def test_the_projection_says_which_keras_model_and_batch() -> None:
                                                           "batch_given": False}
     entries = [{"name": "mirrored", "projected_step_s": {"overlapped": 0.1, "serial": 0.12},
                 "bottleneck": "accelerator compute (/device:GPU:0)"}]
-    rec = recommend.from_projection({"hardware": "2x-gtx1060-pcie3", "preset": preset, "variants": entries,
-                                     "ranking": ["mirrored"]})
+    rec = recommend.from_projection(ProjectionSummary.from_json(
+        {"hardware": "2x-gtx1060-pcie3", "preset": preset, "variants": entries, "ranking": ["mirrored"]}))
     assert rec.variant == "mirrored"
     assert rec.reason.startswith("For the Keras model cnn.py (not measured): projected fastest on "
                                  "2x-gtx1060-pcie3")

@@ -154,7 +154,9 @@ def test_measured_rows_keep_the_estimate_beside_them(tmp_path: Path) -> None:
     from test_trace_memory import memory_trace
 
     from tfprof_towers.analysis.pipeline import VariantTrace, with_memory
+    from tfprof_towers.rundir.projection_doc import ProjectionSummary
     from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
+    from tfprof_towers.rundir.trace_doc import TraceDoc
     from tfprof_towers.trace.executors import analyze_pod
 
     path = tmp_path / "h.xplane.pb"
@@ -166,8 +168,9 @@ def test_measured_rows_keep_the_estimate_beside_them(tmp_path: Path) -> None:
         GPU0: {"peak_bytes": 13_000_000, "persistent_bytes": 1_000, "capacity_bytes": 7_000_000,
                "fits": False},
         "/device:GPU:3": {"peak_bytes": 5, "persistent_bytes": 0, "capacity_bytes": 6 * GIB, "fits": True}}}]}
-    summary = Summary("run", variants=(SummaryEntry("single", status="ok"),), projection=projection)
-    out = with_memory(summary, {"single": VariantTrace({}, pod)})
+    summary = Summary("run", variants=(SummaryEntry("single", status="ok"),),
+                      projection=ProjectionSummary.from_json(projection))
+    out = with_memory(summary, {"single": VariantTrace(TraceDoc(), pod)})
     mem = out.entry("single").memory
     assert mem[GPU0] == MemoryPeak(6_500_000, "measured", 1_000_000, 7_000_000, False, 13_000_000)
     assert mem[GPU0].estimate_vs_measured == 2.0

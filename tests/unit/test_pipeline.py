@@ -22,6 +22,7 @@ from tfprof_towers.analysis.pipeline import (
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.records import load_records, load_run_or_skip
 from tfprof_towers.rundir.summary import build_summary
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.session.report import analyse_run, export_chrome_traces, finish_run, with_advice
 
 
@@ -41,25 +42,25 @@ def test_breakdowns_label_devices_and_leave_the_input_alone(run: Path) -> None:
     rd, records, summary = first_steps(run)
     analyses = analyse_traces(rd, summary, records)
     assert sorted(analyses) == ["single", "towers_bug"]  # the failed variant has no trace
-    before = json.dumps(analyses["single"].breakdown, sort_keys=True)
+    before = json.dumps(analyses["single"].breakdown.to_json(), sort_keys=True)
     out = with_breakdowns(summary, analyses)
     assert out is not summary and summary.entry("single").breakdown is None
     single = out.entry("single").breakdown
-    assert {d: v["role"] for d, v in single["devices"].items()} == {ACC0: "accelerator"}
+    assert {d: v.role for d, v in single.devices.items()} == {ACC0: "accelerator"}
     bug = out.entry("towers_bug").breakdown
-    assert {d: v["role"] for d, v in bug["devices"].items()} == {
+    assert {d: v.role for d, v in bug.devices.items()} == {
         HOST: "host",
         ACC0: "accelerator",
         "/device:CPU:2": "accelerator",
     }
-    assert single["steps"] == 3
-    assert json.dumps(analyses["single"].breakdown, sort_keys=True) == before
+    assert single.steps == 3
+    assert json.dumps(analyses["single"].breakdown.to_json(), sort_keys=True) == before
     assert out.entry("broken").breakdown is None
 
 
 def test_breakdown_errors_are_kept(run: Path) -> None:
     _, _, summary = first_steps(run)
-    out = with_breakdowns(summary, {"single": VariantTrace({"error": "boom"})})
+    out = with_breakdowns(summary, {"single": VariantTrace(TraceDoc(error="boom"))})
     assert out.entry("single").breakdown.to_json() == {"error": "boom"}  # what summary.json keeps
     assert out.entry("towers_bug").breakdown is None
 
@@ -103,7 +104,7 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
     xplane.write_bytes(b"\x00garbage")
     summary, _ = analyse_run(RunDir(run))
     rules = {r.rule: r.to_json() for r in summary.rules}
-    error = summary.entry("towers_bug").breakdown["error"]
+    error = summary.entry("towers_bug").breakdown.error
     assert rules["poor_scaling"]["evaluated"] is False
     assert rules["poor_scaling"]["not_evaluated"] == {"towers_bug": f"no device timings: {error}"}
     assert rules["poor_scaling"]["why_not"] == (

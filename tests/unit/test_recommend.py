@@ -7,6 +7,7 @@ import typed_kit as typed
 
 from tfprof_towers.advice import recommend
 from tfprof_towers.advice.recommend import Candidate, choose, overlap, within_fraction
+from tfprof_towers.rundir.projection_doc import ProjectionEntry
 from tfprof_towers.rundir.summary import Summary
 
 
@@ -43,6 +44,11 @@ def test_measured_noise_is_p10_p90_overlap() -> None:
     assert not overlap(c("a", 1, 0, None, 2.0), c("b", 1, 0, 1.0, 3.0))
 
 
+def entries_of(entries: list[dict]) -> list[ProjectionEntry]:
+    """``projection.json``'s entries as the recommender reads them."""
+    return [ProjectionEntry.from_json(e) for e in entries]
+
+
 def _projected(name: str, lo: float, hi: float) -> dict:
     return {
         "name": name,
@@ -58,7 +64,7 @@ def test_projection_uses_registry_simplicity_not_only_single() -> None:
         _projected("towers_host_vars", 1.04, 1.20),
         _projected("single", 2.00, 2.00),
     ]
-    rec = recommend.projected(entries, ["replicated", "towers_host_vars", "single"], "toy")
+    rec = recommend.projected(entries_of(entries), ["replicated", "towers_host_vars", "single"], "toy")
     assert (rec.variant, rec.fastest, rec.within_noise) == (
         "towers_host_vars",
         "replicated",
@@ -72,10 +78,10 @@ def test_projection_uses_registry_simplicity_not_only_single() -> None:
 
 def test_projection_treats_a_variant_file_as_user_simplicity() -> None:
     entries = [_projected("replicated", 1.00, 1.10), _projected("mine", 1.01, 1.01)]
-    rec = recommend.projected(entries, ["replicated", "mine"], "toy", {"mine": "file:/x/mine.py"})
+    rec = recommend.projected(entries_of(entries), ["replicated", "mine"], "toy", {"mine": "file:/x/mine.py"})
     assert rec.variant == "replicated"  # mine counts as 2, not simpler
     rec = recommend.projected(
-        entries,
+        entries_of(entries),
         ["replicated", "mine"],
         "toy",
         {"mine": "file:/x/mine.py", "replicated": "file:/x/replicated.py"},
@@ -106,7 +112,8 @@ def test_measured_and_projected_agree_on_the_same_numbers() -> None:
     entries = [_projected("replicated", 1.00, 1.0), _projected("towers_host_vars", 1.04, 1.04)]
     assert recommend.measured(typed.summary(summary)).variant == "towers_host_vars"
     assert (
-        recommend.projected(entries, ["replicated", "towers_host_vars"], "toy").variant == "towers_host_vars"
+        recommend.projected(entries_of(entries), ["replicated", "towers_host_vars"], "toy").variant
+        == "towers_host_vars"
     )
 
 
@@ -242,7 +249,7 @@ def test_a_placement_that_does_not_fit_is_never_recommended_and_stays_ranked() -
                _fit(_projected("towers_host_vars", 1.45, 1.60), 3.1),
                _fit(_projected("replicated", 1.40, 1.70), 3.2)]
     ranking = ["single", "replicated", "towers_host_vars"]
-    rec = recommend.projected(entries, ranking, "toy")
+    rec = recommend.projected(entries_of(entries), ranking, "toy")
     assert rec.variant == "towers_host_vars"  # within 5% of replicated and simpler; single does not fit
     assert rec.fastest == "single"
     assert rec.excluded == {"single": "does not fit: 7.20 GiB on GPU:0 of 6 GiB"}
@@ -253,7 +260,7 @@ def test_a_placement_that_does_not_fit_is_never_recommended_and_stays_ranked() -
 
 def test_when_nothing_fits_there_is_no_recommendation_and_the_smallest_peak_is_named() -> None:
     entries = [_fit(_projected("single", 1.00, 1.00), 7.2), _fit(_projected("replicated", 1.40, 1.70), 6.5)]
-    rec = recommend.projected(entries, ["single", "replicated"], "toy")
+    rec = recommend.projected(entries_of(entries), ["single", "replicated"], "toy")
     assert rec.variant is None and rec.fastest == "single"
     assert rec.reason == ("no variant fits the memory of toy, so none is recommended: the smallest peak is "
                           "replicated's, 6.50 GiB on GPU:0 of 6 GiB")
@@ -264,6 +271,7 @@ def test_fits_unknown_does_not_exclude() -> None:
     unknown = {**_projected("single", 1.00, 1.00),
                "memory_fit": {"fits": None,
                               "verdict": "memory fit not checked: the hardware profile gives no memory_gb"}}
-    rec = recommend.projected([unknown, _projected("replicated", 2.0, 2.0)], ["single", "replicated"], "toy")
+    both = entries_of([unknown, _projected("replicated", 2.0, 2.0)])
+    rec = recommend.projected(both, ["single", "replicated"], "toy")
     assert rec.variant == "single" and rec.excluded == {}
     assert rec.reason.endswith("; memory: memory fit not checked: the hardware profile gives no memory_gb")

@@ -61,7 +61,7 @@ def unmet(rule: Rule, f: Any) -> str | None:
     if PLACEMENT in needs and not f.audit:
         return "no placement recorded"
     if MEASURED_TIMINGS in needs and not f.measured_timings:
-        error = (f.breakdown or {}).get("error")
+        error = f.breakdown.error if f.breakdown is not None else None
         return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
     if BASELINE in needs and not f.baseline and not f.is_baseline:
         return f"the baseline {registry.baseline_name(f.entry.family)} did not succeed"

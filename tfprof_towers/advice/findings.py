@@ -12,9 +12,11 @@ from typing import Any
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel
 from tfprof_towers.rundir.placement_audit import Audit
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import Topology
 from tfprof_towers.rundir.rule_docs import Finding, RuleStatus
 from tfprof_towers.rundir.summary import SummaryEntry
+from tfprof_towers.rundir.trace_doc import TraceDoc
 
 __all__ = ["Finding", "RuleStatus"]  # the documents a rule writes (tfprof_towers.rundir.rule_docs)
 
@@ -65,7 +67,7 @@ class Facts:
     baseline: SummaryEntry | None = None  # the family's baseline entry (`single`), when it succeeded
     math_reference: samemath.Reference | None = None  # what the variant's losses are compared with
     link: LinkModel | None = None  # the projection profile's host link (summary.json -> link_models)
-    projection: Mapping[str, Any] | None = None  # summary.json -> projection: its hardware profile's links
+    projection: ProjectionSummary | None = None  # summary.json -> projection: its hardware profile's links
 
     @property
     def name(self) -> str:
@@ -76,7 +78,7 @@ class Facts:
         return self.entry.audit
 
     @property
-    def breakdown(self) -> Mapping[str, Any] | None:
+    def breakdown(self) -> TraceDoc | None:
         return self.entry.breakdown
 
     @property
@@ -91,7 +93,7 @@ class Facts:
     @property
     def measured_timings(self) -> bool:
         """True where device timings mean what they say (real accelerators, a trace analysed)."""
-        return self.on_gpus and bool(self.breakdown and self.breakdown.get("devices"))
+        return self.on_gpus and self.breakdown is not None and bool(self.breakdown.devices)
 
     def share_of_step(self, seconds: float) -> float | None:
         """``seconds`` as a share of the variant's median measured step, on GPUs only (None elsewhere:

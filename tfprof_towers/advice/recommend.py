@@ -22,8 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from tfprof_towers.rundir.projection_doc import (
+    Bottleneck,
+    ProjectionEntry,
+    ProjectionRow,
+    ProjectionSummary,
+    StepBounds,
+)
 from tfprof_towers.rundir.summary import MEASURED, PROJECTED, Recommendation, Summary, SummaryEntry
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab.device_names import short_device
@@ -194,8 +200,12 @@ def _describe_fastest(e: SummaryEntry, among: str = "") -> str:
 # Projected: projection.json entries, or summary.json's compact projection
 
 
+#: A projected variant: a ``projection.json`` entry, or a row of summary.json's compact projection.
+ProjectedRow = ProjectionEntry | ProjectionRow
+
+
 def projected(
-    entries: Sequence[Mapping[str, Any]], ranking: Sequence[str], hardware: str,
+    entries: Sequence[ProjectedRow], ranking: Sequence[str], hardware: str,
     sources: Mapping[str, str] | None = None, excluded: Mapping[str, str] | None = None,
 ) -> Recommendation:
     """The recommendation from projected step times (``project.api`` entries, ranked)."""
@@ -204,49 +214,50 @@ def projected(
                               hardware=hardware)
     sources = sources or {}
     excluded = dict(excluded or {})
-    by_name = {e["name"]: e for e in entries}
+    by_name = {e.name: e for e in entries}
     unfit = {n: fit["verdict"] for n in ranking
-             if (fit := memory_fit(by_name[n])) is not None and fit.get("fits") is False}
+             if (fit := by_name[n].memory_fit) is not None and fit.get("fits") is False}
     if len(unfit) == len(ranking):
         return Recommendation(None, nothing_fits([by_name[n] for n in ranking], hardware), PROJECTED,
                               hardware=hardware, fastest=ranking[0], excluded=unfit)
     excluded = {**unfit, **excluded}  # a placement that does not fit is never recommended
 
     def candidate(name: str) -> Candidate:
-        step = by_name[name]["projected_step_s"]
         source = sources.get(name, "builtin")
-        return Candidate(name, step["overlapped"], registry.simplicity(name, source), source=source)
+        step = _step(by_name[name]).overlapped
+        return Candidate(name, step, registry.simplicity(name, source), source=source)
 
     names, every_one = eligible([n for n in ranking if n not in unfit], excluded)
     choice = choose([candidate(n) for n in names], within_fraction(PROJECTED_WITHIN))
     assert choice is not None
     overall = by_name[ranking[0]]
     passed_over = ""
-    if overall["name"] not in names:
-        t = fmt_step(overall["projected_step_s"]["overlapped"])
-        passed_over = f"{overall['name']} is projected fastest ({t}) but is not recommended: " \
-                      f"{excluded[overall['name']]}; "
+    if overall.name not in names:
+        t = fmt_step(_step(overall).overlapped)
+        passed_over = f"{overall.name} is projected fastest ({t}) but is not recommended: " \
+                      f"{excluded[overall.name]}; "
     rec = _projected_choice(choice, by_name, names, hardware, sources, bool(passed_over))
-    fit = memory_fit(by_name[rec.variant])
+    fit = by_name[rec.variant].memory_fit
     headroom = f"; memory: {fit['verdict']}" if fit and fit.get("verdict") else ""
     reason = passed_over + rec.reason + headroom
     reason += f". {_every_one_excluded(rec.variant)}" if every_one else ""
     runner = next((n for n in ranking if n != rec.variant), None)  # eligible or not, as measured()
-    return replace(rec, reason=reason, fastest=overall["name"], runner_up=runner,
-                   projected_step_s=dict(by_name[rec.variant]["projected_step_s"]),
+    step = _step(by_name[rec.variant])
+    return replace(rec, reason=reason, fastest=overall.name, runner_up=runner,
+                   projected_step_s={"overlapped": step.overlapped, "serial": step.serial},
                    excluded={n: w for n, w in excluded.items() if n in by_name})
 
 
-def memory_fit(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """A projected entry's memory verdict (``projection.memory.Fit.to_json``), None where it has none."""
-    fit = entry.get("memory_fit")
-    return fit if isinstance(fit, Mapping) else None
+def _step(entry: ProjectedRow) -> StepBounds:
+    """A ranked entry's bounds (every ranked entry was projected)."""
+    assert entry.projected_step_s is not None
+    return entry.projected_step_s
 
 
-def nothing_fits(entries: Sequence[Mapping[str, Any]], hardware: str) -> str:
+def nothing_fits(entries: Sequence[ProjectedRow], hardware: str) -> str:
     """Why there is no recommendation when no projected variant fits: say so, and name the smallest peak."""
-    peaks = [(int(f["peak_bytes"]), e["name"], f) for e in entries
-             if (f := memory_fit(e)) is not None and f.get("peak_bytes") is not None]
+    peaks = [(int(f["peak_bytes"]), e.name, f) for e in entries
+             if (f := e.memory_fit) is not None and f.get("peak_bytes") is not None]
     if not peaks:
         return f"no variant fits the memory of {hardware}"
     peak, name, f = min(peaks, key=lambda x: (x[0], x[1]))
@@ -255,58 +266,59 @@ def nothing_fits(entries: Sequence[Mapping[str, Any]], hardware: str) -> str:
             f"{name}'s, {fmt_gib(peak)} on {where} of {of}")
 
 
-def _projected_choice(choice: Choice, by_name: Mapping[str, Mapping[str, Any]], ranking: Sequence[str],
+def _projected_choice(choice: Choice, by_name: Mapping[str, ProjectedRow], ranking: Sequence[str],
                       hardware: str, sources: Mapping[str, str], others: bool) -> Recommendation:
     """The projected recommendation among ``ranking`` (the eligible variants, fastest first)."""
     best = by_name[choice.fastest.name]
-    t_best = best["projected_step_s"]["overlapped"]
+    t_best = _step(best).overlapped
     base_name = registry.baseline_name()
     base = by_name.get(base_name)
     if base is not None and not registry.is_baseline(base_name, sources.get(base_name, "builtin")):
         base = None  # a variant file that happens to share the baseline's name
+    base_step = None if base is None else base.projected_step_s
     chosen = by_name[choice.chosen.name]
     speedup = None
-    if base is not None and "projected_step_s" in base:
-        speedup = base["projected_step_s"]["overlapped"] / chosen["projected_step_s"]["overlapped"]
+    if base_step is not None:
+        speedup = base_step.overlapped / _step(chosen).overlapped
     close = tuple(c.name for c in choice.close)
     if choice.chosen is not choice.fastest:
         name = choice.chosen.name
         fastest = "the fastest of the others" if others else "the fastest"
-        reason = (f"projected within {PROJECTED_WITHIN:.0%} of {fastest} ({best['name']}, "
+        reason = (f"projected within {PROJECTED_WITHIN:.0%} of {fastest} ({best.name}, "
                   f"{fmt_step(t_best)}) on {hardware}")
         if registry.is_baseline(name, choice.chosen.source):
             reason += ", with one device: multi-device placement does not pay"
         else:
-            reason += f", and simpler than {best['name']}"
-        return Recommendation(name, reason, PROJECTED, fastest=best["name"], hardware=hardware,
+            reason += f", and simpler than {best.name}"
+        return Recommendation(name, reason, PROJECTED, fastest=best.name, hardware=hardware,
                               speedup_vs_baseline=speedup, within_noise=close)
-    lo, hi = best["projected_step_s"]["overlapped"], best["projected_step_s"]["serial"]
+    lo, hi = _step(best).overlapped, _step(best).serial
     fastest = "fastest of the others" if others else "fastest"
     reason = (f"projected {fastest} on {hardware}: {fmt_step(lo)} to {fmt_step(hi)} per step "
               "(overlapped to serial)")
-    if base and "projected_step_s" in base and best["name"] != base_name:
-        reason += f", {base['projected_step_s']['overlapped'] / lo:.2f}x {base_name}"
+    if base_step is not None and best.name != base_name:
+        reason += f", {base_step.overlapped / lo:.2f}x {base_name}"
     reason += f"; bottleneck: {_bottleneck(best)}"
-    by_serial = min((by_name[n] for n in ranking), key=lambda e: e["projected_step_s"]["serial"])
-    if by_serial["name"] != best["name"]:
-        reason += f" (if copies never overlap compute, {by_serial['name']} is faster)"
+    by_serial = min((by_name[n] for n in ranking), key=lambda e: _step(e).serial)
+    if by_serial.name != best.name:
+        reason += f" (if copies never overlap compute, {by_serial.name} is faster)"
     if len(ranking) > 1:
         runner = by_name[ranking[1]]
-        gap = runner["projected_step_s"]["overlapped"] / lo - 1
-        reason += f"; next: {runner['name']} ({gap:+.1%})"
-    return Recommendation(best["name"], reason, PROJECTED, fastest=best["name"], hardware=hardware,
+        gap = _step(runner).overlapped / lo - 1
+        reason += f"; next: {runner.name} ({gap:+.1%})"
+    return Recommendation(best.name, reason, PROJECTED, fastest=best.name, hardware=hardware,
                           runner_up=ranking[1] if len(ranking) > 1 else None, speedup_vs_baseline=speedup,
                           within_noise=close)
 
 
-def _bottleneck(entry: Mapping[str, Any]) -> str:
-    """A projection entry's bottleneck: ``{"text": ...}`` in projection.json, a string in summary.json."""
-    b = entry.get("bottleneck")
-    return str(b.get("text", "")) if isinstance(b, Mapping) else str(b or "")
+def _bottleneck(entry: ProjectedRow) -> str:
+    """A projected entry's bottleneck: a :class:`Bottleneck` (projection.json) or its sentence (summary)."""
+    b = entry.bottleneck
+    return b.text if isinstance(b, Bottleneck) else str(b or "")
 
 
 def from_projection(
-    projection: Mapping[str, Any], excluded: Mapping[str, str] | None = None,
+    projection: ProjectionSummary, excluded: Mapping[str, str] | None = None,
     sources: Mapping[str, str] | None = None,
 ) -> Recommendation:
     """The headline of a run whose accelerators are logical CPU devices: the projection decides.
@@ -315,23 +327,22 @@ def from_projection(
     When it failed there is no recommendation: the CPU stand-in timings rank CPU cost,
     not GPU speed, and never choose.
     """
-    hardware = str(projection.get("hardware") or "the default hardware profile")
-    preset = (projection.get("preset") or {}).get("name")
+    hardware = str(projection.hardware or "the default hardware profile")
+    preset = projection.preset.name if projection.preset is not None else None
     at = f" at the {preset} preset" if preset else ""
-    if (projection.get("preset") or {}).get("keras_model"):
+    if projection.preset is not None and projection.preset.keras_model:
         at = f" for the Keras model {preset}"
-    if projection.get("error"):
-        error = str(projection["error"])
+    if projection.error:
+        error = str(projection.error)
         reason = (f"No recommendation: the projection on {hardware} failed ({error}). The CPU stand-in "
                   "timings below rank CPU cost, not GPU speed, so they do not choose; retry with "
                   f"`tfprof-towers project RUN_DIR --hardware {hardware}`.")
         return Recommendation(None, reason, PROJECTED, hardware=hardware, preset=preset, error=error)
-    variants = list(projection.get("variants") or ())
-    entries = [v for v in variants if "projected_step_s" in v]
-    names = {v["name"] for v in entries}
-    ranking = [n for n in projection.get("ranking") or () if n in names]
-    missing = [f"{v['name']} ({v.get('error') or 'not projected'})"
-               for v in variants if v["name"] not in names]
+    variants = projection.variants
+    entries = [v for v in variants if v.projected]
+    names = {v.name for v in entries}
+    ranking = [n for n in projection.ranking if n in names]
+    missing = [f"{v.name} ({v.error or 'not projected'})" for v in variants if v.name not in names]
     if not ranking:
         reason = f"No recommendation: no variant could be projected on {hardware}{at}"
         reason += f": {', '.join(missing)}." if missing else "."
@@ -352,12 +363,12 @@ def headline(summary: Summary, excluded: Mapping[str, str] | None = None) -> Rec
     directory without any projection)."""
     projection = summary.projection
     here = measured(summary, excluded)
-    if stand_in_why(run_kind(summary)) and projection:
+    if stand_in_why(run_kind(summary)) and projection is not None:
         variants = summary.variants
         sources = {e.name: e.source or "builtin" for e in variants}
         ran = {e.name for e in variants}
-        not_run = {v["name"]: "not run here, so its placement and math were not checked"
-                   for v in projection.get("variants") or () if v.get("name") not in ran}
+        not_run = {v.name: "not run here, so its placement and math were not checked"
+                   for v in projection.variants if v.name not in ran}
         barred = dict(excluded or {})
         rec = from_projection(projection, {**not_run, **barred}, sources)
         reason, fastest = rec.reason, here.fastest

@@ -37,9 +37,14 @@ def reduces_across_devices(f: Facts) -> bool:
 
 
 def profile(f: Facts) -> Mapping[str, Any] | None:
-    proj = f.projection or {}
-    prof = proj.get("profile") if not proj.get("error") else None
+    proj = f.projection
+    prof = proj.profile if proj is not None and not proj.error else None
     return prof if isinstance(prof, Mapping) and isinstance(prof.get("peer"), Mapping) else None
+
+
+def _hardware(f: Facts) -> str | None:
+    """The projection's hardware profile's name (None without a projection)."""
+    return f.projection.hardware if f.projection is not None else None
 
 
 def rate(link: Mapping[str, Any]) -> float:
@@ -76,8 +81,9 @@ def allreduce(f: Facts) -> tuple[int, int, list[str]]:
 
 def projected(f: Facts, names: tuple[str, ...]) -> list[tuple[str, float]]:
     """Projected (overlapped) step times of ``names`` that the run's projection holds, in that order."""
-    found = {v.get("name"): v for v in (f.projection or {}).get("variants") or () if "projected_step_s" in v}
-    return [(n, float(found[n]["projected_step_s"]["overlapped"])) for n in names if n in found]
+    rows = () if f.projection is None else f.projection.variants
+    found = {v.name: v.projected_step_s for v in rows if v.projected_step_s is not None}
+    return [(n, float(found[n].overlapped)) for n in names if n in found]
 
 
 def _projected_text(f: Facts, names: tuple[str, ...]) -> str:
@@ -85,7 +91,7 @@ def _projected_text(f: Facts, names: tuple[str, ...]) -> str:
     times = projected(f, names)
     if not times:
         return ""
-    hw = (f.projection or {}).get("hardware") or "the profile"
+    hw = _hardware(f) or "the profile"
     text = f" Projected on {hw}: " + ", ".join(f"{n} {fmt_seconds(s)}" for n, s in times) + " per step"
     own = dict(times).get(f.name)
     if own is not None and len(times) > 1 and all(s >= own for n, s in times if n != f.name):
@@ -108,7 +114,7 @@ def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
     peer, host = prof["peer"], prof["host_link"]
     ring = ring_seconds(payload, n, peer)
     via_host = host_round_trip_seconds(payload, host)
-    hw = (f.projection or {}).get("hardware") or prof.get("name")
+    hw = _hardware(f) or prof.get("name")
     msg = (
         f"{f.name} all-reduces {fmt_bytes(payload)} of gradients per replica per step with "
         f"{', '.join(kernels)} over {n} accelerators; on {hw} they have no peer access ({peer['name']}, "
@@ -147,7 +153,7 @@ def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
     payload = max(up.values())
     peer, host = prof["peer"], prof["host_link"]
     via_host, ring = host_round_trip_seconds(payload, host), ring_seconds(payload, n, peer)
-    hw = (f.projection or {}).get("hardware") or prof.get("name")
+    hw = _hardware(f) or prof.get("name")
     msg = (
         f"{f.name} sums the gradients on the host: each of {n} replicas sends up to {fmt_bytes(payload)} per "
         f"step to {host_dev} and receives the sum back, modeled {fmt_seconds(via_host)} over {host['name']} "

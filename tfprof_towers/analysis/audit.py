@@ -35,6 +35,7 @@ from tfprof_towers.rundir.placement_audit import (
 )
 from tfprof_towers.rundir.placement_doc import PlacedDevice, PlacedNode, Placement
 from tfprof_towers.rundir.records import Topology, VariantRecord
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.vocab.categories import COMPUTE_CATEGORIES
 from tfprof_towers.vocab.device_names import HOST_THREADS, device_role, device_sort_key, link_kind
 
@@ -286,7 +287,7 @@ def variable_source_lines(nodes: Iterable[PlacedNode], devices: Iterable[str]) -
 def audit_variant(
     record: VariantRecord,
     topology: Topology | None,
-    breakdown: Mapping[str, Any] | None = None,
+    breakdown: TraceDoc | None = None,
     models: Sequence[LinkModel] = LINK_MODELS,
 ) -> Audit | None:
     """The placement audit of one variant (the run's topology, else its record's); None without placement
@@ -328,19 +329,15 @@ def _role_share(values: Sequence[float | None], none: float | None) -> float | N
     """The sum of ``values`` that are known; ``none`` when none is (e.g. no trace analysed)."""
     known = [v for v in values if v is not None]
     return float(sum(known)) if known else none
-def compute_per_device(breakdown: Mapping[str, Any] | None) -> dict[str, float]:
-    """Measured compute seconds per step per device, from a variant's trace breakdown.
-
-    ``breakdown`` is the per-step document of :meth:`tfprof_towers.trace.analysis.Analysis.to_doc`:
-    ``{"devices": {name: {"window_s", "total": {category: {"count", "seconds", "bytes"}}, "wall"}}}``.
-    """
-    if not breakdown:
+def compute_per_device(breakdown: TraceDoc | None) -> dict[str, float]:
+    """Measured compute seconds per step per device, from a variant's trace breakdown (per step: each
+    device's inclusive totals of the compute categories)."""
+    if breakdown is None:
         return {}
     out = {}
-    for name, dev in (breakdown.get("devices") or {}).items():
-        total = dev.get("total") or {}
-        seconds = [float((total.get(c) or {}).get("seconds") or 0.0) for c in COMPUTE_CATEGORIES]
-        if any(c in total for c in COMPUTE_CATEGORIES):
+    for name, dev in breakdown.devices.items():
+        seconds = [float(dev.total_of(c).seconds or 0.0) for c in COMPUTE_CATEGORIES]
+        if any(c in dev.total for c in COMPUTE_CATEGORIES):
             out[name] = sum(seconds)
     return out
 
@@ -355,22 +352,22 @@ class MeasuredLink:
 
 
 def measured_links(
-    breakdown: Mapping[str, Any] | None, host: str | None = None
+    breakdown: TraceDoc | None, host: str | None = None
 ) -> dict[tuple[str, str], MeasuredLink]:
     """(src, dst) -> what was measured per step, from a trace breakdown.
 
     Only links with a measured time (device copy events) count; the trace names the host
     side of a copy ``/host:CPU``, which is the topology's ``host`` device here.
     """
-    if not breakdown:
+    if breakdown is None:
         return {}
     host = host or HOST_THREADS
     out: dict[tuple[str, str], MeasuredLink] = {}
-    for link in breakdown.get("links") or ():
-        if not link.get("measured") or link.get("seconds") is None:
+    for link in breakdown.links:
+        if not link.measured or link.seconds is None:
             continue
-        key = tuple(host if d == HOST_THREADS else d for d in (link["src"], link["dst"]))
+        key = tuple(host if d == HOST_THREADS else d for d in (link.src, link.dst))
         m = out.get(key, MeasuredLink())
-        out[key] = MeasuredLink(m.s + float(link["seconds"]), m.bytes + int(link.get("bytes") or 0),
-                                m.count + int(link.get("count") or 0))
+        out[key] = MeasuredLink(m.s + float(link.seconds), m.bytes + int(link.bytes or 0),
+                                m.count + int(link.count or 0))
     return out

@@ -19,7 +19,7 @@ from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
-from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib, fmt_workload
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib
 
 
 def _console(stderr: bool = False) -> Console:
@@ -152,7 +152,7 @@ def peak_cell(memory: Mapping[str, MemoryPeak]) -> str:
     return f"[red]{_escape(text)} does not fit[/]" if r.fits is False else _escape(text)
 
 
-def memory_cell(fit: dict[str, Any] | None, checked: EstimateGap | None = None) -> str:
+def memory_cell(fit: Mapping[str, Any] | None, checked: EstimateGap | None = None) -> str:
     """A variant's peak memory on the target, for a table: its tightest device's estimated peak, red when
     it does not fit (rich markup, escaped); ``checked``: (estimated / measured, where) of the same
     estimate at the run's size, the device farthest apart.  A calibrated verdict's peak says so, with the
@@ -175,27 +175,27 @@ def estimate_checks(summary: Summary) -> dict[str, EstimateGap]:
 
 def projected_table(summary: Summary) -> Table | None:
     """The projection the recommendation came from (None when there is none to show)."""
-    proj = summary.projection or {}
-    if proj.get("error") or not proj.get("variants"):
+    proj = summary.projection
+    if proj is None or proj.error or not proj.variants:
         return None
-    size = fmt_workload(proj.get("preset"))
+    size = proj.preset.workload if proj.preset is not None else ""
     size = f" {size}" if size else ""
-    t = Table(title=f"PROJECTED on {proj.get('hardware')}{size}, fastest first: not measured")
+    t = Table(title=f"PROJECTED on {proj.hardware}{size}, fastest first: not measured")
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped - serial", "right"),
                       ("peak memory", "right"), ("bottleneck", "left"), ("note", "left")):
         t.add_column(col, justify=just)
     excluded = summary.recommendation.excluded
-    by_name = {v["name"]: v for v in proj["variants"]}
+    by_name = {v.name: v for v in proj.variants}
     checks = estimate_checks(summary)
-    ranking = list(proj.get("ranking") or ())
+    ranking = list(proj.ranking)
     for name in [*ranking, *(n for n in by_name if n not in ranking)]:
         v = by_name[name]
-        step = v.get("projected_step_s")
-        span = f"{_ms(step['overlapped'])} - {_ms(step['serial'])}" if step else "-"
-        note = v.get("error") or (f"not recommended: {excluded[name]}" if name in excluded else "")
-        t.add_row(str(v.get("rank") or "-"), _escape(name), span,
-                  memory_cell(v.get("memory_fit"), checks.get(name)),
-                  _escape(str(v.get("bottleneck") or "-")),
+        step = v.projected_step_s
+        span = f"{_ms(step.overlapped)} - {_ms(step.serial)}" if step is not None else "-"
+        note = v.error or (f"not recommended: {excluded[name]}" if name in excluded else "")
+        t.add_row(str(v.rank or "-"), _escape(name), span,
+                  memory_cell(v.memory_fit, checks.get(name)),
+                  _escape(str(v.bottleneck or "-")),
                   f"[yellow]{_escape(note)}[/]" if note else "")
     return t
 

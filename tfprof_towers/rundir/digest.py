@@ -5,9 +5,9 @@ before it asks ``analyze`` about one variant's trace or ``sql`` about its frames
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.summary import Summary, SummaryEntry
 
 
@@ -41,13 +41,9 @@ def _ranked(e: SummaryEntry) -> dict[str, Any]:
             "error": e.error}
 
 
-def _projected_memory(projection: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def _projected_memory(projection: ProjectionSummary | None) -> list[dict[str, Any]]:
     """Each projected variant's memory fit (``projection.variants[].memory_fit``), where there is one."""
-    if not isinstance(projection, Mapping):
+    if projection is None:
         return []
-    out = []
-    for entry in projection.get("variants") or ():
-        fit = entry.get("memory_fit") if isinstance(entry, Mapping) else None
-        if isinstance(fit, Mapping):
-            out.append({"variant": entry.get("name"), "hardware": projection.get("hardware"), **fit})
-    return out
+    return [{"variant": v.name, "hardware": projection.hardware, **v.memory_fit}
+            for v in projection.variants if v.memory_fit is not None]

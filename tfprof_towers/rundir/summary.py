@@ -13,7 +13,6 @@ from typing import Any
 
 from tfprof_towers.rundir import nonfinite
 from tfprof_towers.rundir.cluster_doc import ClusterView
-from tfprof_towers.rundir.docview import coerce
 from tfprof_towers.rundir.fields import (
     Fields,
     Record,
@@ -211,10 +210,6 @@ class SummaryEntry(Record):
     WHERE = "summary.json: variants[]"
     JSON_ORDER = ("name", "source", "family")
 
-    def __post_init__(self) -> None:
-        # a step that still builds the breakdown as a dict: typed here, as summary.json would load it
-        object.__setattr__(self, "breakdown", coerce(TraceDoc, self.breakdown, "breakdown"))
-
     @property
     def ok(self) -> bool:
         return self.status == OK
@@ -258,11 +253,6 @@ class Summary(Record):
     WHERE = "summary.json"
     JSON_ORDER = ("schema", "run_dir", "partial", "interrupted_by", "topology", "config", "versions",
                   "started", "finished", "ranking")
-
-    def __post_init__(self) -> None:
-        # a step that still builds these documents as dicts: typed here, as summary.json would load them
-        object.__setattr__(self, "projection", coerce(ProjectionSummary, self.projection, "projection"))
-        object.__setattr__(self, "scaling", coerce(ScalingSection, self.scaling, "scaling"))
 
     def entry(self, name: str) -> SummaryEntry | None:
         return next((e for e in self.variants if e.name == name), None)

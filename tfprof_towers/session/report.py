@@ -149,7 +149,7 @@ def finish_run(run_dir: RunDir) -> dict[str, Any]:
     problems: list[str] = []
     errors: list[OSError] = []
     writes = ((run_dir.summary_json, lambda: write_json(run_dir.summary_json, doc)),
-              (run_dir.report_html, lambda: render_report(doc, run_dir, timelines(summary, analyses),
+              (run_dir.report_html, lambda: render_report(summary, run_dir, timelines(summary, analyses),
                                                           memory_timelines(analyses))))
     for path, write in writes:
         try:
