@@ -115,7 +115,7 @@ E2E_COST_S = {
     "test_project_graphs.py": 585, "test_tf2_e2e.py": 424, "test_scaling_e2e.py": 389,
     "test_survive_e2e.py": 352, "test_cluster_e2e.py": 273, "test_bench_e2e.py": 235,
     "test_failures_e2e.py": 185, "test_diff_e2e.py": 170, "test_profile_e2e.py": 161,
-    "test_profile_cli_e2e.py": 120, "test_trace_wire_e2e.py": 107, "test_mcp_e2e.py": 100,
+    "test_profile_cli_e2e.py": 120, "test_xplane_wire_e2e.py": 107, "test_mcp_e2e.py": 100,
     "test_guides_e2e.py": 180,
 }
 E2E_COST_DEFAULT_S = 30

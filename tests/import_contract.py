@@ -36,8 +36,9 @@ LAYERS: tuple[str, ...] = (
 #: Modules at the package root, and where they stand.
 ROOT_MODULES = {"__init__": "commands", "__main__": "commands", "cli": "commands"}
 #: Only these may import TensorFlow (projection.keras_graphs traces a --keras-model file's step, in the
-#: strategy graphs' child).
-TENSORFLOW_ALLOWED = ("capture", "projection.graphcost", "projection.strategy_graphs",
+#: strategy graphs' child; projection.opcost prices the graph children's ops, reading TensorFlow's own
+#: FLOPs registry and static shapes, and only those children import it).
+TENSORFLOW_ALLOWED = ("capture", "projection.graphcost", "projection.opcost", "projection.strategy_graphs",
                       "projection.keras_graphs")
 NEVER_IMPORTED = ("testing",)
 

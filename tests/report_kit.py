@@ -227,3 +227,40 @@ def make_run_dir(root: Path, hostile: bool = False) -> Path:
             rec["xplane_files"] = []
         (vdir / "record.json").write_text(json.dumps(rec))
     return root
+
+
+def sweep_run_dir(root: Path, projected_name: str = "towers_bug") -> Path:
+    """make_run_dir's run with a weak sweep of single (1) and towers_bug (2, 4; skipped at 1): the
+    points reuse the run's own traces, with their own step times."""
+    import shutil
+
+    from tfprof_towers.analysis.scaling import Point, projected_section
+    from tfprof_towers.rundir.paths import RunDir
+    from tfprof_towers.rundir.scaling import PlannedPoint, ScalingDoc, point_name, scaling_json
+
+    run = make_run_dir(root)
+    medians = {("single", 1): 0.010, ("towers_bug", 2): 0.010, ("towers_bug", 4): 0.025}
+    for (name, n), median in medians.items():
+        rec = json.loads((run / "variants" / name / "record.json").read_text())
+        rec["timings"]["step_time_s"].update(median=median, p10=median, p90=median)
+        (run / "variants" / point_name(name, n)).mkdir(parents=True)
+        (run / "variants" / point_name(name, n) / "record.json").write_text(json.dumps(rec))
+        shutil.copytree(run / "tensorboard" / name, run / "tensorboard" / point_name(name, n))
+    skipped = {"name": "towers_bug", "status": "skipped", "error": "needs at least 2 accelerators"}
+    (run / "variants" / "towers_bug@1").mkdir()
+    (run / "variants" / "towers_bug@1" / "record.json").write_text(json.dumps(skipped))
+    proj = projected_section("weak", "8x-a100-nvlink", "seed", [
+        Point("single", 1, family="tf1-graph", baseline=True, step_median_s=0.1, global_batch=64,
+              bottleneck="accelerator compute"),
+        Point(projected_name, 2, family="tf1-graph", step_median_s=0.1, global_batch=128, bottleneck="x"),
+        Point(projected_name, 8, family="tf1-graph", step_median_s=0.2, global_batch=512,
+              bottleneck=f"link {HOSTILE}"),
+    ])
+    doc = ScalingDoc("weak", (1, 2, 4), 4, (
+        PlannedPoint("single", 1, "tf1-graph", True, 4),
+        PlannedPoint("towers_bug", 1, "tf1-graph", False, 4, "needs at least 2 accelerators"),
+        PlannedPoint("towers_bug", 2, "tf1-graph", False, 8),
+        PlannedPoint("towers_bug", 4, "tf1-graph", False, 16),
+    ), projected=proj, finished=True)
+    scaling_json(RunDir(run)).write_text(json.dumps(doc.to_json()))
+    return run

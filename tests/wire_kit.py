@@ -1,4 +1,5 @@
-"""Helpers shared by test_trace_wire.py and test_trace_wire_e2e.py."""
+"""Helpers shared by test_xplane_wire.py and test_xplane_wire_e2e.py (the unit tier draws a few of the
+property tests' examples, the e2e tier hundreds)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from tfprof_towers.xplane import events as xev
-from tfprof_towers.xplane import schema, wire
+from tfprof_towers.xplane import layout, schema, wire
+from tfprof_towers.xplane.strings import distinct_strings
 
 
 def varint(v: int) -> bytes:
@@ -131,3 +133,41 @@ def line_bytes(draw, max_events: int = 60) -> bytes:
         st.lists(st.one_of(unknown_field(), st.just(field(9, 0, 5)), st.just(field(11, 2, b"d"))), max_size=2)
     )
     return b"".join(head + events + tail)
+
+
+def check_corrupt_line_walk(line: bytes, at: int, byte: int) -> None:
+    """``line`` with the byte at ``at`` (modulo its length) set to ``byte``: the chunked walk of its fields
+    either raises ``Malformed`` or finds the fields a plain walk finds."""
+    data = bytearray(line)
+    if data:
+        data[at % len(data)] = byte
+    buf, start, end = buffer(bytes(data))
+    try:
+        rec = layout.walk_fields(buf, start, end, fields_per_chunk=2, window=8)
+    except wire.Malformed:
+        return
+    want = [(0, f0, tag) for f0, tag in reference_fields(bytes(data), 0, len(data))]
+    assert list(zip(rec.owner.tolist(), rec.pos.tolist(), rec.tag.tolist())) == want
+
+
+def check_distinct_strings_of_every_length(lengths: list[int], data) -> None:
+    """Strings of ``lengths`` (0..70 bytes) that differ in one byte anywhere -- at a word's edge, in the
+    overlap of a long string's last two words, in its last byte -- are told apart, and
+    equal ones grouped, whatever bytes surround them."""
+    base = data.draw(st.binary(min_size=70, max_size=70))
+    strings = []
+    for n in lengths:
+        s = bytearray(base[:n])
+        if n and data.draw(st.booleans()):
+            s[data.draw(st.integers(0, n - 1))] ^= 1 << data.draw(st.integers(0, 7))
+        strings.append(bytes(s))
+    noise = data.draw(st.binary(min_size=16, max_size=16))
+    chunks = [noise[: i % 16] + s for i, s in enumerate(strings)]  # vary the alignment
+    buf, _, end = buffer(*chunks)
+    lens = np.array([len(s) for s in strings], dtype=np.int64)
+    codes, texts = distinct_strings(buf, end - lens, lens)
+    first: dict[bytes, int] = {}
+    for s in strings:
+        first.setdefault(s, len(first))
+    assert codes.tolist() == [first[s] for s in strings]
+    assert texts == [s.decode("utf-8", "replace") for s in first]

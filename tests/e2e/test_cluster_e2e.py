@@ -4,7 +4,7 @@ TensorFlow processes).
 One run of ``profile --workers 2 --ps 1 --preset tiny`` is shared, and the
 real-cluster path (tasks started by hand with ``tfprof-towers worker``) runs once.  The faults
 keep one real run per kind of crash; how each fault is named, and whether it is retried, is
-tested with stand-in processes in ``tests/unit/test_cluster_units.py``:
+tested with stand-in processes in ``tests/unit/test_cluster_capture.py``:
 
 * a crash in the step, not retried (loopback, SIGSEGV): ``test_a_task_that_crashes_mid_run``;
 * a crash that is retried, the worker joining the next attempt (hand-started, SIGABRT in the

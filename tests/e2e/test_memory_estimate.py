@@ -17,7 +17,7 @@ import pytest
 from tfprof_towers.projection import project
 from tfprof_towers.projection.api import build_graphs, builder_layout
 from tfprof_towers.projection.hardware import load_hardware
-from tfprof_towers.projection.memory import HEADROOM
+from tfprof_towers.projection.memory_fit import HEADROOM
 from tfprof_towers.variants.config import PRESETS, VariantSpec
 
 pytestmark = pytest.mark.slow

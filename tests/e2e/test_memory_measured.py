@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
+from tfprof_towers.rundir.summary import in_range
 from tfprof_towers.trace.load import trace_from_bytes
 
 pytestmark = pytest.mark.slow
@@ -54,6 +55,9 @@ def test_measured_per_logical_device_and_the_estimate_within_10_percent(single_r
     ratio = row["estimated_peak_bytes"] / row["peak_bytes"]
     deferred = row["peak_bytes"] - row["estimated_peak_bytes"]
     assert 0.9 <= ratio <= 1.1 or (ratio < 0.9 and deferred <= ACTIVATION[preset] + 1024), (preset, row)
+    # and whichever order the executor took, the measured peak is inside the range of its orders
+    low, high = row["estimate_low_bytes"], row["estimate_high_bytes"]
+    assert low <= row["estimated_peak_bytes"] <= high and in_range(row["peak_bytes"], low, high), row
     projection = json.loads((out / "projection.json").read_text())
     at_run = projection["variants"][0]["memory_at_run"]
     assert at_run["preset"] == preset and at_run["devices"][CPU1]["peak_bytes"] == row["estimated_peak_bytes"]

@@ -1,5 +1,6 @@
 """``load()`` of a multi-host logdir: frames from the hosts' results (trace/pod.py) with a ``host`` column;
-the events frame built only when asked for; ``dask=`` and ``export --dask``."""
+the events frame built only when asked for; ``export --dask``.  ``load(dask=ADDRESS)`` on a real Dask
+cluster is in tests/e2e/test_dask_e2e.py."""
 
 from __future__ import annotations
 
@@ -8,26 +9,20 @@ from unittest import mock
 
 import numpy as np
 import pandas as pd
-import pandas.testing as pdt
 import pytest
+from pod_kit import HOSTS, copy_heavy_logdir
 
 from tfprof_towers.frames import load
 from tfprof_towers.frames.schema import PS
 from tfprof_towers.testing.synth import copy_heavy_trace
 from tfprof_towers.trace.analysis import analyze_xplane
 
-HOSTS = ("h0", "h1", "h2")
 POD_FRAMES = ("steps", "wall", "total", "idle", "links")
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("pod")
-    for h, name in enumerate(HOSTS):
-        b = copy_heavy_trace(30000, gpus=2, seed=h)
-        b.space.hostnames[:] = [name]
-        b.write(root / "plugins" / "profile" / "r" / f"{name}.xplane.pb")
-    return root
+    return copy_heavy_logdir(tmp_path_factory.mktemp("pod"))
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +93,6 @@ def test_events_are_built_only_when_asked_for(logdir: Path) -> None:
         spy.assert_called_once()
     assert set(ev["device"].dropna().astype(str)) <= set(ev["device"].dtype.categories)
     assert ev["device"].notna().all()
-
-
-def test_dask_cluster_gives_the_same_frames(logdir: Path, profile) -> None:
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
-                                  dashboard_address=":0", processes=True) as cluster:
-        on_dask = load(logdir, dask=cluster.scheduler_address)
-        frames = {name: getattr(on_dask, name) for name in POD_FRAMES}
-    local = load(logdir)  # the default: a local process pool
-    for name in POD_FRAMES:
-        pdt.assert_frame_equal(frames[name], getattr(local, name), obj=name)
-        pdt.assert_frame_equal(frames[name], getattr(profile, name), obj=name)
 
 
 def test_single_host_keeps_one_host(tmp_path: Path) -> None:

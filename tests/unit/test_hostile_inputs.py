@@ -4,8 +4,10 @@ symbolic link loops, huge sparse files, folders below the logdir, options that d
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,27 +34,54 @@ def _logdir(root: Path, run: str = "2024_01_01") -> Path:
     return root
 
 
+@contextmanager
+def readers_let_go(fifo: Path) -> Iterator[list[str]]:
+    """Watches ``fifo`` while the block runs: whoever opens it to read (and would wait for a writer
+    forever) is let go at once by a write end that writes nothing, and named in the list the block gets;
+    so a regression fails the test instead of hanging it."""
+    opened: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: no reader now; ENOENT: gone
+                stop.wait(0.005)
+                continue
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):  # a file written over it is not our FIFO
+                opened.append(str(fifo))
+            os.close(fd)
+            stop.wait(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield opened
+    finally:
+        stop.set()
+        watcher.join()
+
+
 @pytest.mark.parametrize("how", ["analyze", "export", "load"])
-def test_a_fifo_inside_a_logdir_is_refused_not_waited_on(tmp_path: Path, how: str) -> None:
+def test_a_fifo_inside_a_logdir_is_refused_not_waited_on(tmp_path: Path, capsys, how: str) -> None:
     logdir = tmp_path / "logs"
     run = logdir / "plugins" / "profile" / "r1"
     run.mkdir(parents=True)
-    os.mkfifo(run / "host.xplane.pb")
-    code = {
-        "analyze": f"sys.exit(main(['analyze', {str(logdir)!r}]))",
-        "export": f"sys.exit(main(['export', {str(logdir)!r}, '--csv', {str(tmp_path / 'csv')!r}]))",
-        "load": f"tfprof_towers.load({str(logdir)!r})",
-    }[how]
-    head = "import sys, tfprof_towers; from tfprof_towers.cli import main; "
-    r = subprocess.run([sys.executable, "-c", head + code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
     fifo = run / "host.xplane.pb"
+    os.mkfifo(fifo)
     why = f"{fifo}: a FIFO (named pipe), not a trace file or a directory"
-    if how == "load":  # before: every one of the three waited for a writer until killed
-        last = r.stderr.strip().splitlines()[-1]
-        assert r.returncode == 1 and last == f"tfprof_towers.vocab.errors.TraceError: {why}"
-    else:
-        assert r.returncode == 2 and r.stderr.strip() == f"tfprof-towers: error: {why}"
+    with readers_let_go(fifo) as opened:  # before: every one of the three waited for a writer until killed
+        if how == "load":
+            with pytest.raises(TraceError) as raised:
+                tfprof_towers.load(str(logdir))
+            assert type(raised.value) is TraceError and str(raised.value) == why
+        else:
+            argv = {"analyze": ["analyze", str(logdir)],
+                    "export": ["export", str(logdir), "--csv", str(tmp_path / "csv")]}[how]
+            code = main(argv)
+            assert code == 2 and capsys.readouterr().err.strip() == f"tfprof-towers: error: {why}"
+    assert opened == []
 
 
 def test_the_reader_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
@@ -227,17 +256,18 @@ def test_a_plausible_first_field_then_20_gb_of_holes_is_refused_unread(tmp_path:
 
 
 @pytest.mark.parametrize("name", ["projection.json", "summary.json", "variants/single/record.json"])
-def test_a_fifo_among_a_runs_documents_is_not_waited_on(tmp_path: Path, name: str) -> None:
+def test_a_fifo_among_a_runs_documents_is_not_waited_on(tmp_path: Path, capsys, name: str) -> None:
     from report_kit import make_run_dir
 
     run = make_run_dir(tmp_path / "run")
     doc = run / name
     doc.unlink(missing_ok=True)
     os.mkfifo(doc)
-    code = f"import sys; from tfprof_towers.cli import main; sys.exit(main(['report', {str(run)!r}]))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})  # before: projection.json hung
-    assert r.returncode in (0, 4), r.stderr  # the run still reports; the document is a problem or a failure
+    with readers_let_go(doc) as opened:  # before: projection.json hung
+        code = main(["report", str(run)])
+    # the run still reports; the document is a problem or a failure
+    assert code in (0, 4), capsys.readouterr().err
+    assert opened == []
     summary = (run / "summary.json").read_text() if name != "summary.json" else ""
     if name == "projection.json":
         assert f"{doc}: cannot read (not a regular file)" in summary

@@ -13,7 +13,7 @@ from tfprof_towers.analysis.memory_calibration import (
 from tfprof_towers.analysis.pipeline import with_calibration
 from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import RunConfig, Topology
-from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
+from tfprof_towers.rundir.summary import MAY_NOT_FIT_WHY, MemoryPeak, Summary, SummaryEntry
 from tfprof_towers.variants.config import get_preset
 
 HOST, CPU1, CPU2 = "/device:CPU:0", "/device:CPU:1", "/device:CPU:2"
@@ -63,13 +63,22 @@ def test_a_verdict_that_flips_on_the_calibrated_peak() -> None:
     assert out[GPU0]["calibrated_peak_bytes"] == 45 * GIB // 8
     assert out[GPU0]["peak_bytes"] == 9 * GIB // 2  # the uncalibrated estimate, kept
     g0 = out[GPU0]
-    assert (g0["fits"], g0["uncalibrated_fits"]) == (False, True)
+    # the walk's 4.5 GiB fits, the run's own order scaled does not: may not fit, never "does not fit"
+    assert (g0["fits"], g0["may_not_fit"], g0["uncalibrated_fits"]) == (True, True, True)
+    assert (g0["peak_low_bytes"], g0["peak_high_bytes"]) == (9 * GIB // 2, 45 * GIB // 8)
     assert (g0["calibration"], g0["calibrated_on"]) == (1.25, CPU1)
     assert out[GPU1] == rows[GPU1]
-    assert verdict["fits"] is False and verdict["device"] == GPU0 and verdict["peak_bytes"] == 45 * GIB // 8
-    assert verdict["verdict"] == ("does not fit: 5.62 GiB on GPU:0 of 6 GiB (5.40 GiB usable) "
-                                  f"({LABEL}: x1.25 of the estimate, 4.50 GiB uncalibrated)")
+    assert verdict["fits"] is True and verdict["may_not_fit"] is True and verdict["device"] == GPU0
+    assert verdict["peak_bytes"] == 45 * GIB // 8
+    assert verdict["verdict"] == ("may not fit: peak 4.50 GiB to 5.62 GiB on GPU:0 of 6 GiB (5.40 GiB "
+                                  f"usable): fits {MAY_NOT_FIT_WHY} ({LABEL}: x1.25 of the estimate, "
+                                  "4.50 GiB uncalibrated)")
     assert verdict["calibrated"] == LABEL and verdict["uncalibrated"] == fit
+    # 5.5 GiB estimated is over the 5.4 usable already: with the calibration on top it does not fit
+    over = {GPU0: {**rows[GPU0], "peak_bytes": 11 * GIB // 2, "fits": False}}
+    _rows, worse = calibrated_fit(over, {**fit, "fits": False}, cal, 0.1, LABEL)
+    assert (worse["fits"], worse["may_not_fit"]) == (False, False)
+    assert worse["verdict"].startswith("does not fit: 6.88 GiB on GPU:0 of 6 GiB (5.40 GiB usable)")
     # nothing to calibrate: unchanged
     assert calibrated_fit(rows, fit, {}, 0.1, LABEL) == (rows, fit)
 
@@ -95,9 +104,12 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
     row = out.entry("single").memory[GPU0]
     assert (row.peak_bytes, row.calibrated_peak_bytes, row.fits, row.calibration) == (
         6 * GIB, 6 * GIB * 4 // 5 + 1, True, LABEL)
+    # the range spans the calibrated peak (its low end) and the estimate (no range given: its high end)
+    assert (row.estimate_low_bytes, row.estimate_high_bytes, row.may_not_fit) == (
+        6 * GIB * 4 // 5 + 1, 6 * GIB, True)
     assert Summary.from_json(out.to_json()).entry("single").memory == out.entry("single").memory
     # the report: the verdict's own peak in the chart, labelled
-    from tfprof_towers.render.memory import memory_view
+    from tfprof_towers.render.memory_charts import memory_view
 
     view = memory_view(Summary.from_json(out.to_json()))
     assert view is not None and view["rows"][0]["fits"] is True

@@ -1,4 +1,4 @@
-"""Memory fit on the target (projection/memory.py, the projection's merging in projection/api.py, and the
+"""Memory fit on the target (projection/memory_fit.py, the projection's merging in projection/api.py, and the
 recommender): verdicts with exact numbers, the headroom's edge, profiles with and without ``memory_gb``,
 projection.json's schema, and summary.json's compact projection.
 
@@ -15,15 +15,17 @@ import pytest
 from report_kit import GPU0, GPU1, HOST, MEMORY, PROJECTION_PROFILE, make_projection, memory_estimate
 
 from tfprof_towers.projection.hardware import GIB, load_file, load_hardware
-from tfprof_towers.projection.memory import (
+from tfprof_towers.projection.memory_fit import (
     ESTIMATED,
     HEADROOM,
     NOT_CHECKED,
+    Fit,
     capacity_of,
     device_rows,
     fit_of,
     with_memory,
 )
+from tfprof_towers.rundir.summary import MAY_NOT_FIT_WHY, judged
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,8 @@ def test_device_rows_and_a_verdict_that_does_not_fit(hw) -> None:
     assert rows[GPU0] == {"peak_bytes": int(7.2 * GIB), "basis": "estimated",
                           "persistent_bytes": int(0.07 * GIB),
                           "transient_bytes": int(7.2 * GIB) - int(0.07 * GIB),
-                          "capacity_bytes": 6 * GIB, "fits": False}
+                          "capacity_bytes": 6 * GIB, "fits": False, "may_not_fit": False,
+                          "peak_low_bytes": int(7.2 * GIB), "peak_high_bytes": int(7.2 * GIB)}
     assert rows[HOST]["capacity_bytes"] == 16 * GIB and rows[HOST]["fits"] is True
     fit = fit_of(rows, MEMORY["single"])
     assert (fit.fits, fit.device) == (False, GPU0)
@@ -110,7 +113,8 @@ def test_projection_marks_single_as_not_fitting_and_recommends_one_that_fits() -
     verdict = "does not fit: 7.20 GiB on GPU:0 of 6 GiB (5.40 GiB usable)"
     assert by["single"]["memory_fit"]["verdict"] == verdict
     assert set(by["single"]["memory"][GPU0]) == {"peak_bytes", "basis", "persistent_bytes", "transient_bytes",
-                                                "capacity_bytes", "fits"}
+                                                "capacity_bytes", "fits", "may_not_fit", "peak_low_bytes",
+                                                "peak_high_bytes"}
     assert "single" in doc["ranking"]  # it stays in the ranking
     rec = doc["recommendation"]
     assert rec["variant"] == "replicated"
@@ -144,7 +148,9 @@ def test_summary_keeps_the_verdicts(tmp_path: Path) -> None:
 
     typed = Summary.from_json(summary)
     row = typed.entry("single").memory[GPU0]
-    assert row == MemoryPeak(int(7.2 * GIB), "estimated", int(0.07 * GIB), 6 * GIB, False)
+    assert row == MemoryPeak(int(7.2 * GIB), "estimated", int(0.07 * GIB), 6 * GIB, False,
+                             estimate_low_bytes=int(7.2 * GIB), estimate_high_bytes=int(7.2 * GIB),
+                             may_not_fit=False)
     assert summary["schema"] == 4
 
 
@@ -279,3 +285,60 @@ def test_a_small_verdict_is_never_zero_of_zero(tmp_path) -> None:
     fit = fit_of(rows, {"devices": {}})
     assert "0.00 GiB" not in fit.verdict
     assert fit.verdict == "fits: peak 292.97 KiB of 3.81 MiB (3.43 MiB usable) on GPU:0"
+
+
+def test_a_range_over_the_executors_orders_fits_may_not_fit_or_does_not_fit(hw) -> None:
+    """5.40 GiB usable of 6 GiB (5,798,205,849 B): the high end under it fits; the low end under it and the
+    high end over it may not fit (named, one line, not "does not fit"); the low end over it does not fit."""
+    def verdict(low: int, high: int) -> Fit:
+        est = {"devices": {GPU0: {"peak_bytes": low, "peak_low_bytes": low, "peak_high_bytes": high,
+                                  "persistent_bytes": 0, "transient_bytes": low}}}
+        return fit_of(device_rows(est, hw), est)
+
+    usable = 5_798_205_849
+    fits = verdict(4 * GIB, usable)
+    assert (fits.fits, fits.may_not_fit, fits.peak_high_bytes) == (True, False, usable)
+    assert fits.verdict == ("fits: peak 4 GiB (up to 5.40 GiB in another executor order) of 6 GiB "
+                            "(5.40 GiB usable) on GPU:0")
+    maybe = verdict(4 * GIB, usable + 1)
+    assert (maybe.fits, maybe.may_not_fit) == (True, True)
+    assert maybe.verdict == ("may not fit: peak 4 GiB to 5.40 GiB on GPU:0 of 6 GiB (5.40 GiB usable): "
+                             "fits " + MAY_NOT_FIT_WHY)
+    assert "\n" not in maybe.verdict and not maybe.verdict.startswith("does not fit")
+    over = verdict(usable + 1, usable + 2)
+    assert (over.fits, over.may_not_fit) == (False, False) and over.verdict.startswith("does not fit: ")
+    assert judged(10, 20, None, 0.1) == (None, False) and judged(90, 101, 100, 0.0) == (True, True)
+    assert judged(90, 100, 100, 0.0) == (True, False) and judged(101, 102, 100, 0.0) == (False, False)
+
+
+def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> None:
+    """A measured row on a logical device with the estimate's range beside it: 8.00 MB measured, the
+    estimate 7.6 MB (x0.95) in a range of 7.6 to 10 MB, inside; 12 MB is over 1.1 x 10 MB, outside.  A
+    verdict that may not fit is yellow, named, never red."""
+    from tfprof_towers.commands.console import memory_cell, peak_cell
+    from tfprof_towers.render.memory_charts import memory_view
+    from tfprof_towers.rundir.projection_doc import ProjectionSummary
+    from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry, estimate_gap
+
+    label = "measured at the cpu preset, logical devices on this CPU"
+    inside = MemoryPeak(8_000_000, "measured", 0, label=label, estimated_peak_bytes=7_600_000,
+                        estimate_low_bytes=7_600_000, estimate_high_bytes=10_000_000)
+    outside = replace(inside, peak_bytes=12_000_000)
+    assert (inside.inside_range, outside.inside_range) == (True, False)
+    assert peak_cell({"/device:CPU:1": inside}) == "8.00 MB CPU:1 (meas.) est. x0.95 (x0.95-x1.25)"
+    assert peak_cell({"/device:CPU:1": outside}) == (
+        "12.0 MB CPU:1 (meas.) est. x0.63 (x0.63-x0.83, outside)")
+    assert estimate_gap({"/device:CPU:1": outside}).text().endswith(
+        "; the measured peak is outside the range of the executor's orders")
+    fit = {"fits": True, "may_not_fit": True, "peak_bytes": 4 * GIB, "device": GPU0,
+           "verdict": "may not fit: peak 4 GiB to 6 GiB on GPU:0 of 6 GiB (5.40 GiB usable): fits ..."}
+    assert memory_cell(fit) == "[yellow]4 GiB GPU:0 (may not fit)[/]"
+    row = MemoryPeak(4 * GIB, "estimated", 0, 6 * GIB, True, estimate_low_bytes=4 * GIB,
+                     estimate_high_bytes=6 * GIB, may_not_fit=True)
+    projection = {"label": "projected", "hardware": "toy",
+                  "variants": [{"name": "single", "memory_fit": fit}]}
+    typed = Summary("run", variants=(SummaryEntry("single", status="ok", memory={GPU0: row}),),
+                    projection=ProjectionSummary.from_json(projection))
+    view = memory_view(Summary.from_json(typed.to_json()))
+    assert view is not None and view["rows"][0]["may_not_fit"] is True and view["rows"][0]["fits"] is True
+    assert view["rows"][0]["devices"][0]["row"].may_not_fit is True

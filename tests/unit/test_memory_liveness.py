@@ -6,7 +6,18 @@ is the host's; every buffer is counted as the BFC allocator takes it (a multiple
 
 from __future__ import annotations
 
-from tfprof_towers.projection.liveness import OpTensors, rounded, walk_peaks
+from tfprof_towers.projection.liveness import (
+    ORDERS,
+    OpTensors,
+    PeakRange,
+    device_order,
+    executor_order,
+    peak_ranges,
+    pool_order,
+    rounded,
+    trace_order,
+    walk_peaks,
+)
 
 D, HOST = "/device:GPU:0", "/device:CPU:0"
 CPU1, CPU2, GPU1 = "/device:CPU:1", "/device:CPU:2", "/device:GPU:1"
@@ -131,3 +142,70 @@ def test_a_cpu_executor_runs_views_inline_before_expensive_kernels() -> None:
     gpu = walk_peaks(_last_block(D), HOST)[D]
     assert gpu[0] == 3 * 4096
     assert sorted(gpu[1]) == [("act", 4096), ("dx", 4096), ("grad", 4096)]
+
+
+def _gradient_siblings(device: str) -> list[OpTensors]:
+    """An activation ``y`` (4,096 B) and the gradient ``dy`` it feeds; ``dy`` makes two readers ready at
+    once: the weight gradient ``dw`` (1,024 B, read by nothing) and ``sg = SigmoidGrad(y, dy)``, which
+    writes into ``y`` when nothing else reads ``y`` any more; ``dx`` (4,096 B) reads ``sg``."""
+    return [
+        OpTensors("y", "MatMul", device, (4096,)),
+        OpTensors("dy", "MatMul", device, (4096,), ((0, 0),)),
+        OpTensors("dw", "MatMul", device, (1024,), ((0, 0), (1, 0))),
+        OpTensors("sg", "SigmoidGrad", device, (4096,), ((0, 0), (1, 0))),
+        OpTensors("dx", "MatMul", device, (4096,), ((3, 0),)),
+    ]
+
+
+def test_orders_of_a_saturated_cpu_pool() -> None:
+    """After ``dy`` the CPU executor runs the last ready expensive kernel (``sg``) inline and hands
+    ``dw`` to the pool, which runs it when the chain has ended; readers reversed, ``dw`` runs inline."""
+    ops = _gradient_siblings(CPU1)
+    assert executor_order(ops) == [0, 1, 2, 3, 4]
+    assert pool_order(ops) == pool_order(ops, lifo=False) == [0, 1, 3, 4, 2]
+    assert pool_order(ops, reverse=True) == [0, 1, 2, 3, 4]
+    assert executor_order(ops, reverse=True) == [0, 1, 3, 2, 4]
+
+
+def test_a_deferred_sibling_keeps_its_inputs_alive_the_range_of_orders() -> None:
+    """Queue order: ``dw`` runs first (y + dy + dw = 9,216 B), then ``sg`` writes into ``y``.  Pool
+    order: ``sg`` runs while ``dw`` waits, so ``y`` and ``dy`` are both still read: ``sg`` allocates, and
+    ``dx`` too before ``sg`` is freed: y + dy + sg + dx = 16,384 B.  On a GPU every kernel is inline in
+    the one queue; readers made ready in reverse run ``sg`` before ``dw``: y + dy + sg + dw = 13,312 B."""
+    cpu = peak_ranges(_gradient_siblings(CPU1), HOST)[CPU1]
+    assert cpu == PeakRange(low=9216, point=9216, high=16384, high_order="pool newest first")
+    peak, live = walk_peaks(_gradient_siblings(CPU1), HOST, pool_order(_gradient_siblings(CPU1)))[CPU1]
+    assert (peak, sorted(live)) == (16384, [("dx", 4096), ("dy", 4096), ("sg", 4096), ("y", 4096)])
+    gpu = peak_ranges(_gradient_siblings(D), HOST)[D]
+    assert gpu == PeakRange(low=9216, point=9216, high=13312, high_order="queue, readers reversed")
+    assert ORDERS[0][0] == "queue"  # the point estimate's order
+
+
+def test_the_order_a_trace_shows_replays_its_peak() -> None:
+    """The trace shows ``sg`` and ``dx`` before ``dw`` (a deferred weight gradient): walked in that order
+    the peak is the pool's 16,384 B; ``y`` and ``dy``, absent from the trace, take their inputs' time."""
+    ops = _gradient_siblings(CPU1)
+    order = trace_order(ops, {"sg": 10.0, "dx": 20.0, "dw": 30.0})
+    assert order == [0, 1, 3, 4, 2]
+    assert walk_peaks(ops, HOST, order)[CPU1][0] == 16384
+    assert trace_order(ops, {"dw": 5.0, "sg": 10.0, "dx": 20.0}) == executor_order(ops)
+
+
+def test_one_devices_executor_running_ahead() -> None:
+    """The host reads ``a1`` (CPU:1, after ``x1``) and ``a2`` (CPU:2); ``b2`` (2,048 B) runs on CPU:2 after
+    ``a2``.  In the queue's order ``b2`` runs before the host's ``s`` has freed ``a2``: 1,024 + 2,048 B on
+    CPU:2.  The first device ahead (the host, then CPU:1) runs ``s`` as soon as ``a2`` is there, before
+    ``b2``: 2,048 B.  The last device ahead runs CPU:2's ops first: 3,072 B again."""
+    ops = [
+        OpTensors("x1", "MatMul", CPU1, (256,)),
+        OpTensors("a1", "MatMul", CPU1, (1024,), ((0, 0),)),
+        OpTensors("a2", "MatMul", CPU2, (1024,)),
+        OpTensors("s", "MatMul", HOST, (256,), ((1, 0), (2, 0))),
+        OpTensors("b2", "MatMul", CPU2, (2048,), after=(2,)),
+    ]
+    assert executor_order(ops) == [0, 2, 1, 4, 3]
+    assert device_order(ops) == [0, 1, 2, 3, 4]
+    assert device_order(ops, descending=True) == [2, 4, 0, 1, 3]
+    orders = (executor_order(ops), device_order(ops), device_order(ops, descending=True))
+    assert [walk_peaks(ops, HOST, order)[CPU2][0] for order in orders] == [3072, 2048, 3072]
+    assert peak_ranges(ops, HOST)[CPU2] == PeakRange(low=2048, point=3072, high=3072, high_order="queue")

@@ -1,4 +1,5 @@
-"""Allocator figures that cannot be true are unknown, never numbers (trace/memory.py): a NaN or string
+"""Allocator figures that cannot be true are unknown, never numbers (trace/allocator_events.py): a NaN or
+string
 ``bytes_available`` is no capacity (no ``memory_pressure``), an overflowing, negative or absurd bytes in
 use is left out of the peak, a string or out-of-range ``fragmentation`` is no fragmentation, a negative
 ``memory_size`` no device memory, and each is said in ``analyze``'s notes.  ``memory_imbalance`` does not

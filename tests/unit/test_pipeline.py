@@ -14,7 +14,7 @@ from report_kit import ACC0, HOST, TOPOLOGY, make_run_dir
 from tfprof_towers.advice.trace_rules import TRACE_RULES
 from tfprof_towers.analysis.pipeline import (
     VariantTrace,
-    analyse_traces,
+    analyze_traces,
     load_projection,
     with_audits,
     with_breakdowns,
@@ -23,7 +23,7 @@ from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.records import load_records, load_run_or_skip
 from tfprof_towers.rundir.summary import build_summary
 from tfprof_towers.rundir.trace_doc import TraceDoc
-from tfprof_towers.session.report import analyse_run, export_chrome_traces, finish_run, with_advice
+from tfprof_towers.session.report import analyze_run, export_chrome_traces, finish_run, with_advice
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def first_steps(run: Path):
 
 def test_breakdowns_label_devices_and_leave_the_input_alone(run: Path) -> None:
     rd, records, summary = first_steps(run)
-    analyses = analyse_traces(rd, summary, records)
+    analyses = analyze_traces(rd, summary, records)
     assert sorted(analyses) == ["single", "towers_bug"]  # the failed variant has no trace
     before = json.dumps(analyses["single"].breakdown.to_json(), sort_keys=True)
     out = with_breakdowns(summary, analyses)
@@ -102,7 +102,7 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
     (run / "run.json").write_text(json.dumps(run_json))
     xplane = next((run / "tensorboard" / "towers_bug").glob("plugins/profile/*/*.xplane.pb"))
     xplane.write_bytes(b"\x00garbage")
-    summary, _ = analyse_run(RunDir(run))
+    summary, _ = analyze_run(RunDir(run))
     rules = {r.rule: r.to_json() for r in summary.rules}
     error = summary.entry("towers_bug").breakdown.error
     assert rules["poor_scaling"]["evaluated"] is False
@@ -121,7 +121,7 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
 
 def test_chrome_trace_export_that_cannot_be_written_says_why(run: Path) -> None:
     rd, records, summary = first_steps(run)
-    analyses = analyse_traces(rd, summary, records)
+    analyses = analyze_traces(rd, summary, records)
     (run / "variants" / "towers_bug" / "trace.json").mkdir()  # a directory where the file goes
     out = export_chrome_traces(rd, summary, analyses)
     assert out.entry("single").chrome_trace == "variants/single/trace.json"
@@ -166,7 +166,7 @@ def test_pipeline_on_records_without_traces(tmp_path: Path) -> None:
         record("broken", status="failed", error="crashed: killed by SIGKILL"),
     ]
     rd = write_run(tmp_path / "run", run_doc(names, topology=GPU), records)
-    summary, analyses = analyse_run(rd)
+    summary, analyses = analyze_run(rd)
     assert analyses == {}
     assert summary.ranking == ("replicated", "single", "broken")
     assert summary.recommendation.variant == "replicated"
@@ -199,7 +199,7 @@ def test_a_cpu_run_with_a_projection_recommends_from_it(run: Path) -> None:
     from report_kit import PROJECTION_PROFILE, write_projection
 
     write_projection(run)
-    summary, _ = analyse_run(RunDir(run))
+    summary, _ = analyze_run(RunDir(run))
     rec = summary.recommendation
     assert (rec.basis, rec.hardware, rec.preset, rec.label) == (
         "projected", PROJECTION_PROFILE, "tiny", f"projected on {PROJECTION_PROFILE}")

@@ -1,7 +1,8 @@
 """A multi-host profile analysed host by host (trace/pod.py, trace/executors.py).
 
-* every executor (this process, a local pool, a real Dask cluster by address and by client) gives the
-  same document, to the last digit, and the map of a host's bytes is the map of its file;
+* every executor on this machine (this process, a local pool) gives the same document, to the last
+  digit, and the map of a host's bytes is the map of its file (a real Dask cluster's, by address and
+  by client, and one whose workers are sent the bytes: tests/e2e/test_dask_e2e.py);
 * the reduce is the merged analysis (all hosts' events in one trace, ``analyze_xplane``): the same
   document and findings, send/recv pairs across tasks included (one pair held only by its receiver);
 * a host whose file is cut short is named and left out, the others analysed (``analyze`` exits 3);
@@ -19,85 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trace_kit import US, Ref, TraceBuilder, memcpy_details
+from pod_kit import EDGE_BYTES, RUN, TASKS4, devices_of, four_hosts, full_doc, host, task, text
+from trace_kit import US
 
 from tfprof_towers.advice.trace_rules import evaluate_trace
 from tfprof_towers.cli import main
 from tfprof_towers.trace.analysis import analyze_xplane, devices_doc
 from tfprof_towers.trace.executors import LocalPool, analyze_pod, host_jobs
-from tfprof_towers.trace.pod import HostFailure, HostResult, PodAnalysis, map_host
+from tfprof_towers.trace.pod import HostFailure, HostResult, map_host
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TraceError
 
-T0 = 1_700_000_000_000_000_000  # ns since the epoch: host 0's clock at step 0
-RUN = "2024_06_01_12_00_00"
-KEY = "/job:worker/replica:0/task:{}/device:CPU:0;1;/job:worker/replica:0/task:{}/device:CPU:0;{};0:0"
-EDGE_BYTES = {"edge_a": 4096, "edge_b": 128}
 POD_ONLY = ("hosts", "failed_hosts")
-
-
-def task(i: int) -> str:
-    return f"/job:worker/task:{i}"
-
-
-def host(i: int, steps: int = 3, step_us: int = 1000, compute_us: int = 300, offset_us: int = 0,
-         sends: tuple[tuple[int, str], ...] = (), recvs: tuple[tuple[int, str], ...] = ()) -> TraceBuilder:
-    """Host ``h<i>`` (task ``i``): ``steps`` steps of ``step_us`` from its clock's ``offset_us``; per step
-    an H2D copy, a compute kernel of ``compute_us`` from 100 us into the step, then an NCCL all-reduce
-    until 100 us before the step's end (waiting for the slowest); ``_Send``\\s to and ``_Recv``\\s from
-    other tasks (``(peer, edge)``) on a host thread."""
-    b = TraceBuilder(hostname=f"h{i}")
-    ts = T0 + offset_us * 1000
-    cpu = b.plane("/host:CPU")
-    py = cpu.line("python", timestamp_ns=ts)
-    ex = cpu.line("tf_Compute/1", timestamp_ns=ts)
-    gpu = b.plane("/device:GPU:0")
-    comp = gpu.line("Stream #1(Compute)", timestamp_ns=ts)
-    h2d = gpu.line("Stream #2(MemcpyH2D)", timestamp_ns=ts)
-    for step in range(steps):
-        t = ts * 1000 + step * step_us * US
-        py.event("train", t, step_us * US, {"step_num": step, "_r": 1})
-        h2d.event("MemcpyH2D", t + 10 * US, 40 * US,
-                  {"memcpy_details": memcpy_details(1000 + 100 * i, 0, "pinned", "device")})
-        comp.event("volta_sgemm", t + 100 * US, compute_us * US, {"tf_op": Ref("mm:MatMul")})
-        ar_start = 100 + compute_us
-        comp.event("ncclKernel_AllReduce_RING_LL_Sum_float", t + ar_start * US,
-                   (step_us - 100 - ar_start) * US, {"tf_op": "ar:NcclAllReduce"})
-        for k, (peer, edge) in enumerate(sends):
-            ex.event(f"{edge}/_{k}:_Send", t + (20 + k) * US, 2 * US, {"key": Ref(KEY.format(i, peer, edge))})
-        for k, (peer, edge) in enumerate(recvs):
-            ex.event(f"{edge}/_{k}:_Recv", t + (30 + k) * US, 3 * US, {"key": Ref(KEY.format(peer, i, edge))})
-    return b
-
-
-def four_hosts(root: Path) -> Path:
-    """h0 sends edge_a to task 1 (h1 holds the receive too) and h2 receives edge_b from task 0, whose
-    send no host holds; the hosts' clocks start 0, 7, 14 and 21 us apart; h3 computes longest."""
-    host(0, sends=((1, "edge_a"),)).write_logdir(root, run=RUN, host="h0")
-    host(1, offset_us=7, compute_us=320, recvs=((0, "edge_a"),)).write_logdir(root, run=RUN, host="h1")
-    host(2, offset_us=14, compute_us=250, recvs=((0, "edge_b"),)).write_logdir(root, run=RUN, host="h2")
-    host(3, offset_us=21, compute_us=450).write_logdir(root, run=RUN, host="h3")
-    return root
-
-
-TASKS4 = {f"h{i}": task(i) for i in range(4)}
-
-
-def devices_of(hosts: Any) -> list[str]:
-    """The devices of ``four_hosts``' hosts: each its GPU, and its host CPU where it ran host ops (h3's
-    CPU holds only step markers)."""
-    both = ("host:CPU", "device:GPU:0")
-    return [f"{task(i)}/{d}" for i in hosts for d in both if (i, d) != (3, "host:CPU")]
-
-
-def full_doc(pod: PodAnalysis) -> dict[str, Any]:
-    doc = pod.to_doc()
-    doc.update(evaluate_trace(pod.facts).to_json())
-    return doc
-
-
-def text(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, sort_keys=True)
 
 
 # --- 1. the same document whatever ran the map
@@ -112,14 +46,6 @@ def test_every_executor_gives_the_same_document(tmp_path: Path) -> None:
     serial = run("serial")
     assert run("local") == serial
     assert run(LocalPool(workers=2)) == serial
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
-        assert run(cluster.scheduler_address) == serial
-        with distributed.Client(cluster) as client:
-            pod = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor=client)
-            assert text(full_doc(pod)) == serial
-            assert "its workers read the host files" in pod.executor_note
     doc = json.loads(serial)  # (its keys sorted)
     assert doc["hosts"] == 4 and doc["failed_hosts"] == []
     assert sorted(doc["devices"]) == sorted(devices_of(range(4)))
@@ -140,23 +66,6 @@ def test_a_hosts_bytes_map_as_its_file(tmp_path: Path) -> None:
         for col in ("step", "start_ps", "end_ps"):
             assert getattr(from_bytes.steps, col).tolist() == getattr(from_file.steps, col).tolist()
         assert from_bytes.collective_ps.tolist() == from_file.collective_ps.tolist()
-
-
-def test_dask_workers_that_cannot_read_the_files_are_sent_their_bytes(tmp_path: Path, monkeypatch) -> None:
-    """A cluster whose workers do not share the path: the files' bytes travel with the jobs, the document
-    is the same, and the note says so.  The workers are threads of this process here
-    (``processes=False``), so patching what a worker answers reaches them."""
-    distributed = pytest.importorskip("distributed")
-    from tfprof_towers.trace import executors
-
-    root = four_hosts(tmp_path)
-    serial = text(full_doc(analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor="serial")))
-    monkeypatch.setattr(executors, "_can_read", lambda paths: False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        pod = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor=client)
-    assert text(full_doc(pod)) == serial
-    assert "cannot read the host files here, so each file's bytes were sent to them" in pod.executor_note
 
 
 # --- 2. the reduce is the merged analysis

@@ -1,4 +1,7 @@
-"""`profile` input checks (fast, no TensorFlow) and failure isolation (slow, real runs)."""
+"""`profile`'s input checks: bad input fails in one line, before any run directory or child.
+
+Failure isolation with real runs is in tests/e2e/test_profile_cli_e2e.py.
+"""
 
 from __future__ import annotations
 

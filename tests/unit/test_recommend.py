@@ -275,3 +275,27 @@ def test_fits_unknown_does_not_exclude() -> None:
     rec = recommend.projected(both, ["single", "replicated"], "toy")
     assert rec.variant == "single" and rec.excluded == {}
     assert rec.reason.endswith("; memory: memory fit not checked: the hardware profile gives no memory_gb")
+
+
+def _may_not_fit(entry: dict, peak_gib: float, high_gib: float) -> dict:
+    fit = _fit(entry, peak_gib)
+    verdict = f"may not fit: peak {peak_gib:.2f} GiB to {high_gib:.2f} GiB on GPU:0 of 6 GiB"
+    return {**fit, "memory_fit": {**fit["memory_fit"], "verdict": verdict, "may_not_fit": True,
+                                  "peak_high_bytes": int(high_gib * GIB)}}
+
+
+def test_a_placement_that_may_not_fit_is_not_recommended_over_one_that_fits() -> None:
+    """replicated is fastest but only the low end of its range fits: towers_host_vars, which fits, is
+    recommended; replicated is excluded with its own verdict, never called "does not fit"."""
+    entries = [_may_not_fit(_projected("replicated", 1.00, 1.00), 5.0, 5.6),
+               _fit(_projected("towers_host_vars", 1.45, 1.60), 3.1)]
+    rec = recommend.projected(entries_of(entries), ["replicated", "towers_host_vars"], "toy")
+    assert rec.variant == "towers_host_vars"
+    assert rec.excluded == {"replicated": "may not fit: peak 5.00 GiB to 5.60 GiB on GPU:0 of 6 GiB"}
+    assert rec.reason.startswith("replicated is projected fastest (1.000 s) but is not recommended: may not "
+                                 "fit: peak 5.00 GiB to 5.60 GiB on GPU:0 of 6 GiB; ")
+    # where nothing fits for sure, one that may not fit is recommended (it is not "does not fit")
+    alone = recommend.projected(entries_of([entries[0], _fit(_projected("single", 2.0, 2.0), 7.2)]),
+                                ["replicated", "single"], "toy")
+    assert alone.variant == "replicated" and set(alone.excluded) == {"single"}
+    assert alone.reason.endswith("; memory: may not fit: peak 5.00 GiB to 5.60 GiB on GPU:0 of 6 GiB")

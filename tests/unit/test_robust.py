@@ -28,7 +28,7 @@ from tfprof_towers.projection.hardware import HardwareError, builtin_dir, load_f
 from tfprof_towers.rundir.paths import RunDir, json_text
 from tfprof_towers.rundir.records import RunConfig, RunDoc
 from tfprof_towers.rundir.summary import build_summary
-from tfprof_towers.session.report import analyse_run
+from tfprof_towers.session.report import analyze_run
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
 
@@ -458,7 +458,7 @@ def test_partial_after_the_parent_was_killed(tmp_path: Path) -> None:
     (rd.variant_dir("towers_bug")).mkdir(parents=True)
     (rd.variant_dir("towers_bug") / "spec.json").write_text("{}")
     rd.stderr_txt("towers_bug").write_text(f"{ONEDNN}\nbuilding tower 1\n")
-    summary, _ = analyse_run(rd)
+    summary, _ = analyze_run(rd)
     assert summary.partial is True
     entries = {e.name: e for e in summary.variants}
     assert entries["towers_bug"].error == (

@@ -1,20 +1,18 @@
 """profile --scaling without TensorFlow: the plan, a sweep's run directory read back into
-summary.json -> scaling, and the report's Scaling section (in headless Chromium where present)."""
+summary.json -> scaling, and the report's Scaling section (its chart in headless Chromium is
+tests/e2e/test_browser_e2e.py's)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 from reference_kit import is_point_name
-from report_kit import HOSTILE, make_run_dir
+from report_kit import HOSTILE, sweep_run_dir
 
-from tfprof_towers.analysis.scaling import Point, projected_section
 from tfprof_towers.rundir.paths import RunDir
-from tfprof_towers.rundir.scaling import PlannedPoint, ScalingDoc, point_name, scaling_json
+from tfprof_towers.rundir.scaling import point_name, scaling_json
 from tfprof_towers.session import scaling as sweep
 from tfprof_towers.session.report import finish_run
 from tfprof_towers.variants.config import ProfileOptions, VariantSpec, get_preset
@@ -72,39 +70,8 @@ def test_point_folders_are_not_variants_of_the_run(tmp_path: Path) -> None:
     assert RunDir(tmp_path).variant_names() == ["single"]
 
 
-def _sweep_run_dir(root: Path, projected_name: str = "towers_bug") -> Path:
-    """make_run_dir's run with a weak sweep of single (1) and towers_bug (2, 4; skipped at 1): the
-    points reuse the run's own traces, with their own step times."""
-    run = make_run_dir(root)
-    medians = {("single", 1): 0.010, ("towers_bug", 2): 0.010, ("towers_bug", 4): 0.025}
-    for (name, n), median in medians.items():
-        rec = json.loads((run / "variants" / name / "record.json").read_text())
-        rec["timings"]["step_time_s"].update(median=median, p10=median, p90=median)
-        (run / "variants" / point_name(name, n)).mkdir(parents=True)
-        (run / "variants" / point_name(name, n) / "record.json").write_text(json.dumps(rec))
-        shutil.copytree(run / "tensorboard" / name, run / "tensorboard" / point_name(name, n))
-    skipped = {"name": "towers_bug", "status": "skipped", "error": "needs at least 2 accelerators"}
-    (run / "variants" / "towers_bug@1").mkdir()
-    (run / "variants" / "towers_bug@1" / "record.json").write_text(json.dumps(skipped))
-    proj = projected_section("weak", "8x-a100-nvlink", "seed", [
-        Point("single", 1, family="tf1-graph", baseline=True, step_median_s=0.1, global_batch=64,
-              bottleneck="accelerator compute"),
-        Point(projected_name, 2, family="tf1-graph", step_median_s=0.1, global_batch=128, bottleneck="x"),
-        Point(projected_name, 8, family="tf1-graph", step_median_s=0.2, global_batch=512,
-              bottleneck=f"link {HOSTILE}"),
-    ])
-    doc = ScalingDoc("weak", (1, 2, 4), 4, (
-        PlannedPoint("single", 1, "tf1-graph", True, 4),
-        PlannedPoint("towers_bug", 1, "tf1-graph", False, 4, "needs at least 2 accelerators"),
-        PlannedPoint("towers_bug", 2, "tf1-graph", False, 8),
-        PlannedPoint("towers_bug", 4, "tf1-graph", False, 16),
-    ), projected=proj, finished=True)
-    scaling_json(RunDir(run)).write_text(json.dumps(doc.to_json()))
-    return run
-
-
 def test_summary_scaling_section_from_a_sweep(tmp_path: Path) -> None:
-    run = _sweep_run_dir(tmp_path / "run")
+    run = sweep_run_dir(tmp_path / "run")
     doc = finish_run(RunDir(run))
     assert [v["name"] for v in doc["variants"]] == ["single", "towers_bug", "broken"]  # no point folders
     sc = doc["scaling"]
@@ -133,47 +100,11 @@ def test_summary_scaling_section_from_a_sweep(tmp_path: Path) -> None:
 
 
 def test_hostile_names_in_the_scaling_section_are_escaped(tmp_path: Path) -> None:
-    run = _sweep_run_dir(tmp_path / "run", projected_name=HOSTILE)
+    run = sweep_run_dir(tmp_path / "run", projected_name=HOSTILE)
     finish_run(RunDir(run))
     html = (run / "report.html").read_text()
     assert HOSTILE not in html
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in html
-
-
-CHROMIUM = Path("/usr/bin/chromium")
-
-
-@pytest.mark.browser
-def test_scaling_chart_renders_in_headless_chromium(tmp_path: Path) -> None:
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is absent: `make browser` installs Debian's chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    run = _sweep_run_dir(tmp_path / "run", projected_name=HOSTILE)
-    finish_run(RunDir(run))
-    report = run / "report.html"
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_context(offline=True).new_page()
-            errors: list[str] = []
-            requests: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(report.resolve().as_uri())
-            count = lambda sel: int(page.evaluate(f"document.querySelectorAll({sel!r}).length"))  # noqa: E731
-            assert count("#scaling svg.scaling-chart") == 1
-            assert count("#scaling polyline.ideal") == 1
-            assert count("#scaling polyline.series.measured") == 1  # towers_bug: 2 and 4
-            assert count("#scaling polyline.series.projected") == 1  # the hostile one: 2 and 8
-            assert count("#scaling svg.scaling-bars rect.part") > 0
-            assert count("img") == 0
-            box = page.locator("#scaling svg.scaling-chart").bounding_box()
-            assert box is not None and box["width"] > 300 and box["height"] > 200
-            assert HOSTILE in page.inner_text("#scaling")
-            assert count("#scaling-table tbody tr") == 7  # 4 measured points, 3 projected
-            assert errors == [] and [u for u in requests if u != report.resolve().as_uri()] == []
-        finally:
-            browser.close()
 
 
 @pytest.mark.parametrize("argv", [["--scaling", "0"], ["--scaling", "1,two"], ["--scaling-mode", "both"]])

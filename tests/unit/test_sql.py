@@ -18,7 +18,8 @@ from trace_kit import US, TraceBuilder, two_gpu_trace
 import tfprof_towers as tt
 from tfprof_towers.cli import main
 from tfprof_towers.frames.names import FRAMES
-from tfprof_towers.frames.sql import VIEWS, arrow_table, tables_named
+from tfprof_towers.frames.profile import sources
+from tfprof_towers.frames.sql import VIEWS, arrow_table, query_sources, tables_named
 from tfprof_towers.testing.synth import Alloc, allocator_events, copy_heavy_trace
 from tfprof_towers.vocab.errors import EXIT_INPUT, QueryError
 
@@ -103,9 +104,14 @@ def test_a_run_directory(run_dir: Path) -> None:
 
 
 def test_two_runs_are_told_apart_by_run(run_dir: Path, run_b: Path) -> None:
+    """Every frame of two runs queried together is each run's own frame, its rows named by ``run``.
+
+    ``tt.sql`` is ``query_sources`` over ``sources``: the runs are loaded once and every frame queried
+    over them (``tt.sql`` itself runs the last query)."""
     a, b = tt.load(run_dir), tt.load(run_b)
+    loaded = sources([run_dir, run_b])
     for name in FRAMES:
-        both = tt.sql([run_dir, run_b], f"SELECT * FROM {name}")
+        both = query_sources(loaded, f"SELECT * FROM {name}")
         assert list(both.columns) == ["run", *getattr(a, name).columns], name
         assert list(both["run"].dtype.categories) == ["run_a", "run_b"] and both["run"].dtype.ordered
         for label, p in (("run_a", a), ("run_b", b)):

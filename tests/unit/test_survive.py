@@ -1,8 +1,8 @@
 """Runs that survive: signals, crashes mid-write, bad or full disks, hanging variants.
 
-Fast tests drive the runner with a stand-in "python" (a shell script) so that
-process-group handling is checked without TensorFlow; the slow ones interrupt,
-time out and re-render real tiny-preset runs.  Filesystem cases that need a real
+The runner is driven with a stand-in "python" (a shell script) so that process-group
+handling is checked without TensorFlow; the same cases with real tiny-preset runs are in
+tests/e2e/test_survive_e2e.py.  Filesystem cases that need a real
 full or read-only filesystem mount a small tmpfs (root only; skipped elsewhere),
 next to always-on versions that fake the condition and say so.
 """

@@ -1,9 +1,9 @@
-"""Device memory from the allocators' events (``trace/memory.py``): exact numbers on traces built in
+"""Device memory from the allocators' events (``trace/allocator_events.py``): exact numbers on traces built in
 code, the reader's double stats and plane stats, the multi-host join, and XProf's ``memory_profile``
 as the oracle (within 1%; on these traces the figures are equal).
 
 XProf's definitions, read from its source (``xprof/convert/xplane_to_memory_profile.cc``), are the
-ones ``trace/memory.py`` follows: in use = ``bytes_allocated + bytes_reserved`` at an event; the
+ones ``trace/allocator_events.py`` follows: in use = ``bytes_allocated + bytes_reserved`` at an event; the
 peak is the largest over every event of the host plane (not only the step windows: ``analyze``
 adds the peak within the analysed windows as a figure of its own); the capacity is in use +
 ``bytes_available`` at the peak; the fragmentation is the peak event's stat.
@@ -20,11 +20,11 @@ import pytest
 from trace_kit import US, TraceBuilder
 
 from tfprof_towers.testing.synth import Alloc, allocator_events
+from tfprof_towers.trace.allocator_events import MEMORY_COLUMNS, allocator_device
 from tfprof_towers.trace.analysis import analyze_trace
 from tfprof_towers.trace.classify import AS_BYTES
 from tfprof_towers.trace.hosts import join_hosts
 from tfprof_towers.trace.load import READ_STATS, trace_from_bytes, trace_from_raw
-from tfprof_towers.trace.memory import MEMORY_COLUMNS, allocator_device
 from tfprof_towers.trace.memory_peaks import BEFORE_TRACE, NO_EVENTS_NOTE, device_memory, timeline
 from tfprof_towers.xplane import read_xspace
 

@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference_kit import kinds_category, parse_memcpy_details
+from memcpy_kit import check_parse_details, detail_rows
 from trace_kit import US, Ref, TraceBuilder, memcpy_details, two_gpu_trace
 
-from tfprof_towers.trace.codes import CAT
-from tfprof_towers.trace.copies import parse_details
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
 from tfprof_towers.xplane import NUMBER, read_xspace
 from tfprof_towers.xplane import decode as xdecode
@@ -152,38 +150,10 @@ def test_a_parser_is_given_the_events_names() -> None:
 
 # --- memcpy_details: the numpy parse against the plain-Python one
 
-KINDS = ["pinned", "device", "DEVICE", "x", "pageablex", "managed", "host", "array", "PaGeAbLe", ""]
-ODD = ["async:1", "size:", "size:12abc", "xsize:5", "size:5:6", ":", "kind_src:pinned\tsize:3", "a:size:4"]
-tokens = st.one_of(
-    st.builds(lambda n: f"size:{n}", st.integers(0, 10**21)),
-    st.builds(lambda n: f"dest:{n}", st.integers(-3, 2**21)),
-    st.builds(lambda k: f"kind_src:{k}", st.sampled_from(KINDS)),
-    st.builds(lambda k: f"kind_dst:{k}", st.sampled_from(KINDS)),
-    st.sampled_from(ODD),
-    st.text(alphabet="sizedestkind_rcpn:0123456789 \t", max_size=12),
-)
-
-
-def reference(text: str) -> tuple[int, int, int]:
-    p = parse_memcpy_details(text)
-    return p.size, p.dest, int(CAT.get(kinds_category(p) or "", -1))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(tokens, max_size=7).map(" ".join), min_size=1, max_size=30), st.randoms())
+@settings(max_examples=50, deadline=None)  # 200 in tests/e2e/test_trace_copies_e2e.py
+@given(detail_rows, st.randoms())
 def test_parse_details_matches_the_python_parse(rows: list[str], rnd) -> None:
-    ragged = Ragged.of([r.encode() for r in rows])
-    padded = np.concatenate([ragged.data, np.zeros(PAD, np.uint8)])
-    order = list(range(len(rows)))
-    rnd.shuffle(order)
-    for text, perm in (
-        (ragged, range(len(rows))),  # back to back
-        (Ragged.gather(padded, ragged.starts, ragged.lengths), range(len(rows))),  # word-padded copy
-        (Ragged.gather(padded, ragged.starts, ragged.lengths).take(np.array(order)), order),  # any order
-    ):
-        size, dest, kinds = parse_details(text)
-        got = list(zip(size.tolist(), dest.tolist(), kinds.tolist()))
-        assert got == [reference(rows[i]) for i in perm]
+    check_parse_details(rows, rnd)
 
 
 def test_repeated_texts_are_parsed_once_each() -> None:
@@ -210,7 +180,7 @@ def test_repeated_texts_are_parsed_once_each() -> None:
 _HEAP_PROBE = r'''
 import sys
 import numpy as np
-from tfprof_towers.xplane.memory import prefer_heap
+from tfprof_towers.xplane.glibc_heap import prefer_heap
 
 def heap() -> int:
     size = 0
@@ -233,7 +203,7 @@ def test_prefer_heap_takes_big_blocks_from_the_heap() -> None:
     import subprocess
     import sys
 
-    from tfprof_towers.xplane.memory import _libc
+    from tfprof_towers.xplane.glibc_heap import _libc
 
     if _libc() is None:
         pytest.skip("not glibc")

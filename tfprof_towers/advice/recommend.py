@@ -220,6 +220,11 @@ def projected(
     if len(unfit) == len(ranking):
         return Recommendation(None, nothing_fits([by_name[n] for n in ranking], hardware), PROJECTED,
                               hardware=hardware, fastest=ranking[0], excluded=unfit)
+    # one that may not fit (only the low end of its range fits) is not recommended over one that fits
+    maybe = {n: fit["verdict"] for n in ranking if n not in unfit
+             and (fit := by_name[n].memory_fit) is not None and fit.get("may_not_fit") is True}
+    if len(unfit) + len(maybe) < len(ranking):
+        unfit = {**unfit, **maybe}
     excluded = {**unfit, **excluded}  # a placement that does not fit is never recommended
 
     def candidate(name: str) -> Candidate:

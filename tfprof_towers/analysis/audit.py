@@ -3,7 +3,7 @@
 Input: a variant's record (its ``placement`` section, see
 :mod:`tfprof_towers.capture.placement`), the run's topology, and optionally the
 variant's measured trace breakdown (``summary.json`` -> ``variants[].breakdown``,
-see :func:`tfprof_towers.analysis.pipeline.analyse_variant`).  Output: an
+see :func:`tfprof_towers.analysis.pipeline.analyze_variant`).  Output: an
 :class:`~tfprof_towers.rundir.placement_audit.Audit` (:func:`audit_variant`) that the advice rules
 and the report read.  Its ``links`` hold
 measured times where the trace has device copies (GPU runs) and, always, clearly labelled

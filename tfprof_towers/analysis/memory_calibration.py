@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof_towers.rundir.summary import MemoryPeak
+from tfprof_towers.rundir.summary import MemoryPeak, judged, may_not_fit_verdict
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane, short_device
 from tfprof_towers.vocab.fmt import fmt_gib
 
@@ -91,16 +91,21 @@ def calibrated_fit(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any]
         cap = r.get("capacity_bytes")
         if c is not None:
             peak = c.apply(int(r["peak_bytes"]))
+            # the range spans the executor's orders and the run's own order, scaled: "does not fit" only
+            # when both the walk's least and the calibrated peak are over
+            low = min(peak, int(r.get("peak_low_bytes", r["peak_bytes"])))
+            high = max(peak, int(r.get("peak_high_bytes", r["peak_bytes"])))
+            fits, may_not = judged(low, high, int(cap) if cap else None, headroom)
             row.update(calibrated_peak_bytes=peak, calibration=round(c.factor, 4), calibrated_on=c.run_device,
-                       uncalibrated_fits=r.get("fits"),
-                       fits=None if not cap else peak <= int(cap) * (1 - headroom))
+                       uncalibrated_fits=r.get("fits"), fits=fits, may_not_fit=may_not, peak_low_bytes=low,
+                       peak_high_bytes=high)
         out[dev] = row
     return out, {**_verdict(out, fit, cal, headroom, label), "uncalibrated": dict(fit)}
 
 
 def _verdict(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any],
              cal: Mapping[str, DeviceCalibration], headroom: float, label: str) -> dict[str, Any]:
-    """The verdict over calibrated rows, in :func:`.projection.memory.fit_of`'s words plus the label."""
+    """The verdict over calibrated rows, in :func:`.projection.memory_fit.fit_of`'s words plus the label."""
     checked = {d: r for d, r in rows.items() if r.get("capacity_bytes")}
     if not checked:
         return {**fit, "calibrated": label}
@@ -108,8 +113,13 @@ def _verdict(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any],
     def peak(r: Mapping[str, Any]) -> int:
         return int(r.get("calibrated_peak_bytes", r["peak_bytes"]))
 
+    def high(r: Mapping[str, Any]) -> int:
+        return int(r.get("peak_high_bytes", peak(r)))
+
     over = [(peak(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("fits") is False]
-    dev = (max(over) if over else max((peak(r) / r["capacity_bytes"], d) for d, r in checked.items()))[1]
+    maybe = [(high(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("may_not_fit")]
+    tight = max((high(r) / r["capacity_bytes"], d) for d, r in checked.items())
+    dev = (max(over) if over else max(maybe) if maybe else tight)[1]
     r = checked[dev]
     cap = int(r["capacity_bytes"])
     of = f"{fmt_gib(cap)} ({fmt_gib(cap * (1 - headroom))} usable)"
@@ -120,8 +130,12 @@ def _verdict(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any],
     where = short_device(dev)
     if over:
         verdict = f"does not fit: {fmt_gib(peak(r))} on {where} of {of}{note}"
+    elif maybe:
+        verdict = may_not_fit_verdict(int(r.get("peak_low_bytes", peak(r))), high(r), where, of) + note
     else:
-        verdict = f"fits: peak {fmt_gib(peak(r))} of {of} on {where}{note}"
-    why = fit.get("why", "") if over and fit.get("device") == dev else ""
+        span = f" (up to {fmt_gib(high(r))} in another executor order)" if high(r) > peak(r) else ""
+        verdict = f"fits: peak {fmt_gib(peak(r))}{span} of {of} on {where}{note}"
+    why = fit.get("why", "") if (over or maybe) and fit.get("device") == dev else ""
     return {"fits": not over, "verdict": verdict, "device": dev, "peak_bytes": peak(r), "capacity_bytes": cap,
-            "why": why, "calibrated": label}
+            "why": why, "may_not_fit": bool(maybe) and not over, "peak_high_bytes": high(r),
+            "calibrated": label}

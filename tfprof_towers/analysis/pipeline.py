@@ -56,7 +56,7 @@ class VariantTrace:
         return analyze_trace(self.trace, self.context.kind, self.context.edge_bytes, label=self.pod.label)
 
 
-def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
+def analyze_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
     """The per-step breakdown of one variant's trace, host by host then reduced (as ``analyze``);
     only ``error`` when that fails.
 
@@ -65,10 +65,10 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     """
     try:
         from tfprof_towers.analysis.run_traces import RunContext, analyze_logdir
-        from tfprof_towers.xplane.memory import prefer_heap
+        from tfprof_towers.xplane.glibc_heap import prefer_heap
     except ImportError as exc:  # the trace package is optional for a report
         return VariantTrace(TraceDoc(error=f"trace analysis unavailable ({exc})"))
-    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/glibc_heap.py)
     ctx = RunContext.of(record, kind)
     logdir = run_dir.logdir(record.name)
     try:
@@ -83,12 +83,12 @@ def analyse_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     return VariantTrace(doc, pod, logdir, ctx)
 
 
-def analyse_traces(
+def analyze_traces(
     run_dir: RunDir, summary: Summary, records: Mapping[str, VariantRecord]
 ) -> dict[str, VariantTrace]:
     """Each successful variant's trace analysis (those whose record names trace files)."""
     kind = summary.topology.kind if summary.topology is not None else None
-    return {e.name: analyse_variant(run_dir, records[e.name], kind)
+    return {e.name: analyze_variant(run_dir, records[e.name], kind)
             for e in summary.variants if e.ok and e.xplane_files and e.name in records}
 
 
@@ -138,17 +138,28 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
                                         None if cap is None else d.peak_bytes <= cap)
         for dev, r in here.get(e.name, {}).items():
             if dev in rows:
-                rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]))
+                rows[dev] = replace(rows[dev], estimated_peak_bytes=int(r["peak_bytes"]),
+                                    estimate_low_bytes=_bytes_or_none(r, "peak_low_bytes"),
+                                    estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"))
         for dev, r in projected.get(e.name, {}).items():
             if dev in rows and rows[dev].label is None:  # a GPU run measured the target's own device
                 rows[dev] = on_target(rows[dev], r, headroom)
             else:  # the target's device (named apart where a logical device of this run has its name)
                 key = dev if dev not in rows else f"{dev} ({projection.hardware or 'target'})"
                 rows[key] = MemoryPeak(int(r["peak_bytes"]), "estimated", r.get("persistent_bytes"),
-                                       r.get("capacity_bytes"), r.get("fits"))
+                                       r.get("capacity_bytes"), r.get("fits"),
+                                       estimate_low_bytes=_bytes_or_none(r, "peak_low_bytes"),
+                                       estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"),
+                                       may_not_fit=r.get("may_not_fit"))
         return replace(e, memory=rows)
 
     return summary.map_entries(one)
+
+
+def _bytes_or_none(row: Mapping[str, Any], key: str) -> int | None:
+    """``row[key]`` as bytes, None where the row has no such figure (a projection made before it)."""
+    value = row.get(key)
+    return None if value is None else int(value)
 
 
 def with_calibration(summary: Summary) -> Summary:
@@ -193,7 +204,9 @@ def with_calibration(summary: Summary) -> Summary:
                         if k in memory and memory[k].basis == "estimated"), None)
             if key is not None:
                 memory[key] = replace(memory[key], calibrated_peak_bytes=int(r["calibrated_peak_bytes"]),
-                                      calibration=label, fits=r.get("fits"))
+                                      calibration=label, fits=r.get("fits"), may_not_fit=r.get("may_not_fit"),
+                                      estimate_low_bytes=_bytes_or_none(r, "peak_low_bytes"),
+                                      estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"))
         return replace(e, memory=memory)
 
     return replace(summary.map_entries(one), projection=replace(projection, variants=tuple(variants)))

@@ -107,9 +107,9 @@ def document(args: argparse.Namespace, progress: Any = None) -> tuple[dict[str, 
     """What ``analyze --json`` prints (the analysis, its "findings" most severe first and "rules"), and
     the pod analysis it came from (``progress``: called as each host is done)."""
     from tfprof_towers.analysis.run_traces import pod_of_path
-    from tfprof_towers.xplane.memory import prefer_heap
+    from tfprof_towers.xplane.glibc_heap import prefer_heap
 
-    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/memory.py)
+    prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/glibc_heap.py)
     from tfprof_towers.advice.trace_rules import evaluate_trace
 
     analysis = pod_of_path(args.path, run=args.run, executor=args.dask, progress=progress)

@@ -149,7 +149,12 @@ def peak_cell(memory: Mapping[str, MemoryPeak]) -> str:
     text = f"{size} {short_device(dev)} ({'est.' if r.basis == 'estimated' else 'meas.'})"
     if r.estimate_vs_measured is not None:
         text += f" est. x{r.estimate_vs_measured:.2f}"
-    return f"[red]{_escape(text)} does not fit[/]" if r.fits is False else _escape(text)
+    if r.inside_range is not None and r.estimate_low_bytes and r.estimate_high_bytes:  # the orders' range
+        text += (f" (x{r.estimate_low_bytes / r.peak_bytes:.2f}-x{r.estimate_high_bytes / r.peak_bytes:.2f}"
+                 f"{'' if r.inside_range else ', outside'})")
+    if r.fits is False:
+        return f"[red]{_escape(text)} does not fit[/]"
+    return f"[yellow]{_escape(text)} may not fit[/]" if r.may_not_fit else _escape(text)
 
 
 def memory_cell(fit: Mapping[str, Any] | None, checked: EstimateGap | None = None) -> str:
@@ -165,7 +170,9 @@ def memory_cell(fit: Mapping[str, Any] | None, checked: EstimateGap | None = Non
         text += f" ({fit['calibrated']}; estimate {fmt_gib(before['peak_bytes'])})"
     check = ("" if checked is None
              else f" [dim](est. x{checked.ratio:.2f} of measured at {_escape(checked.where)})[/]")
-    return (f"[red]{_escape(text)} (does not fit)[/]" if fit.get("fits") is False else _escape(text)) + check
+    if fit.get("fits") is False:
+        return f"[red]{_escape(text)} (does not fit)[/]" + check
+    return (f"[yellow]{_escape(text)} (may not fit)[/]" if fit.get("may_not_fit") else _escape(text)) + check
 
 
 def estimate_checks(summary: Summary) -> dict[str, EstimateGap]:

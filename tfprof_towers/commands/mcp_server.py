@@ -151,9 +151,9 @@ def run_summary_doc(run_dir: str) -> dict[str, Any]:
     if rd.summary_json.is_file():
         summary = Summary.from_json(read_json(rd.summary_json), where=str(rd.summary_json))
     else:
-        from tfprof_towers.session.report import analyse_run
+        from tfprof_towers.session.report import analyze_run
 
-        summary = analyse_run(rd)[0]
+        summary = analyze_run(rd)[0]
     return run_digest(summary)
 
 

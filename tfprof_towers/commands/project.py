@@ -265,6 +265,8 @@ def print_projection(doc: ProjectionDoc | Mapping[str, Any], run_dir: RunDir | N
             fit = e.fit
             if fit.fits is False and fit.why:
                 out.print(escape(f"{e.name} {fit.verdict}: {fit.why}."))
+            elif fit.may_not_fit:  # named, in one line: the verdict says why
+                out.print(escape(f"{e.name} {fit.verdict}."))
     prof = doc.profile  # the hardware profile's own numbers, as its TOML has them
     host = prof["host"]
     out.print(

@@ -8,7 +8,7 @@
   fit) come from every host's events merged (:func:`~tfprof_towers.trace.analysis.analyze_xplane`),
   read only when one of them is first asked for;
 * a run directory: every variant, analysed exactly as ``report`` analyses them
-  (:func:`tfprof_towers.session.report.analyse_run`: the node -> device join, the topology kind,
+  (:func:`tfprof_towers.session.report.analyze_run`: the node -> device join, the topology kind,
   the edge bytes and the host -> task map from each record; then audits and advice); its frames
   come from each variant's merged events;
 * ``RUN_DIR/variants/NAME``: that variant of its run (the run is analysed as a whole, so its
@@ -446,7 +446,7 @@ def load_trace(path: Path, run: str | None = None, dask: Any = None,
     """A trace file or a logdir, analysed host by host (``dask``, ``progress``: :func:`load`); the merged
     analysis of every event is left for the ``events`` and ``memory`` frames to build."""
     from tfprof_towers.trace.executors import analyze_pod
-    from tfprof_towers.xplane.memory import prefer_heap
+    from tfprof_towers.xplane.glibc_heap import prefer_heap
 
     prefer_heap()
     pod = analyze_pod(path, run, executor=dask, progress=progress)
@@ -460,7 +460,7 @@ def merged_analysis(path: Path, run: str | None = None, skip: tuple[str, ...] = 
     hosts named in ``skip``."""
     from tfprof_towers.trace.analysis import analyze_trace
     from tfprof_towers.trace.hosts import load_hosts
-    from tfprof_towers.xplane.memory import prefer_heap
+    from tfprof_towers.xplane.glibc_heap import prefer_heap
 
     prefer_heap()
     return analyze_trace(load_hosts(path, run, skip=skip))
@@ -469,10 +469,10 @@ def merged_analysis(path: Path, run: str | None = None, skip: tuple[str, ...] = 
 def load_run(root: Path, only: str | None = None) -> Profile:
     """The run as ``report`` computes it; ``only``: one variant of it."""
     from tfprof_towers.rundir.records import load_records, load_run_or_skip
-    from tfprof_towers.session.report import analyse_run
+    from tfprof_towers.session.report import analyze_run
 
     rd = RunDir(root)
-    summary, analyses = analyse_run(rd)
+    summary, analyses = analyze_run(rd)
     run, _ = load_run_or_skip(rd)
     records = load_records(rd, run)
     doc = summary.to_json()

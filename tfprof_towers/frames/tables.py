@@ -182,8 +182,9 @@ def links(x: Analysis | PodAnalysis) -> pd.DataFrame:
 
 
 def memory(a: Analysis) -> pd.DataFrame:
-    """One row per allocator event (``trace/memory.py``): the device it serves, bytes in use after it
-    (``bytes_available`` -1 where the allocator does not say), the block and the op that asked for it."""
+    """One row per allocator event (``trace/allocator_events.py``): the device it serves, bytes in use
+    after it (``bytes_available`` -1 where the allocator does not say), the block and the op that asked
+    for it."""
     t = a.trace
     f = t.memory.frame(t.step_table, t.device_steps)
     return pd.DataFrame({

@@ -19,7 +19,7 @@ from typing import Any
 from tfprof_towers.advice import recommend as recommender
 from tfprof_towers.projection.calibrate import Calibration, calibrate, placement_check
 from tfprof_towers.projection.hardware import Hardware, load_hardware
-from tfprof_towers.projection.memory import ESTIMATED, HEADROOM, HEADROOM_WHY, NOT_CHECKED, with_memory
+from tfprof_towers.projection.memory_fit import ESTIMATED, HEADROOM, HEADROOM_WHY, NOT_CHECKED, with_memory
 from tfprof_towers.projection.model import GraphWork, Rates, project_work
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json, write_json
 from tfprof_towers.rundir.projection_doc import ProjectionEntry
@@ -284,7 +284,8 @@ def memory_at_run(graphs: dict[str, Any], variants: Sequence[VariantSpec], run: 
     for v in variants:
         mem = (checks.get(v.name) or {}).get("memory") or {}
         if mem.get("devices"):
-            devices = {d: {k: r[k] for k in ("peak_bytes", "transient_bytes", "persistent_bytes")}
+            devices = {d: {k: r[k] for k in ("peak_bytes", "transient_bytes", "persistent_bytes",
+                                             "peak_low_bytes", "peak_high_bytes") if k in r}
                        for d, r in mem["devices"].items()}
             out[v.name] = {"memory_at_run": {"preset": run.preset.name, "devices": devices}}
     return out

@@ -89,7 +89,7 @@ class Accelerator:
     #: Fraction of memory bandwidth a reduction reaches (sums, means, batch-norm statistics, softmax
     #: rows, their gradients); None: ``memory_efficiency``, the elementwise ops' fraction.
     reduction_efficiency: float | None = None
-    #: Time of an op that moves at most :data:`.graphcost.SMALL_OP_BYTES` (a scalar, a shape, a
+    #: Time of an op that moves at most :data:`.opcost.SMALL_OP_BYTES` (a scalar, a shape, a
     #: learning-rate product): its launch overhead; None: ``op_overhead_us``.
     small_op_overhead_us: float | None = None
     #: How much faster than its FLOPs at ``efficiency`` a 3x3 stride-1 convolution runs (cuDNN's

@@ -6,7 +6,10 @@ The rules, each TensorFlow's own (``core/common_runtime/executor.cc``, ``OpKerne
 * ops run as soon as their inputs are ready, from one first-in first-out queue
   (:func:`executor_order`: the executor's ``ScheduleReady`` for inexpensive kernels, as GPU kernels are);
   on a CPU device an inexpensive kernel (a view, a shape) runs inline at once, ahead of the expensive
-  kernels queued for a thread (:func:`runs_inline`);
+  kernels queued for a thread (:func:`runs_inline`); that is the point estimate, and a GPU's order.
+  Which expensive CPU kernel waits in the inter-op pool differs from process to process, so
+  :func:`peak_ranges` also walks the orders of a saturated pool (:func:`pool_order`, :data:`ORDERS`)
+  and gives each device the least and the most;
 * a tensor's buffer is allocated when its op runs and freed when the last op reading it has run
   (the executor drops an input's reference once its consumer finishes);
 * a **view** (``Reshape``, ``Identity``, ``Squeeze``, ``ExpandDims``, ``StopGradient``,
@@ -29,7 +32,9 @@ slots, constants) are not walked: the caller adds the variables as persistent by
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import heapq
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 #: Ops whose output 0 is a view of input 0 (no allocation).
@@ -169,7 +174,7 @@ def runs_inline(op: OpTensors) -> bool:
     return is_cpu(op.device) and op.type in INLINE_TYPES
 
 
-def executor_order(ops: Sequence[OpTensors]) -> list[int]:
+def executor_order(ops: Sequence[OpTensors], reverse: bool = False) -> list[int]:
     """The order TensorFlow's executor runs ``ops`` in when each runs as soon as its inputs are ready:
     one ready queue, first in first out (``ExecutorState::ScheduleReady`` with inexpensive kernels, as
     every GPU kernel is); an op's readers join the queue in the order of ``ops`` when its last input
@@ -177,14 +182,8 @@ def executor_order(ops: Sequence[OpTensors]) -> list[int]:
     and its output waits for the gradient.  On a CPU device an inexpensive kernel (a view, a shape:
     :func:`runs_inline`) goes to the executor's inline queue, which runs before the queue of expensive
     kernels waiting for a thread: a view of a tensor (and a reader it makes ready) is done before the
-    expensive readers queued beside it."""
-    readers: list[list[int]] = [[] for _ in ops]
-    pending = []
-    for i, op in enumerate(ops):
-        producers = sorted({src for src, _ in op.inputs} | set(op.after))  # a tensor read twice counts once
-        pending.append(len(producers))
-        for j in producers:
-            readers[j].append(i)
+    expensive readers queued beside it.  ``reverse``: an op's readers join in the reverse order."""
+    readers, pending = _ready_graph(ops, reverse)
     queue = [i for i, n in enumerate(pending) if n == 0]
     inline: list[int] = []
     order: list[int] = []
@@ -204,17 +203,172 @@ def executor_order(ops: Sequence[OpTensors]) -> list[int]:
     return order + [i for i in range(len(ops)) if i not in seen]  # a cycle (never in a step): as given
 
 
-def walk_peaks(ops: Sequence[OpTensors], host: str) -> dict[str, tuple[int, list[tuple[str, int]]]]:
+def _ready_graph(ops: Sequence[OpTensors], reverse: bool) -> tuple[list[list[int]], list[int]]:
+    """Each op's readers (in the order of ``ops``, or reversed) and how many producers it waits for."""
+    readers: list[list[int]] = [[] for _ in ops]
+    pending = []
+    for i, op in enumerate(ops):
+        producers = sorted({src for src, _ in op.inputs} | set(op.after))  # a tensor read twice counts once
+        pending.append(len(producers))
+        for j in producers:
+            readers[j].append(i)
+    if reverse:
+        readers = [r[::-1] for r in readers]
+    return readers, pending
+
+
+def pool_order(ops: Sequence[OpTensors], lifo: bool = True, reverse: bool = False) -> list[int]:
+    """The order TensorFlow's CPU executor runs ``ops`` in when its one inter-op thread is saturated:
+    each op that finishes makes its readers ready (``ExecutorState::ScheduleReady``); the inexpensive
+    ones (:func:`runs_inline`; every GPU kernel) join the thread's inline queue, the last expensive one
+    runs inline too when that queue is empty, and the other expensive ones are handed to the pool, which
+    runs them only when the inline chain has ended: the newest first (``lifo``: Eigen's pool takes a
+    worker's own tasks from the front) or the oldest first (a thread that steals takes from the back).
+    ``reverse``: readers become ready in the reverse order of ``ops`` (TensorFlow's order of a node's
+    out-edges follows pointer hashes beyond 8 edges), so another sibling is the one deferred.
+
+    A deferred expensive sibling keeps its inputs alive while the chain runs on: an activation that a
+    weight gradient still reads cannot be the buffer its ``SigmoidGrad`` writes into."""
+    readers, pending = _ready_graph(ops, reverse)
+    pool = deque(i for i, n in enumerate(pending) if n == 0)  # the step's roots, handed to the pool in order
+    order: list[int] = []
+    while pool:
+        inline = deque([pool.popleft()])
+        while inline:
+            i = inline.popleft()
+            order.append(i)
+            expensive = []
+            for r in readers[i]:
+                pending[r] -= 1
+                if pending[r] == 0:
+                    (expensive if is_expensive(ops[r]) else inline).append(r)
+            if expensive and not inline:
+                inline.append(expensive.pop())
+            if lifo:
+                pool.extendleft(expensive)  # the last handed over is the first taken
+            else:
+                pool.extend(expensive)
+    seen = set(order)
+    return order + [i for i in range(len(ops)) if i not in seen]
+
+
+def trace_order(ops: Sequence[OpTensors], start: Mapping[str, float]) -> list[int]:
+    """The order a run's own trace shows: each time, of the ops whose inputs are ready, the one that
+    started first there (``start``: op name -> its start in one step); an op the trace does not show
+    (a view folded away, a constant) takes the time its last input became ready.  Walking a step in it
+    (:func:`walk_peaks`) explains a measured peak that differs from the estimate: the buffer rules are
+    the same, only the executor's order differs."""
+    readers, pending = _ready_graph(ops, reverse=False)
+    ready: list[tuple[float, int]] = []
+
+    def push(i: int, t: float) -> None:
+        heapq.heappush(ready, (start.get(ops[i].name, t), i))
+
+    for i, n in enumerate(pending):
+        if n == 0:
+            push(i, float("-inf"))
+    order: list[int] = []
+    while ready:
+        t, i = heapq.heappop(ready)
+        order.append(i)
+        for r in readers[i]:
+            pending[r] -= 1
+            if pending[r] == 0:
+                push(r, t)
+    seen = set(order)
+    return order + [i for i in range(len(ops)) if i not in seen]
+
+
+def device_order(ops: Sequence[OpTensors], descending: bool = False) -> list[int]:
+    """The order when one device's executor runs ahead of the others: of the ready ops, one on the
+    first device (by name; the last with ``descending``) runs first, each device's ops first in first
+    out.  Each device's partition has an executor of its own; which one runs ahead decides which side
+    of a cross-device reader waits: a tower whose gradient the host reduces right away frees it early,
+    the tower that ran ahead holds its own until the other's arrives."""
+    devices = sorted({op.device for op in ops}, reverse=descending)
+    rank = {d: k for k, d in enumerate(devices)}
+    readers, pending = _ready_graph(ops, reverse=False)
+    ready: list[tuple[int, int, int]] = []
+    seq = 0
+
+    def push(i: int) -> None:
+        nonlocal seq
+        heapq.heappush(ready, (rank[ops[i].device], seq, i))
+        seq += 1
+
+    for i, n in enumerate(pending):
+        if n == 0:
+            push(i)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)[2]
+        order.append(i)
+        for r in readers[i]:
+            pending[r] -= 1
+            if pending[r] == 0:
+                push(r)
+    seen = set(order)
+    return order + [i for i in range(len(ops)) if i not in seen]
+
+
+def is_expensive(op: OpTensors) -> bool:
+    """Whether TensorFlow's executor hands ``op`` to the inter-op pool rather than running it inline: an
+    expensive kernel on a CPU device (every GPU kernel is inexpensive)."""
+    return is_cpu(op.device) and op.type not in INLINE_TYPES
+
+
+#: The orders the estimate's range walks: the executor's queue in graph order (the point estimate, and
+#: a GPU's), the same with readers made ready in reverse, a saturated CPU pool taking the deferred
+#: kernels newest first or oldest first, each with readers in either order, and one device's executor
+#: running ahead of the others (the first device, or the last).
+ORDERS: tuple[tuple[str, Callable[[Sequence[OpTensors]], list[int]]], ...] = (
+    ("queue", lambda ops: executor_order(ops)),
+    ("queue, readers reversed", lambda ops: executor_order(ops, reverse=True)),
+    ("pool newest first", lambda ops: pool_order(ops, lifo=True)),
+    ("pool newest first, readers reversed", lambda ops: pool_order(ops, lifo=True, reverse=True)),
+    ("pool oldest first", lambda ops: pool_order(ops, lifo=False)),
+    ("pool oldest first, readers reversed", lambda ops: pool_order(ops, lifo=False, reverse=True)),
+    ("first device ahead", lambda ops: device_order(ops)),
+    ("last device ahead", lambda ops: device_order(ops, descending=True)),
+)
+
+
+@dataclass(frozen=True)
+class PeakRange:
+    """One device's peak of the step's tensors over :data:`ORDERS`: the least, the point estimate (the
+    queue's order) and the most, with the order that gave the most."""
+
+    low: int
+    point: int
+    high: int
+    high_order: str
+
+
+def peak_ranges(ops: Sequence[OpTensors], host: str) -> dict[str, PeakRange]:
+    """Per device, its :class:`PeakRange`: :func:`walk_peaks` in each of :data:`ORDERS`."""
+    walks = [(name, walk_peaks(ops, host, order(ops))) for name, order in ORDERS]
+    devices = sorted({d for _, w in walks for d in w})
+    out = {}
+    for d in devices:
+        each = [(w.get(d, (0, []))[0], name) for name, w in walks]
+        high, high_order = max(each, key=lambda x: x[0])  # the first order that reaches the most
+        out[d] = PeakRange(min(p for p, _ in each), each[0][0], high, high_order)
+    return out
+
+
+def walk_peaks(ops: Sequence[OpTensors], host: str, order: Sequence[int] | None = None
+               ) -> dict[str, tuple[int, list[tuple[str, int]]]]:
     """Per device: (peak bytes of the step's tensors, the buffers live at the peak as (op, bytes)).
 
-    ``ops``: every producer before its readers; walked in :func:`executor_order`.  ``host``: the
-    device whose allocator makes fed inputs.
+    ``ops``: every producer before its readers; walked in ``order`` (default: :func:`executor_order`;
+    any order that runs every producer before its readers).  ``host``: the device whose allocator makes
+    fed inputs.
     """
     readers, readers_on = _readers(ops)
     walk = _Walk()
     where: dict[tuple[int, int], int] = {}  # (op, slot) -> buffer
     copies: dict[tuple[int, str, tuple[int, int]], int] = {}  # (buffer, device, tensor) -> its copy
-    for i in executor_order(ops):
+    for i in executor_order(ops) if order is None else order:
         op = ops[i]
         if op.held:
             continue

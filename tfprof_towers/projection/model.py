@@ -5,7 +5,7 @@ cross-device copies; the profile from :mod:`.hardware`.
 
 * An op takes ``overhead + max(flops / rate, bytes / memory bandwidth)`` on its
   device (roofline).  Views (no FLOPs, no bytes) take nothing.  On an accelerator
-  each op class (:data:`.graphcost.OP_CLASSES`) has its own terms: ``matmul``
+  each op class (:data:`.opcost.OP_CLASSES`) has its own terms: ``matmul``
   (MatMul, BatchMatMul, Einsum, Conv2D and its backprops) runs at ``matmul_tflops``
   x ``efficiency`` (a convolution at ``conv_efficiency``); every other op's FLOPs at
   ``fp32_tflops`` x ``efficiency``;

@@ -15,7 +15,7 @@ from typing import Any
 
 from tfprof_towers.render.hosts import hosts_view
 from tfprof_towers.render.html import environment
-from tfprof_towers.render.memory import timelines_view
+from tfprof_towers.render.memory_charts import timelines_view
 from tfprof_towers.rundir.outputs import write_output
 from tfprof_towers.rundir.trace_doc import CategoryTotal, DeviceTime, ProducerDoc, TraceDoc, as_trace_doc
 from tfprof_towers.trace.producer import FRAMEWORK_NAMES, VENDOR_NAMES

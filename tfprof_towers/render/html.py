@@ -24,7 +24,7 @@ from tfprof_towers.advice import recommend
 from tfprof_towers.advice.findings import by_severity
 from tfprof_towers.render.cluster import cluster_views
 from tfprof_towers.render.filters import FILTERS
-from tfprof_towers.render.memory import memory_view
+from tfprof_towers.render.memory_charts import memory_view
 from tfprof_towers.render.projection import projection_view
 from tfprof_towers.render.scaling import scaling_view
 from tfprof_towers.rundir.math_table import MathRow, MathTable

@@ -137,6 +137,7 @@ class MemoryFit(Record):
     fits: bool | None = meta(None, read=lambda f, key: None if f.data.get(key) is None else f.flag(key))
     verdict: str = ""
     why: str = ""  # does not fit: why
+    may_not_fit: bool = False  # only the low end of the range over the executor's orders fits
     WHERE = "projection: variants[].memory_fit"
 
     @classmethod

@@ -42,6 +42,7 @@ from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.device_names import device_role
+from tfprof_towers.vocab.fmt import fmt_gib
 
 SUMMARY_SCHEMA = 4  # 4: variants[].memory (per device: measured or estimated peak, capacity, fits)
 # 3: recommendation.basis is "measured" or "projected"; losses, grad_norm, math
@@ -132,6 +133,12 @@ class MemoryPeak(Record):
     # the same role (``fits`` is then judged on it; ``peak_bytes`` stays the uncalibrated estimate)
     calibrated_peak_bytes: int | None = meta(None, omit=if_none)
     calibration: str | None = meta(None, omit=if_none)  # "calibrated on the measured peak at the cpu preset"
+    # the range of the estimate over the executor's orders (``projection.liveness.ORDERS``): estimated rows,
+    # their own; measured rows, the estimate's at the run's size (``estimated_peak_bytes`` is the queue's)
+    estimate_low_bytes: int | None = meta(None, omit=if_none)
+    estimate_high_bytes: int | None = meta(None, omit=if_none)
+    may_not_fit: bool | None = meta(None, omit=if_none,  # estimated: only the range's low end fits
+                                    read=lambda f, key: None if f.data.get(key) is None else f.flag(key))
     WHERE = "summary.json: variants[].memory"
 
     @property
@@ -140,6 +147,46 @@ class MemoryPeak(Record):
         if self.basis != "measured" or self.estimated_peak_bytes is None or not self.peak_bytes:
             return None
         return self.estimated_peak_bytes / self.peak_bytes
+
+    @property
+    def inside_range(self) -> bool | None:
+        """Whether a measured peak lies within the estimate's range, give or take 10% (:func:`in_range`;
+        None without a measured peak and a range)."""
+        low, high = self.estimate_low_bytes, self.estimate_high_bytes
+        if self.basis != "measured" or low is None or high is None or not self.peak_bytes:
+            return None
+        return in_range(self.peak_bytes, low, high)
+
+
+#: How far outside the estimate's range a measured peak may be and still agree: 10% either way, and one
+#: 256-byte unit of the BFC allocator (the walk in a run's own order agrees with its peak to one unit).
+RANGE_SLACK_LOW, RANGE_SLACK_HIGH, RANGE_SLACK_BYTES = 0.9, 1.1, 256
+
+
+def in_range(measured: int, low: int, high: int) -> bool:
+    """Whether ``measured`` lies in [0.9 x low, 1.1 x high], give or take 256 bytes."""
+    slack = RANGE_SLACK_BYTES
+    return RANGE_SLACK_LOW * low - slack <= measured <= RANGE_SLACK_HIGH * high + slack
+
+
+def judged(low: int, high: int, capacity: int | None, headroom: float) -> tuple[bool | None, bool]:
+    """(fits, may_not_fit) of a peak between ``low`` and ``high`` (the executor's orders) against
+    ``capacity`` less ``headroom``: fits unless the low end is over; may not fit when only the low end
+    fits.  (None, False) without a capacity."""
+    if not capacity:
+        return None, False
+    usable = capacity * (1 - headroom)
+    return low <= usable, low <= usable < high
+
+
+#: Why a verdict says "may not fit", in one line.
+MAY_NOT_FIT_WHY = ("in some of the orders TensorFlow's executor may run the step's kernels in, not in all: "
+                   "a kernel that waits for a thread, or for another device, keeps its inputs alive")
+
+
+def may_not_fit_verdict(low: int, high: int, where: str, cap: str) -> str:
+    """The one line of a verdict whose low end fits and high end does not."""
+    return f"may not fit: peak {fmt_gib(low)} to {fmt_gib(high)} on {where} of {cap}: fits {MAY_NOT_FIT_WHY}"
 
 
 @dataclass(frozen=True)
@@ -150,14 +197,19 @@ class EstimateGap:
     ratio: float  # estimated / measured
     device: str
     where: str  # "the cpu preset" (measured on logical devices), else "the run's size"
+    inside_range: bool | None = None  # every measured peak inside the estimate's range (MemoryPeak)
 
     def text(self) -> str:
         """One sentence: "the estimate was 3% under the measured peak at the cpu preset (CPU:1, ...)"."""
         from tfprof_towers.vocab.device_names import short_device
 
         side = "over" if self.ratio >= 1 else "under"
-        return (f"the estimate was {abs(self.ratio - 1):.0%} {side} the measured peak at {self.where} "
+        text = (f"the estimate was {abs(self.ratio - 1):.0%} {side} the measured peak at {self.where} "
                 f"({short_device(self.device)}, estimated / measured {self.ratio:.2f})")
+        if self.inside_range is not None:
+            text += ("; the measured peak is inside the range of the executor's orders" if self.inside_range
+                     else "; the measured peak is outside the range of the executor's orders")
+        return text
 
 
 def estimate_gap(memory: Mapping[str, MemoryPeak]) -> EstimateGap | None:
@@ -168,7 +220,8 @@ def estimate_gap(memory: Mapping[str, MemoryPeak]) -> EstimateGap | None:
         return None
     _, dev, ratio, r = max(apart, key=lambda x: (x[0], x[1]))
     where = r.label.removeprefix("measured at ").split(",")[0] if r.label else "the run's size"
-    return EstimateGap(ratio, dev, where)
+    ranged = [m.inside_range for m in memory.values() if m.inside_range is not None]
+    return EstimateGap(ratio, dev, where, all(ranged) if ranged else None)
 
 
 def _profiled_median(f: Fields, key: str) -> float | None:

@@ -13,7 +13,7 @@ from typing import Any
 from tfprof_towers.advice import rules as advise
 from tfprof_towers.analysis.pipeline import (
     VariantTrace,
-    analyse_traces,
+    analyze_traces,
     load_projection,
     topology_of,
     with_audits,
@@ -108,13 +108,13 @@ def memory_timelines(analyses: Mapping[str, VariantTrace]) -> dict[str, Any]:
     return {name: t.pod.timelines for name, t in analyses.items() if t.pod is not None and t.pod.memory}
 
 
-def analyse_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
+def analyze_run(run_dir: RunDir) -> tuple[Summary, dict[str, VariantTrace]]:
     """The whole summary of ``run_dir`` and its trace analyses (nothing written)."""
     run, problems = load_run_or_skip(run_dir)
     records = load_records(run_dir, run)
     summary = build_summary(run_dir, run, records, problems)
     summary = with_projection(summary, load_projection(run_dir))
-    analyses = analyse_traces(run_dir, summary, records)
+    analyses = analyze_traces(run_dir, summary, records)
     summary = with_breakdowns(summary, analyses)
     summary = with_memory(summary, analyses, records)
     summary = with_calibration(summary)
@@ -143,7 +143,7 @@ def finish_run(run_dir: RunDir) -> dict[str, Any]:
     """
     from tfprof_towers.render.html import render_report
 
-    summary, analyses = analyse_run(run_dir)
+    summary, analyses = analyze_run(run_dir)
     summary = export_chrome_traces(run_dir, summary, analyses)
     doc = summary.to_json()
     problems: list[str] = []

@@ -85,7 +85,7 @@ class Analysis:
 
     @cached_property
     def memory(self) -> tuple[DeviceMemory, ...]:
-        """Per allocator (named as its device): peaks, capacity, live ops at the peak (:mod:`.memory`)."""
+        """Per allocator (named as its device): peaks, capacity, live ops at the peak (memory_peaks.py)."""
         t = self.trace
         return device_memory(t.memory, t.step_table, t.device_steps)
 

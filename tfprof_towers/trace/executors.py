@@ -125,10 +125,10 @@ class LocalPool:
 
 def map_on_worker(job: HostJob) -> Outcome:
     """:func:`~.pod.map_host` in a worker process (a Dask worker's, a pool's), with the allocator set for
-    a decode while it runs (:func:`~tfprof_towers.xplane.memory.heap_for_decode`; the process's own
+    a decode while it runs (:func:`~tfprof_towers.xplane.glibc_heap.heap_for_decode`; the process's own
     settings come back after): a Dask worker sets ``MALLOC_TRIM_THRESHOLD_``, and a process that has
     started a Dask client passes it on to the pool's workers when they start from a fork server."""
-    from tfprof_towers.xplane.memory import heap_for_decode
+    from tfprof_towers.xplane.glibc_heap import heap_for_decode
 
     with heap_for_decode():
         return map_host(job)

@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
+from tfprof_towers.trace.allocator_events import MemoryEvents
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.columns import EventColumns, merge
 from tfprof_towers.trace.load import Host, Trace, read_trace
 from tfprof_towers.trace.locate import host_name, host_names, locate_hosts
-from tfprof_towers.trace.memory import MemoryEvents
 from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.trace.producer import combine
 from tfprof_towers.trace.steps import StepSources, StepTable

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tfprof_towers.trace.allocator_events import MEMORY_STATS, MemoryEvents, memory_events
 from tfprof_towers.trace.classify import (
     AS_BYTES,
     CORRELATION_ID,
@@ -48,7 +49,6 @@ from tfprof_towers.trace.classify import (
 )
 from tfprof_towers.trace.columns import EventColumns, events_frame
 from tfprof_towers.trace.locate import locate
-from tfprof_towers.trace.memory import MEMORY_STATS, MemoryEvents, memory_events
 from tfprof_towers.trace.producer import TF_DATA_THREAD, UNKNOWN, Producer, detect_producer
 from tfprof_towers.trace.steps import (
     REGION_GAP_PS,
@@ -61,13 +61,13 @@ from tfprof_towers.trace.steps import (
 )
 from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import DEVICE, HOST, RawSpace, read_xspace, used_codes
-from tfprof_towers.xplane.memory import release_free_memory
+from tfprof_towers.xplane.glibc_heap import release_free_memory
 from tfprof_towers.xplane.tables import TPU_OP_LINE, tpu_planes
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Every stat a trace is read with: classification's and the allocators' (:mod:`.memory`).
+#: Every stat a trace is read with: classification's and the allocators' (:mod:`.allocator_events`).
 READ_STATS = tuple(dict.fromkeys(STATS + MEMORY_STATS))
 WHOLE_TRACE_NOTE = ("no step markers, no Steps line and no accelerator work: the whole trace is analysed as "
                     "one window")
@@ -109,7 +109,7 @@ class Trace:
     #: device planes with events that this tool cannot yet read right, and why (:func:`unread_planes`):
     #: left out of the findings, never called idle
     unread: dict[str, str] = field(default_factory=dict)
-    memory: MemoryEvents = field(default_factory=MemoryEvents)  # the allocators' events (:mod:`.memory`)
+    memory: MemoryEvents = field(default_factory=MemoryEvents)  # the allocators' events (allocator_events.py)
 
     def steps_of(self, device: str) -> StepTable:
         """The step windows ``device`` is broken down in."""

@@ -1,7 +1,8 @@
 """Each allocator's memory over a trace, named as its device: peak, when, capacity, what was live at it.
 
-:func:`device_memory` sums up the allocators' events (:class:`~tfprof_towers.trace.memory.MemoryEvents`)
-the way XProf's ``memory_profile`` tool does, so the two agree:
+:func:`device_memory` sums up the allocators' events
+(:class:`~tfprof_towers.trace.allocator_events.MemoryEvents`) the way XProf's ``memory_profile`` tool does,
+so the two agree:
 
 * **in use** at an event: ``bytes_allocated + bytes_reserved`` (XProf's heap + stack);
 * **peak**: the largest in use over the whole trace (XProf's ``peakStats.peakBytesInUse``), at
@@ -14,8 +15,8 @@ the way XProf's ``memory_profile`` tool does, so the two agree:
   before the peak and not freed by then, summed per TF op; what the peak holds beyond them
   was allocated before the trace began (variables, optimizer slots, a pre-allocated pool).
 
-A figure that cannot be true (:data:`~tfprof_towers.trace.memory.BAD`) is unknown, never read as 0: an
-event whose bytes in use cannot be true is left out of the peaks, a capacity or a fragmentation that
+A figure that cannot be true (:data:`~tfprof_towers.trace.allocator_events.BAD`) is unknown, never read as
+0: an event whose bytes in use cannot be true is left out of the peaks, a capacity or a fragmentation that
 cannot be true is None, and :attr:`DeviceMemory.unknown` says which (``analyze`` prints it as a note).
 """
 
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof_towers.trace.memory import BAD, MAX_BYTES, MemoryEvents
+from tfprof_towers.trace.allocator_events import BAD, MAX_BYTES, MemoryEvents
 from tfprof_towers.trace.steps import StepTable
 from tfprof_towers.vocab.device_names import device_sort_key
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof_towers.trace.memory import MemoryEvents
+from tfprof_towers.trace.allocator_events import MemoryEvents
 from tfprof_towers.trace.steps import StepTable, assign_steps
 from tfprof_towers.vocab.device_names import HOST_THREADS, device_sort_key
 

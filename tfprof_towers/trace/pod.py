@@ -104,7 +104,7 @@ class HostResult:
     facts: HostFacts  # the rules' facts; also its producer, idle accelerators and allocators' peaks
 
 
-def analyse_host(analysis: Analysis, name: str, task: str, file: str, links: LinkParts,
+def analyze_host(analysis: Analysis, name: str, task: str, file: str, links: LinkParts,
                  cutoffs: Cutoffs = DEFAULT_CUTOFFS) -> HostResult:
     """A :class:`HostResult` of one host's analysis (``links``: its link parts, which its ``link_rows``
     were joined from)."""
@@ -142,7 +142,7 @@ def _map_host(job: HostJob) -> HostResult:
     parts = link_parts(trace, job.edge_bytes)  # once: the analysis's links are these, joined
     analysis = Analysis(trace, attribute(trace), tuple(join_links([parts], job.kind)), job.kind)
     del trace
-    return analyse_host(analysis, job.name, job.prefix, job.file, parts, job.cutoffs)
+    return analyze_host(analysis, job.name, job.prefix, job.file, parts, job.cutoffs)
 
 
 #: A progress callback: (hosts done, hosts in all, the host just done, its failure or None).

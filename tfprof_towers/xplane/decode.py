@@ -40,8 +40,8 @@ from tfprof_towers.xplane.columns import (
     stat_filter,
 )
 from tfprof_towers.xplane.events import decode_event_ranges
+from tfprof_towers.xplane.glibc_heap import release_free_memory
 from tfprof_towers.xplane.layout import Lines, Planes, read_lines
-from tfprof_towers.xplane.memory import release_free_memory
 from tfprof_towers.xplane.parallel import Stopped, decode_threads, in_order
 from tfprof_towers.xplane.ragged import Ragged
 from tfprof_towers.xplane.strings import PendingStrings, Strings

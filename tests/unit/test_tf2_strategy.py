@@ -1,5 +1,6 @@
-"""The tf2-strategy family without TensorFlow: file checks, skip reasons, collective bytes by hand,
-the runner's checks of what a step returns, and how skipped variants and all-reduce traffic are shown."""
+"""The tf2-strategy family (capture/families/tf2_strategy.py, capture/tf2/) without TensorFlow: file
+checks, skip reasons, collective bytes by hand, the runner's checks of what a step returns, and how
+skipped variants and all-reduce traffic are shown."""
 
 from __future__ import annotations
 

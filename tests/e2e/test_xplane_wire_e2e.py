@@ -1,6 +1,6 @@
 """The numpy wire-format decoders against protobuf as the oracle, on hundreds of hypothesis-made
 inputs each: events and stats in any field order, unknown fields, and the speculative chunked walk
-of lines against a plain walk.  The fixed cases are in tests/unit/test_trace_wire.py.
+of lines against a plain walk.  The fixed cases are in tests/unit/test_xplane_wire.py.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from wire_kit import (
     buffer,
     check_against_protobuf,
+    check_corrupt_line_walk,
+    check_distinct_strings_of_every_length,
     field,
     int64s,
     line_bytes,
@@ -122,3 +124,15 @@ def test_walk_fields_matches_a_plain_walk(lines: list[bytes], per_chunk: int, wi
         (i, f0, tag) for i, (s, e) in enumerate(zip(start, end)) for f0, tag in reference_fields(data, s, e)
     ]
     assert list(zip(rec.owner.tolist(), rec.pos.tolist(), rec.tag.tolist())) == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(line_bytes(max_events=12), st.integers(0, 400), st.integers(0, 255))
+def test_walk_fields_of_a_corrupt_line_raises_malformed(line: bytes, at: int, byte: int) -> None:
+    check_corrupt_line_walk(line, at, byte)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 70), min_size=1, max_size=30), st.data())
+def test_distinct_strings_of_every_length(lengths: list[int], data) -> None:
+    check_distinct_strings_of_every_length(lengths, data)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tfprof_towers.projection.graphcost import SMALL_OP_BYTES, einsum_flops, op_cost
+from tfprof_towers.projection.opcost import SMALL_OP_BYTES, einsum_flops, op_cost
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,5 @@
-"""The cluster family without TensorFlow: specs, markers, who failed, records, the projection across hosts."""
+"""The cluster family (capture/cluster/) without TensorFlow: specs, markers, who failed, records, the
+projection across hosts."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof_towers.projection.hardware import GIB, Hardware
+from tfprof_towers.rundir.summary import judged, may_not_fit_verdict
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.fmt import fmt_gib
 
@@ -42,30 +43,36 @@ class Fit:
     """A variant's verdict on the target: whether every device's peak fits, and on which device it is
     tightest (or over)."""
 
-    fits: bool | None  # None: not checked (no memory sizes, or no estimate)
+    fits: bool | None  # None: not checked (no memory sizes, or no estimate); False: the low end is over
     verdict: str
     device: str | None = None
     peak_bytes: int | None = None
     capacity_bytes: int | None = None
     why: str = ""  # which tensors make the difference (a variant that does not fit)
+    may_not_fit: bool = False  # the low end fits, the high end (another executor order) does not
+    peak_high_bytes: int | None = None  # the high end of the range on ``device``
 
     def to_json(self) -> dict[str, Any]:
         return {"fits": self.fits, "verdict": self.verdict, "device": self.device,
-                "peak_bytes": self.peak_bytes, "capacity_bytes": self.capacity_bytes, "why": self.why}
+                "peak_bytes": self.peak_bytes, "capacity_bytes": self.capacity_bytes, "why": self.why,
+                "may_not_fit": self.may_not_fit, "peak_high_bytes": self.peak_high_bytes}
 
 
 def device_rows(estimate: Mapping[str, Any], hw: Hardware) -> dict[str, dict[str, Any]]:
-    """``projection.json`` -> ``variants[].memory``: per device ``peak_bytes``, ``basis``,
-    ``persistent_bytes``, ``transient_bytes``, ``capacity_bytes`` (None: not given) and ``fits``
-    (None: not checked)."""
+    """``projection.json`` -> ``variants[].memory``: per device ``peak_bytes`` (the queue's order),
+    ``peak_low_bytes`` / ``peak_high_bytes`` (the range over the executor's orders), ``basis``,
+    ``persistent_bytes``, ``transient_bytes``, ``capacity_bytes`` (None: not given), ``fits`` (None: not
+    checked; False: the low end does not fit) and ``may_not_fit`` (only the low end fits)."""
     out = {}
     for dev, d in (estimate.get("devices") or {}).items():
         cap = capacity_of(dev, hw)
         peak = int(d["peak_bytes"])
-        out[dev] = {"peak_bytes": peak, "basis": "estimated",
+        low, high = int(d.get("peak_low_bytes", peak)), int(d.get("peak_high_bytes", peak))
+        fits, may_not = judged(low, high, cap, HEADROOM)
+        out[dev] = {"peak_bytes": peak, "basis": "estimated", "peak_low_bytes": low, "peak_high_bytes": high,
                     "persistent_bytes": int(d.get("persistent_bytes", 0)),
                     "transient_bytes": int(d.get("transient_bytes", peak)), "capacity_bytes": cap,
-                    "fits": None if cap is None else peak <= cap * (1 - HEADROOM)}
+                    "fits": fits, "may_not_fit": may_not}
     return out
 
 
@@ -79,17 +86,28 @@ def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | 
     if not checked:
         return Fit(None, NOT_CHECKED)
     over = [(r["peak_bytes"] / r["capacity_bytes"], d) for d, r in checked.items() if r["fits"] is False]
-    tight = max((r["peak_bytes"] / r["capacity_bytes"], d) for d, r in checked.items())
-    dev = (max(over) if over else tight)[1]
+    maybe = [(_high(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("may_not_fit")]
+    tight = max((_high(r) / r["capacity_bytes"], d) for d, r in checked.items())
+    dev = (max(over) if over else max(maybe) if maybe else tight)[1]
     r = checked[dev]
     peak, where = fmt_gib(r["peak_bytes"]), short_device(dev)
     cap = f"{fmt_gib(r['capacity_bytes'])} ({fmt_gib(r['capacity_bytes'] * (1 - HEADROOM))} usable)"
+    why = why_on(dev, (estimate.get("devices") or {}).get(dev) or {})
     if over:
         verdict = f"does not fit: {peak} on {where} of {cap}"
-        return Fit(False, verdict, dev, r["peak_bytes"], r["capacity_bytes"],
-                   why_on(dev, (estimate.get("devices") or {}).get(dev) or {}))
-    verdict = f"fits: peak {peak} of {cap} on {where}"
-    return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"])
+        return Fit(False, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, peak_high_bytes=_high(r))
+    if maybe:
+        verdict = may_not_fit_verdict(int(r.get("peak_low_bytes", r["peak_bytes"])), _high(r), where, cap)
+        return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, may_not_fit=True,
+                   peak_high_bytes=_high(r))
+    span = f" (up to {fmt_gib(_high(r))} in another executor order)" if _high(r) > r["peak_bytes"] else ""
+    verdict = f"fits: peak {peak}{span} of {cap} on {where}"
+    return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"], peak_high_bytes=_high(r))
+
+
+def _high(row: Mapping[str, Any]) -> int:
+    """A device row's high end (its peak where the row has no range)."""
+    return int(row.get("peak_high_bytes", row["peak_bytes"]))
 
 
 def why_on(device: str, d: Mapping[str, Any]) -> str:

@@ -14,17 +14,17 @@ from trace_kit import DERIVED_LINE_IDS, US, TraceBuilder, two_gpu_trace
 from wire_kit import (
     buffer,
     check_against_protobuf,
+    check_corrupt_line_walk,
+    check_distinct_strings_of_every_length,
     field,
     line_bytes,
-    reference_fields,
     varint,
 )
 
 from tfprof_towers.trace.load import load_trace, trace_from_bytes
 from tfprof_towers.vocab.errors import TraceError
 from tfprof_towers.xplane import events as xev
-from tfprof_towers.xplane import layout, schema, wire
-from tfprof_towers.xplane.strings import distinct_strings
+from tfprof_towers.xplane import schema, wire
 
 # --- a tiny encoder: raw fields, so tests can write what protobuf's serializer never does
 
@@ -150,19 +150,10 @@ def test_corrupt_events_raise_malformed_only() -> None:
 
 # Lines of up to 12 events (not 60): the flipped byte lies in the first 400 bytes, and 12 events still
 # make several chunks of 2 fields after it; generating the long tail cost two thirds of the test's time.
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=40, deadline=None)  # 150 in tests/e2e/test_xplane_wire_e2e.py
 @given(line_bytes(max_events=12), st.integers(0, 400), st.integers(0, 255))
 def test_walk_fields_of_a_corrupt_line_raises_malformed(line: bytes, at: int, byte: int) -> None:
-    data = bytearray(line)
-    if data:
-        data[at % len(data)] = byte
-    buf, start, end = buffer(bytes(data))
-    try:
-        rec = layout.walk_fields(buf, start, end, fields_per_chunk=2, window=8)
-    except wire.Malformed:
-        return
-    want = [(0, f0, tag) for f0, tag in reference_fields(bytes(data), 0, len(data))]
-    assert list(zip(rec.owner.tolist(), rec.pos.tolist(), rec.tag.tolist())) == want
+    check_corrupt_line_walk(line, at, byte)
 
 
 def test_read_space_lines_and_event_ranges() -> None:
@@ -240,26 +231,7 @@ def test_odd_traces_load_or_raise_trace_error(data: bytes) -> None:
         assert "\n" not in str(exc)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=50, deadline=None)  # 200 in tests/e2e/test_xplane_wire_e2e.py
 @given(st.lists(st.integers(0, 70), min_size=1, max_size=30), st.data())
 def test_distinct_strings_of_every_length(lengths: list[int], data) -> None:
-    """Strings of 0..70 bytes that differ in one byte anywhere -- at a word's edge, in the
-    overlap of a long string's last two words, in its last byte -- are told apart, and
-    equal ones grouped, whatever bytes surround them."""
-    base = data.draw(st.binary(min_size=70, max_size=70))
-    strings = []
-    for n in lengths:
-        s = bytearray(base[:n])
-        if n and data.draw(st.booleans()):
-            s[data.draw(st.integers(0, n - 1))] ^= 1 << data.draw(st.integers(0, 7))
-        strings.append(bytes(s))
-    noise = data.draw(st.binary(min_size=16, max_size=16))
-    chunks = [noise[: i % 16] + s for i, s in enumerate(strings)]  # vary the alignment
-    buf, _, end = buffer(*chunks)
-    lens = np.array([len(s) for s in strings], dtype=np.int64)
-    codes, texts = distinct_strings(buf, end - lens, lens)
-    first: dict[bytes, int] = {}
-    for s in strings:
-        first.setdefault(s, len(first))
-    assert codes.tolist() == [first[s] for s in strings]
-    assert texts == [s.decode("utf-8", "replace") for s in first]
+    check_distinct_strings_of_every_length(lengths, data)

@@ -177,6 +177,7 @@ def memory_view(summary: Summary,
             "verdict": fit.verdict,
             "gap": gap.text() if (gap := estimate_gap(memory)) is not None else "",
             "fits": fit.fits,
+            "may_not_fit": fit.may_not_fit,  # only the low end of the range fits
             "why": fit.why,
             "timelines": timelines,
         })
