@@ -214,9 +214,11 @@ def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str
     }
 
 
-CLUSTER_METHOD = ("a cluster variant runs as several processes: one "
-                  f"`profile --workers {CLUSTER_WORKERS}` run; ratio = the variant's median profiled step "
-                  "over its median un-profiled step (each task times its steps, then runs its profiled ones)")
+CLUSTER_METHOD = ("a cluster variant runs as several processes: whole "
+                  f"`profile --workers {CLUSTER_WORKERS}` runs (--overhead-runs, 3 by default); each run's "
+                  "ratio = the variant's median profiled step over its median un-profiled step (each task "
+                  "times its steps, then runs its profiled ones: the cpu preset's 3); the figure = the "
+                  "median of the runs' ratios")
 
 
 def families_of(per_variant: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -230,7 +232,15 @@ def families_of(per_variant: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def measure_cluster_overhead(opts: BenchOptions, variant: str, out: Path) -> dict[str, Any]:
-    """A cluster variant's profiled / un-profiled median step, from a whole run's record."""
+    """A cluster variant's profiled / un-profiled median step: the median over ``opts.overhead_runs``
+    whole runs of each run's ratio, from its record (a run has only a few profiled steps, each the
+    slowest task's: one run's ratio moves by several per cent with the machine's load)."""
+    runs = [cluster_run_steps(opts, variant, out / f"run{i}") for i in range(max(1, opts.overhead_runs))]
+    return cluster_figures(runs)
+
+
+def cluster_run_steps(opts: BenchOptions, variant: str, out: Path) -> tuple[list[float], list[float]]:
+    """One whole `profile --workers 2` run of ``variant``: its (profiled, un-profiled) step times."""
     cmd = profile_argv(opts, out, cluster_argv(variant))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout_s)
     record = json.loads((out / "variants" / variant / "record.json").read_text()) if (
@@ -239,12 +249,21 @@ def measure_cluster_overhead(opts: BenchOptions, variant: str, out: Path) -> dic
         why = record.get("error") or proc.stderr[-500:]
         raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}): {why}")
     timings = record["timings"]
-    on, off = timings["profiled_step_times_s"], timings["step_times_s"]
+    return list(timings["profiled_step_times_s"]), list(timings["step_times_s"])
+
+
+def cluster_figures(runs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> dict[str, Any]:
+    """Whole runs' (profiled, un-profiled) step times -> the figures: ``ratio`` the median of the runs'
+    ratios, ``rounds`` their min / median / max, ``pooled_ratio`` over every run's steps together."""
+    ratios = [r for r in (median_ratio(on, off) for on, off in runs) if r is not None]
+    on, off = flatten([r[0] for r in runs]), flatten([r[1] for r in runs])
     return {
-        "ratio": median_ratio(on, off), "rounds": None, "pooled_ratio": median_ratio(on, off),
-        "cpu_ratio": None, "cpu_rounds": None, "on_median_s": statistics.median(on),
-        "off_median_s": statistics.median(off), "start_s": None, "stop_s": None, "trace_bytes": None,
-        "steps": {"on": len(on), "off": len(off)}, "method": "run record",
+        "ratio": statistics.median(ratios) if ratios else None, "rounds": spread_json(Spread.of(ratios)),
+        "run_ratios": ratios, "pooled_ratio": median_ratio(on, off),
+        "cpu_ratio": None, "cpu_rounds": None, "on_median_s": statistics.median(on) if on else None,
+        "off_median_s": statistics.median(off) if off else None, "start_s": None, "stop_s": None,
+        "trace_bytes": None, "steps": {"on": len(on), "off": len(off)}, "method": "run record",
+        "runs": len(runs),
     }
 
 

@@ -26,6 +26,8 @@ Figures, each printed as a ratio against its target:
   (best, and median), events/s, the ratio to xprof on the same 1M file, its peak RSS (its
   own VmHWM at exit) divided by the file's size, and the growth from 1M to 5M -- the targets
   judged on the best runs, the least disturbed by other work on a shared machine;
+* the attribution of the copy-heavy 1M trace in-process, its devices on up to two threads (as
+  ``analyze`` runs it) and on one, alternately: whether the second thread pays here;
 * peak memory (VmHWM) of a fresh process that loads the default trace in-process, and the
   same process's figure just before loading (imports only); likewise for the bare parse;
 * multi-host: a logdir of two copy-heavy hosts of 1M events each, decoded one after the other
@@ -60,6 +62,7 @@ from benchmarks.bench_load import load_figures, report_load
 from benchmarks.bench_whole import (
     TARGET_GROWTH,
     TARGET_RSS_RATIO,
+    TARGET_WHOLE_PROTOBUF_RATIO,
     TARGET_WHOLE_XPROF_SPEEDUP,
     report_whole,
     whole_figures,
@@ -117,6 +120,25 @@ def time_pair(path: Path, repeats: int) -> dict[str, Any]:
             runs.append(seconds)
             del result
     return {"ours": ours, "one_thread": one, "protobuf": pb, "rows": rows, "file_bytes": path.stat().st_size}
+
+
+def time_attribution(path: Path, repeats: int) -> dict[str, Any]:
+    """The attribution of a loaded trace (:func:`~tfprof_towers.trace.attribute.attribute`) as ``analyze``
+    runs it (its devices on up to two threads) and on one thread, alternately after one untimed run of
+    each: whether the second thread pays on this machine."""
+    from tfprof_towers.trace.attribute import attribute
+    from tfprof_towers.xplane.parallel import decode_threads
+
+    trace = _ours(path)
+    attribute(trace)
+    attribute(trace, threads=1)
+    ours, one = [], []
+    for _ in range(repeats):
+        ours.append(_timed(lambda: attribute(trace))[0])
+        one.append(_timed(lambda: attribute(trace, threads=1))[0])
+    return {"threads": decode_threads(), "ours_median_s": statistics.median(ours),
+            "one_thread_median_s": statistics.median(one),
+            "speedup": statistics.median(o / t for o, t in zip(one, ours))}
 
 
 def time_frame(path: Path, repeats: int = 3) -> float:
@@ -252,7 +274,7 @@ def run_benchmark(
     repeats: int = 5,
     xprof: bool = True,
     big_events: int = 5_000_000,
-    whole_repeats: int = 5,
+    whole_repeats: int = 3,
     multihost: bool = True,
     code: Path | None = None,
 ) -> dict[str, Any]:
@@ -280,6 +302,7 @@ def run_benchmark(
             copy_heavy_file(big, big_events)
         heavy_build_s = time.perf_counter() - t0
         whole = whole_figures(small, big if big_events else None, whole_repeats, code)
+        attribution = time_attribution(small, repeats)
         load = load_figures(small, whole_repeats)
         ch_xp_s, ch_xp_rows, _ = time_xprof(small, 1) if xprof else (None, None, "skipped")
         whole["xprof_s"], whole["xprof_rows"] = ch_xp_s, ch_xp_rows
@@ -327,6 +350,7 @@ def run_benchmark(
         "protobuf_peak_rss_mib": pb_peak,
         "protobuf_rss_before_mib": pb_base,
         "whole": whole,
+        "attribution": attribution,
         "load": load,
         "multihost": hosts,
         "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
@@ -334,6 +358,7 @@ def run_benchmark(
             "speedup_vs_xprof": TARGET_XPROF_SPEEDUP,
             "ratio_to_protobuf": TARGET_PROTOBUF_RATIO,
             "whole_speedup_vs_xprof": TARGET_WHOLE_XPROF_SPEEDUP,
+            "whole_ratio_to_protobuf": TARGET_WHOLE_PROTOBUF_RATIO,
             "rss_over_file": TARGET_RSS_RATIO,
             "growth": TARGET_GROWTH,
         },
@@ -385,6 +410,15 @@ def report(r: dict[str, Any]) -> str:
             f"{r['protobuf_rss_before_mib']:.0f} MiB before)"
         )
     lines += report_whole(r.get("whole"))
+    a = r.get("attribution")
+    if a:
+        n_small = (r.get("whole") or {}).get("small", {}).get("events", 0)
+        lines.append(
+            f"attribution of the copy-heavy {n_small:,}-event trace (in-process, as analyze runs it: its "
+            "devices on up to two threads, one where no second core is free): "
+            f"{a['ours_median_s'] * 1e3:.0f} ms median; on one thread "
+            f"{a['one_thread_median_s'] * 1e3:.0f} ms: {a['speedup']:.2f}x by the median of the pairs"
+        )
     lines += report_load(r.get("load"))
     lines += _report_hosts(r.get("multihost"))
     if r.get("load_avg"):
@@ -411,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--big-events", type=int, default=5_000_000, help="the large copy-heavy trace (0: none)")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--whole-repeats", type=int, default=5)
+    p.add_argument("--whole-repeats", type=int, default=3)
     p.add_argument("--no-xprof", action="store_true")
     p.add_argument("--no-multihost", action="store_true")
     p.add_argument("--code", type=Path, help="run the whole-process figures with this checkout's package")

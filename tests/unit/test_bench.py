@@ -279,3 +279,37 @@ def test_a_tf2_child_and_the_fork_servers_import_land_in_their_categories() -> N
     assert run[harness.TF_STARTUP] == pytest.approx(0.05 + 0.1 + 2.4)
     assert run["child process start"] == pytest.approx(0.1)
     assert sum(run.values()) == pytest.approx(4.5)
+
+
+def test_the_projection_is_its_own_part_outside_the_harness_s_share() -> None:
+    run_doc = {"harness_s": {"setup": 0.5, "variants": 6.0, "finish": 3.0, "projection": 2.0}}
+    parts = harness.run_breakdown(run_doc, [RECORD, RECORD], total_wall_s=10.0)
+    without = harness.own_share({k: v for k, v in parts.items() if k != "projection"})
+    own = sum(v for k, v in parts.items() if k in harness.OWN)
+    assert "projection" not in harness.OWN
+    assert harness.own_share(parts) == pytest.approx(own / 10.0)  # the projection is in the total only
+    assert harness.own_share(parts) < without
+    assert "projection (product work" in harness.SHARE_MEANS and "graph build" in harness.SHARE_MEANS
+    lines = harness.format_harness({"preset": "cpu", "runs": [parts], "meets_target": True,
+                                    "spread": {k: common.spread_json(common.Spread.of([v]))
+                                               for k, v in parts.items()}})
+    assert any("projection" in line and "product work, its own part" in line for line in lines)
+    assert any("not counted" in line for line in lines)
+
+
+def test_a_cluster_variant_s_overhead_is_the_median_of_its_runs() -> None:
+    runs = [([1.10, 1.20, 1.15], [1.0] * 20),  # a loaded run: 1.15
+            ([1.02, 1.03, 1.01], [1.0] * 20),  # 1.02
+            ([2.06, 2.04, 2.0], [2.0] * 20)]  # 1.02
+    f = overhead.cluster_figures(runs)
+    assert f["run_ratios"] == pytest.approx([1.15, 1.02, 1.02])
+    assert f["ratio"] == pytest.approx(1.02)
+    assert f["rounds"] == {"min": pytest.approx(1.02), "median": pytest.approx(1.02),
+                           "max": pytest.approx(1.15), "n": 3}
+    assert f["runs"] == 3 and f["steps"] == {"on": 9, "off": 60}
+
+
+def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
+    assert bench.parse_args([]).overhead_runs == 3
+    assert bench.parse_args(["--quick"]).overhead_runs == 1
+    assert bench.parse_args(["--quick", "--overhead-runs", "2"]).overhead_runs == 2

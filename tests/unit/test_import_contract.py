@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from import_contract import LAYERS, ROOT, cycles, module_graph, violations
+from import_contract import HEAVY, LAYERS, ROOT, cycles, imported_by, module_graph, violations
 
 
 def test_the_package_keeps_the_contract() -> None:
@@ -61,3 +61,33 @@ def test_a_planted_circle_is_found(copy: Path) -> None:
     target = copy / "trace" / "codes.py"
     target.write_text(target.read_text() + "\nfrom tfprof_towers.trace import steps  # planted\n")
     assert ["trace.codes", "trace.steps"] in cycles(module_graph(copy))
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tfprof_towers.testing.synth import copy_heavy_trace
+
+    path = tmp_path_factory.mktemp("trace") / "host.xplane.pb"
+    path.write_bytes(copy_heavy_trace(3000).to_bytes())
+    return path
+
+
+def test_analyze_json_imports_nothing_heavy(small_trace: Path) -> None:
+    """``analyze FILE --json`` needs numpy, protobuf and the package: no pandas, Arrow, Jinja, rich,
+    Dask or TensorFlow (each would be imported only where an output needs it)."""
+    code, modules = imported_by(["analyze", str(small_trace), "--json"])
+    assert code == 0
+    assert "numpy" in modules  # the check sees what the command imported
+    assert sorted(modules & set(HEAVY)) == []
+
+
+def test_analyze_help_imports_neither_numpy_nor_anything_heavy() -> None:
+    code, modules = imported_by(["analyze", "--help"])
+    assert code == 0
+    assert sorted(modules & {"numpy", *HEAVY}) == []
+
+
+def test_a_heavy_import_on_the_analyze_path_is_caught(small_trace: Path) -> None:
+    """The same check, with rich planted in front of the command: it is seen."""
+    _, modules = imported_by(["analyze", str(small_trace), "--json"], prelude="import rich.console")
+    assert sorted(modules & set(HEAVY)) == ["rich"]

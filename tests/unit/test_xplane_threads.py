@@ -194,6 +194,29 @@ def test_decode_threads() -> None:
     assert 1 <= decode_threads() <= 2
 
 
+def test_a_second_thread_only_where_a_second_core_is_free() -> None:
+    from tfprof_towers.xplane.parallel import threads_for
+
+    assert threads_for(2, None) == 2 and threads_for(2, 0.0) == 2 and threads_for(2, 0.4) == 2
+    assert threads_for(2, 0.6) == 1 and threads_for(2, 5.0) == 1  # another job holds a core, or both
+    assert threads_for(1, 0.0) == 1 and threads_for(16, 3.0) == 2
+
+
+def test_other_processes_load_is_the_machine_s_busy_time_less_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples (wall, this process's CPU, the machine's busy seconds): between them the machine was busy
+    1.5 s in 1 s of wall time, 0.5 s of it ours: others kept one core busy; a window too short is kept
+    for the next call, one too old says nothing."""
+    from tfprof_towers.xplane import parallel
+
+    samples = iter([(10.02, 5.01, 100.3), (11.0, 5.5, 101.5), (25.0, 6.0, 110.0)])
+    monkeypatch.setattr(parallel, "_since", (10.0, 5.0, 100.0))
+    monkeypatch.setattr(parallel, "_mark", lambda: next(samples))
+    assert parallel.others_busy() is None  # 20 ms: too short, the window stays open
+    assert parallel.others_busy() == pytest.approx(1.0)
+    assert parallel.others_busy() is None  # 14 s since the last sample: stale
+    assert parallel._since == (25.0, 6.0, 110.0)
+
+
 def test_an_error_while_joining_a_batch_ends_the_decoding_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """An error on the joining side (where a Ctrl-C usually lands) ends the decoding threads before it
     reaches the caller."""

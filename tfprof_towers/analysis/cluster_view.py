@@ -24,15 +24,17 @@ between ps and workers (bytes from the graph, counts from the trace).  On loopba
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tfprof_towers.rundir.cluster_doc import ClusterView, NetworkLink
 from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.rundir.trace_doc import TaskSteps, TraceDoc
 from tfprof_towers.vocab.device_names import crosses_tasks, parse_device
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The straggler rule's defaults (advise.RULES names them; the report's per-step view uses them).
 STRAGGLER_PARAMS: dict[str, float] = {"min_late_s": 0.001, "min_late_share": 0.10, "min_steps_share": 0.6}
@@ -65,6 +67,7 @@ def stepping_tasks(tasks: Sequence[TaskSteps], stepping: Sequence[str] | None) -
 
 def step_table(tasks: Sequence[TaskSteps]) -> pd.DataFrame:
     """One row per (task, step) for the steps that two or more tasks ran (module docstring)."""
+    import pandas as pd  # only where two tasks' steps are compared: `analyze FILE` never needs it
     rows = [(str(t.task or t.host or ""), s) for t in tasks for s in t.steps]
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     accelerators and the one furthest from it -- with the slowest and fastest hosts, the links and
     allocators that matter most, and every finding; --all prints every device, link and allocator.
     """
-    from tfprof_towers.commands.console import HostProgress, err
+    from tfprof_towers.commands.progress import HostProgress, err
 
     if args.html is not None:  # refused before the trace is read: a device, an input, a run's own file
         from tfprof_towers.rundir.outputs import output_path

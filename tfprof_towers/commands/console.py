@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape as _escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tfprof_towers.advice.recommend import stand_in_why
+from tfprof_towers.commands.progress import rich_console, stderr_console
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.summary import EstimateGap, MemoryPeak, Summary, SummaryEntry, estimate_gap
 from tfprof_towers.variants import registry
@@ -21,15 +21,8 @@ from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib
 
-
-def _console(stderr: bool = False) -> Console:
-    """Rich console; when output is a pipe or file, wide enough for the ranked table."""
-    c = Console(stderr=stderr, highlight=False)
-    return c if c.is_terminal else Console(stderr=stderr, highlight=False, width=120)
-
-
-_err = _console(stderr=True)
-_out = _console()
+_err = stderr_console()
+_out = rich_console()
 
 
 def err(message: str) -> None:
@@ -237,36 +230,3 @@ def print_summary(summary: Summary | Mapping[str, Any], run_dir: RunDir,
         _out.print(f"report: {run_dir.report_html}  ({run_dir.report_html.resolve().as_uri()})", markup=False)
     if run_dir.summary_json.is_file() and run_dir.summary_json not in not_written:
         _out.print(f"summary: {run_dir.summary_json}", markup=False)
-
-
-class HostProgress:
-    """While the hosts of a multi-host profile are analysed: a bar over the hosts on a terminal
-    (transient), and on any stderr one line naming each host that could not be read, as it happens."""
-
-    def __init__(self) -> None:
-        self._progress: Progress | None = None
-        self._task: Any = None
-
-    def __enter__(self) -> HostProgress:
-        if _err.is_terminal:
-            self._progress = Progress(
-                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                TextColumn("{task.completed}/{task.total} hosts"), TimeElapsedColumn(),
-                console=_err, transient=True,
-            )
-            self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
-
-    def __call__(self, done: int, total: int, name: str, failure: Any) -> None:
-        if failure is not None and total > 1:
-            err(f"host {name}: could not be read: {failure.reason}; the other hosts are still analysed")
-        if self._progress is None or total < 2:
-            return
-        if self._task is None:
-            self._task = self._progress.add_task("analysing hosts", total=total)
-        what = "[red]could not read[/]" if failure is not None else "analysed"
-        self._progress.update(self._task, completed=done, description=f"{what} [bold]{_escape(name)}[/]")

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     one by one (--dask ADDRESS: on that cluster); the events and memory frames read every host's
     events together.  Never imports TensorFlow.
     """
-    from tfprof_towers.commands.console import HostProgress, err
+    from tfprof_towers.commands.progress import HostProgress, err
     from tfprof_towers.frames import load
     from tfprof_towers.frames.export import check_frames_out
     from tfprof_towers.frames.names import FRAMES

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     Example: tfprof-towers sql reports/latest "SELECT variant, median_s FROM variants ORDER BY rank"
     """
-    from tfprof_towers.commands.console import HostProgress, err
+    from tfprof_towers.commands.progress import HostProgress, err
 
     with HostProgress() as progress:  # names each host of a logdir that cannot be read, as analyze does
         df, sources = result(args, progress)

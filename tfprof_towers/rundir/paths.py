@@ -23,7 +23,6 @@ import json
 import math
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # shutil, bz2 and lzma with it: not for a command that writes nothing
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would make reports unshareable
@@ -274,6 +275,8 @@ def release_out_dir(out: Path) -> None:
 def check_writable(folder: Path) -> None:
     """Fail early, in one line, when ``folder`` cannot take files."""
     try:
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(prefix=".write-test.", dir=folder)
         os.write(fd, b"x" * 4096)
         os.close(fd)
@@ -290,6 +293,8 @@ def point_latest(reports: Path, run_dir: Path) -> None:
     """
     reports = Path(reports)
     try:
+        import tempfile
+
         holder = Path(tempfile.mkdtemp(prefix=".latest.", dir=reports))
     except OSError:
         return  # a read-only reports folder: the run directory is still there

@@ -34,6 +34,7 @@ from tfprof_towers.trace.nesting import self_pieces, self_times
 from tfprof_towers.trace.steps import DeviceEvents, StepTable, clip_to_windows, index_of, window_of
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES, WALL_ORDER
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
+from tfprof_towers.xplane.parallel import decode_threads, in_order
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -170,7 +171,10 @@ def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int, tables: list[StepTa
         yield d, DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
 
 
-def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
+def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int | None = None) -> Breakdown:
+    """The trace's breakdown (module doc), device by device; ``threads``: devices broken down at once
+    (default :func:`~tfprof_towers.xplane.parallel.decode_threads`: numpy's sorts and scans let go of the
+    GIL, so two devices are swept on two cores); the result is the same whatever the threads."""
     steps = trace.step_table
     devices, dev_of = device_index(trace)
     n_dev, n_win = len(devices), len(steps)
@@ -181,7 +185,17 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
     window = np.zeros((n_dev, n_win), dtype=np.int64)
     parts = []
     launches = Launches.of(trace) if accelerator.any() else None
-    for d, ev in per_device(trace, dev_of, n_dev, tables):
+
+    def one(item: tuple[int, DeviceEvents]) -> tuple[int, Totals, np.ndarray, np.ndarray | None]:
+        d, ev = item
+        table = tables[d]
+        wall_ev, own = nested(ev) if TPU_CHIP.search(devices[d]) else (ev, None)
+        part = totals(ev, d, table, own)
+        split = idle_split(trace, ev, table, kernel_wait_ps, launches) if accelerator[d] else None
+        return d, part, wall_times(wall_ev, table), split
+
+    work = per_device(trace, dev_of, n_dev, tables)
+    for d, part, wall_d, idle_d in in_order(one, work, decode_threads(threads) if n_dev > 1 else 1):
         table = tables[d]
         if table is steps:  # the trace's windows: laid out as they are
             at = ok = slice(None)
@@ -189,16 +203,12 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS) -> Breakdown:
             pos = index_of(steps, table.step)
             ok = np.flatnonzero(pos >= 0)
             at = pos[ok]
-        wall_ev, own = nested(ev) if TPU_CHIP.search(devices[d]) else (ev, None)
-        part = totals(ev, d, table, own)
-        if table is not steps:
             part = Totals(part.device, pos[part.window], part.category, part.count, part.dur_ps, part.bytes)
         parts.append(part)
         window[d, at] = table.window_ps[ok]
-        wall[d, at, :-1] = wall_times(wall_ev, table)[ok]
-        if accelerator[d]:
-            idle[d, at] = idle_split(trace, ev, table, kernel_wait_ps, launches)[ok]
-        del ev
+        wall[d, at, :-1] = wall_d[ok]
+        if idle_d is not None:
+            idle[d, at] = idle_d[ok]
     wall[:, :, -1] = window - wall[:, :, :-1].sum(axis=2)
     if not parts:
         parts = [totals(per_device_empty(), 0, steps)]

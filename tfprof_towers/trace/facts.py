@@ -9,31 +9,30 @@ which the reduce builds across hosts); every rule reads only that.  A single-hos
 map with a one-host reduce.
 
 Figures are per step of each device (its time in the analysed step windows divided by the number of
-windows it has time in), read from the breakdown's frames and the event columns with numpy/pandas;
-nothing loops per event in Python.  An accelerator plane this tool cannot read
-(``analysis.trace.unread``) is not an accelerator here: the rules never name it.
+windows it has time in), read from the breakdown's arrays and the event columns with numpy (no pandas:
+``analyze --json`` never imports it); nothing loops per event in Python.  An accelerator plane this tool
+cannot read (``analysis.trace.unread``) is not an accelerator here: the rules never name it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tfprof_towers.trace.attribute import RANK, sweep
+from tfprof_towers.trace.attribute import RANK, exact_sums, sweep
 from tfprof_towers.trace.codes import CAT
-from tfprof_towers.trace.idle import Launches
+from tfprof_towers.trace.idle import IDLE_KINDS, Launches
 from tfprof_towers.trace.producer import UNKNOWN, Producer
 from tfprof_towers.trace.steps import clip_to_windows
+from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
-from tfprof_towers.xplane import DEVICE, HOST, categorical
+from tfprof_towers.xplane import DEVICE, HOST
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from tfprof_towers.trace.analysis import Analysis
     from tfprof_towers.trace.memory_peaks import DeviceMemory
 
@@ -62,18 +61,87 @@ def known_accelerators(analysis: Analysis) -> tuple[str, ...]:
     return tuple(sorted(shown, key=device_sort_key))
 
 
-class PerAccelerator:
-    """What the rules read of the per-accelerator table ``devices`` (:attr:`HostScan.devices`, or the
-    hosts' joined in :class:`TraceFacts`)."""
+@dataclass(frozen=True)
+class DeviceFigures:
+    """One accelerator's figures per step (its time in its step windows divided by ``steps``)."""
 
-    devices: pd.DataFrame
+    steps: int  # the windows it has time in (at least 1)
+    window_s: float
+    busy_s: float  # window less idle
+    wall: Mapping[str, float]  # every wall category (``idle`` too) and idle kind (``host_wait``, ...)
+
+
+@dataclass(frozen=True)
+class CopyFigures:
+    """One accelerator's host<->device copies (h2d and d2h together) per step."""
+
+    seconds: float
+    bytes: float
+    count: float
+
+
+class PerAccelerator:
+    """What the rules read of the per-accelerator figures ``devices`` (:attr:`HostScan.devices`, or the
+    hosts' joined in :class:`TraceFacts`), by device, in :func:`device_sort_key` order."""
+
+    devices: Mapping[str, DeviceFigures]
 
     def per_step(self, device: str) -> int:
-        return int(self.devices.steps.get(device, 1)) if device in self.devices.index else 1
+        d = self.devices.get(device)
+        return d.steps if d is not None else 1
 
     def wall_s(self, device: str, category: str) -> float:
-        d = self.devices
-        return float(d.at[device, category]) if category in d.columns and device in d.index else 0.0
+        d = self.devices.get(device)
+        return float(d.wall.get(category, 0.0)) if d is not None else 0.0
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Kernels (compute and collective events of accelerator planes) in the step windows, in the
+    trace's order: device and name as codes in the trace's strings, collective (bool), start, duration,
+    and the start and end of each one's launch (-1: not known)."""
+
+    device: np.ndarray
+    name: np.ndarray
+    collective: np.ndarray
+    start_ps: np.ndarray
+    dur_ps: np.ndarray
+    launch_start_ps: np.ndarray
+    launch_end_ps: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Kernels:
+        """The kernels ``rows`` (indices or a mask), in their order."""
+        return Kernels(*(getattr(self, f)[rows] for f in Kernels.__dataclass_fields__))
+
+
+def first_seen_groups(keys: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each distinct key in the order it first occurs, with its positions (ascending): a groupby
+    ``sort=False``."""
+    if not keys.size:
+        return
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(uniq.size, dtype=np.int64)
+    seen = np.argsort(first, kind="stable")
+    rank[seen] = np.arange(uniq.size)
+    r = rank[inverse.reshape(-1)]
+    order = np.argsort(r, kind="stable")
+    bounds = np.searchsorted(r[order], np.arange(uniq.size + 1))
+    for k, u in enumerate(seen.tolist()):
+        yield int(uniq[u]), order[bounds[k] : bounds[k + 1]]
+
+
+def sums_by_first_seen(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct key in the order it first occurs: the key and the exact int64 sum of its ``values``,
+    most first (ties in that order)."""
+    if not keys.size:
+        z = np.zeros(0, np.int64)
+        return z, z
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    totals = exact_sums(inverse.reshape(-1), values.astype(np.int64), uniq.size)
+    seen = np.argsort(first, kind="stable")
+    keys_seen, totals_seen = uniq[seen], totals[seen]
+    most = np.argsort(-totals_seen, kind="stable")
+    return keys_seen[most], totals_seen[most]
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,85 +165,91 @@ class HostScan(PerAccelerator):
         return known_accelerators(self.analysis)
 
     @cached_property
-    def kernels(self) -> pd.DataFrame:
-        """Kernels (compute and collective events of accelerator planes) in the step windows: device (a
-        categorical), name (its code in the trace's strings: kernel names are long, and only the few
-        distinct ones are ever made text), collective (bool), start_ps, dur_ps, launch_start_ps,
-        launch_end_ps (-1: launch not known)."""
-        import pandas as pd
-
+    def kernels(self) -> Kernels:
+        """Kernels (compute and collective events of accelerator planes) in the step windows
+        (:class:`Kernels`): kernel names are long, and only the few distinct ones are ever made text."""
         c = self.analysis.trace.columns
-        is_kernel = np.isin(c.category, [CAT["compute"], CAT["collective"]])
+        is_kernel = (c.category == CAT["compute"]) | (c.category == CAT["collective"])
         rows = np.flatnonzero(is_kernel & (c.line_kind[c.line] == DEVICE) & (c.step >= 0))
         unread = [c.code_of(d) for d in self.analysis.trace.unread]
         if unread:
             rows = rows[~np.isin(c.device[rows], unread)]
         launch_start, launch_end = launch_times(self.analysis, rows)
-        return pd.DataFrame({
-            "device": categorical(c.device[rows], c.strings), "name": c.name[rows],
-            "collective": c.category[rows] == CAT["collective"],
-            "start_ps": c.start_ps[rows], "dur_ps": c.dur_ps[rows],
-            "launch_start_ps": launch_start, "launch_end_ps": launch_end,
-        })
+        return Kernels(c.device[rows], c.name[rows], c.category[rows] == CAT["collective"], c.start_ps[rows],
+                       c.dur_ps[rows], launch_start, launch_end)
+
+    def kernel_groups(self, kernels: Kernels | None = None) -> Iterator[tuple[str, Kernels]]:
+        """Per device of ``kernels`` (default all), in the order they first ran: its name and kernels."""
+        k = self.kernels if kernels is None else kernels
+        text = self.analysis.trace.columns.strings.items
+        for code, rows in first_seen_groups(k.device):
+            yield text[code], k.take(rows)
 
     @cached_property
     def working(self) -> tuple[str, ...]:
         """The accelerators that ran a kernel in the analysed windows (one that started before a window
         and runs into it too: the wall breakdown, clipped to the windows)."""
-        ran = {str(d) for d in self.kernels.device.unique().tolist()}
-        d = self.devices
-        timed = [c for c in ("compute", "collective") if c in d.columns]
-        if timed:
-            ran.update(str(x) for x in d.index[d[timed].sum(axis=1) > 0].tolist())
+        text = self.analysis.trace.columns.strings.items
+        ran = {text[int(d)] for d in np.unique(self.kernels.device).tolist()}
+        ran.update(dev for dev, f in self.devices.items()
+                   if f.wall.get("compute", 0.0) + f.wall.get("collective", 0.0) > 0)
         return tuple(d for d in self.accelerators if d in ran)
 
     @cached_property
-    def devices(self) -> pd.DataFrame:
-        """Per accelerator with time in the breakdown: ``steps`` (windows it has time in), ``window_s``
-        and every wall category and idle kind in seconds, all per step; ``busy_s`` = window - idle."""
-        import pandas as pd
-
+    def devices(self) -> dict[str, DeviceFigures]:
+        """Per accelerator with time in the breakdown (:class:`DeviceFigures`): ``steps`` (windows it has
+        time in), ``window_s`` and every wall category and idle kind in seconds, all per step; ``busy_s`` =
+        window - idle."""
         b = self.analysis.breakdown
-        acc = [d for d in b.devices if is_accelerator_plane(d) and d not in self.analysis.trace.unread]
-        wall = b.wall[b.wall.device.isin(acc)]
-        if wall.empty:
-            return pd.DataFrame(columns=["steps", "window_s", "busy_s"])
-        per_step = wall.groupby(["device", "step"]).dur_ps.sum()
-        steps = (per_step > 0).groupby(level="device").sum().clip(lower=1)
-        table = wall.pivot_table(index="device", columns="category", values="dur_ps", aggfunc="sum",
-                                 fill_value=0)
-        idle = b.idle[b.idle.device.isin(acc)].pivot_table(
-            index="device", columns="kind", values="dur_ps", aggfunc="sum", fill_value=0)
-        table = table.join(idle, how="left").fillna(0)
-        out = table.div(steps, axis=0) / _PS
-        out["window_s"] = table.drop(columns=idle.columns).sum(axis=1).div(steps) / _PS
-        out["busy_s"] = out["window_s"] - out.get("idle", 0.0)
-        out["steps"] = steps
-        return out.loc[sorted(out.index, key=device_sort_key)]
+        unread = self.analysis.trace.unread
+        acc = [i for i, d in enumerate(b.devices) if is_accelerator_plane(d) and d not in unread]
+        if not acc or not len(b.steps):
+            return {}
+        numbers, which = np.unique(b.steps.step, return_inverse=True)
+        out: dict[str, DeviceFigures] = {}
+        for i in sorted(acc, key=lambda i: device_sort_key(b.devices[i])):
+            wall = b.wall_ps[i]  # [window, WALL_CATEGORIES]
+            per_number = np.zeros(numbers.size, dtype=np.int64)
+            np.add.at(per_number, which.reshape(-1), wall.sum(axis=1))
+            steps = np.int64(max(int((per_number > 0).sum()), 1))
+            cats = wall.sum(axis=0)
+            # int64 / int64 / 1e12 in numpy's float64, as every figure of the breakdown is divided
+            figures = dict(zip(WALL_CATEGORIES, (cats / steps / _PS).tolist()))
+            figures.update(zip(IDLE_KINDS, (b.idle_ps[i].sum(axis=0) / steps / _PS).tolist()))
+            window_s = float(cats.sum() / steps / _PS)
+            out[b.devices[i]] = DeviceFigures(int(steps), window_s, window_s - figures["idle"], figures)
+        return out
 
     @cached_property
-    def copies(self) -> pd.DataFrame:
+    def copies(self) -> dict[str, CopyFigures]:
         """Per accelerator: host<->device copies' total seconds and bytes per step (h2d and d2h)."""
-        t = self.analysis.breakdown.total
-        t = t[t.category.isin(["h2d", "d2h"]) & t.device.isin(self.devices.index)]
-        sums = t.groupby("device")[["dur_ps", "bytes", "count"]].sum()
-        steps = self.devices.steps.reindex(sums.index)
-        return sums.assign(seconds=sums.dur_ps / _PS / steps, bytes=sums.bytes / steps,
-                           count=sums["count"] / steps)
+        b = self.analysis.breakdown
+        t = b.totals
+        cats = [EVENT_CATEGORIES.index(c) for c in ("h2d", "d2h")]
+        sel = np.flatnonzero(np.isin(t.category, cats))
+        n = len(b.devices)
+        has = np.bincount(t.device[sel], minlength=n) > 0
+        dur, nbytes, count = (exact_sums(t.device[sel], v[sel], n) for v in (t.dur_ps, t.bytes, t.count))
+        out: dict[str, CopyFigures] = {}
+        for i in sorted(np.flatnonzero(has).tolist(), key=lambda i: b.devices[i]):
+            dev = b.devices[i]
+            if dev in self.devices:
+                steps = np.int64(self.devices[dev].steps)
+                out[dev] = CopyFigures(float(dur[i] / _PS / steps), float(nbytes[i] / steps),
+                                       float(count[i] / steps))
+        return out
 
     @cached_property
     def collective_union_s(self) -> dict[str, float]:
         """Per accelerator: the wall time any collective of its ran, per step (overlap included)."""
-        k = self.kernels[self.kernels.collective]
+        k = self.kernels
         out = dict.fromkeys(self.working, 0.0)
-        if k.empty:
-            return out
-        for dev, g in k.groupby("device", sort=False, observed=True):  # each accelerator in its own windows
-            steps = self.analysis.trace.steps_of(str(dev))
-            s = g.start_ps.to_numpy(np.int64)
-            _, cs, ce, _ = clip_to_windows(s, s + g.dur_ps.to_numpy(np.int64), steps.start_ps, steps.end_ps)
+        for dev, g in self.kernel_groups(k.take(k.collective)):  # each accelerator in its own windows
+            steps = self.analysis.trace.steps_of(dev)
+            s = g.start_ps.astype(np.int64)
+            _, cs, ce, _ = clip_to_windows(s, s + g.dur_ps.astype(np.int64), steps.start_ps, steps.end_ps)
             z = np.zeros(cs.size, np.int64)
-            out[str(dev)] = int(sweep(z, z, cs, ce, 1, 1)[0]) / _PS / self.per_step(str(dev))
+            out[dev] = int(sweep(z, z, cs, ce, 1, 1)[0]) / _PS / self.per_step(dev)
         return out
 
 
@@ -201,12 +275,12 @@ def launch_stats(scan: HostScan, short_ps: float, delay_ps: float) -> dict[str, 
     joined to their launch: the median launch delay, the share over ``delay_ps`` and the share shorter
     than their launch call."""
     out: dict[str, dict[str, Any]] = {}
-    for dev, g in scan.kernels.groupby("device", sort=False, observed=True):
-        dur = g.dur_ps.to_numpy(np.int64)
-        known = (g.launch_end_ps >= 0).to_numpy()
-        delay = (g.start_ps - g.launch_end_ps).to_numpy(np.int64)[known]
-        launch_dur = (g.launch_end_ps - g.launch_start_ps).to_numpy(np.int64)[known]
-        out[str(dev)] = {
+    for dev, g in scan.kernel_groups():
+        dur = g.dur_ps.astype(np.int64)
+        known = g.launch_end_ps >= 0
+        delay = (g.start_ps - g.launch_end_ps).astype(np.int64)[known]
+        launch_dur = (g.launch_end_ps - g.launch_start_ps).astype(np.int64)[known]
+        out[dev] = {
             "kernels": int(dur.size), "median_ps": float(np.median(dur)),
             "short_share": float((dur < short_ps).mean()), "kernel_ps": int(dur.sum()),
             "known": int(known.sum()),
@@ -220,10 +294,10 @@ def launch_stats(scan: HostScan, short_ps: float, delay_ps: float) -> dict[str, 
 def kernel_time_by_name(scan: HostScan) -> tuple[tuple[str, int], ...]:
     """Compute kernels (not collectives): per distinct name, its total time (ps), most time first (ties in
     the order they first ran)."""
-    k = scan.kernels[~scan.kernels.collective]
-    per_name = k.groupby("name", sort=False).dur_ps.sum().sort_values(ascending=False, kind="stable")
+    k = scan.kernels
+    names, ps = sums_by_first_seen(k.name[~k.collective], k.dur_ps[~k.collective])
     text = scan.analysis.trace.columns.text
-    return tuple((text(int(code)), int(ps)) for code, ps in per_name.items())
+    return tuple((text(int(code)), int(v)) for code, v in zip(names.tolist(), ps.tolist()))
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,8 +310,8 @@ class Facts(PerAccelerator):
     accelerators: tuple[str, ...]
     working: tuple[str, ...]
     idle_accelerators: tuple[str, ...]
-    devices: pd.DataFrame  # :attr:`HostScan.devices`
-    copies: pd.DataFrame  # :attr:`HostScan.copies`
+    devices: Mapping[str, DeviceFigures]  # :attr:`HostScan.devices`
+    copies: Mapping[str, CopyFigures]  # :attr:`HostScan.copies`
     collective_union_s: dict[str, float]
     launches_known: bool  # some kernel is joined to its host launch
     launch: dict[str, dict[str, Any]]  # :func:`launch_stats`
@@ -272,12 +346,12 @@ def host_waiting(f: HostScan | TraceFacts, min_idle_share: float, min_host_wait_
     d = f.devices
     rows = []
     for dev in f.working:
-        if dev not in d.index or d.at[dev, "window_s"] <= 0:
+        if dev not in d or d[dev].window_s <= 0:
             continue
         idle, wait = f.wall_s(dev, "idle"), f.wall_s(dev, "host_wait")
-        idle_share = idle / float(d.at[dev, "window_s"])
+        idle_share = idle / d[dev].window_s
         if idle_share >= min_idle_share and idle > 0 and wait / idle >= min_host_wait_share:
-            rows.append((dev, idle_share, wait / idle, idle, wait, float(d.at[dev, "window_s"])))
+            rows.append((dev, idle_share, wait / idle, idle, wait, d[dev].window_s))
     rows.sort(key=lambda r: -r[1])
     return rows
 
@@ -302,16 +376,11 @@ class TraceFacts(Facts):
     def reduce(cls, hosts: Sequence[HostFacts], name: str, tasks: Sequence[Mapping[str, Any]],
                producer: Producer | None = None) -> TraceFacts:
         """The hosts' facts as one trace's (``producer``: the hosts' combined; default the first's)."""
-        import pandas as pd
-
         from tfprof_towers.trace.memory_peaks import sort_memory
 
-        def joined(frames: list[pd.DataFrame]) -> pd.DataFrame:
-            frames = [x for x in frames if len(x)]
-            if not frames:
-                return pd.DataFrame(columns=["steps", "window_s", "busy_s"])
-            out = pd.concat(frames).fillna(0) if len(frames) > 1 else frames[0]
-            return out.loc[sorted(out.index, key=device_sort_key)]
+        def joined(tables: list[Mapping[str, Any]]) -> dict[str, Any]:
+            every = [(dev, x) for t in tables for dev, x in t.items()]
+            return dict(sorted(every, key=lambda kv: device_sort_key(kv[0])))
 
         names: dict[str, int] = {}
         for h in hosts:
@@ -321,8 +390,6 @@ class TraceFacts(Facts):
         acc = tuple(sorted(dict.fromkeys(a for h in hosts for a in h.accelerators), key=device_sort_key))
         working = {w for h in hosts for w in h.working}
         devices = joined([h.devices for h in hosts])
-        if "steps" in devices.columns:
-            devices = devices.astype({"steps": np.int64})
         copies = joined([h.copies for h in hosts])
         return cls(
             name=name, kind=hosts[0].kind if hosts else None,
@@ -342,31 +409,7 @@ class TraceFacts(Facts):
 def launch_times(analysis: Analysis, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per event ``rows``: the start and end of its launch (the host event with its correlation id on
     the same host; the earliest when several), -1 when unknown."""
-    c = analysis.trace.columns
-    start = np.full(rows.size, -1, dtype=np.int64)
-    end = np.full(rows.size, -1, dtype=np.int64)
-    idx = c.corr_index
-    if not idx.size or not rows.size:
-        return start, end
-    on_host = c.line_kind[c.line[idx]] == HOST
-    hidx = idx[on_host]
-    mask = (1 << 48) - 1
-    hkey = (c.line_host[c.line[hidx]].astype(np.int64) << 48) | (c.corr[on_host] & mask)
-    order = np.lexsort((c.start_ps[hidx], hkey))
-    hkey, hidx = hkey[order], hidx[order]
-    first = np.r_[True, hkey[1:] != hkey[:-1]] if hkey.size else np.zeros(0, bool)
-    hkey, hidx = hkey[first], hidx[first]
-    pos = np.searchsorted(idx, rows)
-    pos_ok = (pos < idx.size) & (idx[np.minimum(pos, idx.size - 1)] == rows)
-    has = np.flatnonzero(pos_ok)
-    if not has.size or not hkey.size:
-        return start, end
-    key = (c.line_host[c.line[rows[has]]].astype(np.int64) << 48) | (c.corr[pos[has]] & mask)
-    at = np.minimum(np.searchsorted(hkey, key), hkey.size - 1)
-    found = hkey[at] == key
-    start[has[found]] = c.start_ps[hidx[at[found]]]
-    end[has[found]] = c.start_ps[hidx[at[found]]] + c.dur_ps[hidx[at[found]]]
-    return start, end
+    return Launches.of(analysis.trace).found(analysis.trace, rows)
 
 
 def device_gaps(analysis: Analysis, device: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -433,14 +476,13 @@ def _host_index(codes: np.ndarray) -> np.ndarray:
 def heaviest_ops(analysis: Analysis, rows: np.ndarray, dur_ps: np.ndarray, steps: int,
                  top: int = 3) -> list[dict[str, Any]]:
     """The host-compute ops (node, op type) with the most time among ``rows`` (pieces of ``dur_ps``)."""
-    import pandas as pd
-
     c = analysis.trace.columns
     hc = c.category[rows] == CAT["host_compute"]
     if not hc.any():
         return []
-    frame = pd.DataFrame({"op": c.tf_op[rows[hc]], "op_type": c.op_type[rows[hc]], "dur_ps": dur_ps[hc]})
-    g = frame.groupby(["op", "op_type"], sort=False).dur_ps.sum().sort_values(ascending=False, kind="stable")
-    return [{"op": c.text(int(op)), "op_type": c.text(int(t)), "seconds": int(v) / _PS / steps}
-            for (op, t), v in g.head(top).items()]
-
+    op, op_type = c.tf_op[rows[hc]].astype(np.int64), c.op_type[rows[hc]].astype(np.int64)
+    o, t = int(op.min()), int(op_type.min())
+    width = int(op_type.max()) - t + 1
+    pairs, ps = sums_by_first_seen((op - o) * width + (op_type - t), dur_ps[hc])
+    return [{"op": c.text(p // width + o), "op_type": c.text(p % width + t), "seconds": int(v) / _PS / steps}
+            for p, v in zip(pairs[:top].tolist(), ps[:top].tolist())]

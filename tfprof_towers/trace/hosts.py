@@ -20,15 +20,14 @@ up to the cores available -- and joins them into one :class:`~.load.Trace`:
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +41,9 @@ from tfprof_towers.trace.producer import combine
 from tfprof_towers.trace.steps import StepSources, StepTable
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.xplane.parallel import available_cores, decode_threads
+
+if TYPE_CHECKING:
+    import tempfile
 
 CLOCK_NOTE = (
     "hosts put on one clock by their trace timestamps: assumes their clocks agree "
@@ -189,6 +191,8 @@ def read_hosts(
 def _start_method():
     """``fork`` (instant, nothing re-imported) in a process with no other thread; else ``forkserver``
     or ``spawn``: forking a process whose other threads may hold locks is not safe."""
+    import multiprocessing  # only where a pool starts: one host never needs it
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
@@ -197,6 +201,8 @@ def _start_method():
 
 def handoff_folder() -> tempfile.TemporaryDirectory:
     """A temporary folder for workers' columns: in memory (``/dev/shm``) where there is one."""
+    import tempfile
+
     shm = Path("/dev/shm")
     return tempfile.TemporaryDirectory(dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
 

@@ -27,6 +27,7 @@ each host (each process numbers its own).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -49,46 +50,71 @@ _FAR = np.iinfo(np.int64).max // 4
 
 @dataclass(frozen=True)
 class Launches:
-    """The host events with a ``correlation_id`` (the launches), by (host, correlation id): sorted keys
-    and the earliest start of each."""
+    """The host events with a ``correlation_id`` (the launches), by (host, correlation id): sorted keys,
+    and of each key the earliest launch's start and end (of two as early, the first in the trace)."""
 
     keys: np.ndarray  # int64: host << 48 | correlation id
     start: np.ndarray  # int64
     position: np.ndarray  # int32 per event of the trace: its index in ``corr_index``, -1 when none
+    end: np.ndarray  # int64
 
     @staticmethod
     def of(trace: Trace) -> Launches:
+        """The trace's launches (made once per trace: attribution and the rules' facts share them)."""
+        got = _LAUNCHES.get(trace)
+        if got is None:
+            got = _LAUNCHES[trace] = Launches._of(trace)
+        return got
+
+    @staticmethod
+    def _of(trace: Trace) -> Launches:
         c = trace.columns
         idx = c.corr_index
         position = np.full(c.n, -1, dtype=np.int32 if idx.size < (1 << 31) else np.int64)
         position[idx] = np.arange(idx.size)
         if not idx.size:
-            return Launches(np.zeros(0, np.int64), np.zeros(0, np.int64), position)
+            z = np.zeros(0, np.int64)
+            return Launches(z, z, position, z)
         line = c.line[idx]
         on_host = c.line_kind[line] == HOST
         idx, line = idx[on_host], line[on_host]
         key = (c.line_host[line].astype(np.int64) << 48) | (c.corr[on_host] & ((1 << 48) - 1))
         start = c.start_ps[idx]
+        end = start + c.dur_ps[idx]
         if key.size > 1 and not (key[1:] >= key[:-1]).all():
-            order = np.argsort(key, kind="stable")
-            key, start = key[order], start[order]
-        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
-        return Launches(key[first], np.minimum.reduceat(start, first) if key.size else start, position)
+            order = np.argsort(key, kind="stable")  # one key: a far cheaper sort than by (key, start)
+            key, start, end = key[order], start[order], end[order]
+        same = key[1:] == key[:-1] if key.size > 1 else np.zeros(0, dtype=bool)
+        if same.any() and not (start[1:][same] >= start[:-1][same]).all():
+            order = np.lexsort((start, key))  # an id launched twice, later first: by key, then start
+            key, start, end = key[order], start[order], end[order]
+        first = np.flatnonzero(np.r_[True, ~same]) if key.size else np.zeros(0, dtype=np.int64)
+        return Launches(key[first], start[first], position, end[first])
 
     def starts(self, trace: Trace, rows: np.ndarray) -> np.ndarray:
         """Per event ``rows`` (of the trace's columns): the start of its launch, -1 when unknown."""
+        return self.found(trace, rows)[0]
+
+    def found(self, trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per event ``rows`` (of the trace's columns): the start and end of its launch, -1 when unknown."""
         c = trace.columns
-        out = np.full(rows.size, -1, dtype=np.int64)
+        start = np.full(rows.size, -1, dtype=np.int64)
+        end = np.full(rows.size, -1, dtype=np.int64)
         if not self.keys.size or not rows.size:
-            return out
+            return start, end
         at = self.position[rows].astype(np.int64)
         has = np.flatnonzero(at >= 0)
         host = c.line_host[c.line[rows[has]]].astype(np.int64)
         k = (host << 48) | (c.corr[at[has]] & ((1 << 48) - 1))
         pos = np.minimum(np.searchsorted(self.keys, k), self.keys.size - 1)
-        found = self.keys[pos] == k
-        out[has[found]] = self.start[pos[found]]
-        return out
+        hit = self.keys[pos] == k
+        start[has[hit]] = self.start[pos[hit]]
+        end[has[hit]] = self.end[pos[hit]]
+        return start, end
+
+
+#: Each live trace's launches, made on first use.
+_LAUNCHES: weakref.WeakKeyDictionary[Trace, Launches] = weakref.WeakKeyDictionary()
 
 
 def idle_split(

@@ -140,7 +140,8 @@ def _map_host(job: HostJob) -> HostResult:
     else:
         trace = read_trace(Path(job.file), job.node_devices, job.prefix, 0, job.threads)
     parts = link_parts(trace, job.edge_bytes)  # once: the analysis's links are these, joined
-    analysis = Analysis(trace, attribute(trace), tuple(join_links([parts], job.kind)), job.kind)
+    breakdown = attribute(trace, threads=job.threads)  # the host's share of the cores, as its decoding
+    analysis = Analysis(trace, breakdown, tuple(join_links([parts], job.kind)), job.kind)
     del trace
     return analyze_host(analysis, job.name, job.prefix, job.file, parts, job.cutoffs)
 

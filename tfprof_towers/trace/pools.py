@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # multiprocessing is imported where a pool starts: one host never needs it
+    from concurrent.futures import ProcessPoolExecutor
 
 #: How long to wait for a killed worker to be reaped (it dies at once: SIGKILL).
 REAP_S = 2.0
@@ -24,6 +26,8 @@ def process_pool(workers: int, mp_context: Any, initializer: Callable[[], None] 
                  ) -> Iterator[ProcessPoolExecutor]:
     """A :class:`ProcessPoolExecutor` of ``workers`` processes: shut down normally when the block ends,
     stopped at once (:func:`stop_pool`) when an exception (``KeyboardInterrupt`` included) leaves it."""
+    from concurrent.futures import ProcessPoolExecutor
+
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp_context, initializer=initializer)
     try:
         yield pool

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +21,10 @@ R = TypeVar("R")
 #: decode a batch ~1.45x as fast as one and a third only adds contention; more threads on more
 #: cores were not measured (the GIL-held Python between numpy's loops bounds what they can add).
 MAX_THREADS = 2
+#: A sample of the other processes' load shorter than this says nothing (``/proc/stat`` counts in
+#: hundredths of a second); longer than ``_STALE_S`` it says what the machine did long ago.
+_MIN_WINDOW_S = 0.05
+_STALE_S = 10.0
 
 
 def available_cores() -> int:
@@ -30,11 +35,58 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _machine_busy_s() -> float | None:
+    """Seconds every CPU of the machine spent busy since boot, from ``/proc/stat`` (None: not Linux)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        tick = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields) - idle) / tick
+
+
+def _mark() -> tuple[float, float, float | None]:
+    return time.monotonic(), time.process_time(), _machine_busy_s()
+
+
+_since = _mark()
+
+
+def others_busy() -> float | None:
+    """How many cores other processes kept busy since the last sample (this module's import, the first
+    time): the machine's busy time less this process's own CPU time, over the wall time between --
+    what is running now, taken on the way, without waiting.  None where it cannot tell (not Linux, a
+    window too short or too old); a window too short is not used up."""
+    global _since
+    now = _mark()
+    wall = now[0] - _since[0]
+    if wall < _MIN_WINDOW_S or now[2] is None or _since[2] is None:
+        return None
+    before, _since = _since, now
+    if wall > _STALE_S:
+        return None
+    return max(0.0, (now[2] - before[2]) - (now[1] - before[1])) / wall
+
+
+def threads_for(cores: int, others: float | None) -> int:
+    """Threads worth running on ``cores`` cores while other processes keep ``others`` of them busy
+    (None: unknown): at most :data:`MAX_THREADS`, and one where no second core is free (a thread on a
+    busy core only slows both down: measured, two threads decode ~1.5x slower than one at a load
+    average of 5 on 2 cores)."""
+    threads = min(MAX_THREADS, cores)
+    if others is not None:
+        threads = min(threads, int(cores - others + 0.5))
+    return max(1, threads)
+
+
 def decode_threads(asked: int | None = None) -> int:
-    """Threads to decode with: ``asked``, else the cores this process may use, at most :data:`MAX_THREADS`."""
+    """Threads to decode (and break a trace down) with: ``asked``, else :func:`threads_for` the cores this
+    process may use and what other processes keep busy now (:func:`others_busy`)."""
     if asked is not None:
         return max(1, int(asked))
-    return max(1, min(MAX_THREADS, available_cores()))
+    return threads_for(available_cores(), others_busy())
 
 
 def in_order(

@@ -25,7 +25,7 @@ def check_idle_accelerators(rule: Rule, f: TraceFacts) -> Finding | None:
 
 def check_accelerator_imbalance(rule: Rule, f: TraceFacts) -> Finding | None:
     d = f.devices
-    busy = {dev: float(d.at[dev, "busy_s"]) for dev in f.working if dev in d.index}
+    busy = {dev: d[dev].busy_s for dev in f.working if dev in d}
     if len(busy) < 2:
         return None
     slow = max(busy, key=busy.get)

@@ -61,11 +61,11 @@ def check_launch_bound(rule: Rule, f: TraceFacts) -> Finding | None:
     short_ps = rule.param("short_kernel_s") * _PS
     rows = []
     for dev, k in f.launch.items():  # each accelerator's kernels, scanned where its host was analysed
-        if dev not in f.devices.index:
+        if dev not in f.devices:
             continue
         steps = f.per_step(dev)
         per_step = k["kernels"] / steps
-        window = float(f.devices.at[dev, "window_s"])
+        window = f.devices[dev].window_s
         gaps = f.wall_s(dev, "host_wait") + f.wall_s(dev, "kernel_wait")
         gap_share = gaps / window if window > 0 else 0.0
         if (k["median_ps"] >= short_ps or per_step < rule.param("min_kernels_per_step")

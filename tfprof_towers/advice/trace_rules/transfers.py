@@ -16,13 +16,13 @@ def check_exposed_copies(rule: Rule, f: TraceFacts) -> Finding | None:
     other work on an accelerator, as a share of its step: any of them lengthens the step alike."""
     d = f.devices
     rows = []
-    for dev in d.index:
-        window = float(d.at[dev, "window_s"])
+    for dev in d:
+        window = d[dev].window_s
         kinds = {c: f.wall_s(dev, c) for c in COPY_CATEGORIES}
         exposed = sum(kinds.values())
         if window <= 0 or exposed / window < rule.param("min_exposed_share"):
             continue
-        cp = f.copies.loc[dev] if dev in f.copies.index else None
+        cp = f.copies.get(dev)
         seconds = float(cp.seconds) if cp is not None else 0.0
         nbytes = float(cp.bytes) if cp is not None else 0.0
         gbps = nbytes / seconds / 1e9 if seconds > 0 else None
@@ -69,7 +69,7 @@ def check_collective_bound(rule: Rule, f: TraceFacts) -> Finding | None:
     d = f.devices
     rows = []
     for dev, union in f.collective_union_s.items():
-        window = float(d.at[dev, "window_s"]) if dev in d.index else 0.0
+        window = d[dev].window_s if dev in d else 0.0
         if window <= 0 or union / window < rule.param("min_collective_share"):
             continue
         exposed = f.wall_s(dev, "collective")
