@@ -22,6 +22,7 @@ import pytest
 from tfprof_towers.advice import recommend
 from tfprof_towers.capture.seed_values import reference_steps, seed_values
 from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.summary import Summary
 from tfprof_towers.variants.config import PRESETS
 from tfprof_towers.variants.registry import TF1_GRAPH, names
 
@@ -65,12 +66,13 @@ def test_run_directory_is_complete(tiny_run: Path) -> None:
     fastest = min(ok, key=lambda v: v["step_time_s"]["median"])
     # on logical CPU devices the headline comes from the projection (test below); the measured
     # CPU stand-in ranking still picks as it did, and is what `measured_pick` reports
-    rec = recommend.measured(summary).to_json()
+    rec = recommend.measured(Summary.from_json(summary)).to_json()
     assert rec["fastest"] == fastest["name"]
     # the fastest, or a simpler variant whose step times overlap it (within noise)
     assert rec["variant"] == fastest["name"] or rec["variant"] in rec["within_noise"]
     excluded = summary["recommendation"]["excluded"]
-    assert summary["recommendation"]["measured_pick"] == recommend.measured(summary, excluded).variant
+    assert summary["recommendation"]["measured_pick"] == recommend.measured(Summary.from_json(summary),
+                                                                             excluded).variant
     for name in BUILTIN_NAMES:
         rec = record(tiny_run, name)
         assert rec["timings"]["step_time_s"]["n"] == PRESETS["tiny"].steps

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
+import typed_kit as typed
 from report_kit import TOPOLOGY, variant_records
 
 from tfprof_towers.advice import recommend
 from tfprof_towers.advice import rules as advise
 from tfprof_towers.analysis import audit
+from tfprof_towers.rundir.placement_audit import Audit
 
 GPU = {"kind": "gpu", "host": "/device:CPU:0", "accelerators": ["/device:GPU:0", "/device:GPU:1"]}
 G0, G1 = GPU["accelerators"]
@@ -24,9 +27,17 @@ def entry(name: str, median: float | None, p10: float | None = None, p90: float 
             "speedup_vs_single": speedup, "scaling_efficiency": efficiency}
 
 
-def facts(e: dict[str, Any], a: dict[str, Any] | None, breakdown: dict[str, Any] | None = None,
+def facts(e: dict[str, Any], a: Audit | None, breakdown: dict[str, Any] | None = None,
           topology: dict[str, Any] = TOPOLOGY, baseline: dict[str, Any] | None = None) -> advise.Facts:
-    return advise.Facts(e, a, breakdown, topology, baseline)
+    return advise.Facts(replace(typed.entry(e), audit=a, breakdown=typed.breakdown(breakdown)),
+                        typed.topology(topology),
+                        typed.entry(baseline))
+
+
+def audited(rec: dict[str, Any], topology: dict[str, Any] = TOPOLOGY,
+            breakdown: dict[str, Any] | None = None) -> Audit | None:
+    """The audit of a record document on a topology document."""
+    return audit.audit_variant(typed.record(rec), typed.topology(topology), typed.breakdown(breakdown))
 
 
 def rule(name: str) -> advise.Rule:
@@ -39,7 +50,7 @@ def check(name: str, f: advise.Facts) -> advise.Finding | None:
 
 
 def gpu_audit(flops0: int, flops1: int, host_flops: int = 0,
-              breakdown: dict[str, Any] | None = None) -> dict[str, Any]:
+              breakdown: dict[str, Any] | None = None) -> Audit:
     nodes = [{"name": "tower_0/mm", "type": "MatMul", "kernel": "MatMul", "device": G0, "requested": G0,
               "flops": flops0, "sources": []},
              {"name": "tower_1/mm", "type": "MatMul", "kernel": "MatMul", "device": G1, "requested": G1,
@@ -50,7 +61,7 @@ def gpu_audit(flops0: int, flops1: int, host_flops: int = 0,
     from tfprof_towers.capture.placement import summarise_devices
 
     placement = {"nodes": nodes, "devices": summarise_devices(nodes), "edges": [], "transfers": []}
-    return audit.audit_variant({"name": "v", "placement": placement}, GPU, breakdown)
+    return audited({"name": "v", "placement": placement}, GPU, breakdown)
 
 
 def gpu_breakdown(wall0: dict[str, float], wall1: dict[str, float], host_compute: float = 0.0,
@@ -72,7 +83,7 @@ SINGLE = variant_records()["single"]
 
 
 def test_host_compute_fires_with_the_source_line_and_share() -> None:
-    a = audit.audit_variant(BUG, TOPOLOGY)
+    a = audited(BUG)
     f = check("host_compute", facts(entry("towers_bug", 0.05), a))
     assert f is not None
     assert (f.rule, f.severity, f.variant) == ("host_compute", "high", "towers_bug")
@@ -87,7 +98,7 @@ def test_host_compute_fires_with_the_source_line_and_share() -> None:
 
 
 def test_host_compute_quiet_when_the_host_only_updates() -> None:
-    assert check("host_compute", facts(entry("single", 0.01), audit.audit_variant(SINGLE, TOPOLOGY))) is None
+    assert check("host_compute", facts(entry("single", 0.01), audited(SINGLE))) is None
     assert check("host_compute", facts(entry("v", 0.01), gpu_audit(500, 480, host_flops=50))) is None
 
 
@@ -120,7 +131,7 @@ def test_unbalanced_towers_leaves_measured_time_to_the_trace_rule() -> None:
 
 def test_unbalanced_towers_quiet_when_balanced_or_single() -> None:
     assert check("unbalanced_towers", facts(entry("v", 1.0), gpu_audit(110, 100))) is None
-    single = facts(entry("single", 1.0), audit.audit_variant(SINGLE, TOPOLOGY))
+    single = facts(entry("single", 1.0), audited(SINGLE))
     assert check("unbalanced_towers", single) is None
 
 
@@ -147,7 +158,7 @@ def test_poor_scaling_quiet_when_scaling_or_on_logical_devices() -> None:
 
 
 def test_variables_remote_fires_when_every_tower_pulls() -> None:
-    f = check("variables_remote", facts(entry("towers_bug", 0.05), audit.audit_variant(BUG, TOPOLOGY)))
+    f = check("variables_remote", facts(entry("towers_bug", 0.05), audited(BUG)))
     assert f is not None
     assert (f.severity, f.evidence["bytes_per_step"], f.sources) == ("low", 2048, ("/src/train.py:40",))
     assert f.evidence["modeled_s"] == {"pcie3_x16": 2048 / 12e9}
@@ -166,20 +177,20 @@ def test_a_modeled_time_raises_the_tier_only_as_a_share_of_a_gpu_step() -> None:
 
 def test_variables_remote_quiet_without_pulls() -> None:
     assert check("variables_remote", facts(entry("v", 1.0), gpu_audit(100, 100))) is None
-    single = facts(entry("single", 1.0), audit.audit_variant(SINGLE, TOPOLOGY))
+    single = facts(entry("single", 1.0), audited(SINGLE))
     assert check("variables_remote", single) is None
 
 
 def test_rules_status_marks_timing_rules_not_evaluated_on_logical_devices() -> None:
-    status = {r["rule"]: r for r in advise.rules_status({"topology": TOPOLOGY})}
+    status = {r.rule: r.to_json() for r in advise.rules_status(typed.summary({"topology": TOPOLOGY}))}
     assert [n for n, r in status.items() if not r["evaluated"]] == ["poor_scaling"]
-    assert all(r["evaluated"] for r in advise.rules_status({"topology": GPU}))
+    assert all(r.evaluated for r in advise.rules_status(typed.summary({"topology": GPU})))
 
 
 def test_every_finding_has_evidence_and_a_suggestion() -> None:
     summary = {"topology": TOPOLOGY, "variants": [
-        {**entry("towers_bug", 0.05), "audit": audit.audit_variant(BUG, TOPOLOGY), "breakdown": None}]}
-    found = advise.run_rules(summary)
+        {**entry("towers_bug", 0.05), "audit": audited(BUG), "breakdown": None}]}
+    found = advise.run_rules(typed.summary(summary))
     assert [f.rule for f in found] == ["host_compute", "variables_remote"]
     assert all(f.evidence and f.suggestion.startswith("Suggestion: ") for f in found)
 
@@ -189,7 +200,7 @@ def test_every_finding_has_evidence_and_a_suggestion() -> None:
 
 def measured(summary: dict[str, Any]) -> dict[str, Any]:
     """The measured recommendation as summary.json holds it."""
-    return recommend.measured(summary).to_json()
+    return recommend.measured(typed.summary(summary)).to_json()
 
 
 def summary_of(*entries: dict[str, Any], topology: dict[str, Any] = GPU) -> dict[str, Any]:
@@ -245,7 +256,7 @@ def test_logical_cpu_runs_say_what_the_ranking_means() -> None:
 
 
 def test_rules_report_their_named_parameters() -> None:
-    status = {r["rule"]: r for r in advise.rules_status({"topology": GPU})}
+    status = {r.rule: r.to_json() for r in advise.rules_status(typed.summary({"topology": GPU}))}
     assert status["poor_scaling"]["params"] == {"max_efficiency": 0.5, "min_accelerators": 2}
     assert status["poor_scaling"]["threshold"] == 0.5
     assert status["variables_remote"]["params"]["link_model"] == "pcie3_x16"
@@ -265,11 +276,11 @@ def test_named_parameters_drive_the_checks() -> None:
     assert stricter.check(stricter, slow) is None
     remote = rule("variables_remote")
     x8 = replace(remote, params={**remote.params, "link_model": "pcie3_x8"})
-    f = x8.check(x8, facts(entry("towers_bug", 0.05), audit.audit_variant(BUG, TOPOLOGY)))
+    f = x8.check(x8, facts(entry("towers_bug", 0.05), audited(BUG)))
     assert f.evidence["modeled_s"] == {"pcie3_x8": 2048 / 6e9}
     assert "modeled at PCIe 3.0 x8" in f.message
     three = replace(remote, params={**remote.params, "min_accelerators": 3})
-    assert three.check(three, facts(entry("towers_bug", 0.05), audit.audit_variant(BUG, TOPOLOGY))) is None
+    assert three.check(three, facts(entry("towers_bug", 0.05), audited(BUG))) is None
 
 
 def test_a_rule_must_name_its_primary_parameter() -> None:
@@ -289,9 +300,9 @@ def test_timing_rules_are_not_evaluated_on_a_gpu_variant_without_a_trace() -> No
         {**entry("traced", 1.0, speedup=0.5, efficiency=0.25), "audit": a, "breakdown": good},
         {**entry("untraced", 1.0, speedup=0.5, efficiency=0.25), "audit": a,
          "breakdown": {"error": "corrupt trace"}}]}
-    evaluation = advise.evaluate(summary)
+    evaluation = advise.evaluate(typed.summary(summary))
     assert [(f.rule, f.variant) for f in evaluation.findings] == [("poor_scaling", "traced")]
-    status = {r["rule"]: r for r in advise.rules_status(summary)}
+    status = {r.rule: r.to_json() for r in advise.rules_status(typed.summary(summary))}
     assert status["poor_scaling"]["evaluated"] is False
     assert status["poor_scaling"]["not_evaluated"] == {"untraced": "no device timings: corrupt trace"}
     assert status["poor_scaling"]["why_not"] == (
@@ -304,7 +315,7 @@ def test_poor_scaling_needs_the_baseline() -> None:
     bd = gpu_breakdown({"compute": 0.9, "idle": 0.1}, {"compute": 0.9, "idle": 0.1})
     summary = {"topology": GPU, "variants": [{**entry("replicated", 1.0, speedup=None), "audit": a,
                                               "breakdown": bd}]}
-    status = {r["rule"]: r for r in advise.rules_status(summary)}
+    status = {r.rule: r.to_json() for r in advise.rules_status(typed.summary(summary))}
     assert status["poor_scaling"]["not_evaluated"] == {"replicated": "the baseline single did not succeed"}
 
 
@@ -326,7 +337,7 @@ def projection(peer: dict[str, Any], steps: dict[str, float]) -> dict[str, Any]:
 
 
 def strategy_audit(strategy: str, ops: str | None, collective: int = 0, to_host: int = 0,
-                   pulls: int = 0) -> dict[str, Any]:
+                   pulls: int = 0) -> Audit:
     """The audit of a TF2 strategy variant's placement: matmuls on both accelerators, and what crosses."""
     from tfprof_towers.capture.placement import summarise_devices, summarise_transfers
 
@@ -349,7 +360,7 @@ def strategy_audit(strategy: str, ops: str | None, collective: int = 0, to_host:
                          "bytes": collective, "group_size": 2, "communication_hint": "nccl"}
                         for i, a in enumerate(ACC) if collective],
     }
-    return audit.audit_variant({"name": "v", "placement": placement}, TOPOLOGY)
+    return audited({"name": "v", "placement": placement})
 
 
 MIRRORED = strategy_audit("MirroredStrategy", "CollectiveAllReduce", collective=6528)
@@ -357,9 +368,9 @@ REDUCE_HOST = strategy_audit("MirroredStrategy", "ReductionToOneDevice", to_host
 CENTRAL = strategy_audit("CentralStorageStrategy", "ReductionToOneDevice", to_host=13064, pulls=6528)
 
 
-def tf2_facts(name: str, a: dict[str, Any], proj: dict[str, Any] | None) -> advise.Facts:
-    return advise.Facts({**entry(name, 1e-3), "family": "tf2-strategy"}, a, None, TOPOLOGY, None,
-                        projection=proj)
+def tf2_facts(name: str, a: Audit, proj: dict[str, Any] | None) -> advise.Facts:
+    return advise.Facts(replace(typed.entry({**entry(name, 1e-3), "family": "tf2-strategy"}), audit=a),
+                        typed.topology(TOPOLOGY), projection=typed.projection(proj))
 
 
 def test_staged_allreduce_fires_without_a_peer_path_citing_the_modeled_ring() -> None:
@@ -437,15 +448,15 @@ def test_central_storage_pulls_quiet_for_other_strategies() -> None:
 def test_peer_path_rules_say_why_they_were_not_evaluated_without_a_profile() -> None:
     summary = {"topology": TOPOLOGY, "variants": [
         {**entry("mirrored", 1e-3), "family": "tf2-strategy", "audit": MIRRORED, "breakdown": None},
-        {**entry("single", 1e-3), "audit": audit.audit_variant(SINGLE, TOPOLOGY), "breakdown": None}]}
-    status = {r["rule"]: r for r in advise.rules_status(summary)}
+        {**entry("single", 1e-3), "audit": audited(SINGLE), "breakdown": None}]}
+    status = {r.rule: r.to_json() for r in advise.rules_status(typed.summary(summary))}
     assert status["staged_allreduce"]["not_evaluated"] == {
         "mirrored": "it reduces across devices, and no hardware profile says how its accelerators are linked "
                     "(profile --project-on NAME, or project RUN_DIR --hardware NAME)"}
     assert status["central_storage_pulls"]["evaluated"] is True
-    assert [f.rule for f in advise.run_rules(summary)] == []
+    assert [f.rule for f in advise.run_rules(typed.summary(summary))] == []
     summary["projection"] = projection(STAGED, {})
-    assert [f.rule for f in advise.run_rules(summary)] == ["staged_allreduce"]
+    assert [f.rule for f in advise.run_rules(typed.summary(summary))] == ["staged_allreduce"]
 
 
 def test_host_compute_in_a_tf2_step_names_the_lines_that_created_the_ops() -> None:
@@ -456,7 +467,7 @@ def test_host_compute_in_a_tf2_step_names_the_lines_that_created_the_ops() -> No
     from tfprof_towers.capture.placement import summarise_devices
 
     placement = {"nodes": nodes, "devices": summarise_devices(nodes), "edges": [], "transfers": []}
-    a = audit.audit_variant({"name": "mine", "placement": placement}, TOPOLOGY)
+    a = audited({"name": "mine", "placement": placement})
     f = check("host_compute", tf2_facts("mine", a, None))
     assert f.message.endswith("heavy ops in fwd, created at step.py:12")
     assert f.suggestion.startswith("Suggestion: run the ops created at /src/step.py:12 inside `strategy.run`")
@@ -485,7 +496,7 @@ def test_changed_math_fires_on_a_forgotten_tower_with_the_numbers() -> None:
     forgot = with_math(entry("forgot", 0.01, source="file:/x/forgot.py"), [0.47490594, 0.47462937],
                        0.0720857)
     summary = {"topology": TOPOLOGY, "variants": [{**single, "audit": None}, {**forgot, "audit": None}]}
-    [found] = [f for f in advise.evaluate(summary).findings if f.rule == "changed_math"]
+    [found] = [f for f in advise.evaluate(typed.summary(summary)).findings if f.rule == "changed_math"]
     assert (found.severity, found.variant) == ("high", "forgot")
     assert found.message == (
         "this placement changes what is computed: step-1 gradient norm 0.0720857 against 0.144171 "
@@ -501,8 +512,8 @@ def test_changed_math_quiet_within_float_tolerance_and_on_the_reference() -> Non
     summary = {"topology": TOPOLOGY, "variants": [
         with_math(entry("single", 0.01), LOSSES, 0.14417072),
         with_math(entry("replicated", 0.01), [0.47490594, 0.47462937], 0.14417073)]}
-    assert [f.rule for f in advise.evaluate(summary).findings] == []
-    status = {r["rule"]: r for r in advise.rules_status(summary)}
+    assert [f.rule for f in advise.evaluate(typed.summary(summary)).findings] == []
+    status = {r.rule: r.to_json() for r in advise.rules_status(typed.summary(summary))}
     assert status["changed_math"]["evaluated"] is True
 
 
@@ -510,7 +521,7 @@ def test_a_variant_that_exposes_no_loss_is_not_compared_never_flagged() -> None:
     summary = {"topology": TOPOLOGY, "variants": [
         with_math(entry("single", 0.01), LOSSES, 0.14417072),
         with_math(entry("mine", 0.01, source="file:/x/mine.py"), None, None)]}
-    evaluation = advise.evaluate(summary)
+    evaluation = advise.evaluate(typed.summary(summary))
     assert evaluation.findings == ()
     assert evaluation.skipped["changed_math"] == {
         "mine": "its graph exposes no loss (see docs/variants.md: same math)"}
@@ -521,15 +532,15 @@ def test_a_variant_that_exposes_no_loss_is_not_compared_never_flagged() -> None:
 
 def bug_summary(bug_median: float, topology: dict[str, Any] = GPU) -> dict[str, Any]:
     bug = {**entry("towers_bug", bug_median, speedup=0.01 / bug_median),
-           "audit": audit.audit_variant(BUG, TOPOLOGY)}
+           "audit": audited(BUG)}
     single = {**entry("single", 0.01, 0.0095, 0.0105, speedup=1.0),
-              "audit": audit.audit_variant(SINGLE, TOPOLOGY)}
+              "audit": audited(SINGLE)}
     host = {**entry("towers_host_vars", 0.008, 0.0075, 0.0085, speedup=1.25), "audit": None}
     return summary_of(bug, single, host, topology=topology)
 
 
 def test_the_measured_fastest_is_passed_over_when_it_computes_on_the_host() -> None:
-    advice = advise.advise(bug_summary(0.005))
+    advice = advise.advise(typed.summary(bug_summary(0.005)))
     rec = advice.recommendation
     assert (rec.variant, rec.fastest, rec.runner_up) == ("towers_host_vars", "towers_bug", "towers_bug")
     assert rec.excluded == {"towers_bug": "heavy compute on the host while accelerators are available "
@@ -544,14 +555,14 @@ def test_a_medium_host_compute_finding_does_not_disqualify() -> None:
     a = gpu_audit(400, 400, host_flops=200)  # 20% on the host: medium
     summary = summary_of({**entry("v", 0.005, speedup=2.0), "audit": a},
                          {**entry("single", 0.01, speedup=1.0), "audit": None})
-    advice = advise.advise(summary)
+    advice = advise.advise(typed.summary(summary))
     assert [(f.rule, f.severity) for f in advice.findings] == [("host_compute", "medium")]
     assert (advice.recommendation.variant, advice.recommendation.excluded) == ("v", {})
 
 
 def test_when_every_variant_is_disqualified_the_best_is_named_with_a_caveat() -> None:
-    bug = {**entry("towers_bug", 0.05), "audit": audit.audit_variant(BUG, TOPOLOGY)}
-    rec = advise.advise(summary_of(bug, entry("single", None, status="failed"))).recommendation
+    bug = {**entry("towers_bug", 0.05), "audit": audited(BUG)}
+    rec = advise.advise(typed.summary(summary_of(bug, entry("single", None, status="failed")))).recommendation
     assert rec.variant == "towers_bug"
     assert "Every variant here has a high-severity finding or failed, so towers_bug is only the best of " \
            "them: fix its findings before using it." in rec.reason
@@ -563,11 +574,11 @@ def test_when_every_variant_is_disqualified_the_best_is_named_with_a_caveat() ->
 def test_variables_remote_quotes_the_projection_profiles_host_link() -> None:
     from tfprof_towers.projection.hardware import load_hardware
 
-    [host_link, _peer] = audit.link_models_json(audit.link_models_from_profile(
-        load_hardware("2x-gtx1060-pcie3").summary()))
+    [host_link, _peer] = [m.to_json() for m in audit.link_models_from_profile(
+        load_hardware("2x-gtx1060-pcie3").summary())]
     summary = {"topology": TOPOLOGY, "link_models": [host_link], "variants": [
-        {**entry("towers_bug", 0.05), "audit": audit.audit_variant(BUG, TOPOLOGY), "breakdown": None}]}
-    [found] = [f for f in advise.run_rules(summary) if f.rule == "variables_remote"]
+        {**entry("towers_bug", 0.05), "audit": audited(BUG), "breakdown": None}]}
+    [found] = [f for f in advise.run_rules(typed.summary(summary)) if f.rule == "variables_remote"]
     assert found.evidence["modeled_s"] == {"host_link": 2048 / (7.88e9 * 0.8)}
     assert "modeled at PCIe 3.0 x8 (2x-gtx1060-pcie3): 325 ns per step" in found.message
 
@@ -589,6 +600,7 @@ def test_a_variant_that_failed_here_is_never_the_projected_pick() -> None:
                       "bottleneck": "x"},
                      {"name": "single", "projected_step_s": {"overlapped": 0.7, "serial": 0.7},
                       "bottleneck": "x"}]}}
-    assert advise.excluded(summary, ()) == {"replicated": "it failed in this run (crashed: exit code 1)"}
-    rec = advise.advise(summary).recommendation
+    assert advise.excluded(typed.summary(summary), ()) == {
+        "replicated": "it failed in this run (crashed: exit code 1)"}
+    rec = advise.advise(typed.summary(summary)).recommendation
     assert (rec.basis, rec.variant, rec.fastest) == ("projected", "single", "replicated")

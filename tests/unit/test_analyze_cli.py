@@ -56,13 +56,18 @@ def make_run_dir(root: Path) -> Path:
         write_json(
             root / "variants" / name / "record.json",
             {
+                "name": name,
+                "status": "ok",
                 "placement": {
                     "nodes": [
                         {"name": "x/_0", "type": "_Send", "device": "/device:CPU:0"},
                         {"name": "h/_2", "type": "_Send", "device": "/device:CPU:1"},
                         {"name": "mm", "type": "MatMul", "device": "/device:CPU:1"},
                     ],
-                    "edges": [{"edge": "edge_1_x", "bytes": 4096}, {"edge": "edge_2_h", "bytes": 128}],
+                    "edges": [
+                        {"src": "/device:CPU:0", "dst": "/device:CPU:1", "edge": "edge_1_x", "bytes": 4096},
+                        {"src": "/device:CPU:1", "dst": "/device:CPU:0", "edge": "edge_2_h", "bytes": 128},
+                    ],
                 }
             },
         )

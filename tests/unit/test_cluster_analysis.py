@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import typed_kit as typed
 
 from tfprof_towers.advice import rules as advise
 from tfprof_towers.analysis.cluster_view import (
     STRAGGLER_PARAMS,
+    as_task_steps,
     cluster_view,
     network_links,
     short_task,
@@ -21,6 +24,7 @@ from tfprof_towers.analysis.cluster_view import (
 from tfprof_towers.cli import main
 from tfprof_towers.projection.cluster import project_cluster
 from tfprof_towers.projection.hardware import HardwareError, builtin_dir, load_file, load_hardware
+from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.variants.config import PRESETS
 
 W0, W1, W2 = "/job:worker/task:0", "/job:worker/task:1", "/job:worker/task:2"
@@ -50,7 +54,7 @@ DELAYED = tasks_doc({W0: [0.0, 0.0, 0.0, 0.0], W1: [20.0, 21.0, 20.0, 0.5]})
 
 
 def test_step_table_finds_the_late_task_per_step() -> None:
-    t = step_table(DELAYED)
+    t = step_table(as_task_steps(DELAYED))
     rows = [(r.task, r.step, round(r.collective_s / MS, 6), round(r.late_s / MS, 6), bool(r.straggler))
             for r in t.itertuples()]
     assert rows == [
@@ -62,7 +66,7 @@ def test_step_table_finds_the_late_task_per_step() -> None:
 
 
 def test_stragglers_need_enough_steps_and_enough_lateness() -> None:
-    t = step_table(DELAYED)
+    t = step_table(as_task_steps(DELAYED))
     found = stragglers(t, **STRAGGLER_PARAMS)
     assert len(found) == 1
     s = found[0]
@@ -74,12 +78,14 @@ def test_stragglers_need_enough_steps_and_enough_lateness() -> None:
     assert stragglers(t, 0.001, 0.10, 0.8) == []  # 3 of 4 is below 80% of the steps
     assert stragglers(t, 0.0301, 0.0, 0.5) == []  # never 30 ms late
     balanced = tasks_doc({W0: [1.0, 0.0, 1.0, 0.0], W1: [0.0, 1.0, 0.0, 1.0], W2: [0.0] * 4})
-    assert stragglers(step_table(balanced), **STRAGGLER_PARAMS) == []  # 1 ms trades places: noise
+    # 1 ms trades places: noise
+    assert stragglers(step_table(as_task_steps(balanced)), **STRAGGLER_PARAMS) == []
 
 
 def facts(entry_cluster: dict, breakdown: dict | None) -> advise.Facts:
-    entry = {"name": "multi_worker", "status": "ok", "family": "cluster", "cluster": entry_cluster}
-    return advise.Facts(entry, None, breakdown, {"kind": "cpu"}, None)
+    entry = typed.entry({"name": "multi_worker", "status": "ok", "family": "cluster",
+                         "cluster": entry_cluster})
+    return advise.Facts(replace(entry, breakdown=typed.breakdown(breakdown)), typed.topology({"kind": "cpu"}))
 
 
 def rule(name: str) -> advise.Rule:
@@ -112,7 +118,9 @@ def test_straggler_rule_needs_two_stepping_tasks() -> None:
                                    "chief does)")
     broken = facts({"family": "multi_worker"}, {"error": "bad trace"})
     assert advise.unmet(r, broken) == "its trace could not be analysed: bad trace"
-    one_process = advise.Facts({"name": "single", "status": "ok"}, None, {"tasks": []}, {"kind": "gpu"}, None)
+    single = typed.entry({"name": "single", "status": "ok"})
+    one_process = advise.Facts(replace(single, breakdown=typed.breakdown({"tasks": []})),
+                               typed.topology({"kind": "gpu"}))
     assert advise.unmet(r, one_process) is None and r.check(r, one_process) is None
 
 
@@ -126,18 +134,22 @@ def test_network_links_are_labelled_loopback() -> None:
     ]}
     breakdown = {"links": [{"src": "/job:ps/task:0/device:CPU:0", "dst": f"{W0}/device:CPU:0",
                             "kind": "network", "count": 13, "bytes": 6528}]}
-    rows = network_links(placement, breakdown, loopback=True)
+    links = network_links(Placement.from_json(placement), typed.breakdown(breakdown), loopback=True)
+    rows = [r.to_json() for r in links]
     assert [(r["from"], r["to"], r["via"], r["bytes_per_step"], r["traced_per_step"], r["loopback"])
             for r in rows] == [
         ("worker:0", "worker:1", "ring all-reduce", 6532, None, True),
         ("ps:0", "worker:0", "send/recv", 6528, 13, True),
     ]
-    view = cluster_view({"family": "multi_worker", "loopback": True, "tasks": []}, placement,
-                        {"tasks": DELAYED, "links": []})
-    assert view is not None and "not a network card" in view["network_note"]
+    typed_view = cluster_view({"family": "multi_worker", "loopback": True, "tasks": []},
+                              Placement.from_json(placement),
+                              typed.breakdown({"tasks": DELAYED, "links": []}))
+    assert typed_view is not None and typed_view.on_loopback
+    view = typed_view.to_json()
+    assert "not a network card" in view["network_note"]
     assert [s["task"] for s in view["stragglers"]] == [W1]
     assert len(view["steps"]) == 8
-    assert cluster_view(None, placement, None) is None
+    assert cluster_view(None, Placement.from_json(placement), None) is None
     assert short_task("/job:ps/task:0/device:CPU:0") == "ps:0" and short_task("/host:CPU") == "/host:CPU"
 
 
@@ -311,9 +323,10 @@ def test_report_section_across_tasks(tmp_path: Path) -> None:
               "attempts": [{"attempt": 1, "status": "failed", "error": "worker:1 <b>crashed</b>",
                             "wall_s": 5.0}]}
     entries = summary["variants"]
-    entries[0] = {**entries[0], "cluster": cluster_view(ok, placement, {"tasks": DELAYED, "links": []})}
+    view = cluster_view(ok, Placement.from_json(placement), typed.breakdown({"tasks": DELAYED, "links": []}))
+    entries[0] = {**entries[0], "cluster": view.to_json()}
     entries[1] = {**entries[1], "status": "failed", "error": "worker:1 <b>crashed</b>",
-                  "cluster": cluster_view(failed, None, None)}
+                  "cluster": cluster_view(failed, None, None).to_json()}
     html = render_report_text(summary, run)
     section = html[html.index('<section id="cluster">'):html.index('<section id="audit">')]
     assert '<a href="#cluster">across tasks</a>' in html

@@ -99,7 +99,7 @@ def test_run_doc_and_child_spec_bytes() -> None:
 
 
 def test_recommendation_bytes_measured_and_projected() -> None:
-    measured = Recommendation("a", "fast", fastest="a", runner_up="b", speedup_vs_single=1.5,
+    measured = Recommendation("a", "fast", fastest="a", runner_up="b", speedup_vs_baseline=1.5,
                               median_step_s=0.1, within_noise=("b",), excluded={"c": "bad"})
     assert _bytes(measured) == (
         '{"variant": "a", "fastest": "a", "runner_up": "b", "speedup_vs_single": 1.5, "median_step_s": 0.1, '

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import typed_kit as typed
 from child_kit import one_line_error
 
 from tfprof_towers.advice import recommend
@@ -22,7 +23,9 @@ from tfprof_towers.projection import scaling
 from tfprof_towers.projection.api import KerasModel, keras_doc
 from tfprof_towers.projection.keras_graphs import keras_cause
 from tfprof_towers.rundir.fields import Fields
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import MathCheck
+from tfprof_towers.rundir.summary import Summary
 from tfprof_towers.variants.config import get_preset
 from tfprof_towers.vocab.fmt import fmt_workload
 
@@ -79,29 +82,31 @@ def entry(name: str, losses: list[float], random: tuple[str, ...] = ()) -> dict[
 
 def test_a_step_that_draws_random_numbers_is_not_compared_and_is_no_reference() -> None:
     entries = [entry("one_device", [2.30, 2.10], DROPOUT_OPS), entry("mirrored", [2.41, 2.20], DROPOUT_OPS)]
-    table = samemath.table(entries, 1e-4, 1e-3)
-    assert table["reference"] is None
-    assert [(r["variant"], r["status"], r["why"], r["random_ops"]) for r in table["variants"]] == [
-        ("one_device", "not compared", NOTE, list(DROPOUT_OPS)),
-        ("mirrored", "not compared", NOTE, list(DROPOUT_OPS))]
-    assert random_math_lines({"math": table}) == [f"Same math not compared for one_device, mirrored: {NOTE}"]
+    table = samemath.table([typed.entry(e) for e in entries], 1e-4, 1e-3)
+    assert table.reference is None
+    assert [(r.variant, r.status, r.why, r.random_ops) for r in table.variants] == [
+        ("one_device", "not compared", NOTE, DROPOUT_OPS),
+        ("mirrored", "not compared", NOTE, DROPOUT_OPS)]
+    assert random_math_lines(Summary("", (), math=table)) == [
+        f"Same math not compared for one_device, mirrored: {NOTE}"]
     many = entry("x", [1.0], tuple(f"m/dropout_{i}/..." for i in range(4)))
-    assert samemath.draws_random(many) == (
+    assert samemath.draws_random(typed.entry(many)) == (
         "the step draws random numbers (`m/dropout_0/...`, `m/dropout_1/...` and 2 more)")
 
 
 def test_the_others_are_still_compared_with_a_baseline_that_draws_nothing() -> None:
     entries = [entry("one_device", [2.30, 2.10]), entry("mirrored", [2.30, 2.10]),
                entry("central_storage", [2.9, 2.10], DROPOUT_OPS)]
-    rows = {r["variant"]: r["status"] for r in samemath.table(entries, 1e-4, 1e-3)["variants"]}
+    table = samemath.table([typed.entry(e) for e in entries], 1e-4, 1e-3)
+    rows = {r.variant: r.status for r in table.variants}
     assert rows == {"one_device": "reference", "mirrored": "same", "central_storage": "not compared"}
 
 
-def summary_of(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def summary_of(entries: list[dict[str, Any]]) -> Summary:
     variants = [{**e, "step_time_s": {"median": 0.01, "n": 3}, "rank": i + 1, "devices": {}, "transfers": []}
                 for i, e in enumerate(entries)]
-    return {"variants": variants, "ranking": [e["name"] for e in entries], "topology": {"kind": "gpu"},
-            "config": {}}
+    return typed.summary({"variants": variants, "ranking": [e["name"] for e in entries],
+                          "topology": {"kind": "gpu"}, "config": {}})
 
 
 def test_losses_that_differ_with_dropout_raise_no_changed_math_and_exclude_nothing() -> None:
@@ -127,8 +132,8 @@ def test_the_projection_says_which_keras_model_and_batch() -> None:
                                                           "batch_given": False}
     entries = [{"name": "mirrored", "projected_step_s": {"overlapped": 0.1, "serial": 0.12},
                 "bottleneck": "accelerator compute (/device:GPU:0)"}]
-    rec = recommend.from_projection({"hardware": "2x-gtx1060-pcie3", "preset": preset, "variants": entries,
-                                     "ranking": ["mirrored"]})
+    rec = recommend.from_projection(ProjectionSummary.from_json(
+        {"hardware": "2x-gtx1060-pcie3", "preset": preset, "variants": entries, "ranking": ["mirrored"]}))
     assert rec.variant == "mirrored"
     assert rec.reason.startswith("For the Keras model cnn.py (not measured): projected fastest on "
                                  "2x-gtx1060-pcie3")

@@ -11,6 +11,7 @@ from tfprof_towers.analysis.memory_calibration import (
     target_device,
 )
 from tfprof_towers.analysis.pipeline import with_calibration
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import RunConfig, Topology
 from tfprof_towers.rundir.summary import MAY_NOT_FIT_WHY, MemoryPeak, Summary, SummaryEntry
 from tfprof_towers.variants.config import get_preset
@@ -94,9 +95,10 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
               GPU0: MemoryPeak(6 * GIB, "estimated", 0, 6 * GIB, False)}
     summary = Summary("run", variants=(SummaryEntry("single", status="ok", memory=memory),),
                       topology=Topology("logical-cpu", HOST, (CPU1,)),
-                      config=RunConfig(preset=get_preset("cpu")), projection=projection)
+                      config=RunConfig(preset=get_preset("cpu")),
+                      projection=ProjectionSummary.from_json(projection))
     out = with_calibration(summary)
-    fit = out.projection["variants"][0]["memory_fit"]
+    fit = out.projection.variants[0].memory_fit
     assert fit["fits"] is True and fit["peak_bytes"] == 6 * GIB * 4 // 5 + 1  # rounded up
     assert fit["calibrated"] == LABEL and fit["uncalibrated"]["fits"] is False
     row = out.entry("single").memory[GPU0]
@@ -115,7 +117,7 @@ def test_the_summary_verdicts_use_the_calibration() -> None:
     assert "4.80 GiB" in svg and "6 GiB (estimated)" not in svg
     # a GPU run (nothing measured on logical devices): unchanged
     gpu = Summary("run", variants=(SummaryEntry("single", status="ok", memory={GPU0: memory[GPU0]}),),
-                  topology=Topology("gpu", HOST, (GPU0,)), projection=projection)
+                  topology=Topology("gpu", HOST, (GPU0,)), projection=ProjectionSummary.from_json(projection))
     assert with_calibration(gpu) == gpu
 
 

@@ -160,7 +160,9 @@ def test_measured_rows_keep_the_estimate_beside_them(tmp_path: Path) -> None:
     from test_trace_memory import memory_trace
 
     from tfprof_towers.analysis.pipeline import VariantTrace, with_memory
+    from tfprof_towers.rundir.projection_doc import ProjectionSummary
     from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
+    from tfprof_towers.rundir.trace_doc import TraceDoc
     from tfprof_towers.trace.executors import analyze_pod
 
     path = tmp_path / "h.xplane.pb"
@@ -172,8 +174,9 @@ def test_measured_rows_keep_the_estimate_beside_them(tmp_path: Path) -> None:
         GPU0: {"peak_bytes": 13_000_000, "persistent_bytes": 1_000, "capacity_bytes": 7_000_000,
                "fits": False},
         "/device:GPU:3": {"peak_bytes": 5, "persistent_bytes": 0, "capacity_bytes": 6 * GIB, "fits": True}}}]}
-    summary = Summary("run", variants=(SummaryEntry("single", status="ok"),), projection=projection)
-    out = with_memory(summary, {"single": VariantTrace({}, pod)})
+    summary = Summary("run", variants=(SummaryEntry("single", status="ok"),),
+                      projection=ProjectionSummary.from_json(projection))
+    out = with_memory(summary, {"single": VariantTrace(TraceDoc(), pod)})
     mem = out.entry("single").memory
     assert mem[GPU0] == MemoryPeak(6_500_000, "measured", 1_000_000, 7_000_000, False, 13_000_000)
     assert mem[GPU0].estimate_vs_measured == 2.0
@@ -314,6 +317,7 @@ def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> Non
     verdict that may not fit is yellow, named, never red."""
     from tfprof_towers.commands.console import memory_cell, peak_cell
     from tfprof_towers.render.memory_charts import memory_view
+    from tfprof_towers.rundir.projection_doc import ProjectionSummary
     from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry, estimate_gap
 
     label = "measured at the cpu preset, logical devices on this CPU"
@@ -321,8 +325,8 @@ def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> Non
                         estimate_low_bytes=7_600_000, estimate_high_bytes=10_000_000)
     outside = replace(inside, peak_bytes=12_000_000)
     assert (inside.inside_range, outside.inside_range) == (True, False)
-    assert peak_cell({"/device:CPU:1": inside.to_json()}) == "8.00 MB CPU:1 (meas.) est. x0.95 (x0.95-x1.25)"
-    assert peak_cell({"/device:CPU:1": outside.to_json()}) == (
+    assert peak_cell({"/device:CPU:1": inside}) == "8.00 MB CPU:1 (meas.) est. x0.95 (x0.95-x1.25)"
+    assert peak_cell({"/device:CPU:1": outside}) == (
         "12.0 MB CPU:1 (meas.) est. x0.63 (x0.63-x0.83, outside)")
     assert estimate_gap({"/device:CPU:1": outside}).text().endswith(
         "; the measured peak is outside the range of the executor's orders")
@@ -331,9 +335,10 @@ def test_the_terminal_and_the_report_say_may_not_fit_and_show_the_range() -> Non
     assert memory_cell(fit) == "[yellow]4 GiB GPU:0 (may not fit)[/]"
     row = MemoryPeak(4 * GIB, "estimated", 0, 6 * GIB, True, estimate_low_bytes=4 * GIB,
                      estimate_high_bytes=6 * GIB, may_not_fit=True)
+    projection = {"label": "projected", "hardware": "toy",
+                  "variants": [{"name": "single", "memory_fit": fit}]}
     typed = Summary("run", variants=(SummaryEntry("single", status="ok", memory={GPU0: row}),),
-                    projection={"label": "projected", "hardware": "toy",
-                                "variants": [{"name": "single", "memory_fit": fit}]})
+                    projection=ProjectionSummary.from_json(projection))
     view = memory_view(Summary.from_json(typed.to_json()))
     assert view is not None and view["rows"][0]["may_not_fit"] is True and view["rows"][0]["fits"] is True
     assert view["rows"][0]["devices"][0]["row"].may_not_fit is True

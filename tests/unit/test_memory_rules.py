@@ -46,7 +46,7 @@ def gpus(allocs: dict[int, tuple[int, int | None]], working: tuple[int, ...]) ->
 
 def evaluate(b: TraceBuilder):
     ev = evaluate_trace(analyze_trace(trace_from_bytes(b.to_bytes())))
-    return {f.rule: f for f in ev.findings}, {r["rule"]: r for r in ev.rules}
+    return {f.rule: f for f in ev.findings}, {r.rule: r.to_json() for r in ev.rules}
 
 
 def test_memory_rules_are_trace_rules() -> None:

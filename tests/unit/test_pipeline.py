@@ -22,6 +22,7 @@ from tfprof_towers.analysis.pipeline import (
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.rundir.records import load_records, load_run_or_skip
 from tfprof_towers.rundir.summary import build_summary
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.session.report import analyze_run, export_chrome_traces, finish_run, with_advice
 
 
@@ -41,25 +42,25 @@ def test_breakdowns_label_devices_and_leave_the_input_alone(run: Path) -> None:
     rd, records, summary = first_steps(run)
     analyses = analyze_traces(rd, summary, records)
     assert sorted(analyses) == ["single", "towers_bug"]  # the failed variant has no trace
-    before = json.dumps(analyses["single"].breakdown, sort_keys=True)
+    before = json.dumps(analyses["single"].breakdown.to_json(), sort_keys=True)
     out = with_breakdowns(summary, analyses)
     assert out is not summary and summary.entry("single").breakdown is None
     single = out.entry("single").breakdown
-    assert {d: v["role"] for d, v in single["devices"].items()} == {ACC0: "accelerator"}
+    assert {d: v.role for d, v in single.devices.items()} == {ACC0: "accelerator"}
     bug = out.entry("towers_bug").breakdown
-    assert {d: v["role"] for d, v in bug["devices"].items()} == {
+    assert {d: v.role for d, v in bug.devices.items()} == {
         HOST: "host",
         ACC0: "accelerator",
         "/device:CPU:2": "accelerator",
     }
-    assert single["steps"] == 3
-    assert json.dumps(analyses["single"].breakdown, sort_keys=True) == before
+    assert single.steps == 3
+    assert json.dumps(analyses["single"].breakdown.to_json(), sort_keys=True) == before
     assert out.entry("broken").breakdown is None
 
 
 def test_breakdown_errors_are_kept(run: Path) -> None:
     _, _, summary = first_steps(run)
-    out = with_breakdowns(summary, {"single": VariantTrace({"error": "boom"})})
+    out = with_breakdowns(summary, {"single": VariantTrace(TraceDoc(error="boom"))})
     assert out.entry("single").breakdown.to_json() == {"error": "boom"}  # what summary.json keeps
     assert out.entry("towers_bug").breakdown is None
 
@@ -69,9 +70,9 @@ def test_audits_once_per_variant_and_link_models_once_per_summary(run: Path) -> 
     out = with_audits(summary, records)
     assert out.entry("broken").audit is None
     bug = out.entry("towers_bug").audit
-    assert (bug["host_flops_share"], bug["host_compute_share"]) == (0.6, None)  # no breakdown yet
-    assert "link_models" not in bug
-    assert [m["key"] for m in out.link_models] == ["pcie3_x16", "pcie3_x8"]
+    assert (bug.host_flops_share, bug.host_compute_share) == (0.6, None)  # no breakdown yet
+    assert "link_models" not in bug.to_json()
+    assert [m.key for m in out.link_models] == ["pcie3_x16", "pcie3_x8"]
     assert summary.link_models == () and summary.entry("towers_bug").audit is None
 
 
@@ -80,12 +81,12 @@ def test_advice_adds_findings_rules_and_the_recommendation(run: Path) -> None:
     audited = with_audits(summary, records)
     advised = with_advice(audited)
     assert audited.findings == () and audited.recommendation.variant is None
-    assert [(f["rule"], f["variant"]) for f in advised.findings] == [
+    assert [(f.rule, f.variant) for f in advised.findings] == [
         ("host_compute", "towers_bug"),
         ("variables_remote", "towers_bug"),
     ]
     assert advised.recommendation.variant == "single"
-    rules = {r["rule"]: r for r in advised.rules}
+    rules = {r.rule: r.to_json() for r in advised.rules}
     assert rules["variables_remote"]["params"] == {
         "min_accelerators": 2,
         "link_model": "pcie3_x16",
@@ -102,8 +103,8 @@ def test_gpu_run_whose_trace_failed_says_the_timing_rules_were_not_evaluated(run
     xplane = next((run / "tensorboard" / "towers_bug").glob("plugins/profile/*/*.xplane.pb"))
     xplane.write_bytes(b"\x00garbage")
     summary, _ = analyze_run(RunDir(run))
-    rules = {r["rule"]: r for r in summary.rules}
-    error = summary.entry("towers_bug").breakdown["error"]
+    rules = {r.rule: r.to_json() for r in summary.rules}
+    error = summary.entry("towers_bug").breakdown.error
     assert rules["poor_scaling"]["evaluated"] is False
     assert rules["poor_scaling"]["not_evaluated"] == {"towers_bug": f"no device timings: {error}"}
     assert rules["poor_scaling"]["why_not"] == (
@@ -169,8 +170,8 @@ def test_pipeline_on_records_without_traces(tmp_path: Path) -> None:
     assert analyses == {}
     assert summary.ranking == ("replicated", "single", "broken")
     assert summary.recommendation.variant == "replicated"
-    assert summary.recommendation.speedup_vs_single == pytest.approx(10 / 4.8)
-    rules = {r["rule"]: r for r in summary.rules}
+    assert summary.recommendation.speedup_vs_baseline == pytest.approx(10 / 4.8)
+    rules = {r.rule: r.to_json() for r in summary.rules}
     # a GPU run, but no variant has a trace: the timing rules were not evaluated, and say so
     assert rules["poor_scaling"]["not_evaluated"] == {
         "single": "no device timings (no trace analysed)",
@@ -209,13 +210,13 @@ def test_a_cpu_run_with_a_projection_recommends_from_it(run: Path) -> None:
         "towers_bug": "heavy compute on the host while accelerators are available (high-severity finding "
                       "host_compute)"}
     # one hardware profile: the links modeled times are quoted at are the projection's
-    assert [(m["key"], m["name"]) for m in summary.link_models] == [
+    assert [(m.key, m.name) for m in summary.link_models] == [
         ("host_link", f"PCIe 3.0 x8 ({PROJECTION_PROFILE})"),
         ("peer", f"PCIe 3.0 x8, staged through host ({PROJECTION_PROFILE})")]
-    links = {(ln["src"], ln["dst"]): ln for ln in summary.entry("towers_bug").audit["links"]}
-    assert links[(HOST, ACC0)]["modeled_s"] == {"host_link": 3072 / (7.88e9 * 0.8)}
-    [pulls] = [f for f in summary.findings if f["rule"] == "variables_remote"]
-    assert pulls["evidence"]["modeled_s"] == {"host_link": 2048 / (7.88e9 * 0.8)}
+    links = {(ln.src, ln.dst): ln for ln in summary.entry("towers_bug").audit.links}
+    assert links[(HOST, ACC0)].modeled_s == {"host_link": 3072 / (7.88e9 * 0.8)}
+    [pulls] = [f for f in summary.findings if f.rule == "variables_remote"]
+    assert pulls.evidence["modeled_s"] == {"host_link": 2048 / (7.88e9 * 0.8)}
 
 
 def test_a_failed_projection_leaves_a_cpu_run_without_a_recommendation(run: Path) -> None:

@@ -114,4 +114,4 @@ def test_the_estimates_distance_from_the_measurement_is_said_next_to_the_verdict
     fit = {"fits": True, "peak_bytes": 5 << 30, "device": "/device:GPU:0"}
     assert memory_cell(fit, gap) == "5 GiB GPU:0 [dim](est. x0.88 of measured at the cpu preset)[/]"
     # the CPU table shows the largest measured logical device, not the target's estimate
-    assert peak_cell({d: r.to_json() for d, r in rows.items()}) == "1.10 kB CPU:1 (meas.) est. x0.89"
+    assert peak_cell(rows) == "1.10 kB CPU:1 (meas.) est. x0.89"

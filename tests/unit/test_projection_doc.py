@@ -44,7 +44,7 @@ def test_the_compact_projection_reads_typed_and_writes_the_same_json() -> None:
     assert p.row("towers_bug") is bug and p.recommendation.variant == "single"
     assert MemoryFit.of(single.memory_fit) == MemoryFit(False, "does not fit", "big")
     assert json.dumps(p.to_json()) == json.dumps(doc)
-    assert p.get("hardware") == "2x-gtx1060-pcie3" and p["variants"][1] == bug.to_json()
+    assert p.hardware == "2x-gtx1060-pcie3" and p.to_json()["variants"][1] == bug.to_json()
 
 
 @pytest.mark.parametrize("doc", [
@@ -58,8 +58,8 @@ def test_a_projection_that_failed_keeps_its_form(doc: dict) -> None:
     assert json.dumps(p.to_json()) == json.dumps(doc)
 
 
-def test_a_summary_given_the_projection_as_a_dict_holds_it_typed() -> None:
-    s = Summary("run", variants=(), projection=_compact())
+def test_a_summary_read_from_json_holds_the_projection_typed() -> None:
+    s = Summary.from_json({"run_dir": "run", "variants": [], "projection": _compact()})
     assert isinstance(s.projection, ProjectionSummary) and s.projection.hardware == "2x-gtx1060-pcie3"
     assert s.to_json()["projection"] == _compact()
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import typed_kit as typed
 
 from tfprof_towers.advice import recommend
 from tfprof_towers.advice.recommend import Candidate, choose, overlap, within_fraction
+from tfprof_towers.rundir.projection_doc import ProjectionEntry
+from tfprof_towers.rundir.summary import Summary
 
 
 def c(name: str, t: float, simplicity: int, lo: float | None = None, hi: float | None = None) -> Candidate:
@@ -41,6 +44,11 @@ def test_measured_noise_is_p10_p90_overlap() -> None:
     assert not overlap(c("a", 1, 0, None, 2.0), c("b", 1, 0, 1.0, 3.0))
 
 
+def entries_of(entries: list[dict]) -> list[ProjectionEntry]:
+    """``projection.json``'s entries as the recommender reads them."""
+    return [ProjectionEntry.from_json(e) for e in entries]
+
+
 def _projected(name: str, lo: float, hi: float) -> dict:
     return {
         "name": name,
@@ -56,7 +64,7 @@ def test_projection_uses_registry_simplicity_not_only_single() -> None:
         _projected("towers_host_vars", 1.04, 1.20),
         _projected("single", 2.00, 2.00),
     ]
-    rec = recommend.projected(entries, ["replicated", "towers_host_vars", "single"], "toy")
+    rec = recommend.projected(entries_of(entries), ["replicated", "towers_host_vars", "single"], "toy")
     assert (rec.variant, rec.fastest, rec.within_noise) == (
         "towers_host_vars",
         "replicated",
@@ -70,10 +78,10 @@ def test_projection_uses_registry_simplicity_not_only_single() -> None:
 
 def test_projection_treats_a_variant_file_as_user_simplicity() -> None:
     entries = [_projected("replicated", 1.00, 1.10), _projected("mine", 1.01, 1.01)]
-    rec = recommend.projected(entries, ["replicated", "mine"], "toy", {"mine": "file:/x/mine.py"})
+    rec = recommend.projected(entries_of(entries), ["replicated", "mine"], "toy", {"mine": "file:/x/mine.py"})
     assert rec.variant == "replicated"  # mine counts as 2, not simpler
     rec = recommend.projected(
-        entries,
+        entries_of(entries),
         ["replicated", "mine"],
         "toy",
         {"mine": "file:/x/mine.py", "replicated": "file:/x/replicated.py"},
@@ -102,9 +110,10 @@ def test_measured_and_projected_agree_on_the_same_numbers() -> None:
         ],
     }
     entries = [_projected("replicated", 1.00, 1.0), _projected("towers_host_vars", 1.04, 1.04)]
-    assert recommend.measured(summary).variant == "towers_host_vars"
+    assert recommend.measured(typed.summary(summary)).variant == "towers_host_vars"
     assert (
-        recommend.projected(entries, ["replicated", "towers_host_vars"], "toy").variant == "towers_host_vars"
+        recommend.projected(entries_of(entries), ["replicated", "towers_host_vars"], "toy").variant
+        == "towers_host_vars"
     )
 
 
@@ -134,12 +143,12 @@ def compact(*rows: tuple[str, float, float], error: str | None = None) -> dict:
             "variants": variants, "ranking": [n for n, _, _ in rows]}
 
 
-def cpu_summary(projection: dict | None, *names: str, kind: str = "logical-cpu") -> dict:
+def cpu_summary(projection: dict | None, *names: str, kind: str = "logical-cpu") -> Summary:
     variants = [{"name": n, "status": "ok", "source": "builtin",
                  "step_time_s": {"median": 0.001 * (i + 1), "p10": 0.001 * (i + 1), "p90": 0.001 * (i + 1),
                                  "n": 5}} for i, n in enumerate(names)]
-    return {"topology": {"kind": kind}, "variants": variants, "ranking": list(names),
-            "projection": projection}
+    return typed.summary({"topology": {"kind": kind}, "variants": variants, "ranking": list(names),
+                          "projection": projection})
 
 
 def test_logical_cpu_runs_recommend_from_the_projection() -> None:
@@ -148,7 +157,7 @@ def test_logical_cpu_runs_recommend_from_the_projection() -> None:
     assert (rec.basis, rec.hardware, rec.preset, rec.label) == (
         "projected", "2x-gtx1060-pcie3", "seed", "projected on 2x-gtx1060-pcie3")
     assert (rec.variant, rec.fastest, rec.measured_pick) == ("towers_host_vars", "replicated", "single")
-    assert rec.speedup_vs_single == pytest.approx(0.744 / 0.381)
+    assert rec.speedup_vs_baseline == pytest.approx(0.744 / 0.381)
     assert rec.projected_step_s == {"overlapped": 0.381, "serial": 0.432}
     assert rec.reason == (
         "At the seed preset (not measured): projected within 5% of the fastest (replicated, 375.00 ms) on "
@@ -167,7 +176,7 @@ def test_a_cluster_without_gpus_recommends_from_the_projection_too() -> None:
     rec = recommend.headline(summary)
     assert (rec.basis, rec.variant, rec.hardware, rec.measured_pick) == (
         "projected", "multi_worker", "2 x 8x-a100-100gbe", "parameter_server")
-    assert recommend.stand_in_why(summary).startswith("the tasks here ran on CPUs")
+    assert recommend.stand_in_why(recommend.run_kind(summary)).startswith("the tasks here ran on CPUs")
     without = recommend.headline(cpu_summary(None, "parameter_server", "multi_worker", kind="cpu"))
     assert without.basis == "measured" and "The tasks here ran on CPUs, without GPUs" in without.reason
     assert "so this ranks CPU cost, not GPU scaling" in without.reason
@@ -240,7 +249,7 @@ def test_a_placement_that_does_not_fit_is_never_recommended_and_stays_ranked() -
                _fit(_projected("towers_host_vars", 1.45, 1.60), 3.1),
                _fit(_projected("replicated", 1.40, 1.70), 3.2)]
     ranking = ["single", "replicated", "towers_host_vars"]
-    rec = recommend.projected(entries, ranking, "toy")
+    rec = recommend.projected(entries_of(entries), ranking, "toy")
     assert rec.variant == "towers_host_vars"  # within 5% of replicated and simpler; single does not fit
     assert rec.fastest == "single"
     assert rec.excluded == {"single": "does not fit: 7.20 GiB on GPU:0 of 6 GiB"}
@@ -251,7 +260,7 @@ def test_a_placement_that_does_not_fit_is_never_recommended_and_stays_ranked() -
 
 def test_when_nothing_fits_there_is_no_recommendation_and_the_smallest_peak_is_named() -> None:
     entries = [_fit(_projected("single", 1.00, 1.00), 7.2), _fit(_projected("replicated", 1.40, 1.70), 6.5)]
-    rec = recommend.projected(entries, ["single", "replicated"], "toy")
+    rec = recommend.projected(entries_of(entries), ["single", "replicated"], "toy")
     assert rec.variant is None and rec.fastest == "single"
     assert rec.reason == ("no variant fits the memory of toy, so none is recommended: the smallest peak is "
                           "replicated's, 6.50 GiB on GPU:0 of 6 GiB")
@@ -262,7 +271,8 @@ def test_fits_unknown_does_not_exclude() -> None:
     unknown = {**_projected("single", 1.00, 1.00),
                "memory_fit": {"fits": None,
                               "verdict": "memory fit not checked: the hardware profile gives no memory_gb"}}
-    rec = recommend.projected([unknown, _projected("replicated", 2.0, 2.0)], ["single", "replicated"], "toy")
+    both = entries_of([unknown, _projected("replicated", 2.0, 2.0)])
+    rec = recommend.projected(both, ["single", "replicated"], "toy")
     assert rec.variant == "single" and rec.excluded == {}
     assert rec.reason.endswith("; memory: memory fit not checked: the hardware profile gives no memory_gb")
 
@@ -279,13 +289,13 @@ def test_a_placement_that_may_not_fit_is_not_recommended_over_one_that_fits() ->
     recommended; replicated is excluded with its own verdict, never called "does not fit"."""
     entries = [_may_not_fit(_projected("replicated", 1.00, 1.00), 5.0, 5.6),
                _fit(_projected("towers_host_vars", 1.45, 1.60), 3.1)]
-    rec = recommend.projected(entries, ["replicated", "towers_host_vars"], "toy")
+    rec = recommend.projected(entries_of(entries), ["replicated", "towers_host_vars"], "toy")
     assert rec.variant == "towers_host_vars"
     assert rec.excluded == {"replicated": "may not fit: peak 5.00 GiB to 5.60 GiB on GPU:0 of 6 GiB"}
     assert rec.reason.startswith("replicated is projected fastest (1.000 s) but is not recommended: may not "
                                  "fit: peak 5.00 GiB to 5.60 GiB on GPU:0 of 6 GiB; ")
     # where nothing fits for sure, one that may not fit is recommended (it is not "does not fit")
-    alone = recommend.projected([entries[0], _fit(_projected("single", 2.0, 2.0), 7.2)],
+    alone = recommend.projected(entries_of([entries[0], _fit(_projected("single", 2.0, 2.0), 7.2)]),
                                 ["replicated", "single"], "toy")
     assert alone.variant == "replicated" and set(alone.excluded) == {"single"}
     assert alone.reason.endswith("; memory: may not fit: peak 5.00 GiB to 5.60 GiB on GPU:0 of 6 GiB")

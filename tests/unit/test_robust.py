@@ -86,7 +86,7 @@ def test_summary_without_any_accelerator_count(tmp_path: Path) -> None:
     run = run_doc(["towers_bug"], topology=None, accelerators=None)
     rd = write_run(tmp_path / "run", run, [record("towers_bug", status="failed", error="boom")])
     summary = build_summary(rd, run, {"towers_bug": record("towers_bug", status="failed", error="boom")})
-    assert [(e.name, e.speedup_vs_single, e.scaling_efficiency) for e in summary.variants] == [
+    assert [(e.name, e.speedup_vs_baseline, e.scaling_efficiency) for e in summary.variants] == [
         ("towers_bug", None, None)]
 
 
@@ -492,7 +492,7 @@ def test_single_py_is_never_the_baseline(tmp_path: Path) -> None:
     run = RunDoc(config=RunConfig(accelerators=2))
     records = {"single": mine, "replicated": record("replicated", 0.005)}
     summary = build_summary(RunDir(tmp_path), run, records)
-    assert [(e.name, e.baseline, e.speedup_vs_single) for e in summary.variants] == [
+    assert [(e.name, e.baseline, e.speedup_vs_baseline) for e in summary.variants] == [
         ("single", False, None), ("replicated", False, None)]
 
 

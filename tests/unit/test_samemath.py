@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 
 from tfprof_towers.analysis import samemath
+from tfprof_towers.rundir.summary import SummaryEntry
 
 LOSSES = [0.47490591, 0.47462937]
 NORM = 0.14417072
 
 
 def entry(name: str, losses: list[float] | None = LOSSES, grad_norm: float | None = NORM,
-          status: str = "ok", source: str = "builtin") -> dict[str, Any]:
-    return {"name": name, "status": status, "source": source, "family": "tf1-graph", "losses": losses,
-            "grad_norm": grad_norm}
+          status: str = "ok", source: str = "builtin") -> SummaryEntry:
+    return SummaryEntry(name=name, status=status, source=source, family="tf1-graph",
+                        losses=None if losses is None else tuple(losses), grad_norm=grad_norm)
 
 
 def test_the_baseline_is_the_reference() -> None:
@@ -65,7 +65,7 @@ def test_nan_differs_and_a_missing_norm_is_not_compared() -> None:
 def test_table_lists_every_successful_variant_with_its_status() -> None:
     entries = [entry("single"), entry("replicated"), entry("forgot", LOSSES, NORM / 2),
                entry("mine", None, None, source="file:/x/mine.py"), entry("broken", status="failed")]
-    doc = samemath.table(entries, 1e-4, 1e-3)
+    doc = samemath.table(entries, 1e-4, 1e-3).to_json()
     assert doc["reference"] == {"variant": "single", "label": "single (the baseline: one device)",
                                 "losses": LOSSES, "grad_norm": NORM}
     assert doc["tolerance"] == {"losses": 1e-4, "grad_norm": 1e-3}
@@ -78,7 +78,8 @@ def test_table_lists_every_successful_variant_with_its_status() -> None:
 
 
 def test_no_reference_means_nothing_is_compared() -> None:
-    doc = samemath.table([entry("replicated"), entry("towers_host_vars", [9.0, 9.0], 9.0)], 1e-4, 1e-3)
+    entries = [entry("replicated"), entry("towers_host_vars", [9.0, 9.0], 9.0)]
+    doc = samemath.table(entries, 1e-4, 1e-3).to_json()
     assert doc["reference"] is None
     assert [r["status"] for r in doc["variants"]] == ["not compared", "not compared"]
     assert doc["variants"][0]["why"].startswith("no reference: the baseline did not record its losses")

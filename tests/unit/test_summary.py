@@ -30,8 +30,9 @@ def test_variant_entry_from_a_record() -> None:
     }
     assert e.profiled_median_s == pytest.approx(0.0088)
     assert e.examples_per_s == 500.0  # batch 4 / 8 ms
-    assert e.devices == {HOST: {"ops": 2, "flops_per_step": 0}, ACC0: {"ops": 5, "flops_per_step": 600}}
-    assert [dict(t) for t in e.transfers] == [
+    assert {d: v.to_json() for d, v in e.devices.items()} == {HOST: {"ops": 2, "flops_per_step": 0},
+                                                              ACC0: {"ops": 5, "flops_per_step": 600}}
+    assert [t.to_json() for t in e.transfers] == [
         {"src": HOST, "dst": ACC0, "bytes_per_step": 4096, "tensors": 2}
     ]
     doc = e.to_json()
@@ -61,12 +62,12 @@ def test_speedups_over_the_baseline_and_scaling_efficiency() -> None:
         )
     ]
     out = {e.name: e for e in with_speedups(entries, accelerators=2)}
-    assert (out["single"].speedup_vs_single, out["single"].scaling_efficiency) == (1.0, 1.0)  # uses 1
-    assert (out["replicated"].speedup_vs_single, out["replicated"].scaling_efficiency) == (2.5, 1.25)
-    assert out["towers_bug"].speedup_vs_single == pytest.approx(0.2)
+    assert (out["single"].speedup_vs_baseline, out["single"].scaling_efficiency) == (1.0, 1.0)  # uses 1
+    assert (out["replicated"].speedup_vs_baseline, out["replicated"].scaling_efficiency) == (2.5, 1.25)
+    assert out["towers_bug"].speedup_vs_baseline == pytest.approx(0.2)
     assert out["towers_bug"].scaling_efficiency == pytest.approx(0.1)
-    assert (out["broken"].speedup_vs_single, out["broken"].scaling_efficiency) == (None, None)
-    assert entries[1].speedup_vs_single is None  # the input entries are not changed
+    assert (out["broken"].speedup_vs_baseline, out["broken"].scaling_efficiency) == (None, None)
+    assert entries[1].speedup_vs_baseline is None  # the input entries are not changed
 
 
 def test_scaling_efficiency_divides_by_the_accelerators_the_variant_used() -> None:
@@ -94,7 +95,7 @@ def test_a_variant_file_named_like_the_baseline_is_not_the_baseline() -> None:
         variant_entry(r, 4)
         for r in (record("single", 0.010, source="file:/x/single.py"), record("replicated", 0.005))
     ]
-    assert [e.speedup_vs_single for e in with_speedups(entries, 2)] == [None, None]
+    assert [e.speedup_vs_baseline for e in with_speedups(entries, 2)] == [None, None]
 
 
 def test_ranking_fastest_first_then_the_rest() -> None:
@@ -135,7 +136,7 @@ def test_build_summary_from_a_run_directory(tmp_path: Path) -> None:
         ("broken", None),
     ]
     thv = summary.entry("towers_host_vars")
-    assert thv.speedup_vs_single == pytest.approx(10 / 6)
+    assert thv.speedup_vs_baseline == pytest.approx(10 / 6)
     assert thv.scaling_efficiency == pytest.approx(10 / 12)  # 2 accelerators in the topology
     assert thv.examples_per_s == pytest.approx(4 / 0.006)
     doc = summary.to_json()

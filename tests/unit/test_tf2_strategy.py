@@ -24,6 +24,7 @@ from tfprof_towers.capture.tf2.placement import (
 )
 from tfprof_towers.cli import main
 from tfprof_towers.render.html import transfer_matrix, view_model
+from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.rundir.records import SKIPPED, ChildSpec, RunConfig, VariantRecord
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import VariantSpec
@@ -255,10 +256,10 @@ def test_collective_links_in_the_audit_and_the_matrix() -> None:
                       {"src": ACC[0], "dst": ACC[1], "bytes_per_step": GRADS, "tensors": 1,
                        "kind": "collective"}],
     }
-    rows = link_table(placement, LOGICAL.to_json())
-    assert [(r["via"], r["bytes_per_step"], [t["tensor"] for t in r["largest_tensors"]]) for r in rows] == [
+    rows = link_table(Placement.from_json(placement), LOGICAL.roles)
+    assert [(r.via, r.bytes_per_step, [t.tensor for t in r.largest_tensors]) for r in rows] == [
         ("send_recv", 0, ["ctrl:0"]), ("collective", 6528, ["concat:0"])]
-    matrix = transfer_matrix(placement["transfers"], LOGICAL)
+    matrix = transfer_matrix(Placement.from_json(placement).transfers, LOGICAL)
     cell = matrix["rows"][0][1]
     assert (cell["bytes"], cell["tensors"], cell["collective"]) == (6528, 2, 6528)
 

@@ -46,6 +46,8 @@ def gpu_run_dir(root: Path) -> Path:
     write_json(
         root / "variants" / "gpu_variant" / "record.json",
         {
+            "name": "gpu_variant",
+            "status": "ok",
             "placement": {
                 "nodes": [
                     {"name": "mm", "type": "MatMul", "device": f"{LOCAL}/device:GPU:1"},

@@ -226,7 +226,10 @@ def test_run_directory_variant_with_a_trace_per_task(tmp_path: Path) -> None:
     ]
     write_json(
         run / "variants" / "multi_worker" / "record.json",
-        {"placement": {"nodes": nodes, "edges": [{"edge": "edge_grad", "bytes": 512}]}, "host_tasks": TASKS},
+        {"name": "multi_worker", "status": "ok", "host_tasks": TASKS,
+         "placement": {"nodes": nodes, "edges": [{"src": "/job:worker/replica:0/task:0/device:CPU:1",
+                                                   "dst": "/job:worker/replica:0/task:1/device:CPU:1",
+                                                   "edge": "edge_grad", "bytes": 512}]}},
     )
     write_json(run / "run.json", {"topology": {"kind": "logical-cpu"}})
     doc = analyze_run_dir(run, "multi_worker").to_doc(per_step=True)

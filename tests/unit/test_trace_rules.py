@@ -80,7 +80,7 @@ def by_rule(ev) -> dict:
 
 
 def status(ev, rule: str) -> dict:
-    return next(r for r in ev.rules if r["rule"] == rule)
+    return next(r.to_json() for r in ev.rules if r.rule == rule)
 
 
 def us(x: float) -> float:
@@ -221,18 +221,18 @@ def test_run_status_lists_each_trace_rule_per_variant() -> None:
     from tfprof_towers.advice.trace_rules import NO_TRACE, run_status
 
     traced = evaluate_trace(host_computes_trace().analysis())
-    rules = {r["rule"]: r for r in run_status({"a": traced, "b": None}, skip={"straggler"})}
+    rules = {r.rule: r.to_json() for r in run_status({"a": traced, "b": None}, skip={"straggler"})}
     assert list(rules) == [r.name for r in TRACE_RULES if r.name != "straggler"]
     assert rules["host_bound"]["evaluated"] is False
     assert rules["host_bound"]["not_evaluated"] == {"b": NO_TRACE}
     assert rules["host_bound"]["why_not"] == "not evaluated on 1 variant(s): b: no trace analysed"
     one_gpu = "only 1 accelerator ran kernels (/device:GPU:0)"
     assert rules["accelerator_imbalance"]["not_evaluated"] == {"a": one_gpu, "b": NO_TRACE}
-    only = {r["rule"]: r for r in run_status({"a": traced})}
+    only = {r.rule: r.to_json() for r in run_status({"a": traced})}
     assert only["host_bound"]["evaluated"] is True and only["host_bound"]["not_evaluated"] == {}
     # one reason on every variant: that reason
     assert only["accelerator_imbalance"]["why_not"] == one_gpu
-    none = {r["rule"]: r for r in run_status({"a": None, "b": None})}
+    none = {r.rule: r.to_json() for r in run_status({"a": None, "b": None})}
     assert none["host_bound"]["why_not"] == NO_TRACE and none["straggler"]["evaluated"] is False
 
 
@@ -560,9 +560,11 @@ def test_host_bound_when_no_traced_host_thread_is_busy() -> None:
 
 
 def test_summary_entry_keeps_trace_findings() -> None:
+    from tfprof_towers.rundir.rule_docs import TraceFinding
     from tfprof_towers.rundir.summary import SummaryEntry
 
-    found = {"rule": "host_bound", "severity": "high", "devices": ["/device:GPU:0"], "evidence": {"x": 1}}
+    found = TraceFinding("host_bound", "high", "single", "idle", "Suggestion: ...", {"x": 1},
+                         devices=("/device:GPU:0",))
     entry = SummaryEntry(name="single", status="ok", trace_findings=(found,))
     again = SummaryEntry.from_json(entry.to_json())
     assert again.trace_findings == (found,) and SummaryEntry.from_json(

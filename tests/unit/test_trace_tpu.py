@@ -84,8 +84,8 @@ def test_planes_not_read_are_said_and_never_idle_and_an_idle_chip_is_named() -> 
     assert idle.devices == ("/device:TPU:3",) and "1 of the 4 accelerators" in idle.message
     assert "TPU_VISIBLE_CHIPS" in idle.suggestion and "CUDA" not in idle.suggestion
     assert "jax.devices()" in idle.suggestion
-    precision = next(r for r in ev.rules if r["rule"] == "precision")
-    assert not precision["evaluated"] and "bfloat16 natively" in precision["why_not"]
+    precision = next(r for r in ev.rules if r.rule == "precision")
+    assert not precision.evaluated and "bfloat16 natively" in precision.why_not
 
 
 # ------------------------------------------------------------------ against XProf

@@ -7,43 +7,45 @@
   worker is often 1-3 ms behind in a 5 ms step): the finding says "on loopback" and is one tier lower.
 
 Defined once (:data:`STRAGGLER`): a run's cluster variant and a multi-host trace both give it their
-tasks' steps; only a run knows whether its tasks ran on loopback.  No TensorFlow; plain mappings in.
+tasks' steps; only a run knows whether its tasks ran on loopback.  No TensorFlow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tfprof_towers.advice.findings import HIGH, LOW, MEDIUM, TASKS, Facts, Finding, Rule
 from tfprof_towers.analysis.cluster_view import (
     STRAGGLER_PARAMS,
+    as_task_steps,
     short_task,
     step_table,
     stepping_tasks,
     stragglers,
 )
+from tfprof_towers.rundir.trace_doc import TaskSteps
 from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 
-def task_steps(f: Facts) -> list[Mapping[str, Any]]:
+def task_steps(f: Facts) -> list[TaskSteps]:
     """The tasks of the variant's trace that ran the steps (two or more make a straggler view)."""
-    stepping = (f.entry.get("cluster") or {}).get("stepping_tasks")
-    return stepping_tasks((f.breakdown or {}).get("tasks") or (), stepping)
+    stepping = None if f.entry.cluster is None else f.entry.cluster.stepping_tasks
+    return stepping_tasks(() if f.breakdown is None else f.breakdown.tasks, stepping)
 
 
 def unmet_tasks(f: Any) -> str | None:
     """Why the straggler view cannot be made from the facts ``f``: a run variant's (a single-process
     variant has no other task to wait for, so the rule finds nothing there) or a trace's (None: it can)."""
     if not isinstance(f, Facts):
-        if len(stepping_tasks(f.tasks, None)) < 2:
+        if len(stepping_tasks(as_task_steps(f.tasks), None)) < 2:
             return ("fewer than two tasks ran steps (a single-host trace; a multi-host logdir holds one "
                     "trace per task)")
         return None
-    if not (f.entry.get("cluster") or {}):
+    if not f.entry.cluster:
         return None
-    if (f.breakdown or {}).get("error"):
-        return f"its trace could not be analysed: {f.breakdown['error']}"
+    if f.breakdown is not None and f.breakdown.error:
+        return f"its trace could not be analysed: {f.breakdown.error}"
     if len(task_steps(f)) < 2:
         return "fewer than two of its tasks ran steps (parameter_server: only the chief does)"
     return None
@@ -52,15 +54,14 @@ def unmet_tasks(f: Any) -> str | None:
 def check_straggler(rule: Rule, f: Any) -> Finding | None:
     """The straggler finding of a run's cluster variant (:class:`Facts`) or of a multi-host trace's facts."""
     if not isinstance(f, Facts):
-        return straggler_finding(rule, stepping_tasks(f.tasks, None), f.name, loopback=False)
-    loopback = bool((f.entry.get("cluster") or {}).get("loopback"))
+        return straggler_finding(rule, stepping_tasks(as_task_steps(f.tasks), None), f.name, loopback=False)
+    loopback = f.entry.cluster is not None and f.entry.cluster.on_loopback
     return straggler_finding(rule, task_steps(f), f.name, loopback)
 
 
-def straggler_finding(rule: Rule, tasks: Sequence[Mapping[str, Any]], variant: str,
+def straggler_finding(rule: Rule, tasks: Sequence[TaskSteps], variant: str,
                       loopback: bool) -> Finding | None:
-    """The straggler finding over ``tasks`` (each ``{"task", "host", "steps": [...]}``, as
-    :func:`tfprof_towers.trace.tasks.task_steps` gives them): a run's cluster variant, or a multi-host
+    """The straggler finding over ``tasks`` (each task's steps): a run's cluster variant, or a multi-host
     logdir's trace."""
     table = step_table(tasks)
     found = stragglers(table, rule.param("min_late_s"), rule.param("min_late_share"),

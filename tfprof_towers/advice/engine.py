@@ -33,18 +33,21 @@ from tfprof_towers.advice.findings import (
     Facts,
     Finding,
     Rule,
+    RuleStatus,
     by_severity,
 )
 from tfprof_towers.advice.memory_rules import memory_fit_unmet, memory_unmet
 from tfprof_towers.analysis import samemath
+from tfprof_towers.rundir.records import Topology
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
 
 
-def run_level_gap(rule: Rule, topology: Mapping[str, Any]) -> str | None:
+def run_level_gap(rule: Rule, topology: Topology | None) -> str | None:
     """Why ``rule`` cannot be evaluated on any variant of a run on ``topology`` (None: it can)."""
-    if rule.needs_measured_timings and topology.get("kind") != "gpu":
-        if topology.get("kind") == "logical-cpu":
+    kind = None if topology is None else topology.kind
+    if rule.needs_measured_timings and kind != "gpu":
+        if kind == "logical-cpu":
             return "not measurable here: the accelerators are logical CPU devices sharing the same cores"
         return "needs device timings from real accelerators"
     return None
@@ -58,10 +61,10 @@ def unmet(rule: Rule, f: Any) -> str | None:
     if PLACEMENT in needs and not f.audit:
         return "no placement recorded"
     if MEASURED_TIMINGS in needs and not f.measured_timings:
-        error = (f.breakdown or {}).get("error")
+        error = f.breakdown.error if f.breakdown is not None else None
         return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
     if BASELINE in needs and not f.baseline and not f.is_baseline:
-        return f"the baseline {registry.baseline_of(f.entry)} did not succeed"
+        return f"the baseline {registry.baseline_name(f.entry.family)} did not succeed"
     if (PEER_PATH in needs and strategy_advice.reduces_across_devices(f)
             and strategy_advice.profile(f) is None):
         return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
@@ -139,7 +142,7 @@ def evaluate(rules: Sequence[Rule], subjects: Sequence[Any]) -> Evaluation:
 
 
 def status(rules: Sequence[Rule], evaluation: Evaluation,
-           gap: Callable[[Rule], str | None] | None = None, per_subject: bool = True) -> list[dict[str, Any]]:
+           gap: Callable[[Rule], str | None] | None = None, per_subject: bool = True) -> list[RuleStatus]:
     """Each rule with its parameters, and whether it was evaluated.
 
     ``gap`` says why a rule cannot be evaluated on any subject.  ``per_subject`` (a run's variants):
@@ -148,7 +151,6 @@ def status(rules: Sequence[Rule], evaluation: Evaluation,
     """
     out = []
     for r in rules:
-        doc = r.to_json()
         why = gap(r) if gap is not None else None
         skipped = dict(evaluation.skipped.get(r.name) or {})
         if per_subject:
@@ -157,9 +159,5 @@ def status(rules: Sequence[Rule], evaluation: Evaluation,
                 why = f"not evaluated on {len(skipped)} variant(s): {joined}"
         elif why is None and skipped:
             why = next(iter(skipped.values()))
-        doc["evaluated"] = why is None
-        doc["why_not"] = why
-        if per_subject:
-            doc["not_evaluated"] = skipped
-        out.append(doc)
+        out.append(r.status(why, skipped if per_subject else None))
     return out

@@ -1,16 +1,24 @@
 """What every advice rule is made of: facts in (a run variant's :class:`Facts`, or a trace's), a
 :class:`Finding` out, and the :class:`Rule` that names its parameters, its tier and what it needs;
-:mod:`.engine` runs them.  Plain mappings from the summary document; no TensorFlow.
+:mod:`.engine` runs them.  The summary's records in; no TensorFlow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tfprof_towers.analysis import samemath
-from tfprof_towers.variants import registry
+from tfprof_towers.analysis.audit import LinkModel
+from tfprof_towers.rundir.placement_audit import Audit
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
+from tfprof_towers.rundir.records import Topology
+from tfprof_towers.rundir.rule_docs import Finding, RuleStatus
+from tfprof_towers.rundir.summary import SummaryEntry
+from tfprof_towers.rundir.trace_doc import TraceDoc
+
+__all__ = ["Finding", "RuleStatus"]  # the documents a rule writes (tfprof_towers.rundir.rule_docs)
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SEVERITIES: tuple[str, ...] = (HIGH, MEDIUM, LOW)
@@ -52,66 +60,50 @@ NEEDS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Facts:
-    """Everything the rules may look at for one variant (plain dicts from the summary)."""
+    """Everything the rules may look at for one variant: its summary entry and what the run adds."""
 
-    entry: Mapping[str, Any]  # summary["variants"][i]
-    audit: Mapping[str, Any] | None
-    breakdown: Mapping[str, Any] | None
-    topology: Mapping[str, Any]
-    baseline: Mapping[str, Any] | None  # the family's baseline entry (`single`), when it succeeded
+    entry: SummaryEntry
+    topology: Topology | None
+    baseline: SummaryEntry | None = None  # the family's baseline entry (`single`), when it succeeded
     math_reference: samemath.Reference | None = None  # what the variant's losses are compared with
-    link: Mapping[str, Any] | None = None  # the projection profile's host link model (link_models_json)
-    projection: Mapping[str, Any] | None = None  # summary["projection"]: its hardware profile's links
+    link: LinkModel | None = None  # the projection profile's host link (summary.json -> link_models)
+    projection: ProjectionSummary | None = None  # summary.json -> projection: its hardware profile's links
 
     @property
     def name(self) -> str:
-        return str(self.entry["name"])
+        return self.entry.name
+
+    @property
+    def audit(self) -> Audit | None:
+        return self.entry.audit
+
+    @property
+    def breakdown(self) -> TraceDoc | None:
+        return self.entry.breakdown
 
     @property
     def is_baseline(self) -> bool:
-        return registry.is_baseline(self.name, self.entry.get("source"))
+        return self.entry.baseline
 
     @property
     def on_gpus(self) -> bool:
         """True where the run's step times are real accelerators' (not CPU devices standing in)."""
-        return self.topology.get("kind") == "gpu"
+        return self.topology is not None and self.topology.kind == "gpu"
 
     @property
     def measured_timings(self) -> bool:
         """True where device timings mean what they say (real accelerators, a trace analysed)."""
-        return self.on_gpus and bool(self.breakdown and self.breakdown.get("devices"))
+        return self.on_gpus and self.breakdown is not None and bool(self.breakdown.devices)
 
     def share_of_step(self, seconds: float) -> float | None:
         """``seconds`` as a share of the variant's median measured step, on GPUs only (None elsewhere:
         a CPU stand-in's step says nothing of what a modeled time costs on the real machine)."""
-        step = self.entry["step_time_s"].get("median")
+        step = self.entry.median_s
         return seconds / step if (step and self.on_gpus) else None
 
     @property
     def accelerators_used(self) -> list[str]:
-        if not self.audit:
-            return []
-        return [d["device"] for d in self.audit["devices"] if d["role"] == "accelerator" and d["ops"] > 0]
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    severity: str
-    variant: str
-    message: str
-    suggestion: str
-    evidence: Mapping[str, Any] = field(default_factory=dict)
-    sources: tuple[str, ...] = ()
-    devices: tuple[str, ...] = ()  # the devices it is about (trace rules name them)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule, "severity": self.severity, "variant": self.variant,
-            "message": self.message, "suggestion": self.suggestion,
-            "evidence": dict(self.evidence), "sources": list(self.sources),
-            **({"devices": list(self.devices)} if self.devices else {}),
-        }
+        return [] if self.audit is None else self.audit.accelerators_used
 
 
 #: A rule's check: run rules take a variant's :class:`Facts`, trace rules a trace's
@@ -166,10 +158,11 @@ class Rule:
         """The rule's severity, raised to medium when ``share`` (of a step) reaches parameter ``key``."""
         return MEDIUM if share is not None and share >= self.param(key) else self.severity
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.name, "title": self.title, "threshold": self.threshold, "primary": self.primary,
-            "params": dict(self.params), "severity": self.severity, "high_at": self.high_at,
-            "needs": list(self.needs), "needs_measured_timings": self.needs_measured_timings,
-            "disqualifies": self.disqualifies,
-        }
+    def status(self, why_not: str | None, not_evaluated: Mapping[str, str] | None = None) -> RuleStatus:
+        """The rule with its parameters, and whether it was evaluated (``why_not`` None: it was)."""
+        return RuleStatus(
+            rule=self.name, title=self.title, threshold=self.threshold, primary=self.primary,
+            params=dict(self.params), severity=self.severity, high_at=self.high_at, needs=self.needs,
+            needs_measured_timings=self.needs_measured_timings, disqualifies=self.disqualifies,
+            evaluated=why_not is None, why_not=why_not, not_evaluated=not_evaluated,
+        )

@@ -243,21 +243,19 @@ MEMORY_RULES: tuple[Rule, ...] = (
 def projected_fit(f: Facts) -> Mapping[str, Any] | None:
     """The variant's memory verdict on the projection's target (``summary.projection.variants[].memory_fit``),
     None where there is none or it was not checked."""
-    for v in (f.projection or {}).get("variants") or ():
-        if isinstance(v, Mapping) and v.get("name") == f.name:
-            fit = v.get("memory_fit")
-            return fit if isinstance(fit, Mapping) and fit.get("fits") is not None else None
-    return None
+    row = None if f.projection is None else f.projection.row(f.name)
+    fit = None if row is None else row.memory_fit
+    return fit if fit is not None and fit.get("fits") is not None else None
 
 
 def memory_fit_unmet(rule: Rule, f: Facts) -> str | None:
     """Why the run's memory rule cannot be evaluated on this variant (None: it can, or not this rule)."""
     if MEMORY_FIT not in rule.needs or projected_fit(f) is not None:
         return None
-    proj = f.projection or {}
-    if not proj or proj.get("error"):
+    proj = f.projection
+    if proj is None or proj.error:
         return "no projection on a hardware profile (profile --project-on NAME)"
-    note = (proj.get("memory") or {}).get("note")
+    note = (proj.memory or {}).get("note")
     return str(note) if note else "the projection has no memory verdict for it (its memory was not estimated)"
 
 
@@ -268,7 +266,7 @@ def check_does_not_fit(rule: Rule, f: Facts) -> Finding | None:
     # the verdict's device is its worst; judged with this rule's headroom (the projection's, kept equal)
     if int(fit["peak_bytes"]) <= int(fit["capacity_bytes"]) * (1 - float(rule.param("headroom"))):
         return None
-    hardware = (f.projection or {}).get("hardware") or "the target"
+    hardware = (f.projection.hardware if f.projection is not None else None) or "the target"
     msg = f"on {hardware}, this placement {fit['verdict']}" + (f": {fit['why']}" if fit.get("why") else "")
     suggestion = ("Suggestion: a placement that splits the batch over the accelerators (towers, replicated, "
                   "mirrored) or keeps the variables and their optimizer slots on the host (towers_host_vars, "

@@ -10,14 +10,13 @@ What a trace alone tells (idle time, copies, imbalance) is the trace rules'
 
 The recommendation never names a variant with a high-severity finding of a rule that
 ``disqualifies`` (heavy compute on the host, changed math) while another variant succeeded.
-Reads the summary document (plain mappings); no rendering, no TensorFlow.
+Reads the typed summary (:class:`~tfprof_towers.rundir.summary.Summary`); no rendering, no TensorFlow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tfprof_towers.advice import cluster as cluster_advice
 from tfprof_towers.advice import engine, recommend
@@ -35,11 +34,14 @@ from tfprof_towers.advice.findings import (
     Facts,
     Finding,
     Rule,
+    RuleStatus,
 )
 from tfprof_towers.advice.memory_rules import DOES_NOT_FIT
 from tfprof_towers.analysis import samemath
 from tfprof_towers.analysis.audit import LinkModel, link_model, short_source
 from tfprof_towers.rundir import nonfinite
+from tfprof_towers.rundir.math_table import MathTable
+from tfprof_towers.rundir.summary import Summary
 from tfprof_towers.variants import registry
 from tfprof_towers.vocab.fmt import (
     fmt_bytes,
@@ -57,25 +59,25 @@ from tfprof_towers.vocab.fmt import (
 
 def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
     a = f.audit
-    if not a or not a["accelerators"] or not a["host_compute"]:
+    if not a or not a.accelerators or not a.host_compute:
         return None
-    share = a["host_flops_share"] or 0.0
+    share = a.host_flops_share or 0.0
     if share < rule.param("min_host_flops_share"):
         return None
-    groups = a["host_compute"]
-    host_flops = sum(g["flops_per_step"] for g in groups)
-    sources = _unique(g["sources"][0] for g in groups if g["sources"])
-    scopes = _unique(g["scope"] for g in groups)
-    measured = a.get("host_compute_share")
+    groups = a.host_compute
+    host_flops = sum(g.flops_per_step for g in groups)
+    sources = _unique(g.sources[0] for g in groups if g.sources)
+    scopes = _unique(g.scope for g in groups)
+    measured = a.host_compute_share
     msg = (
         f"{fmt_percent(share)} of estimated FLOPs ({fmt_count(host_flops)} of "
-        f"{fmt_count(a['total_flops_per_step'])} per step) ran on the host {a['host']} while "
-        f"{len(a['accelerators'])} accelerator(s) were available"
+        f"{fmt_count(a.total_flops_per_step)} per step) ran on the host {a.host} while "
+        f"{len(a.accelerators)} accelerator(s) were available"
     )
     if measured is not None:
         msg += f"; measured: {fmt_percent(measured)} of compute time"
     msg += f"; heavy ops in {_list(scopes)}"
-    dev = _source_device(groups[0]) if sources else ""
+    dev = groups[0].source_device if sources else ""
     if sources and dev:
         msg += f", placed there by `with tf.device({dev!r})` at {_list(short_source(s) for s in sources)}"
     elif sources:  # TF2: the lines that created the ops (a function's tf.device scopes are the strategy's)
@@ -91,12 +93,11 @@ def check_host_compute(rule: Rule, f: Facts) -> Finding | None:
         "graph pins it, so TensorFlow's placer kept it on the host."
     )
     evidence = {
-        "host": a["host"], "host_flops_per_step": host_flops,
-        "total_flops_per_step": a["total_flops_per_step"], "host_flops_share": share,
-        "host_compute_time_share": measured, "accelerators": len(a["accelerators"]),
+        "host": a.host, "host_flops_per_step": host_flops,
+        "total_flops_per_step": a.total_flops_per_step, "host_flops_share": share,
+        "host_compute_time_share": measured, "accelerators": len(a.accelerators),
         "groups": [
-            {"scope": g["scope"], "ops": g["ops"], "flops_per_step": g["flops_per_step"],
-             "sources": g["sources"]}
+            {"scope": g.scope, "ops": g.ops, "flops_per_step": g.flops_per_step, "sources": list(g.sources)}
             for g in groups
         ],
     }
@@ -110,10 +111,10 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
     rule ``accelerator_imbalance``'s, on every analysed trace."""
     if not f.audit:
         return None
-    rows = [d for d in f.audit["devices"] if d["device"] in f.accelerators_used]
+    rows = [d for d in f.audit.devices if d.device in f.accelerators_used]
     if len(rows) < 2:
         return None
-    values = {d["device"]: float(d["flops_per_step"] or 0.0) for d in rows}
+    values = {d.device: float(d.flops_per_step or 0.0) for d in rows}
     hi = max(values, key=values.get)
     lo = min(values, key=values.get)
     if values[hi] <= 0:
@@ -136,18 +137,18 @@ def check_unbalanced_towers(rule: Rule, f: Facts) -> Finding | None:
 def check_poor_scaling(rule: Rule, f: Facts) -> Finding | None:
     if not f.on_gpus or f.is_baseline or not f.baseline:
         return None
-    eff, speedup = f.entry.get("scaling_efficiency"), f.entry.get("speedup_vs_single")
+    eff, speedup = f.entry.scaling_efficiency, f.entry.speedup_vs_baseline
     # the denominator of scaling_efficiency: the accelerators the variant used
-    n = (f.entry.get("accelerators_used") or len(f.accelerators_used)
-         or len(f.topology.get("accelerators") or ()))
+    n = (f.entry.accelerators_used or len(f.accelerators_used)
+         or (len(f.topology.accelerators) if f.topology is not None else 0))
     if eff is None or speedup is None or n < rule.param("min_accelerators"):
         return None
     if eff >= rule.param("max_efficiency"):
         return None
     msg = (
-        f"speedup over {f.baseline['name']} is {fmt_ratio(speedup)} on {n} accelerators: scaling efficiency "
-        f"{fmt_percent(eff)} (median step {fmt_seconds(f.entry['step_time_s']['median'])} vs "
-        f"{fmt_seconds(f.baseline['step_time_s']['median'])})"
+        f"speedup over {f.baseline.name} is {fmt_ratio(speedup)} on {n} accelerators: scaling efficiency "
+        f"{fmt_percent(eff)} (median step {fmt_seconds(f.entry.median_s)} vs "
+        f"{fmt_seconds(f.baseline.median_s)})"
     )
     suggestion = (
         "Suggestion: the other findings for this variant say where the time goes; on PCIe-only "
@@ -161,24 +162,24 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
     a = f.audit
     if not a:
         return None
-    if strategy_advice.strategy(f).get("strategy") == strategy_advice.CENTRAL_STORAGE:
+    if a.strategy_name == strategy_advice.CENTRAL_STORAGE:
         return None  # central_storage_pulls says it, with the strategy's own remedy
-    pulls = a["variable_pulls"]
+    pulls = a.variable_pulls
     used = f.accelerators_used
-    pulling = [d for d in used if pulls["by_accelerator"].get(d, 0) > 0]
+    pulling = [d for d in used if pulls.by_accelerator.get(d, 0) > 0]
     if len(used) < rule.param("min_accelerators") or len(pulling) < len(used):
         return None
     link = _link(rule, f)
-    modeled = pulls["bytes_per_step"] / link.bytes_per_s
+    modeled = pulls.bytes_per_step / link.bytes_per_s
     modeled_share = f.share_of_step(modeled)
     msg = (
         f"every tower ({len(pulling)} of {len(used)}) pulls the variables across devices each step: "
-        f"{fmt_bytes(pulls['bytes_per_step'])}/step in {pulls['tensors']} tensors "
-        f"from {_list(pulls['from'])}; "
+        f"{fmt_bytes(pulls.bytes_per_step)}/step in {pulls.tensors} tensors "
+        f"from {_list(pulls.sources_from)}; "
         f"modeled at {link.name}: {fmt_seconds(modeled)} per step"
     )
-    sources = list(pulls.get("sources") or [])  # the innermost tf.device lines that placed the variables
-    tf2 = registry.family_of(f.entry) == registry.TF2_STRATEGY
+    sources = list(pulls.sources)  # the innermost tf.device lines that placed the variables
+    tf2 = f.entry.family == registry.TF2_STRATEGY
     remedy = ("`tf.distribute.MirroredStrategy`, the `mirrored` variant" if tf2
               else "the `replicated` variant, MirroredStrategy")
     suggestion = (
@@ -186,8 +187,8 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
         f"({remedy})"
         + (f" instead of the scope at {_list(sources)}" if sources else "") + "."
     )
-    evidence = {"bytes_per_step": pulls["bytes_per_step"], "tensors": pulls["tensors"],
-                "by_accelerator": pulls["by_accelerator"], "from": pulls["from"],
+    evidence = {"bytes_per_step": pulls.bytes_per_step, "tensors": pulls.tensors,
+                "by_accelerator": dict(pulls.by_accelerator), "from": list(pulls.sources_from),
                 "modeled_s": {link.key: modeled}, "modeled_share_of_step": modeled_share}
     severity = rule.medium_at(modeled_share, "medium_at_modeled_share")
     return Finding(rule.name, severity, f.name, msg, suggestion, evidence, tuple(sources))
@@ -196,10 +197,7 @@ def check_variables_remote(rule: Rule, f: Facts) -> Finding | None:
 def _link(rule: Rule, f: Facts) -> LinkModel:
     """The link the modeled time is quoted at: the projection's hardware profile's host link,
     else the rule's named ``link_model`` (a run without a projection)."""
-    if f.link:
-        return LinkModel(str(f.link["key"]), str(f.link["name"]), float(f.link["bytes_per_s"]),
-                         str(f.link.get("source") or ""))
-    return link_model(rule.param("link_model"))
+    return f.link or link_model(rule.param("link_model"))
 
 
 def check_changed_math(rule: Rule, f: Facts) -> Finding | None:
@@ -305,58 +303,49 @@ def _list(items) -> str:
     return ", ".join(items) if items else "–"
 
 
-def _source_device(group: Mapping[str, Any]) -> str:
-    devs = group.get("source_devices") or []
-    return devs[0] if devs else group.get("device", "")
-
-
 # ------------------------------------------------------------------------------------------
 # Running the rules
 
 
-def facts_for(summary: Mapping[str, Any]) -> list[Facts]:
+def facts_for(summary: Summary) -> list[Facts]:
     """The facts of every successful variant (failed ones have nothing to judge)."""
-    topology = summary.get("topology") or {}
-    entries = summary.get("variants") or []
-    baselines = {
-        registry.family_of(e): e for e in entries
-        if e["status"] == "ok" and registry.is_baseline(e["name"], e.get("source"))
-    }
+    entries = summary.variants
+    baselines = {e.family: e for e in entries if e.ok and e.baseline}
     reference = samemath.reference(entries)
-    link = next((m for m in summary.get("link_models") or () if m.get("key") == HOST_LINK_KEY), None)
-    projection = summary.get("projection")
-    return [
-        Facts(e, e.get("audit"), e.get("breakdown"), topology, baselines.get(registry.family_of(e)),
-              reference, link, projection)
-        for e in entries if e["status"] == "ok"
-    ]
+    link = host_link(summary.link_models)
+    return [Facts(e, summary.topology, baselines.get(e.family), reference, link, summary.projection)
+            for e in entries if e.ok]
 
 
 #: The key of the projection profile's host link among ``summary.json`` -> ``link_models``.
 HOST_LINK_KEY = "host_link"
 
 
-def evaluate(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> Evaluation:
+def host_link(link_models: Sequence[LinkModel]) -> LinkModel | None:
+    """The projection profile's host link among the summary's link models (None without a projection)."""
+    return next((m for m in link_models if m.key == HOST_LINK_KEY), None)
+
+
+def evaluate(summary: Summary, rules: Sequence[Rule] = RULES) -> Evaluation:
     """Every rule over every successful variant where its needs are met (:func:`.engine.evaluate`)."""
     return engine.evaluate(rules, facts_for(summary))
 
 
-def run_rules(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> list[Finding]:
+def run_rules(summary: Summary, rules: Sequence[Rule] = RULES) -> list[Finding]:
     """The findings of :func:`evaluate`."""
     return list(evaluate(summary, rules).findings)
 
 
 def rules_status(
-    summary: Mapping[str, Any], rules: Sequence[Rule] = RULES, evaluation: Evaluation | None = None
-) -> list[dict[str, Any]]:
+    summary: Summary, rules: Sequence[Rule] = RULES, evaluation: Evaluation | None = None
+) -> list[RuleStatus]:
     """Each rule with its parameters, and whether it was evaluated on every successful variant.
 
     ``evaluated`` is false when the run cannot support the rule at all (``why_not`` says why)
     or when some variant lacked what it needs (``not_evaluated`` names them, each with why).
     """
     evaluation = evaluation or evaluate(summary, rules)
-    topology = summary.get("topology") or {}
-    return engine.status(rules, evaluation, lambda r: run_level_gap(r, topology))
+    return engine.status(rules, evaluation, lambda r: run_level_gap(r, summary.topology))
 
 
 @dataclass(frozen=True)
@@ -364,13 +353,12 @@ class Advice:
     """What the advice step adds to a summary."""
 
     findings: tuple[Finding, ...]
-    rules: tuple[dict[str, Any], ...]  # rules_status()
+    rules: tuple[RuleStatus, ...]  # rules_status()
     recommendation: recommend.Recommendation
-    math: dict[str, Any] | None = None  # samemath.table: the losses side by side
+    math: MathTable | None = None  # samemath.table: the losses side by side
 
 
-def excluded(summary: Mapping[str, Any], findings: Sequence[Finding],
-             rules: Sequence[Rule] = RULES) -> dict[str, str]:
+def excluded(summary: Summary, findings: Sequence[Finding], rules: Sequence[Rule] = RULES) -> dict[str, str]:
     """Variants that must not be recommended, and why: a high-severity finding of a rule that
     disqualifies; and (for a projected recommendation) a variant that failed in this run."""
     disqualifying = {r.name: r for r in rules if r.disqualifies}
@@ -379,23 +367,22 @@ def excluded(summary: Mapping[str, Any], findings: Sequence[Finding],
         if f.severity == HIGH and f.rule in disqualifying:
             why = f"{disqualifying[f.rule].title} (high-severity finding {f.rule})"
             out.setdefault(f.variant, []).append(why)
-    for e in summary.get("variants") or ():
-        if e["status"] != "ok":
-            why = f"it failed in this run ({e.get('error') or 'no reason given'})"
-            out.setdefault(e["name"], []).append(why)
+    for e in summary.variants:
+        if not e.ok:
+            why = f"it failed in this run ({e.error or 'no reason given'})"
+            out.setdefault(e.name, []).append(why)
     return {name: "; ".join(whys) for name, whys in out.items()}
 
 
-def math_table(summary: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> dict[str, Any] | None:
+def math_table(summary: Summary, rules: Sequence[Rule] = RULES) -> MathTable | None:
     """The losses side by side with the ``changed_math`` rule's tolerances (None without that rule)."""
     rule = next((r for r in rules if r.name == "changed_math"), None)
     if rule is None:
         return None
-    entries = summary.get("variants") or ()
-    return samemath.table(entries, rule.param("loss_rtol"), rule.param("grad_norm_rtol"))
+    return samemath.table(summary.variants, rule.param("loss_rtol"), rule.param("grad_norm_rtol"))
 
 
-def advise(summary: Mapping[str, Any]) -> Advice:
+def advise(summary: Summary) -> Advice:
     """Findings, the rules' status, the losses side by side and the recommendation."""
     evaluation = evaluate(summary)
     rec = recommend.headline(summary, excluded(summary, evaluation.findings))

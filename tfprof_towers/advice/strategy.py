@@ -31,20 +31,20 @@ CENTRAL_STORAGE = "CentralStorageStrategy"
 REDUCE_TO_ONE = "ReductionToOneDevice"
 
 
-def strategy(f: Facts) -> Mapping[str, Any]:
-    return (f.audit or {}).get("strategy") or {}
-
-
 def reduces_across_devices(f: Facts) -> bool:
     """The variant sums gradients across replicas through cross-device ops (TF2 strategies)."""
-    s = strategy(f)
-    return bool(s.get("cross_device_ops")) and int(s.get("replicas") or 1) > 1
+    return f.audit is not None and bool(f.audit.cross_device_ops) and f.audit.replicas > 1
 
 
 def profile(f: Facts) -> Mapping[str, Any] | None:
-    proj = f.projection or {}
-    prof = proj.get("profile") if not proj.get("error") else None
+    proj = f.projection
+    prof = proj.profile if proj is not None and not proj.error else None
     return prof if isinstance(prof, Mapping) and isinstance(prof.get("peer"), Mapping) else None
+
+
+def _hardware(f: Facts) -> str | None:
+    """The projection's hardware profile's name (None without a projection)."""
+    return f.projection.hardware if f.projection is not None else None
 
 
 def rate(link: Mapping[str, Any]) -> float:
@@ -64,28 +64,26 @@ def host_round_trip_seconds(payload: float, link: Mapping[str, Any]) -> float:
 
 def to_host(f: Facts, host: str | None) -> dict[str, int]:
     """Bytes per step each device sends to the host ``host`` (the audit's device-to-host links)."""
-    return {ln["src"]: ln["bytes_per_step"] for ln in (f.audit or {}).get("links") or ()
-            if ln["dst"] == host and ln["kind"] == "device_to_host"}
+    links = () if f.audit is None else f.audit.links
+    return {ln.src: ln.bytes_per_step for ln in links if ln.dst == host and ln.kind == "device_to_host"}
 
 
 def allreduce(f: Facts) -> tuple[int, int, list[str]]:
     """(bytes each replica contributes per step, replicas, kernels) of the variant's collectives."""
     per_device: dict[str, int] = {}
     kernels: list[str] = []
-    for c in (f.audit or {}).get("collectives") or ():
-        per_device[c["device"]] = per_device.get(c["device"], 0) + int(c.get("bytes") or 0)
-        label = c.get("kernel") or "?"
-        if c.get("communication_hint"):
-            label += f" ({c['communication_hint']})"
-        if label not in kernels:
-            kernels.append(label)
+    for c in () if f.audit is None else f.audit.collectives:
+        per_device[c.device] = per_device.get(c.device, 0) + int(c.bytes or 0)
+        if c.label not in kernels:
+            kernels.append(c.label)
     return (max(per_device.values()) if per_device else 0), len(per_device), kernels
 
 
 def projected(f: Facts, names: tuple[str, ...]) -> list[tuple[str, float]]:
     """Projected (overlapped) step times of ``names`` that the run's projection holds, in that order."""
-    found = {v.get("name"): v for v in (f.projection or {}).get("variants") or () if "projected_step_s" in v}
-    return [(n, float(found[n]["projected_step_s"]["overlapped"])) for n in names if n in found]
+    rows = () if f.projection is None else f.projection.variants
+    found = {v.name: v.projected_step_s for v in rows if v.projected_step_s is not None}
+    return [(n, float(found[n].overlapped)) for n in names if n in found]
 
 
 def _projected_text(f: Facts, names: tuple[str, ...]) -> str:
@@ -93,7 +91,7 @@ def _projected_text(f: Facts, names: tuple[str, ...]) -> str:
     times = projected(f, names)
     if not times:
         return ""
-    hw = (f.projection or {}).get("hardware") or "the profile"
+    hw = _hardware(f) or "the profile"
     text = f" Projected on {hw}: " + ", ".join(f"{n} {fmt_seconds(s)}" for n, s in times) + " per step"
     own = dict(times).get(f.name)
     if own is not None and len(times) > 1 and all(s >= own for n, s in times if n != f.name):
@@ -116,7 +114,7 @@ def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
     peer, host = prof["peer"], prof["host_link"]
     ring = ring_seconds(payload, n, peer)
     via_host = host_round_trip_seconds(payload, host)
-    hw = (f.projection or {}).get("hardware") or prof.get("name")
+    hw = _hardware(f) or prof.get("name")
     msg = (
         f"{f.name} all-reduces {fmt_bytes(payload)} of gradients per replica per step with "
         f"{', '.join(kernels)} over {n} accelerators; on {hw} they have no peer access ({peer['name']}, "
@@ -141,19 +139,21 @@ def check_staged_allreduce(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
-    s, prof = strategy(f), profile(f)
-    n = int(s.get("replicas") or 1)
-    if (prof is None or prof["peer"].get("kind") != "direct" or s.get("cross_device_ops") != REDUCE_TO_ONE
-            or s.get("strategy") == CENTRAL_STORAGE or n < rule.param("min_replicas")):
+    a, prof = f.audit, profile(f)
+    if a is None or prof is None:
         return None
-    host_dev = (f.audit or {}).get("host")
+    n = a.replicas
+    if (prof["peer"].get("kind") != "direct" or a.cross_device_ops != REDUCE_TO_ONE
+            or a.strategy_name == CENTRAL_STORAGE or n < rule.param("min_replicas")):
+        return None
+    host_dev = a.host
     up = to_host(f, host_dev)
     if not up:
         return None
     payload = max(up.values())
     peer, host = prof["peer"], prof["host_link"]
     via_host, ring = host_round_trip_seconds(payload, host), ring_seconds(payload, n, peer)
-    hw = (f.projection or {}).get("hardware") or prof.get("name")
+    hw = _hardware(f) or prof.get("name")
     msg = (
         f"{f.name} sums the gradients on the host: each of {n} replicas sends up to {fmt_bytes(payload)} per "
         f"step to {host_dev} and receives the sum back, modeled {fmt_seconds(via_host)} over {host['name']} "
@@ -174,22 +174,23 @@ def check_reduction_through_host(rule: Rule, f: Facts) -> Finding | None:
 
 
 def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
-    if strategy(f).get("strategy") != CENTRAL_STORAGE or not f.audit:
+    if f.audit is None or f.audit.strategy_name != CENTRAL_STORAGE:
         return None
-    pulls, used = f.audit["variable_pulls"], f.accelerators_used
-    pulling = {d: b for d, b in pulls["by_accelerator"].items() if d in used and b > 0}
+    pulls, used = f.audit.variable_pulls, f.accelerators_used
+    pulling = {d: b for d, b in pulls.by_accelerator.items() if d in used and b > 0}
     if len(used) < rule.param("min_accelerators") or len(pulling) < len(used):
         return None
-    host = f.audit["host"]
+    host = f.audit.host
     back = to_host(f, host)
     model = link_model(rule.param("link_model"))
     worst = max(pulling, key=lambda d: pulling[d] + back.get(d, 0))
     modeled = (pulling[worst] + back.get(worst, 0)) / model.bytes_per_s
     per_acc = ", ".join(f"{d} {fmt_bytes(b)}" for d, b in sorted(pulling.items()))
-    host_ops = next((d["ops"] for d in f.audit["devices"] if d["device"] == host), 0)
+    host_row = f.audit.device(host)
+    host_ops = 0 if host_row is None else host_row.ops
     msg = (
         f"CentralStorageStrategy keeps the variables on the host {host}: every step each of {len(used)} "
-        f"accelerators pulls them ({per_acc}; {pulls['tensors']} tensors in all) and sends gradients back "
+        f"accelerators pulls them ({per_acc}; {pulls.tensors} tensors in all) and sends gradients back "
         f"({fmt_bytes(back.get(worst, 0))} from {worst}), and the host runs the update "
         f"({host_ops} op{'' if host_ops == 1 else 's'}); "
         f"modeled at {model.name}: {fmt_seconds(modeled)} per step on {worst}'s link"
@@ -201,7 +202,7 @@ def check_central_storage_pulls(rule: Rule, f: Facts) -> Finding | None:
         "the accelerators have no peer access)."
         + _projected_text(f, (f.name, "mirrored", "mirrored_reduce_host"))
     )
-    evidence = {"pulls_per_accelerator": pulling, "gradients_back": back, "tensors": pulls["tensors"],
+    evidence = {"pulls_per_accelerator": pulling, "gradients_back": back, "tensors": pulls.tensors,
                 "host_ops": host_ops, "modeled_s": {model.key: modeled}, "modeled_share_of_step": share}
     severity = rule.medium_at(share, "medium_at_modeled_share")
     return Finding(rule.name, severity, f.name, msg, suggestion, evidence, ())

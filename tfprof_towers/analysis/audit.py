@@ -1,16 +1,17 @@
 """Placement audit of one variant: where the compute went, who put it there, what crossed the bus.
 
-Input: a variant's ``record.json`` (its ``placement`` section, see
+Input: a variant's record (its ``placement`` section, see
 :mod:`tfprof_towers.capture.placement`), the run's topology, and optionally the
-variant's measured trace breakdown (``summary["variants"][i]["breakdown"]``,
-see :func:`tfprof_towers.analysis.pipeline.analyze_variant`).  Output: one JSON-able dict
-(:func:`audit_variant`) that the advice rules and the report read.  Its ``links`` hold
+variant's measured trace breakdown (``summary.json`` -> ``variants[].breakdown``,
+see :func:`tfprof_towers.analysis.pipeline.analyze_variant`).  Output: an
+:class:`~tfprof_towers.rundir.placement_audit.Audit` (:func:`audit_variant`) that the advice rules
+and the report read.  Its ``links`` hold
 measured times where the trace has device copies (GPU runs) and, always, clearly labelled
 *modeled* times at the links of the projection's hardware profile
 (:func:`link_models_from_profile`; the :data:`LINK_MODELS` bandwidths for a run without a
-projection), listed once per summary (``summary.json`` -> ``link_models``), not per audit.
+projection), listed once per summary (``summary.json`` -> ``link_models``: :class:`LinkModel`), not per audit.
 
-No TensorFlow, no I/O: plain dicts in, plain dicts out.
+No TensorFlow, no I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +22,20 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from tfprof_towers.rundir.placement_audit import (
+    Audit,
+    AuditDevice,
+    AuditLink,
+    CollectiveOp,
+    HostComputeGroup,
+    LinkModel,
+    LinkTensor,
+    MovedOps,
+    VariablePulls,
+)
+from tfprof_towers.rundir.placement_doc import PlacedDevice, PlacedNode, Placement
+from tfprof_towers.rundir.records import Topology, VariantRecord
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.vocab.categories import COMPUTE_CATEGORIES
 from tfprof_towers.vocab.device_names import HOST_THREADS, device_role, device_sort_key, link_kind
 
@@ -43,17 +58,6 @@ MAX_MOVED_EXAMPLES = 3
 MAX_LINK_TENSORS = 5
 
 
-@dataclass(frozen=True)
-class LinkModel:
-    """A named link bandwidth used to *model* transfer times that cannot be measured."""
-
-    key: str
-    name: str
-    bytes_per_s: float
-    source: str
-    kinds: tuple[str, ...] = ()  # the link kinds (device_names.link_kind) it models; () for all
-
-
 _PCIE3_SOURCE = (
     "PCIe 3.0 signals 8 GT/s per lane with 128b/130b encoding: 0.985 GB/s per lane and direction, "
     "15.75 GB/s raw for x16 and 7.88 GB/s for x8 (PCI-SIG, PCI Express Base Specification 3.0). "
@@ -73,12 +77,6 @@ def link_model(key: str) -> LinkModel:
     if found is None:
         raise KeyError(f"unknown link model {key!r}; known: {', '.join(m.key for m in LINK_MODELS)}")
     return found
-
-
-def link_models_json(models: Sequence[LinkModel] = LINK_MODELS) -> list[dict[str, Any]]:
-    """The link models every modeled time in a summary uses (``summary.json`` -> ``link_models``)."""
-    return [{"key": m.key, "name": m.name, "bytes_per_s": m.bytes_per_s, "source": m.source,
-             **({"kinds": list(m.kinds)} if m.kinds else {})} for m in models]
 
 
 def link_models_from_profile(profile: Mapping[str, Any]) -> tuple[LinkModel, ...]:
@@ -104,286 +102,272 @@ def top_scope(op_name: str) -> str:
     return op_name.split("/", 1)[0]
 
 
-def source_label(source: Mapping[str, Any]) -> str:
-    """``{"file": "/a/b/train.py", "line": 57}`` -> ``"/a/b/train.py:57"``."""
-    return f"{source.get('file', '?')}:{source.get('line', '?')}"
-
-
 def short_source(label: str) -> str:
     """``"/a/b/train.py:57"`` -> ``"train.py:57"`` (for tight table cells)."""
     path, _, line = label.rpartition(":")
     return f"{PurePath(path).name}:{line}" if path else label
 
 
-def _user_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [n for n in nodes if n.get("kernel") not in PLUMBING_OPS]
+def _user_nodes(nodes: Iterable[PlacedNode]) -> list[PlacedNode]:
+    return [n for n in nodes if n.kernel not in PLUMBING_OPS]
 
 
-def is_heavy(node: Mapping[str, Any]) -> bool:
-    types = {node.get("type"), node.get("kernel")}
-    return int(node.get("flops") or 0) > 0 or bool(types & HEAVY_TYPES)
+def is_heavy(node: PlacedNode) -> bool:
+    return int(node.flops or 0) > 0 or bool({node.type, node.kernel} & HEAVY_TYPES)
 
 
-def op_label(node: Mapping[str, Any]) -> str:
+def op_label(node: PlacedNode) -> str:
     """The op type, plus the executed kernel where Grappler fused or rewrote it.
 
     ``Sigmoid`` executed as ``_FusedMatMul`` -> ``"Sigmoid [_FusedMatMul]"``.
     """
-    kind, kernel = node.get("type") or "?", node.get("kernel") or ""
+    kind, kernel = node.type or "?", node.kernel or ""
     return kind if kernel in ("", kind, f"_Mkl{kind}") else f"{kind} [{kernel}]"
 
 
 def device_table(
-    placement: Mapping[str, Any],
+    placement: Placement,
     topology: Mapping[str, Any] | None,
     compute_s: Mapping[str, float] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[AuditDevice]:
     """Per device: role, ops, FLOPs per step and their share; measured compute time and share."""
-    devices = dict(placement.get("devices") or {})
+    devices = placement.devices
     compute_s = dict(compute_s or {})
     names = sorted(set(devices) | set(compute_s), key=device_sort_key)
-    total_flops = sum(int(d.get("flops_per_step") or 0) for d in devices.values())
+    total_flops = sum(int(d.flops_per_step or 0) for d in devices.values())
     total_compute = sum(compute_s.values())
     rows = []
     for name in names:
-        d = devices.get(name, {})
-        flops = int(d.get("flops_per_step") or 0)
+        d = devices.get(name, PlacedDevice())
+        flops = int(d.flops_per_step or 0)
         c = compute_s.get(name)
         if name not in devices and not c:
             continue  # a trace-only row (e.g. host threads) with no compute: nothing to audit
-        rows.append({
-            "device": name,
-            "role": device_role(name, topology),
-            "ops": int(d.get("ops") or 0),
-            "flops_per_step": flops,
-            "flops_share": flops / total_flops if total_flops else None,
-            "compute_s": c,
-            "compute_share": (c / total_compute) if (c is not None and total_compute > 0) else None,
-        })
+        rows.append(AuditDevice(
+            device=name,
+            role=device_role(name, topology),
+            ops=int(d.ops or 0),
+            flops_per_step=flops,
+            flops_share=flops / total_flops if total_flops else None,
+            compute_s=c,
+            compute_share=(c / total_compute) if (c is not None and total_compute > 0) else None,
+        ))
     return rows
 
 
 def host_compute_groups(
-    nodes: Sequence[Mapping[str, Any]], topology: Mapping[str, Any] | None, total_flops: int
-) -> list[dict[str, Any]]:
+    nodes: Sequence[PlacedNode], topology: Mapping[str, Any] | None, total_flops: int
+) -> list[HostComputeGroup]:
     """Heavy ops on the host, grouped by (top-level scope, innermost ``tf.device`` line), largest first."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for n in _user_nodes(nodes):
-        if device_role(n.get("device", ""), topology) != "host" or not is_heavy(n):
+        if device_role(n.device, topology) != "host" or not is_heavy(n):
             continue
-        chain = [source_label(s) for s in n.get("sources") or ()]
-        key = (top_scope(n["name"]), chain[0] if chain else NO_SCOPE_SOURCE)
+        chain = [s.label for s in n.sources]
+        key = (top_scope(n.name), chain[0] if chain else NO_SCOPE_SOURCE)
         g = groups.setdefault(key, {
-            "scope": key[0], "device": n["device"], "ops": 0, "flops_per_step": 0,
+            "scope": key[0], "device": n.device, "ops": 0, "flops_per_step": 0,
             "op_types": defaultdict(int), "sources": [], "source_devices": [], "examples": [],
         })
         g["ops"] += 1
-        g["flops_per_step"] += int(n.get("flops") or 0)
+        g["flops_per_step"] += int(n.flops or 0)
         g["op_types"][op_label(n)] += 1
-        for label, s in zip(chain, n.get("sources") or ()):
+        for label, s in zip(chain, n.sources):
             if label not in g["sources"]:
                 g["sources"].append(label)
-                g["source_devices"].append(str(s.get("device", "")))
+                g["source_devices"].append(str(s.device))
         if len(g["examples"]) < MAX_MOVED_EXAMPLES:
-            g["examples"].append(n["name"])
-    out = []
-    for g in groups.values():
-        g["op_types"] = dict(sorted(g["op_types"].items()))
-        g["flops_share"] = g["flops_per_step"] / total_flops if total_flops else None
-        out.append(g)
-    return sorted(out, key=lambda g: (-g["flops_per_step"], -g["ops"], g["scope"]))
+            g["examples"].append(n.name)
+    out = [HostComputeGroup(
+        scope=g["scope"], device=g["device"], ops=g["ops"], flops_per_step=g["flops_per_step"],
+        op_types=dict(sorted(g["op_types"].items())), sources=tuple(g["sources"]),
+        source_devices=tuple(g["source_devices"]), examples=tuple(g["examples"]),
+        flops_share=g["flops_per_step"] / total_flops if total_flops else None,
+    ) for g in groups.values()]
+    return sorted(out, key=lambda g: (-g.flops_per_step, -g.ops, g.scope))
 
 
-def moved_ops(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def moved_ops(nodes: Sequence[PlacedNode]) -> list[MovedOps]:
     """Ops whose assigned device differs from the fully named device the graph requested."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for n in _user_nodes(nodes):
-        req, got = n.get("requested") or "", n.get("device") or ""
+        req, got = n.requested or "", n.device or ""
         if not req.startswith("/device:") or req == got:
             continue
-        key = (n.get("type") or "?", req, got)
-        g = groups.setdefault(key, {
-            "type": key[0], "requested": req, "assigned": got, "count": 0, "examples": [], "sources": [],
-        })
+        key = (n.type or "?", req, got)
+        g = groups.setdefault(key, {"count": 0, "examples": [], "sources": []})
         g["count"] += 1
         if len(g["examples"]) < MAX_MOVED_EXAMPLES:
-            g["examples"].append(n["name"])
-        for s in (n.get("sources") or ())[:1]:
-            label = source_label(s)
-            if label not in g["sources"]:
-                g["sources"].append(label)
-    return sorted(groups.values(), key=lambda g: (-g["count"], g["type"], g["requested"]))
+            g["examples"].append(n.name)
+        for s in n.sources[:1]:
+            if s.label not in g["sources"]:
+                g["sources"].append(s.label)
+    out = [MovedOps(kind, req, got, g["count"], tuple(g["examples"]), tuple(g["sources"]))
+           for (kind, req, got), g in groups.items()]
+    return sorted(out, key=lambda g: (-g.count, g.type, g.requested))
 
 
 def link_table(
-    placement: Mapping[str, Any],
+    placement: Placement,
     topology: Mapping[str, Any] | None,
-    measured: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    measured: Mapping[tuple[str, str], MeasuredLink] | None = None,
     models: Sequence[LinkModel] = LINK_MODELS,
-) -> list[dict[str, Any]]:
+) -> list[AuditLink]:
     """Bytes and tensors per step by link; measured time where the trace has it; modeled times always.
 
-    ``measured`` maps (src, dst) to ``{"s": seconds per step, "bytes": bytes per step, "count": n}``
-    as measured from device copy events (GPU runs).
+    ``measured`` maps (src, dst) to what device copy events measured per step (GPU runs).
     """
     measured = dict(measured or {})
-    by_link: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for e in placement.get("edges") or ():
-        by_link[(e["src"], e["dst"])].append(e)
-    by_member: dict[str, list[Mapping[str, Any]]] = defaultdict(list)  # collective ops by device
-    for c in placement.get("collectives") or ():
-        by_member[c["device"]].append({"tensor": c.get("tensor") or c["name"], "bytes": c["bytes"],
-                                       "producer_type": c.get("kernel", "")})
+    by_link: dict[tuple[str, str], list[LinkTensor]] = defaultdict(list)
+    for e in placement.edges or ():
+        by_link[(e.src, e.dst)].append(LinkTensor(e.tensor, int(e.bytes or 0), e.producer_type))
+    by_member: dict[str, list[LinkTensor]] = defaultdict(list)  # collective ops by device
+    for c in placement.collectives:
+        tensor = LinkTensor(c.tensor or str(c.name), int(c.bytes or 0), c.kernel or "")
+        by_member[str(c.device)].append(tensor)
     rows = []
-    for t in placement.get("transfers") or ():
-        key = (t["src"], t["dst"])
-        via = t.get("kind") or "send_recv"  # "collective": all-reduce traffic (TF2 placements)
-        nbytes = int(t.get("bytes_per_step") or 0)
+    for t in placement.transfers:
+        key = (t.src, t.dst)
+        via = t.kind or "send_recv"  # "collective": all-reduce traffic (TF2 placements)
+        nbytes = int(t.bytes_per_step or 0)
         m = measured.get(key)
-        m_s = float(m["s"]) if m and m.get("s") else None
-        m_bytes = int(m.get("bytes") or 0) if m else None
+        m_s = m.s if m and m.s else None
+        m_bytes = m.bytes if m else None
         kind = link_kind(*key, topology)
         crosses_bus = kind != "other"
         # a link between tasks is modeled only at a network card's rate, never at a bus's
         applicable = [md for md in models if kind in md.kinds or (not md.kinds and kind != "network")]
         members = by_member.get(key[0], ()) if via == "collective" else by_link.get(key, ())
-        biggest = sorted(members, key=lambda e: (-int(e.get("bytes") or 0), e.get("tensor", "")))
-        rows.append({
-            "src": key[0], "dst": key[1], "kind": kind, "via": via,
-            "bytes_per_step": nbytes, "tensors": int(t.get("tensors") or 0),
-            "measured_s": m_s,
-            "measured_bytes": m_bytes,
-            "achieved_bytes_per_s": (m_bytes or nbytes) / m_s if m_s else None,
-            "modeled_s": {md.key: nbytes / md.bytes_per_s for md in applicable} if crosses_bus else {},
-            "largest_tensors": [
-                {"tensor": e.get("tensor", ""), "bytes": int(e.get("bytes") or 0),
-                 "producer_type": e.get("producer_type", "")}
-                for e in biggest[:MAX_LINK_TENSORS]
-            ],
-        })
+        biggest = sorted(members, key=lambda e: (-e.bytes, e.tensor))
+        rows.append(AuditLink(
+            src=key[0], dst=key[1], kind=kind, via=via,
+            bytes_per_step=nbytes, tensors=int(t.tensors or 0),
+            measured_s=m_s,
+            measured_bytes=m_bytes,
+            achieved_bytes_per_s=(m_bytes or nbytes) / m_s if m_s else None,
+            modeled_s={md.key: nbytes / md.bytes_per_s for md in applicable} if crosses_bus else {},
+            largest_tensors=tuple(biggest[:MAX_LINK_TENSORS]),
+        ))
     return rows
 
 
-def variable_pulls(placement: Mapping[str, Any], topology: Mapping[str, Any] | None) -> dict[str, Any]:
+def variable_pulls(placement: Placement, topology: Mapping[str, Any] | None) -> VariablePulls:
     """Variable reads that cross to accelerators each step: bytes, which accelerators pull them,
     and the ``tf.device`` lines (innermost) that placed the pulled variables."""
     by_dst: dict[str, int] = defaultdict(int)
     srcs: set[str] = set()
     tensors = 0
-    for e in placement.get("edges") or ():
-        if (e.get("producer_type") not in VARIABLE_READ_TYPES
-                or device_role(e["dst"], topology) != "accelerator"):
+    for e in placement.edges or ():
+        if e.producer_type not in VARIABLE_READ_TYPES or device_role(e.dst, topology) != "accelerator":
             continue
-        by_dst[e["dst"]] += int(e.get("bytes") or 0)
-        srcs.add(e["src"])
+        by_dst[e.dst] += int(e.bytes or 0)
+        srcs.add(e.src)
         tensors += 1
-    return {
-        "bytes_per_step": sum(by_dst.values()),
-        "tensors": tensors,
-        "by_accelerator": dict(sorted(by_dst.items())),
-        "from": sorted(srcs),
-        "sources": variable_source_lines(placement.get("nodes") or (), srcs),
-    }
+    return VariablePulls(
+        bytes_per_step=sum(by_dst.values()),
+        tensors=tensors,
+        by_accelerator=dict(sorted(by_dst.items())),
+        sources_from=tuple(sorted(srcs)),
+        sources=tuple(variable_source_lines(placement.nodes, srcs)),
+    )
 
 
-def variable_source_lines(nodes: Iterable[Mapping[str, Any]], devices: Iterable[str]) -> list[str]:
+def variable_source_lines(nodes: Iterable[PlacedNode], devices: Iterable[str]) -> list[str]:
     """Innermost ``tf.device`` lines of the variable handles on ``devices``, in graph order."""
     devices = set(devices)
     out: list[str] = []
     for n in nodes:
-        if n.get("type") not in VARIABLE_HANDLE_TYPES or n.get("device") not in devices:
+        if n.type not in VARIABLE_HANDLE_TYPES or n.device not in devices or not n.sources:
             continue
-        if n.get("sources"):
-            label = source_label(n["sources"][0])
-            if label not in out:
-                out.append(label)
+        if n.sources[0].label not in out:
+            out.append(n.sources[0].label)
     return out
 
 
 def audit_variant(
-    record: Mapping[str, Any],
-    topology: Mapping[str, Any] | None,
-    breakdown: Mapping[str, Any] | None = None,
+    record: VariantRecord,
+    topology: Topology | None,
+    breakdown: TraceDoc | None = None,
     models: Sequence[LinkModel] = LINK_MODELS,
-) -> dict[str, Any] | None:
-    """The placement audit of one variant; None without placement data."""
-    placement = record.get("placement")
-    if not placement:
+) -> Audit | None:
+    """The placement audit of one variant (the run's topology, else its record's); None without placement
+    data."""
+    placement = record.placed
+    if placement is None:
         return None
-    topology = topology or record.get("topology") or {}
+    topology = topology or record.topology or Topology(None, None)
+    roles = topology.roles
     compute_s = compute_per_device(breakdown)
-    devices = device_table(placement, topology, compute_s)
-    total_flops = sum(d["flops_per_step"] for d in devices)
-    host = topology.get("host")
-    host_rows = [d for d in devices if d["role"] == "host"]
-    links_measured = measured_links(breakdown, topology)
-    groups = host_compute_groups(placement.get("nodes") or (), topology, total_flops)
-    n_accel = len(topology.get("accelerators") or ())
-    return {
-        "variant": record.get("name"),
-        "host": host,
-        "accelerators": list(topology.get("accelerators") or ()),
-        "kind": topology.get("kind"),
-        "total_flops_per_step": total_flops,
-        "host_flops_share": _role_share(host_rows, "flops_share") if total_flops else None,
-        "host_compute_share": _role_share(host_rows, "compute_share"),
-        "devices": devices,
-        "host_compute": groups if n_accel else [],
-        "moved": moved_ops(placement.get("nodes") or ()),
-        "links": link_table(placement, topology, links_measured, models),
-        "links_measured": bool(links_measured),
-        "variable_pulls": variable_pulls(placement, topology),
-        "strategy": placement.get("strategy"),  # TF2: the tf.distribute strategy and its cross-device ops
-        "collectives": [  # TF2: all-reduce ops, the bytes each replica contributes per step
-            {k: c.get(k) for k in ("name", "device", "kernel", "bytes", "group_size", "communication_hint")}
-            for c in placement.get("collectives") or ()
-        ],
-    }
+    devices = device_table(placement, roles, compute_s)
+    total_flops = sum(d.flops_per_step for d in devices)
+    host_rows = [d for d in devices if d.role == "host"]
+    links_measured = measured_links(breakdown, topology.host)
+    groups = host_compute_groups(placement.nodes, roles, total_flops)
+    return Audit(
+        variant=record.name,
+        host=topology.host,
+        accelerators=topology.accelerators,
+        kind=topology.kind,
+        total_flops_per_step=total_flops,
+        host_flops_share=_role_share([d.flops_share for d in host_rows], 0.0) if total_flops else None,
+        host_compute_share=_role_share([d.compute_share for d in host_rows], None),
+        devices=tuple(devices),
+        host_compute=tuple(groups) if topology.accelerators else (),
+        moved=tuple(moved_ops(placement.nodes)),
+        links=tuple(link_table(placement, roles, links_measured, models)),
+        links_measured=bool(links_measured),
+        variable_pulls=variable_pulls(placement, roles),
+        strategy=placement.strategy,  # TF2: the tf.distribute strategy and its cross-device ops
+        collectives=tuple(  # TF2: all-reduce ops, the bytes each replica contributes per step
+            CollectiveOp(c.name, c.device, c.kernel, c.bytes, c.group_size, c.communication_hint)
+            for c in placement.collectives
+        ),
+    )
 
 
-def _role_share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
-    """Sum of ``key`` over ``rows``; None when no row has it (e.g. no trace analysed)."""
-    values = [r[key] for r in rows if r[key] is not None]
-    if not values:
-        return None if key == "compute_share" else 0.0
-    return float(sum(values))
-
-
-def compute_per_device(breakdown: Mapping[str, Any] | None) -> dict[str, float]:
-    """Measured compute seconds per step per device, from a variant's trace breakdown.
-
-    ``breakdown`` is the per-step document of :meth:`tfprof_towers.trace.analysis.Analysis.to_doc`:
-    ``{"devices": {name: {"window_s", "total": {category: {"count", "seconds", "bytes"}}, "wall"}}}``.
-    """
-    if not breakdown:
+def _role_share(values: Sequence[float | None], none: float | None) -> float | None:
+    """The sum of ``values`` that are known; ``none`` when none is (e.g. no trace analysed)."""
+    known = [v for v in values if v is not None]
+    return float(sum(known)) if known else none
+def compute_per_device(breakdown: TraceDoc | None) -> dict[str, float]:
+    """Measured compute seconds per step per device, from a variant's trace breakdown (per step: each
+    device's inclusive totals of the compute categories)."""
+    if breakdown is None:
         return {}
     out = {}
-    for name, dev in (breakdown.get("devices") or {}).items():
-        total = dev.get("total") or {}
-        seconds = [float((total.get(c) or {}).get("seconds") or 0.0) for c in COMPUTE_CATEGORIES]
-        if any(c in total for c in COMPUTE_CATEGORIES):
+    for name, dev in breakdown.devices.items():
+        seconds = [float(dev.total_of(c).seconds or 0.0) for c in COMPUTE_CATEGORIES]
+        if any(c in dev.total for c in COMPUTE_CATEGORIES):
             out[name] = sum(seconds)
     return out
 
 
+@dataclass(frozen=True)
+class MeasuredLink:
+    """What device copy events measured on one link, per step."""
+
+    s: float = 0.0
+    bytes: int = 0
+    count: int = 0
+
+
 def measured_links(
-    breakdown: Mapping[str, Any] | None, topology: Mapping[str, Any] | None = None
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """(src, dst) -> measured ``{"s", "bytes", "count"}`` per step, from a trace breakdown.
+    breakdown: TraceDoc | None, host: str | None = None
+) -> dict[tuple[str, str], MeasuredLink]:
+    """(src, dst) -> what was measured per step, from a trace breakdown.
 
     Only links with a measured time (device copy events) count; the trace names the host
-    side of a copy ``/host:CPU``, which is the topology's host device here.
+    side of a copy ``/host:CPU``, which is the topology's ``host`` device here.
     """
-    if not breakdown:
+    if breakdown is None:
         return {}
-    host = (topology or {}).get("host") or HOST_THREADS
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for link in breakdown.get("links") or ():
-        if not link.get("measured") or link.get("seconds") is None:
+    host = host or HOST_THREADS
+    out: dict[tuple[str, str], MeasuredLink] = {}
+    for link in breakdown.links:
+        if not link.measured or link.seconds is None:
             continue
-        key = tuple(host if d == HOST_THREADS else d for d in (link["src"], link["dst"]))
-        m = out.setdefault(key, {"s": 0.0, "bytes": 0, "count": 0})
-        m["s"] += float(link["seconds"])
-        m["bytes"] += int(link.get("bytes") or 0)
-        m["count"] += int(link.get("count") or 0)
+        key = tuple(host if d == HOST_THREADS else d for d in (link.src, link.dst))
+        m = out.get(key, MeasuredLink())
+        out[key] = MeasuredLink(m.s + float(link.seconds), m.bytes + int(link.bytes or 0),
+                                m.count + int(link.count or 0))
     return out

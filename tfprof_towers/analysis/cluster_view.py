@@ -2,7 +2,7 @@
 
 Reads plain documents (no TensorFlow, no trace decoding):
 
-* the trace analysis's per-task step windows (``breakdown["tasks"]``: for each task, per
+* the trace analysis's per-task step windows (``breakdown.tasks``: for each task, per
   step ``start_s``, ``end_s`` and ``collective_s``, the wall time inside collective ops --
   mostly waiting for the last peer), all on one clock;
 * the variant's record (``cluster``: its tasks and how each ended; ``placement``: the
@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tfprof_towers.rundir.cluster_doc import ClusterView, NetworkLink
+from tfprof_towers.rundir.placement_doc import Placement
+from tfprof_towers.rundir.trace_doc import TaskSteps, TraceDoc
+from tfprof_towers.vocab.device_names import crosses_tasks, parse_device
+
 if TYPE_CHECKING:
     import pandas as pd
-
-from tfprof_towers.vocab.device_names import crosses_tasks, parse_device
 
 #: The straggler rule's defaults (advise.RULES names them; the report's per-step view uses them).
 STRAGGLER_PARAMS: dict[str, float] = {"min_late_s": 0.001, "min_late_share": 0.10, "min_steps_share": 0.6}
@@ -50,27 +53,30 @@ def short_task(task: str) -> str:
     return f"{p.job}:{p.task}"
 
 
-def stepping_tasks(tasks: Sequence[Mapping[str, Any]],
-                   stepping: Sequence[str] | None) -> list[Mapping[str, Any]]:
+def as_task_steps(tasks: Sequence[Mapping[str, Any]]) -> tuple[TaskSteps, ...]:
+    """Per-task steps as :func:`tfprof_towers.trace.tasks.task_steps` gives them (a trace's facts), typed."""
+    return tuple(TaskSteps.from_json(t) for t in tasks)
+
+
+def stepping_tasks(tasks: Sequence[TaskSteps], stepping: Sequence[str] | None) -> list[TaskSteps]:
     """The trace's tasks that ran the steps themselves (``stepping``: ``worker:0``...; None: every task
     with steps).  A parameter_server's ps and workers have no step markers: only its chief's count."""
     wanted = None if stepping is None else {short_task(t) for t in stepping}
-    return [t for t in tasks
-            if t.get("steps") and (wanted is None or short_task(str(t.get("task"))) in wanted)]
+    return [t for t in tasks if t.steps and (wanted is None or short_task(str(t.task)) in wanted)]
 
 
-def step_table(tasks: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def step_table(tasks: Sequence[TaskSteps]) -> pd.DataFrame:
     """One row per (task, step) for the steps that two or more tasks ran (module docstring)."""
     import pandas as pd  # only where two tasks' steps are compared: `analyze FILE` never needs it
-    rows = [(str(t.get("task") or t.get("host") or ""), s) for t in tasks for s in t.get("steps") or ()]
+    rows = [(str(t.task or t.host or ""), s) for t in tasks for s in t.steps]
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
     df = pd.DataFrame({
         "task": [r[0] for r in rows],
-        "step": np.array([int(r[1]["step"]) for r in rows], dtype=np.int64),
-        "start_s": np.array([float(r[1]["start_s"]) for r in rows]),
-        "end_s": np.array([float(r[1]["end_s"]) for r in rows]),
-        "collective_s": np.array([float(r[1].get("collective_s") or 0.0) for r in rows]),
+        "step": np.array([int(r[1].step) for r in rows], dtype=np.int64),
+        "start_s": np.array([float(r[1].start_s) for r in rows]),
+        "end_s": np.array([float(r[1].end_s) for r in rows]),
+        "collective_s": np.array([float(r[1].collective_s or 0.0) for r in rows]),
     })
     df = df[df.groupby("step").task.transform("nunique") >= 2].copy()
     df["dur_s"] = df.end_s - df.start_s
@@ -135,46 +141,47 @@ def step_rows(table: pd.DataFrame, min_late_s: float, min_late_share: float) -> 
             for r, flag in zip(table.itertuples(index=False), late)]
 
 
-def network_links(placement: Mapping[str, Any] | None, breakdown: Mapping[str, Any] | None,
-                  loopback: bool) -> list[dict[str, Any]]:
+def network_links(placement: Placement | None, breakdown: TraceDoc | None,
+                  loopback: bool) -> list[NetworkLink]:
     """Bytes per step between tasks: each (src, dst) of the placement's transfers that crosses tasks
     (``via``: ring all-reduce or send/recv; bytes from the graph), with the trace's event count per
     step where it has one (``network`` links of the analysis)."""
-    counted = {(str(ln.get("src")), str(ln.get("dst"))): ln for ln in (breakdown or {}).get("links") or ()
-               if ln.get("kind") == "network"}
+    counted = {(ln.src, ln.dst): ln for ln in (() if breakdown is None else breakdown.links)
+               if ln.kind == "network"}
     out = []
-    for t in (placement or {}).get("transfers") or ():
-        src, dst = str(t["src"]), str(t["dst"])
-        if not crosses_tasks(src, dst):
+    for t in () if placement is None else placement.transfers:
+        if not crosses_tasks(t.src, t.dst):
             continue
-        traced = counted.get((src, dst))
-        out.append({
-            "src": src, "dst": dst, "from": short_task(src), "to": short_task(dst),
-            "via": "ring all-reduce" if t.get("kind") == "collective" else "send/recv",
-            "bytes_per_step": int(t.get("bytes_per_step") or 0), "tensors": int(t.get("tensors") or 0),
-            "traced_per_step": None if traced is None else traced.get("count"),
-            "traced_bytes_per_step": None if traced is None else traced.get("bytes"),
-            "loopback": bool(loopback),
-        })
-    return sorted(out, key=lambda r: (-r["bytes_per_step"], r["src"], r["dst"]))
+        traced = counted.get((t.src, t.dst))
+        out.append(NetworkLink(
+            src=t.src, dst=t.dst, src_task=short_task(t.src), dst_task=short_task(t.dst),
+            via="ring all-reduce" if t.kind == "collective" else "send/recv",
+            bytes_per_step=int(t.bytes_per_step or 0), tensors=int(t.tensors or 0),
+            traced_per_step=None if traced is None else traced.count,
+            traced_bytes_per_step=None if traced is None else traced.bytes,
+            loopback=bool(loopback),
+        ))
+    return sorted(out, key=lambda r: (-r.bytes_per_step, r.src, r.dst))
 
 
-def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Mapping[str, Any] | None,
-                 breakdown: Mapping[str, Any] | None,
-                 params: Mapping[str, float] = STRAGGLER_PARAMS) -> dict[str, Any] | None:
+def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Placement | None,
+                 breakdown: TraceDoc | None,
+                 params: Mapping[str, float] = STRAGGLER_PARAMS) -> ClusterView | None:
     """What summary.json and the report show of a cluster variant (None for other families)."""
     if not record_cluster:
         return None
-    c = dict(record_cluster)
+    c = dict(record_cluster)  # the capture's cluster document: its parts are shown as written
     loopback = bool(c.get("loopback"))
-    table = step_table(stepping_tasks((breakdown or {}).get("tasks") or (), c.get("stepping_tasks")))
-    view = {k: c.get(k) for k in ("family", "loopback", "attached", "cluster", "failed_task", "tasks",
-                                  "attempts", "capture", "host_tasks", "stepping_tasks", "captured_tasks",
-                                  "gpus", "notes")}
-    view["network"] = network_links(placement, breakdown, loopback)
-    view["network_note"] = LOOPBACK_NOTE if loopback else (
-        "bytes from the step's graph; the trace counts the transfers but not their time on the wire")
-    view["steps"] = step_rows(table, float(params["min_late_s"]), float(params["min_late_share"]))
-    view["stragglers"] = stragglers(table, **{k: float(params[k]) for k in STRAGGLER_PARAMS})
-    view["straggler_params"] = dict(params)
-    return view
+    stepping = c.get("stepping_tasks")
+    table = step_table(stepping_tasks(() if breakdown is None else breakdown.tasks, stepping))
+    return ClusterView(
+        **{k: c.get(k) for k in ("family", "loopback", "attached", "cluster", "failed_task", "tasks",
+                                 "attempts", "capture", "host_tasks", "captured_tasks", "gpus", "notes")},
+        stepping_tasks=None if stepping is None else tuple(stepping),
+        network=tuple(network_links(placement, breakdown, loopback)),
+        network_note=LOOPBACK_NOTE if loopback else (
+            "bytes from the step's graph; the trace counts the transfers but not their time on the wire"),
+        steps=tuple(step_rows(table, float(params["min_late_s"]), float(params["min_late_share"]))),
+        stragglers=tuple(stragglers(table, **{k: float(params[k]) for k in STRAGGLER_PARAMS})),
+        straggler_params=dict(params),
+    )

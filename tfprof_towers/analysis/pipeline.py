@@ -1,9 +1,9 @@
 """The analysis steps of a run directory: each takes the typed summary and returns a new one.
 
-A variant whose trace cannot be analysed keeps
-``breakdown = {"error": ...}``; a ``projection.json`` that cannot be read becomes
-``summary.projection = {"label": "projected", "error": ...}``; without one it is ``None``.
-No TensorFlow.
+A variant whose trace cannot be analysed keeps a breakdown with only ``error``
+(:class:`~tfprof_towers.rundir.trace_doc.TraceDoc`); a ``projection.json`` that cannot be read becomes a
+:class:`~tfprof_towers.rundir.projection_doc.ProjectionSummary` with only ``error``; without one it is
+``None``.  No TensorFlow.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from typing import Any
 
 from tfprof_towers.analysis import audit
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json
+from tfprof_towers.rundir.placement_doc import Placement
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import VariantRecord
 from tfprof_towers.rundir.summary import MemoryPeak, Summary, SummaryEntry
+from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.vocab.device_names import device_role
 from tfprof_towers.vocab.errors import TowersError
 
@@ -28,7 +31,7 @@ class VariantTrace:
     """What the trace analysis gave one variant: its per-step document, its hosts' analysis, and how to
     read every host's events when something needs them."""
 
-    breakdown: dict[str, Any]
+    breakdown: TraceDoc
     pod: Any = None  # trace.pod.PodAnalysis (memory, the trace rules' facts, frames/), or None on failure
     logdir: Path | None = None
     context: Any = None  # analysis.run_traces.RunContext: the record's join, for the merged events
@@ -55,7 +58,7 @@ class VariantTrace:
 
 def analyze_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) -> VariantTrace:
     """The per-step breakdown of one variant's trace, host by host then reduced (as ``analyze``);
-    ``{"error": ...}`` when that fails.
+    only ``error`` when that fails.
 
     ``record`` (already loaded) gives the node -> device join, edge bytes and hosts' tasks;
     ``kind`` is the run's topology kind.  Neither is read again from the run directory.
@@ -64,21 +67,19 @@ def analyze_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
         from tfprof_towers.analysis.run_traces import RunContext, analyze_logdir
         from tfprof_towers.xplane.glibc_heap import prefer_heap
     except ImportError as exc:  # the trace package is optional for a report
-        return VariantTrace({"error": f"trace analysis unavailable ({exc})"})
+        return VariantTrace(TraceDoc(error=f"trace analysis unavailable ({exc})"))
     prefer_heap()  # a big trace's columns reuse freed memory, not fresh pages (xplane/glibc_heap.py)
-    ctx = RunContext.of(record.to_json(), kind)
+    ctx = RunContext.of(record, kind)
     logdir = run_dir.logdir(record.name)
     try:
         pod = analyze_logdir(logdir, ctx, record.name)
     except TowersError as exc:
-        return VariantTrace({"error": exc.message})
+        return VariantTrace(TraceDoc(error=exc.message))
     except Exception as exc:  # a trace we cannot read must not cost the user the whole report
-        return VariantTrace({"error": f"trace analysis failed: {type(exc).__name__}: {exc}"})
-    doc = pod.to_doc(per_step=True)
-    doc.pop("source", None)
-    doc.pop("hosts", None)  # the run's record names its hosts
-    if not doc.get("failed_hosts"):
-        doc.pop("failed_hosts", None)
+        return VariantTrace(TraceDoc(error=f"trace analysis failed: {type(exc).__name__}: {exc}"))
+    doc = TraceDoc.from_json(pod.to_doc(per_step=True))
+    # the run's record names its hosts and its trace files
+    doc = replace(doc, source=None, hosts=None, failed_hosts=doc.failed_hosts or None)
     return VariantTrace(doc, pod, logdir, ctx)
 
 
@@ -92,7 +93,8 @@ def analyze_traces(
 
 
 def topology_of(summary: Summary) -> dict[str, Any]:
-    return summary.topology.to_json() if summary.topology is not None else {}
+    """The run's topology as :mod:`tfprof_towers.vocab.device_names` reads it (``{}`` without one)."""
+    return summary.topology.roles if summary.topology is not None else {}
 
 
 def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> Summary:
@@ -103,10 +105,8 @@ def with_breakdowns(summary: Summary, analyses: Mapping[str, VariantTrace]) -> S
         t = analyses.get(e.name)
         if t is None:
             return replace(e, breakdown=None)
-        devices = {dev: {**d, "role": device_role(dev, topology)}
-                   for dev, d in (t.breakdown.get("devices") or {}).items()}
-        bd = {**t.breakdown, "devices": devices} if "devices" in t.breakdown else dict(t.breakdown)
-        return replace(e, breakdown=bd)
+        devices = {dev: replace(d, role=device_role(dev, topology)) for dev, d in t.breakdown.devices.items()}
+        return replace(e, breakdown=replace(t.breakdown, devices=devices))
 
     return summary.map_entries(one)
 
@@ -119,21 +119,19 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
 
     On logical CPU devices the host's allocator serves them all: each device's measured peak is its
     ops' allocations (the placement's node -> device) plus its variables (:func:`measured_here`)."""
-    projection = summary.projection or {}
-    projected = {str(v.get("name")): v.get("memory") or {}
-                 for v in projection.get("variants") or () if isinstance(v, Mapping)}
-    here = {str(v.get("name")): (v.get("memory_at_run") or {}).get("devices") or {}
-            for v in projection.get("variants") or () if isinstance(v, Mapping)}
+    projection = summary.projection or ProjectionSummary()
+    projected = {v.name: v.memory or {} for v in projection.variants}
+    here = {v.name: (v.memory_at_run or {}).get("devices") or {} for v in projection.variants}
     logical = summary.topology is not None and summary.topology.kind == "logical-cpu"
-    headroom = float((projection.get("memory") or {}).get("headroom") or 0.0)
+    headroom = projection.headroom
     preset = summary.config.preset.name if summary.config is not None and summary.config.preset else "run's"
 
     def one(e: SummaryEntry) -> SummaryEntry:
         rows: dict[str, MemoryPeak] = {}
         t = analyses.get(e.name)
         rec = (records or {}).get(e.name)
-        if logical and t is not None and t.pod is not None and rec is not None and rec.placement:
-            rows.update(measured_here(t.trace, rec.placement, preset))  # the allocators' events, merged
+        if logical and t is not None and t.pod is not None and rec is not None and rec.placed is not None:
+            rows.update(measured_here(t.trace, rec.placed, preset))  # the allocators' events, merged
         for d in (t.pod.memory if t is not None and t.pod is not None and not rows else ()):
             cap = d.capacity_bytes
             rows[d.device] = MemoryPeak(d.peak_bytes, "measured", d.before_trace_bytes, cap,
@@ -147,7 +145,7 @@ def with_memory(summary: Summary, analyses: Mapping[str, VariantTrace],
             if dev in rows and rows[dev].label is None:  # a GPU run measured the target's own device
                 rows[dev] = on_target(rows[dev], r, headroom)
             else:  # the target's device (named apart where a logical device of this run has its name)
-                key = dev if dev not in rows else f"{dev} ({projection.get('hardware') or 'target'})"
+                key = dev if dev not in rows else f"{dev} ({projection.hardware or 'target'})"
                 rows[key] = MemoryPeak(int(r["peak_bytes"]), "estimated", r.get("persistent_bytes"),
                                        r.get("capacity_bytes"), r.get("fits"),
                                        estimate_low_bytes=_bytes_or_none(r, "peak_low_bytes"),
@@ -172,27 +170,27 @@ def with_calibration(summary: Summary) -> Summary:
     verdicts.  Unchanged where nothing was measured on logical devices."""
     from tfprof_towers.analysis.memory_calibration import calibrated_fit, calibration_label, calibrations
 
-    projection = summary.projection or {}
+    projection = summary.projection
     topology = summary.topology
-    if projection.get("error") or not projection.get("variants") or topology is None:
+    if projection is None or projection.error or not projection.variants or topology is None:
         return summary
     preset = summary.config.preset.name if summary.config is not None and summary.config.preset else "run's"
     label = calibration_label(preset)
-    headroom = float((projection.get("memory") or {}).get("headroom") or 0.0)
-    suffix = f" ({projection.get('hardware') or 'target'})"
+    headroom = projection.headroom
+    suffix = f" ({projection.hardware or 'target'})"
     entries = {e.name: e for e in summary.variants}
     found: dict[str, dict] = {}
     variants = []
-    for v in projection["variants"]:
-        e = entries.get(str(v.get("name")))
-        rows = v.get("memory") if isinstance(v, Mapping) else None
-        if e is None or not rows or not isinstance(v.get("memory_fit"), Mapping):
+    for v in projection.variants:
+        e = entries.get(v.name)
+        rows = v.memory
+        if e is None or not rows or v.memory_fit is None:
             variants.append(v)
             continue
         cal = calibrations(e.memory, topology.host, topology.accelerators, list(rows))
-        new_rows, fit = calibrated_fit(rows, v["memory_fit"], cal, headroom, label)
+        new_rows, fit = calibrated_fit(rows, v.memory_fit, cal, headroom, label)
         found[e.name] = {d: r for d, r in new_rows.items() if "calibrated_peak_bytes" in r}
-        variants.append({**v, "memory": new_rows, "memory_fit": fit})
+        variants.append(replace(v, memory=new_rows, memory_fit=fit))
     if not any(found.values()):
         return summary
 
@@ -211,7 +209,7 @@ def with_calibration(summary: Summary) -> Summary:
                                       estimate_high_bytes=_bytes_or_none(r, "peak_high_bytes"))
         return replace(e, memory=memory)
 
-    return replace(summary.map_entries(one), projection={**projection, "variants": variants})
+    return replace(summary.map_entries(one), projection=replace(projection, variants=tuple(variants)))
 
 
 def on_target(measured: MemoryPeak, projected: Mapping[str, Any], headroom: float) -> MemoryPeak:
@@ -231,15 +229,14 @@ def measured_label(preset: str) -> str:
     return f"measured at the {preset} preset, logical devices on this CPU"
 
 
-def measured_here(trace: Any, placement: Mapping[str, Any], preset: str) -> dict[str, MemoryPeak]:
+def measured_here(trace: Any, placement: Placement, preset: str) -> dict[str, MemoryPeak]:
     """Each logical device's measured peak (:func:`.trace.placed_memory.placed_peaks`): the host allocators'
     events by the device their op was placed on, the most within one step, plus the variables the
     placement put there."""
     from tfprof_towers.trace.placed_memory import placed_peaks
 
-    nodes = {str(n["name"]): str(n["device"]) for n in placement.get("nodes") or ()
-             if isinstance(n, Mapping) and n.get("name") and n.get("device")}
-    held = {str(d): int(b) for d, b in (placement.get("variable_bytes") or {}).items()}
+    nodes = {n.name: n.device for n in placement.nodes if n.name and n.device}
+    held = {str(d): int(b) for d, b in placement.variable_bytes.items()}
     if not trace.memory.n:
         return {}
     peaks = placed_peaks(trace.memory, nodes, held, steps=trace.step_table)
@@ -254,8 +251,9 @@ def measured_here(trace: Any, placement: Mapping[str, Any], preset: str) -> dict
 def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:
     """The links modeled times are quoted at: the projection's hardware profile's, so that the
     findings and the projection describe one machine; the named PCIe models without a projection."""
-    profile = (summary.projection or {}).get("profile")
-    if profile and not (summary.projection or {}).get("error"):
+    projection = summary.projection
+    profile = projection.profile if projection is not None else None
+    if profile and not projection.error:
         try:
             return audit.link_models_from_profile(profile)
         except (KeyError, TypeError, ValueError):
@@ -265,16 +263,15 @@ def link_models(summary: Summary) -> tuple[audit.LinkModel, ...]:
 
 def with_audits(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
     """Each successful variant's placement audit, and the link models its modeled times use."""
-    topology = topology_of(summary)
     models = link_models(summary)
 
     def one(e: SummaryEntry) -> SummaryEntry:
         rec = records.get(e.name)
         if not e.ok or rec is None:
             return replace(e, audit=None)
-        return replace(e, audit=audit.audit_variant(rec.to_json(), topology, e.breakdown, models))
+        return replace(e, audit=audit.audit_variant(rec, summary.topology, e.breakdown, models))
 
-    return replace(summary.map_entries(one), link_models=tuple(audit.link_models_json(models)))
+    return replace(summary.map_entries(one), link_models=tuple(models))
 
 
 def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summary:
@@ -285,8 +282,8 @@ def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summ
         rec = records.get(e.name)
         if rec is None or rec.cluster is None:
             return e
-        breakdown = e.breakdown if e.breakdown and "error" not in e.breakdown else None
-        return replace(e, cluster=cluster_view(rec.cluster, rec.placement, breakdown))
+        breakdown = e.breakdown if e.breakdown is not None and e.breakdown.ok else None
+        return replace(e, cluster=cluster_view(rec.cluster, rec.placed, breakdown))
 
     return summary.map_entries(one)
 
@@ -295,26 +292,26 @@ def with_cluster(summary: Summary, records: Mapping[str, VariantRecord]) -> Summ
 # What-if projection (projection.json) -> summary["projection"]
 
 
-def with_projection(summary: Summary, projection: Mapping[str, Any] | None) -> Summary:
+def with_projection(summary: Summary, projection: ProjectionSummary | None) -> Summary:
     return replace(summary, projection=projection)
 
 
-def load_projection(run_dir: RunDir) -> dict[str, Any] | None:
-    """``RUN_DIR/projection.json`` in compact form; ``None`` without one, ``{"error": ...}`` if unreadable."""
+def load_projection(run_dir: RunDir) -> ProjectionSummary | None:
+    """``RUN_DIR/projection.json`` in compact form; ``None`` without one, only ``error`` if unreadable."""
     path = run_dir.root / PROJECTION_JSON
     if not (path.exists() or path.is_symlink()):
         return None
     try:
-        return compact_projection(read_json(path))
+        return ProjectionSummary.from_json(compact_projection(read_json(path)))
     except TowersError as exc:
-        return {"label": "projected", "error": exc.message}
+        return ProjectionSummary(error=exc.message)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        why = f"{path}: not a projection document ({type(exc).__name__}: {exc})"
-        return {"label": "projected", "error": why}
+        return ProjectionSummary(error=f"{path}: not a projection document ({type(exc).__name__}: {exc})")
 
 
 def compact_projection(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """What the report shows of a projection document (see ``project.api.project``).
+    """What the report shows of a projection document (see ``project.api.project``), as the JSON of a
+    :class:`~tfprof_towers.rundir.projection_doc.ProjectionSummary`.
 
     Raises ``KeyError``/``TypeError``/``ValueError`` on a document of the wrong shape.
     """

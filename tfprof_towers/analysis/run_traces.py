@@ -15,12 +15,12 @@ Never imports TensorFlow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfprof_towers.rundir.paths import RunDir, is_run_dir, read_json
+from tfprof_towers.rundir.records import VariantRecord, load_record
 from tfprof_towers.trace.executors import analyze_pod
 from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.load import Trace
@@ -41,46 +41,37 @@ class RunContext:
     host_tasks: dict[str, str] | None = None  # host file name -> task (cluster variants)
 
     @classmethod
-    def of(cls, record: Mapping[str, Any] | None, kind: str | None) -> RunContext:
-        """From a variant's record document (its placement's nodes and edges, its ``host_tasks``) and
-        the run's topology kind; ``record`` None: a variant without one."""
+    def of(cls, record: VariantRecord | None, kind: str | None) -> RunContext:
+        """From a variant's record (its placement's nodes and edges, its ``host_tasks``) and the run's
+        topology kind; ``record`` None: a variant without one."""
         nodes: dict[str, str | list[str]] = {}
         edges: dict[str, int] | None = None
         host_tasks: dict[str, str] | None = None
-        if record is not None:
-            placement = record.get("placement") or {}
-            for n in placement.get("nodes") or []:
-                if isinstance(n, dict) and n.get("name") and n.get("device"):
-                    name, dev = str(n["name"]), str(n["device"])
-                    seen = nodes.get(name)
-                    if seen is None or seen == dev:
-                        nodes[name] = dev
-                    else:  # the same node on several tasks of a cluster
-                        devices = seen if isinstance(seen, list) else [seen]
-                        nodes[name] = devices if dev in devices else [*devices, dev]
-            if placement.get("edges") is not None:
-                edges = {str(e["edge"]): int(e.get("bytes") or 0) for e in placement["edges"]
-                         if isinstance(e, dict) and e.get("edge")}
-            tasks = record.get("host_tasks")
-            if isinstance(tasks, dict):
-                host_tasks = {str(k): str(v) for k, v in tasks.items() if v}
+        placement = None if record is None else record.placed
+        for n in () if placement is None else placement.nodes:
+            if n.name and n.device:
+                seen = nodes.get(n.name)
+                if seen is None or seen == n.device:
+                    nodes[n.name] = n.device
+                else:  # the same node on several tasks of a cluster
+                    devices = seen if isinstance(seen, list) else [seen]
+                    nodes[n.name] = devices if n.device in devices else [*devices, n.device]
+        if placement is not None and placement.edges is not None:
+            edges = {e.edge: int(e.bytes or 0) for e in placement.edges if e.edge}
+        if record is not None and record.host_tasks is not None:
+            host_tasks = {str(k): str(v) for k, v in record.host_tasks.items() if v}
         return cls(nodes, edges, kind, host_tasks)
-
-    @classmethod
-    def of_record(cls, record: VariantRecord, kind: str | None) -> RunContext:
-        """:meth:`of` a typed record: its placement (a free mapping of the capture's) and ``host_tasks``."""
-        return cls.of({"placement": record.placement, "host_tasks": record.host_tasks}, kind)
 
 
 def run_context(run_dir: Path, variant: str) -> RunContext:
-    """Node -> device, edge bytes and topology kind from ``run.json`` and the variant's record."""
+    """Node -> device, edge bytes and topology kind from ``run.json`` and the variant's record (an
+    invalid or missing one adds nothing)."""
     rd = RunDir(Path(run_dir))
     kind = None
     if rd.run_json.is_file():
         topo = (read_json(rd.run_json) or {}).get("topology") or {}
         kind = topo.get("kind") if isinstance(topo, dict) else None
-    record = (read_json(rd.record_json(variant)) or {}) if rd.record_json(variant).is_file() else None
-    return RunContext.of(record, kind)
+    return RunContext.of(load_record(rd, variant) if rd.record_json(variant).is_file() else None, kind)
 
 
 def analyze_logdir(logdir: Path, ctx: RunContext, label: str = "", notes: tuple[str, ...] = (),

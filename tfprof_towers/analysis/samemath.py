@@ -16,21 +16,30 @@ change them beyond float rounding; the ``changed_math`` rule owns the tolerances
   recorded from its graph) cannot match exactly -- each replica draws its own -- so
   it is "not compared", and named so; it is no reference either.
 
-Plain mappings in and out; no TensorFlow.
+The summary's entries in, a :class:`~tfprof_towers.rundir.math_table.MathTable` out; no TensorFlow.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from tfprof_towers.rundir import nonfinite
+from tfprof_towers.rundir.math_table import (
+    DIFFERS,
+    NOT_COMPARED,
+    REFERENCE,
+    SAME,
+    MathReference,
+    MathRow,
+    MathTable,
+    MathTolerance,
+)
+from tfprof_towers.rundir.summary import SummaryEntry
 from tfprof_towers.variants import registry
 
-SAME, DIFFERS, NOT_COMPARED, REFERENCE = "same", "differs", "not compared", "reference"
 #: Fewest variants whose median can stand in for a missing baseline.
 MIN_FOR_MEDIAN = 3
 NO_LOSS = "its graph exposes no loss (see docs/variants.md: same math)"
@@ -62,17 +71,16 @@ class Comparison:
         return self.loss_differs or self.grad_norm_differs
 
 
-def entry_losses(entry: Mapping[str, Any]) -> tuple[float, ...]:
-    """The entry's losses; a NaN one (written as null plus a ``not_finite`` flag) is NaN again."""
-    return tuple(float(x) for x in nonfinite.restore(entry, "losses") or ())
+def entry_losses(entry: SummaryEntry) -> tuple[float, ...]:
+    """The entry's losses (a NaN one is NaN: the codec restores what ``not_finite`` names)."""
+    return tuple(float(x) for x in entry.losses or ())
 
 
-def entry_grad_norm(entry: Mapping[str, Any]) -> float | None:
-    norm = nonfinite.restore(entry, "grad_norm")
-    return None if norm is None else float(norm)
+def entry_grad_norm(entry: SummaryEntry) -> float | None:
+    return None if entry.grad_norm is None else float(entry.grad_norm)
 
 
-def not_finite(entry: Mapping[str, Any]) -> str | None:
+def not_finite(entry: SummaryEntry) -> str | None:
     """"loss is NaN at step 1" (or the gradient norm's) when the variant's math holds a NaN or an
     infinity -- the model diverged or its inputs hold NaN -- else None."""
     first = nonfinite.first_not_finite(entry_losses(entry))
@@ -84,12 +92,12 @@ def not_finite(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def random_ops(entry: Mapping[str, Any]) -> tuple[str, ...]:
+def random_ops(entry: SummaryEntry) -> tuple[str, ...]:
     """The ops of the variant's step that draw random numbers (none: its math can be compared)."""
-    return tuple(str(n) for n in entry.get("random_ops") or ())
+    return entry.random_ops
 
 
-def draws_random(entry: Mapping[str, Any]) -> str | None:
+def draws_random(entry: SummaryEntry) -> str | None:
     """"the step draws random numbers (`dropout/...`)" when it does, else None."""
     names = random_ops(entry)
     if not names:
@@ -99,24 +107,22 @@ def draws_random(entry: Mapping[str, Any]) -> str | None:
     return f"the step draws random numbers ({shown}{more})"
 
 
-def compared_entries(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def compared_entries(entries: Sequence[SummaryEntry]) -> list[SummaryEntry]:
     """Successful variants that recorded their losses, all finite (a diverged one is no reference), from
     a step that draws no random numbers."""
-    return [e for e in entries if e.get("status") == "ok" and entry_losses(e) and not_finite(e) is None
-            and not random_ops(e)]
+    return [e for e in entries if e.ok and entry_losses(e) and not_finite(e) is None and not random_ops(e)]
 
 
-def reference(entries: Sequence[Mapping[str, Any]]) -> Reference | None:
+def reference(entries: Sequence[SummaryEntry]) -> Reference | None:
     """The family baseline's numbers; else the median of three or more variants; else None."""
     with_math = compared_entries(entries)
-    baselines = [e for e in with_math if registry.is_baseline(e["name"], e.get("source"))]
-    baselines.sort(key=lambda e: registry.family_of(e) != registry.TF1_GRAPH)
+    baselines = [e for e in with_math if e.baseline]
+    baselines.sort(key=lambda e: e.family != registry.TF1_GRAPH)
     if baselines:
         b = baselines[0]
         norm = entry_grad_norm(b)
-        what = "one worker per task" if b.get("family") == registry.CLUSTER else "one device"
-        return Reference(b["name"], entry_losses(b), None if norm is None else float(norm),
-                         f"{b['name']} (the baseline: {what})")
+        what = "one worker per task" if b.family == registry.CLUSTER else "one device"
+        return Reference(b.name, entry_losses(b), norm, f"{b.name} (the baseline: {what})")
     if len(with_math) < MIN_FOR_MEDIAN:
         return None
     steps = min(len(entry_losses(e)) for e in with_math)
@@ -137,11 +143,15 @@ def _exceeds(diff: float, rtol: float) -> bool:
     return not diff <= rtol  # NaN exceeds
 
 
-def compare(entry: Mapping[str, Any], ref: Reference, loss_rtol: float, grad_norm_rtol: float) -> Comparison:
+def compare(entry: SummaryEntry, ref: Reference, loss_rtol: float, grad_norm_rtol: float) -> Comparison:
     """``entry``'s losses (step by step) and gradient norm against ``ref``'s."""
-    losses = entry_losses(entry)
+    return compare_numbers(entry_losses(entry), entry_grad_norm(entry), ref, loss_rtol, grad_norm_rtol)
+
+
+def compare_numbers(losses: Sequence[float], norm: float | None, ref: Reference, loss_rtol: float,
+                    grad_norm_rtol: float) -> Comparison:
+    """``losses`` (step by step) and the gradient norm ``norm`` against ``ref``'s."""
     diffs = tuple(relative_difference(a, b) for a, b in zip(losses, ref.losses))
-    norm = entry_grad_norm(entry)
     norm_diff = None if norm is None or ref.grad_norm is None else relative_difference(norm, ref.grad_norm)
     return Comparison(
         loss_rel_diff=diffs,
@@ -151,7 +161,7 @@ def compare(entry: Mapping[str, Any], ref: Reference, loss_rtol: float, grad_nor
     )
 
 
-def not_compared_why(entry: Mapping[str, Any], ref: Reference | None) -> str | None:
+def not_compared_why(entry: SummaryEntry, ref: Reference | None) -> str | None:
     """Why ``entry`` cannot be compared (None: it can)."""
     if not entry_losses(entry):
         return NO_LOSS
@@ -166,34 +176,24 @@ def not_compared_why(entry: Mapping[str, Any], ref: Reference | None) -> str | N
     return None
 
 
-def table(entries: Sequence[Mapping[str, Any]], loss_rtol: float, grad_norm_rtol: float) -> dict[str, Any]:
+def table(entries: Sequence[SummaryEntry], loss_rtol: float, grad_norm_rtol: float) -> MathTable:
     """``summary.json`` -> ``math``: the reference, the tolerances and one row per successful variant."""
     ref = reference(entries)
-    rows = []
-    for e in entries:
-        if e.get("status") != "ok":
-            continue
-        row: dict[str, Any] = nonfinite.strict(
-            {"variant": e["name"], "losses": list(entry_losses(e)), "grad_norm": entry_grad_norm(e)},
-            ("losses", "grad_norm"))
-        why = not_compared_why(e, ref)
-        if why is not None:
-            drawn = {"random_ops": list(random_ops(e))} if random_ops(e) else {}
-            rows.append({**row, "status": NOT_COMPARED, "why": why, **drawn})
-            continue
-        nan = not_finite(e)
-        if ref is None:  # not_compared_why let it through: its own NaN says it differs
-            rows.append({**row, "status": DIFFERS, "why": nan})
-            continue
-        if nan is not None:
-            row["why"] = nan
-        c = compare(e, ref, loss_rtol, grad_norm_rtol)
-        status = REFERENCE if e["name"] == ref.variant else (DIFFERS if c.differs else SAME)
-        rows.append({**row, "status": status, "loss_rel_diff": list(c.loss_rel_diff),
-                     "grad_norm_rel_diff": c.grad_norm_rel_diff})
-    return {
-        "reference": None if ref is None else {"variant": ref.variant, "label": ref.label,
-                                               "losses": list(ref.losses), "grad_norm": ref.grad_norm},
-        "tolerance": {"losses": loss_rtol, "grad_norm": grad_norm_rtol},
-        "variants": rows,
-    }
+    rows = [_row(e, ref, loss_rtol, grad_norm_rtol) for e in entries if e.ok]
+    reference_doc = None if ref is None else MathReference(ref.variant, ref.label, ref.losses, ref.grad_norm)
+    return MathTable(reference_doc, MathTolerance(loss_rtol, grad_norm_rtol), tuple(rows))
+
+
+def _row(e: SummaryEntry, ref: Reference | None, loss_rtol: float, grad_norm_rtol: float) -> MathRow:
+    """One successful variant's row of :func:`table`."""
+    row = MathRow(e.name, NOT_COMPARED, entry_losses(e), entry_grad_norm(e))
+    why = not_compared_why(e, ref)
+    if why is not None:
+        return replace(row, why=why, random_ops=random_ops(e))
+    nan = not_finite(e)
+    if ref is None:  # not_compared_why let it through: its own NaN says it differs
+        return replace(row, status=DIFFERS, why=nan)
+    c = compare(e, ref, loss_rtol, grad_norm_rtol)
+    status = REFERENCE if e.name == ref.variant else (DIFFERS if c.differs else SAME)
+    return replace(row, status=status, why=nan, loss_rel_diff=c.loss_rel_diff,
+                   grad_norm_rel_diff=c.grad_norm_rel_diff)

@@ -68,7 +68,7 @@ def point_walls(run_dir: RunDir, p: PlannedPoint, record: VariantRecord,
 
         rd = PointRunDir(run_dir.root, count=p.count)
         kind = topology.kind if topology is not None else None
-        analysis = analyze_logdir(rd.logdir(p.variant), RunContext.of_record(record, kind), record.name)
+        analysis = analyze_logdir(rd.logdir(p.variant), RunContext.of(record, kind), record.name)
         devices = TraceDoc.from_json(analysis.to_doc(per_step=True)).devices
     except Exception:
         return None

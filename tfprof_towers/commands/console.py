@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,12 @@ from rich.table import Table
 from tfprof_towers.advice.recommend import stand_in_why
 from tfprof_towers.commands.progress import rich_console, stderr_console
 from tfprof_towers.rundir.paths import RunDir
-from tfprof_towers.rundir.summary import EstimateGap, MemoryPeak, estimate_gap
+from tfprof_towers.rundir.summary import EstimateGap, MemoryPeak, Summary, SummaryEntry, estimate_gap
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
-from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib, fmt_workload
+from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib
 
 _err = stderr_console()
 _out = rich_console()
@@ -78,64 +79,62 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.2f} ms"
 
 
-def _speedup_title(summary: dict[str, Any]) -> str:
+def _speedup_title(summary: Summary) -> str:
     """``speedup vs <baseline>`` for one family; with several, each over its own family's baseline."""
-    families = {registry.family_of(v) for v in summary["variants"]}
+    families = {v.family for v in summary.variants}
     if len(families) == 1:
         return f"speedup vs {registry.baseline_name(families.pop())}"
     return "speedup vs " + " / ".join(registry.baseline_name(f) for f in registry.FAMILIES if f in families)
 
 
-def _status(v: dict[str, Any]) -> str:
-    if v["status"] == "ok":
+def _status(v: SummaryEntry) -> str:
+    if v.ok:
         return "ok"
-    text = _escape(f"{v['status']}: {v.get('error') or ''}")
-    return f"[yellow]{text}[/]" if v["status"] == "skipped" else f"[red]{text}[/]"
+    text = _escape(f"{v.status}: {v.error or ''}")
+    return f"[yellow]{text}[/]" if v.status == "skipped" else f"[red]{text}[/]"
 
 
 MATH_MARK = {"same": "same", "reference": "reference", "differs": "[red]DIFFERS[/]", "not compared": "-"}
 
 
-def ranked_table(summary: dict[str, Any]) -> Table:
-    logical = (summary.get("topology") or {}).get("kind") == "logical-cpu"
-    what = "logical CPU devices" if logical else "no GPUs"
+def ranked_table(summary: Summary) -> Table:
+    kind = None if summary.topology is None else summary.topology.kind
+    what = "logical CPU devices" if kind == "logical-cpu" else "no GPUs"
     title = (f"CPU stand-in timings here, fastest first ({what}: placement, bytes and FLOPs are "
-             "real; speed is not GPU speed)" if stand_in_why(summary) else
+             "real; speed is not GPU speed)" if stand_in_why(kind) else
              "Placements, fastest first (median un-profiled step time)")
     t = Table(title=title)
     for col, just in (("#", "right"), ("variant", "left"), ("median step", "right"),
                       ("p10-p90", "right"), (_speedup_title(summary), "right"), ("peak memory", "right"),
                       ("same math", "left"), ("status", "left")):
         t.add_column(col, justify=just)
-    by_name = {v["name"]: v for v in summary["variants"]}
-    math = {r["variant"]: r["status"] for r in (summary.get("math") or {}).get("variants") or ()}
-    for name in summary["ranking"]:
-        v = by_name[name]
-        st = v["step_time_s"]
-        spread = f"{_ms(st['p10'])} - {_ms(st['p90'])}" if st.get("p10") is not None else "-"
-        sp = v.get("speedup_vs_single")
-        t.add_row(str(v["rank"] or "-"), _escape(name), _ms(st["median"]), spread,
-                  "-" if sp is None else f"{sp:.2f}x", peak_cell(v.get("memory") or {}),
+    math = {r.variant: r.status for r in (summary.math.variants if summary.math is not None else ())}
+    for name in summary.ranking:
+        v = summary.entry(name)
+        st = v.step_time_s
+        spread = f"{_ms(st.p10)} - {_ms(st.p90)}" if st.p10 is not None else "-"
+        sp = v.speedup_vs_baseline
+        t.add_row(str(v.rank or "-"), _escape(name), _ms(st.median), spread,
+                  "-" if sp is None else f"{sp:.2f}x", peak_cell(v.memory),
                   MATH_MARK.get(math.get(name, ""), "-"), _status(v))
     return t
 
 
-def random_math_lines(summary: dict[str, Any]) -> list[str]:
+def random_math_lines(summary: Summary) -> list[str]:
     """"Same math not compared for a, b: the step draws random numbers (`dropout/...`)", one line per
     reason, for the variants whose step draws random numbers (their losses cannot agree)."""
     by_why: dict[str, list[str]] = {}
-    for r in (summary.get("math") or {}).get("variants") or ():
-        if r.get("random_ops") and r.get("why"):
-            by_why.setdefault(str(r["why"]), []).append(str(r["variant"]))
+    for r in summary.math.variants if summary.math is not None else ():
+        if r.random_ops and r.why:
+            by_why.setdefault(r.why, []).append(r.variant)
     return [f"Same math not compared for {', '.join(names)}: {why}" for why, names in by_why.items()]
 
 
-def peak_cell(memory: dict[str, Any]) -> str:
-    """A variant's largest accelerator peak (``variants[].memory``, read typed), whether measured or
-    estimated, red when it does not fit (rich markup, escaped); "-" without one."""
-    rows = {d: MemoryPeak.from_json(r) for d, r in memory.items()}
-    here = {d: r for d, r in rows.items() if r.label}  # measured on this run's logical devices
-    acc = here or {d: r for d, r in rows.items() if is_accelerator_plane(d)} or rows
+def peak_cell(memory: Mapping[str, MemoryPeak]) -> str:
+    """A variant's largest accelerator peak (``variants[].memory``), whether measured or estimated, red
+    when it does not fit (rich markup, escaped); "-" without one."""
+    here = {d: r for d, r in memory.items() if r.label}  # measured on this run's logical devices
+    acc = here or {d: r for d, r in memory.items() if is_accelerator_plane(d)} or dict(memory)
     if not acc:
         return "-"
     dev, r = max(acc.items(), key=lambda x: (x[1].peak_bytes, x[0]))
@@ -151,7 +150,7 @@ def peak_cell(memory: dict[str, Any]) -> str:
     return f"[yellow]{_escape(text)} may not fit[/]" if r.may_not_fit else _escape(text)
 
 
-def memory_cell(fit: dict[str, Any] | None, checked: EstimateGap | None = None) -> str:
+def memory_cell(fit: Mapping[str, Any] | None, checked: EstimateGap | None = None) -> str:
     """A variant's peak memory on the target, for a table: its tightest device's estimated peak, red when
     it does not fit (rich markup, escaped); ``checked``: (estimated / measured, where) of the same
     estimate at the run's size, the device farthest apart.  A calibrated verdict's peak says so, with the
@@ -169,65 +168,62 @@ def memory_cell(fit: dict[str, Any] | None, checked: EstimateGap | None = None) 
     return (f"[yellow]{_escape(text)} (may not fit)[/]" if fit.get("may_not_fit") else _escape(text)) + check
 
 
-def estimate_checks(summary: dict[str, Any]) -> dict[str, EstimateGap]:
+def estimate_checks(summary: Summary) -> dict[str, EstimateGap]:
     """Per variant: how far its memory estimate was from what the run measured at its own size."""
-    out = {}
-    for v in summary.get("variants") or ():
-        gap = estimate_gap({d: MemoryPeak.from_json(r) for d, r in (v.get("memory") or {}).items()})
-        if gap is not None:
-            out[str(v["name"])] = gap
-    return out
+    return {v.name: gap for v in summary.variants if (gap := estimate_gap(v.memory)) is not None}
 
 
-def projected_table(summary: dict[str, Any]) -> Table | None:
+def projected_table(summary: Summary) -> Table | None:
     """The projection the recommendation came from (None when there is none to show)."""
-    proj = summary.get("projection") or {}
-    if proj.get("error") or not proj.get("variants"):
+    proj = summary.projection
+    if proj is None or proj.error or not proj.variants:
         return None
-    size = fmt_workload(proj.get("preset"))
+    size = proj.preset.workload if proj.preset is not None else ""
     size = f" {size}" if size else ""
-    t = Table(title=f"PROJECTED on {proj.get('hardware')}{size}, fastest first: not measured")
+    t = Table(title=f"PROJECTED on {proj.hardware}{size}, fastest first: not measured")
     for col, just in (("#", "right"), ("variant", "left"), ("overlapped - serial", "right"),
                       ("peak memory", "right"), ("bottleneck", "left"), ("note", "left")):
         t.add_column(col, justify=just)
-    excluded = (summary.get("recommendation") or {}).get("excluded") or {}
-    by_name = {v["name"]: v for v in proj["variants"]}
+    excluded = summary.recommendation.excluded
+    by_name = {v.name: v for v in proj.variants}
     checks = estimate_checks(summary)
-    ranking = list(proj.get("ranking") or ())
+    ranking = list(proj.ranking)
     for name in [*ranking, *(n for n in by_name if n not in ranking)]:
         v = by_name[name]
-        step = v.get("projected_step_s")
-        span = f"{_ms(step['overlapped'])} - {_ms(step['serial'])}" if step else "-"
-        note = v.get("error") or (f"not recommended: {excluded[name]}" if name in excluded else "")
-        t.add_row(str(v.get("rank") or "-"), _escape(name), span,
-                  memory_cell(v.get("memory_fit"), checks.get(name)),
-                  _escape(str(v.get("bottleneck") or "-")),
+        step = v.projected_step_s
+        span = f"{_ms(step.overlapped)} - {_ms(step.serial)}" if step is not None else "-"
+        note = v.error or (f"not recommended: {excluded[name]}" if name in excluded else "")
+        t.add_row(str(v.rank or "-"), _escape(name), span,
+                  memory_cell(v.memory_fit, checks.get(name)),
+                  _escape(str(v.bottleneck or "-")),
                   f"[yellow]{_escape(note)}[/]" if note else "")
     return t
 
 
-def print_summary(summary: dict[str, Any], run_dir: RunDir, not_written: tuple[Path, ...] = ()) -> None:
+def print_summary(summary: Summary | Mapping[str, Any], run_dir: RunDir,
+                  not_written: tuple[Path, ...] = ()) -> None:
     """The ranked table, the recommendation and the paths of the files written (``not_written``: a
-    full disk kept them out, so their paths are not printed)."""
-    rec = summary.get("recommendation") or {}
-    projected = rec.get("basis") == "projected"
-    table = projected_table(summary) if projected else None
+    full disk kept them out, so their paths are not printed); ``summary`` as ``summary.json`` holds it
+    (the document :func:`~tfprof_towers.session.report.finish_run` returns is read)."""
+    if not isinstance(summary, Summary):
+        summary = Summary.from_json(summary)
+    rec = summary.recommendation
+    table = projected_table(summary) if rec.is_projected else None
     if table is not None:
         _out.print(table)
     _out.print(ranked_table(summary))
     for line in random_math_lines(summary):
         _out.print(_escape(line))
-    label = f" ({rec.get('label')})" if projected and rec.get("label") else ""
-    if rec.get("variant"):
-        reason = _escape(rec.get("reason", ""))
-        _out.print(f"Recommendation{_escape(label)}: [bold]{_escape(rec['variant'])}[/] — {reason}")
-    elif projected:
-        _out.print(f"[yellow]No recommendation{_escape(label)}[/]: {_escape(rec.get('reason', ''))}")
-    if summary.get("partial"):
-        how = (f"interrupted by {summary['interrupted_by']}" if summary.get("interrupted_by")
+    label = f" ({rec.label})" if rec.is_projected else ""
+    if rec.variant:
+        _out.print(f"Recommendation{_escape(label)}: [bold]{_escape(rec.variant)}[/] — {_escape(rec.reason)}")
+    elif rec.is_projected:
+        _out.print(f"[yellow]No recommendation{_escape(label)}[/]: {_escape(rec.reason)}")
+    if summary.partial:
+        how = (f"interrupted by {summary.interrupted_by}" if summary.interrupted_by
                else "the profile stopped (killed?)")
         _out.print(f"[yellow]partial run[/]: {_escape(how)} before every variant finished")
-    for problem in summary.get("problems") or ():  # e.g. a run.json that had to be skipped
+    for problem in summary.problems:  # e.g. a run.json that had to be skipped
         err(f"note: {problem}")
     _out.print(f"run directory: {run_dir.root}", markup=False)
     if run_dir.report_html.is_file() and run_dir.report_html not in not_written:

@@ -274,7 +274,8 @@ def findings(b: Side, n: Side) -> dict[str, list[dict[str, Any]]]:
 def math(b: Side, n: Side) -> dict[str, Any]:
     """Whether NEW's first losses and step-1 gradient norm match BASE's (the ``changed_math`` tolerances)."""
     from tfprof_towers.advice.rules import RULES
-    from tfprof_towers.analysis.samemath import Reference, compare
+    from tfprof_towers.analysis.samemath import Reference, compare_numbers
+    from tfprof_towers.rundir import nonfinite
 
     eb, en = b.part.entry or {}, n.part.entry or {}
     lb, ln = list(eb.get("losses") or ()), list(en.get("losses") or ())
@@ -286,7 +287,10 @@ def math(b: Side, n: Side) -> dict[str, Any]:
         return doc
     rule = next(r for r in RULES if r.name == "changed_math")
     loss_rtol, norm_rtol = rule.param("loss_rtol"), rule.param("grad_norm_rtol")
-    c = compare(en, Reference(b.name, tuple(lb), eb.get("grad_norm"), "BASE"), loss_rtol, norm_rtol)
+    norm = nonfinite.restore(en, "grad_norm")  # a NaN is written as null and named in "not_finite"
+    losses = tuple(float(x) for x in nonfinite.restore(en, "losses") or ())
+    c = compare_numbers(losses, None if norm is None else float(norm),
+                        Reference(b.name, tuple(lb), eb.get("grad_norm"), "BASE"), loss_rtol, norm_rtol)
     doc.update(same=not c.differs, loss_rel_diff=list(c.loss_rel_diff),
                grad_norm_rel_diff=c.grad_norm_rel_diff,
                loss_rtol=loss_rtol, grad_norm_rtol=norm_rtol)

@@ -22,6 +22,7 @@ from tfprof_towers.projection.hardware import Hardware, load_hardware
 from tfprof_towers.projection.memory_fit import ESTIMATED, HEADROOM, HEADROOM_WHY, NOT_CHECKED, with_memory
 from tfprof_towers.projection.model import GraphWork, Rates, project_work
 from tfprof_towers.rundir.paths import PROJECTION_JSON, RunDir, read_json, write_json
+from tfprof_towers.rundir.projection_doc import ProjectionEntry
 from tfprof_towers.rundir.records import RunDoc, load_record, load_run
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import Preset, VariantSpec
@@ -196,8 +197,10 @@ def recommend(
     entries: Sequence[dict[str, Any]], ranking: Sequence[str], hw_name: str,
     sources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``{"variant", "reason"}`` from :func:`.advice.recommend.projected` (the one recommender)."""
-    return recommender.projected(entries, ranking, hw_name, sources).brief()
+    """``{"variant", "reason"}`` from :func:`.advice.recommend.projected` (the one recommender), which
+    reads the entries as ``projection.json`` holds them."""
+    typed = [ProjectionEntry.from_json(e) for e in entries]
+    return recommender.projected(typed, ranking, hw_name, sources).brief()
 
 
 def project(

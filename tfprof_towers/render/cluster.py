@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfprof_towers.analysis.cluster_view import short_task
+from tfprof_towers.rundir.cluster_doc import ClusterView
 from tfprof_towers.rundir.summary import SummaryEntry
 
 LOOPBACK_MODE = ("loopback: every task ran on this machine at 127.0.0.1 (TensorFlow's gRPC servers listened "
@@ -17,10 +18,10 @@ LOOPBACK_MODE = ("loopback: every task ran on this machine at 127.0.0.1 (TensorF
 ATTACHED_MODE = "a real cluster: tasks started on their machines with `tfprof-towers worker`"
 
 
-def _mode(c: Mapping[str, Any]) -> str:
-    if c.get("loopback"):
+def _mode(c: ClusterView) -> str:
+    if c.loopback:
         return LOOPBACK_MODE
-    return ATTACHED_MODE if c.get("attached") else "tasks at the addresses of the cluster file"
+    return ATTACHED_MODE if c.attached else "tasks at the addresses of the cluster file"
 
 
 def step_grid(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -39,15 +40,15 @@ def cluster_views(entries: Sequence[SummaryEntry]) -> list[dict[str, Any]]:
     out = []
     for e in entries:
         c = e.cluster
-        if not c:
+        if c is None:
             continue
-        attempts = list(c.get("attempts") or ())
+        attempts = list(c.attempts or ())
         out.append({
-            "name": e.name, "status": e.status, "error": e.error, "family": c.get("family"),
-            "mode": _mode(c), "failed_task": c.get("failed_task"), "tasks": list(c.get("tasks") or ()),
+            "name": e.name, "status": e.status, "error": e.error, "family": c.family,
+            "mode": _mode(c), "failed_task": c.failed_task, "tasks": list(c.tasks or ()),
             "attempts": attempts if len(attempts) > 1 or not e.ok else [],
-            "network": list(c.get("network") or ()), "network_note": c.get("network_note") or "",
-            "grid": step_grid(c.get("steps") or ()), "stragglers": list(c.get("stragglers") or ()),
-            "params": c.get("straggler_params") or {}, "notes": [str(n) for n in c.get("notes") or ()],
+            "network": list(c.network), "network_note": c.network_note,
+            "grid": step_grid(c.steps), "stragglers": list(c.stragglers),
+            "params": c.straggler_params, "notes": [str(n) for n in c.notes or ()],
         })
     return out

@@ -27,8 +27,9 @@ from tfprof_towers.render.filters import FILTERS
 from tfprof_towers.render.memory_charts import memory_view
 from tfprof_towers.render.projection import projection_view
 from tfprof_towers.render.scaling import scaling_view
-from tfprof_towers.rundir import nonfinite
+from tfprof_towers.rundir.math_table import MathRow, MathTable
 from tfprof_towers.rundir.paths import RunDir, atomic_write_text
+from tfprof_towers.rundir.placement_doc import PlacedTransfer
 from tfprof_towers.rundir.records import Topology
 from tfprof_towers.rundir.summary import Summary, SummaryEntry
 from tfprof_towers.variants import registry
@@ -113,26 +114,25 @@ def idle_rows(summary: Summary) -> list[dict[str, Any]]:
     return rows
 
 
-def math_view(summary: Summary) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], int]:
+def math_view(summary: Summary) -> tuple[MathTable | None, list[MathRow], int]:
     """``summary.json`` -> ``math``, its rows (none when no variant recorded a loss) and the steps shown."""
-    math = summary.math or {}
-    rows = [{**r, "losses": nonfinite.restore(r, "losses"), "grad_norm": nonfinite.restore(r, "grad_norm")}
-            for r in math.get("variants") or ()]  # a NaN loss (null plus a flag) shown as NaN
-    if not any(r.get("losses") for r in rows):
+    math = summary.math
+    rows = list(math.variants) if math is not None else []  # a NaN loss (null plus a flag) reads as NaN
+    if not any(r.losses for r in rows):
         return math, [], 0
-    return math, rows, max(len(r.get("losses") or ()) for r in rows)
+    return math, rows, max(len(r.losses) for r in rows)
 
 
-def transfer_matrix(transfers: Sequence[Mapping[str, Any]], topology: Topology | None) -> dict[str, Any]:
+def transfer_matrix(transfers: Sequence[PlacedTransfer], topology: Topology | None) -> dict[str, Any]:
     """Bytes per step from row device to column device (``transfers``: a placement's links)."""
-    devices = _device_order(sorted({x for t in transfers for x in (t["src"], t["dst"])}), topology)
+    devices = _device_order(sorted({x for t in transfers for x in (t.src, t.dst)}), topology)
     cells: dict[tuple[str, str], dict[str, int]] = {}
     for t in transfers:  # send/recv and collective (all-reduce) rows of one link add up
-        c = cells.setdefault((t["src"], t["dst"]), {"bytes_per_step": 0, "tensors": 0, "collective": 0})
-        c["bytes_per_step"] += int(t["bytes_per_step"])
-        c["tensors"] += int(t.get("tensors") or 0)
-        if t.get("kind") == "collective":
-            c["collective"] += int(t["bytes_per_step"])
+        c = cells.setdefault((t.src, t.dst), {"bytes_per_step": 0, "tensors": 0, "collective": 0})
+        c["bytes_per_step"] += int(t.bytes_per_step)
+        c["tensors"] += int(t.tensors or 0)
+        if t.kind == "collective":
+            c["collective"] += int(t.bytes_per_step)
     biggest = max((c["bytes_per_step"] for c in cells.values()), default=0)
 
     def cell(c: dict[str, int] | None) -> dict[str, Any]:
@@ -153,7 +153,7 @@ def view_model(
     by_name = {v.name: v for v in summary.variants}
     ranked = [by_name[n] for n in summary.ranking if n in by_name]
     ranked += [v for v in summary.variants if v not in ranked]
-    findings = by_severity(summary.findings, lambda f: f["severity"])
+    findings = by_severity(summary.findings)
     with_timeline = {t["variant"] for t in timelines}
     per_variant = [{
         "entry": v,
@@ -201,7 +201,7 @@ def view_model(
         "categories": categories.legend(),
         "data": data,
         "logical": topology.kind == "logical-cpu",
-        "stand_in_why": recommend.STAND_IN.get(topology.kind or ""),
+        "stand_in_why": recommend.stand_in_why(topology.kind),
         "run_root": str(run_root),
         "tensorboard_all": f"tensorboard --logdir {shlex.quote(str(run_root / 'tensorboard'))} --port 6006",
     }

@@ -5,9 +5,9 @@ before it asks ``analyze`` about one variant's trace or ``sql`` about its frames
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.summary import Summary, SummaryEntry
 
 
@@ -25,7 +25,7 @@ def run_digest(summary: Summary) -> dict[str, Any]:
         "topology": topology,
         "ranking": [_ranked(by_name[n]) for n in order if n in by_name],
         "recommendation": summary.recommendation.to_json(),
-        "findings": [dict(f) for f in summary.findings],
+        "findings": [f.to_json() for f in summary.findings],
         "memory": [{"variant": e.name, "device": device, **peak.to_json()}
                    for e in summary.variants for device, peak in e.memory.items()],
         "projected_memory": _projected_memory(summary.projection),
@@ -37,17 +37,13 @@ def _ranked(e: SummaryEntry) -> dict[str, Any]:
     st = e.step_time_s
     return {"rank": e.rank, "variant": e.name, "status": e.status, "family": e.family, "source": e.source,
             "median_step_s": st.median, "p10_s": st.p10, "p90_s": st.p90, "steps": st.n,
-            "speedup_vs_single": e.speedup_vs_single, "accelerators_used": e.accelerators_used,
+            "speedup_vs_single": e.speedup_vs_baseline, "accelerators_used": e.accelerators_used,
             "error": e.error}
 
 
-def _projected_memory(projection: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def _projected_memory(projection: ProjectionSummary | None) -> list[dict[str, Any]]:
     """Each projected variant's memory fit (``projection.variants[].memory_fit``), where there is one."""
-    if not isinstance(projection, Mapping):
+    if projection is None:
         return []
-    out = []
-    for entry in projection.get("variants") or ():
-        fit = entry.get("memory_fit") if isinstance(entry, Mapping) else None
-        if isinstance(fit, Mapping):
-            out.append({"variant": entry.get("name"), "hardware": projection.get("hardware"), **fit})
-    return out
+    return [{"variant": v.name, "hardware": projection.hardware, **v.memory_fit}
+            for v in projection.variants if v.memory_fit is not None]

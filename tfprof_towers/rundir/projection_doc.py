@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof_towers.rundir.docview import JsonView
 from tfprof_towers.rundir.fields import Record, if_none, meta
+from tfprof_towers.vocab.fmt import fmt_workload
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,12 @@ class ProjectionPreset(Record):
     dim: int | None = meta(None, omit=if_none)
     blocks: int | None = meta(None, omit=if_none)
     keras_model: str | None = meta(None, omit=if_none)  # the model file
+
+    @property
+    def workload(self) -> str:
+        """Where the projection was made, after "projected" (:func:`.fmt.fmt_workload`)."""
+        return fmt_workload({"name": self.name, "batch": self.batch, "dim": self.dim,
+                             "keras_model": self.keras_model})
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class ProjectionRow(Record):
 
 
 @dataclass(frozen=True)
-class ProjectionSummary(Record, JsonView):
+class ProjectionSummary(Record):
     """``summary.json`` -> ``projection``: what the report shows of a projection, or why there is none
     (then ``label``, ``hardware``, ``preset`` and ``error``; only ``label`` and ``error`` where the
     file could not be read at all)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tfprof_towers.rundir import nonfinite
@@ -26,6 +27,7 @@ from tfprof_towers.rundir.fields import (
     meta,
 )
 from tfprof_towers.rundir.paths import RunDir, read_json
+from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.variants.config import ClusterOptions, Preset, ProfileOptions, VariantSpec
 from tfprof_towers.vocab import textcap
 from tfprof_towers.vocab.errors import TowersError
@@ -89,6 +91,12 @@ class Topology(Record):
     accelerators: tuple[str, ...] = ()
     tensorflow: str | None = meta(None, omit=if_none)
     WHERE = "topology"
+
+    @property
+    def roles(self) -> dict[str, Any]:
+        """``{"kind", "host", "accelerators"}``: what :func:`tfprof_towers.vocab.device_names.device_role`
+        and ``link_kind`` read to tell a host from an accelerator."""
+        return {"kind": self.kind, "host": self.host, "accelerators": list(self.accelerators)}
 
 
 @dataclass(frozen=True)
@@ -230,6 +238,11 @@ class VariantRecord(Record):
     def median_step_s(self) -> float | None:
         st = self.timings.step_time_s
         return None if st is None else st.median
+
+    @cached_property
+    def placed(self) -> Placement | None:
+        """The placement read as records (:class:`~.placement_doc.Placement`; None without one)."""
+        return Placement.of(self.placement)
 
     @classmethod
     def failed(cls, name: str, error: str, source: str = "builtin", family: str | None = None,

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 from tfprof_towers.rundir import nonfinite
-from tfprof_towers.rundir.docview import coerce
+from tfprof_towers.rundir.cluster_doc import ClusterView
 from tfprof_towers.rundir.fields import (
     Fields,
     Record,
     RecordError,
-    check_fields,
     decode,
     if_empty,
     if_none,
     meta,
 )
+from tfprof_towers.rundir.math_table import MathTable
 from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.rundir.placement_audit import Audit, LinkModel
+from tfprof_towers.rundir.placement_doc import PlacedDevice, PlacedTransfer
 from tfprof_towers.rundir.projection_doc import ProjectionSummary
 from tfprof_towers.rundir.records import (
     OK,
@@ -34,8 +35,8 @@ from tfprof_towers.rundir.records import (
     StepStats,
     Topology,
     VariantRecord,
-    check_devices,
 )
+from tfprof_towers.rundir.rule_docs import Finding, RuleStatus, TraceFinding
 from tfprof_towers.rundir.scaling import ScalingSection
 from tfprof_towers.rundir.trace_doc import TraceDoc
 from tfprof_towers.variants import registry
@@ -72,7 +73,8 @@ class Recommendation(Record):
     basis: str = meta(MEASURED, read=_basis)  # BASES
     fastest: str | None = None  # the fastest variant on this basis, eligible or not
     runner_up: str | None = None
-    speedup_vs_single: float | None = None
+    # over the family's baseline (``single``, ``one_device``); the JSON keeps its older name
+    speedup_vs_baseline: float | None = meta(None, key="speedup_vs_single")
     median_step_s: float | None = None
     within_noise: tuple[str, ...] = ()
     hardware: str | None = None  # projected: the hardware profile
@@ -83,7 +85,7 @@ class Recommendation(Record):
     error: str | None = meta(None, omit=if_none)  # projected: why there is no projection to recommend from
     measured_pick: str | None = None  # projected: what the measured (CPU stand-in) ranking would pick
     WHERE = "recommendation"
-    JSON_ORDER = ("variant", "fastest", "runner_up", "speedup_vs_single", "median_step_s", "within_noise",
+    JSON_ORDER = ("variant", "fastest", "runner_up", "speedup_vs_baseline", "median_step_s", "within_noise",
                   "basis", "reason", *_PROJECTED_ONLY)
 
     @property
@@ -240,11 +242,11 @@ class SummaryEntry(Record):
     profiled_median_s: float | None = meta(None, key="profiled_step_time_s", read=_profiled_median,
                                           write=lambda median: {"median": median})
     examples_per_s: float | None = None
-    # device -> {ops, flops_per_step}
-    devices: Mapping[str, Mapping[str, Any]] = meta(factory=dict, check=check_devices)
-    transfers: tuple[Mapping[str, Any], ...] = ()  # {src, dst, bytes_per_step, tensors}
+    devices: Mapping[str, PlacedDevice] = meta(factory=dict)  # device -> its ops and FLOPs per step
+    transfers: tuple[PlacedTransfer, ...] = ()  # the placement's links: bytes and tensors per step
     xplane_files: tuple[str, ...] = ()
-    speedup_vs_single: float | None = None  # over the family's baseline (the name is the JSON's)
+    # over the family's baseline (``single``, ``one_device``); the JSON keeps its older name
+    speedup_vs_baseline: float | None = meta(None, key="speedup_vs_single")
     scaling_efficiency: float | None = None  # speedup / accelerators_used
     accelerators_used: int | None = None  # accelerator devices the placement put ops on
     losses: tuple[float, ...] | None = meta(None, read=nonfinite.read_numbers)  # the first steps' losses
@@ -252,18 +254,14 @@ class SummaryEntry(Record):
     random_ops: tuple[str, ...] = meta((), omit=if_empty)  # the step draws random numbers: not compared
     rank: int | None = None
     breakdown: TraceDoc | None = None  # the trace analysis per step, or why there is none
-    audit: Mapping[str, Any] | None = None  # audit.audit_variant
+    audit: Audit | None = None  # analysis.audit.audit_variant
     chrome_trace: str | None = None  # variants/<name>/trace.json, relative to the run directory
     chrome_trace_error: str | None = None
-    trace_findings: tuple[Mapping[str, Any], ...] = ()  # the trace rules' findings on its trace (trace_rules)
-    cluster: Mapping[str, Any] | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
+    trace_findings: tuple[TraceFinding, ...] = ()  # the trace rules' findings on its trace (trace_rules)
+    cluster: ClusterView | None = meta(None, omit=if_none)  # a cluster variant: tasks, network, ...
     memory: Mapping[str, MemoryPeak] = meta(factory=dict)  # device -> its peak (pipeline.with_memory)
     WHERE = "summary.json: variants[]"
     JSON_ORDER = ("name", "source", "family")
-
-    def __post_init__(self) -> None:
-        # a step that still builds the breakdown as a dict: typed here, as summary.json would load it
-        object.__setattr__(self, "breakdown", coerce(TraceDoc, self.breakdown, "breakdown"))
 
     @property
     def ok(self) -> bool:
@@ -281,10 +279,6 @@ class SummaryEntry(Record):
         # a diverging model's NaN loss: null plus a "not_finite" flag (strict JSON; rundir/nonfinite.py)
         return nonfinite.strict(super().to_json(), ("losses", "grad_norm"))
 
-_check_finding = partial(check_fields, rule="text!", severity="text!", variant="text!", message="text!",
-                         suggestion="text!")
-_check_rule = partial(check_fields, rule="text!", evaluated="flag")
-
 
 @dataclass(frozen=True)
 class Summary(Record):
@@ -301,22 +295,17 @@ class Summary(Record):
     finished: str | None = None
     partial: bool = False
     interrupted_by: str | None = None
-    findings: tuple[Mapping[str, Any], ...] = meta((), check=_check_finding)  # advise.Finding.to_json()
-    rules: tuple[Mapping[str, Any], ...] = meta((), check=_check_rule)  # advise.rules_status()
-    link_models: tuple[Mapping[str, Any], ...] = ()  # the link bandwidths modeled times use
+    findings: tuple[Finding, ...] = ()  # advice.rules.advise
+    rules: tuple[RuleStatus, ...] = ()  # advice.rules.rules_status, then the trace rules' (trace_rules)
+    link_models: tuple[LinkModel, ...] = ()  # the link bandwidths modeled times use
     projection: ProjectionSummary | None = None  # pipeline.compact_projection, or why there is none
-    math: Mapping[str, Any] | None = None  # samemath.table: reference, tolerances, one row per variant
+    math: MathTable | None = None  # samemath.table: reference, tolerances, one row per variant
     problems: tuple[str, ...] = ()  # documents of the run directory that were skipped, and why
     scaling: ScalingSection | None = meta(None, omit=if_none)  # profile --scaling (analysis.scaling_run)
     schema: int = SUMMARY_SCHEMA
     WHERE = "summary.json"
     JSON_ORDER = ("schema", "run_dir", "partial", "interrupted_by", "topology", "config", "versions",
                   "started", "finished", "ranking")
-
-    def __post_init__(self) -> None:
-        # a step that still builds these documents as dicts: typed here, as summary.json would load them
-        object.__setattr__(self, "projection", coerce(ProjectionSummary, self.projection, "projection"))
-        object.__setattr__(self, "scaling", coerce(ScalingSection, self.scaling, "scaling"))
 
     def entry(self, name: str) -> SummaryEntry | None:
         return next((e for e in self.variants if e.name == name), None)
@@ -338,19 +327,18 @@ class Summary(Record):
 # Building it from the records
 
 
-def accelerators_used(devices: Mapping[str, Mapping[str, Any]], topology: Topology | None) -> int:
+def accelerators_used(devices: Mapping[str, PlacedDevice], topology: Topology | None) -> int:
     """How many accelerator devices a placement's ``devices`` table put ops on."""
-    topo = {} if topology is None else topology.to_json()
-    return sum(1 for d, v in devices.items()
-               if device_role(d, topo) == "accelerator" and int(v.get("ops") or 0))
+    roles = {} if topology is None else topology.roles
+    return sum(1 for d, v in devices.items() if device_role(d, roles) == "accelerator" and int(v.ops or 0))
 
 
 def variant_entry(record: VariantRecord, batch: int | None, topology: Topology | None = None) -> SummaryEntry:
     """A record's line in the summary (before speedups, ranks and the analysis)."""
-    placement = record.placement or {}
-    devices = placement.get("devices") or {}
+    placed = record.placed
+    devices = {} if placed is None else placed.devices
     math = record.math
-    used = accelerators_used(devices, record.topology or topology) if record.placement else None
+    used = accelerators_used(devices, record.topology or topology) if placed is not None else None
     median = record.median_step_s
     profiled = record.timings.profiled_step_time_s
     known = registry.lookup(record.name, record.source)
@@ -364,12 +352,12 @@ def variant_entry(record: VariantRecord, batch: int | None, topology: Topology |
         step_time_s=record.timings.step_time_s or StepStats(),
         profiled_median_s=None if profiled is None else profiled.median,
         examples_per_s=(batch / median) if (batch and median) else None,
-        devices={d: {"ops": v["ops"], "flops_per_step": v["flops_per_step"]} for d, v in devices.items()},
+        devices=dict(devices),
         accelerators_used=used,
         losses=tuple(math.losses) if math is not None and math.losses else None,
         grad_norm=None if math is None else math.grad_norm,
         random_ops=() if math is None else math.random_ops,
-        transfers=tuple(placement.get("transfers") or ()),
+        transfers=() if placed is None else placed.transfers,
         xplane_files=record.xplane_files or (),
     )
 
@@ -386,7 +374,8 @@ def with_speedups(entries: Sequence[SummaryEntry], accelerators: int) -> list[Su
         b, m = base.get(e.family), e.median_s
         speedup = (b / m) if (b and m and e.ok) else None
         uses = e.accelerators_used or (1 if e.baseline else max(accelerators, 1))
-        return replace(e, speedup_vs_single=speedup, scaling_efficiency=(speedup / uses) if speedup else None)
+        efficiency = (speedup / uses) if speedup else None
+        return replace(e, speedup_vs_baseline=speedup, scaling_efficiency=efficiency)
 
     return [one(e) for e in entries]
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof_towers.rundir.docview import JsonView
 from tfprof_towers.rundir.fields import Record, if_empty, if_none, meta
 
 
@@ -165,7 +164,7 @@ class ProducerDoc(Record):
 
 
 @dataclass(frozen=True)
-class TraceDoc(Record, JsonView):
+class TraceDoc(Record):
     """The trace analysis (``analyze --json``; a run's ``variants[].breakdown``, per step), or only
     ``error`` where the trace could not be analysed."""
 

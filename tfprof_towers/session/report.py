@@ -35,8 +35,8 @@ CHROME_TRACE = "trace.json"
 def with_advice(summary: Summary) -> Summary:
     """Findings, the rules' status (with their parameters), the losses side by side and the
     recommendation."""
-    advice = advise.advise(summary.to_json())
-    return replace(summary, findings=tuple(f.to_json() for f in advice.findings), rules=advice.rules,
+    advice = advise.advise(summary)
+    return replace(summary, findings=advice.findings, rules=advice.rules,
                    recommendation=advice.recommendation, math=advice.math)
 
 
@@ -54,9 +54,9 @@ def with_trace_findings(summary: Summary, analyses: Mapping[str, VariantTrace]) 
 
     def one(e: SummaryEntry) -> SummaryEntry:
         ev = evaluations.get(e.name)
-        return replace(e, trace_findings=() if ev is None else tuple(ev.to_json()["findings"]))
+        return replace(e, trace_findings=() if ev is None else ev.findings)
 
-    trace_rules = run_status(evaluations, skip={r["rule"] for r in summary.rules})
+    trace_rules = run_status(evaluations, skip={r.rule for r in summary.rules})
     return replace(summary.map_entries(one), rules=(*summary.rules, *trace_rules))
 
 
@@ -149,7 +149,7 @@ def finish_run(run_dir: RunDir) -> dict[str, Any]:
     problems: list[str] = []
     errors: list[OSError] = []
     writes = ((run_dir.summary_json, lambda: write_json(run_dir.summary_json, doc)),
-              (run_dir.report_html, lambda: render_report(doc, run_dir, timelines(summary, analyses),
+              (run_dir.report_html, lambda: render_report(summary, run_dir, timelines(summary, analyses),
                                                           memory_timelines(analyses))))
     for path, write in writes:
         try:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tfprof_towers.advice import engine
 from tfprof_towers.advice.cluster import STRAGGLER
@@ -41,14 +41,16 @@ from tfprof_towers.advice.findings import (
     MEDIUM,
     PRECISION_NAMES,
     TWO_ACCELERATORS,
-    Finding,
     Rule,
+    RuleStatus,
 )
 from tfprof_towers.advice.memory_rules import MEMORY_RULES
 from tfprof_towers.advice.trace_rules.devices import check_accelerator_imbalance, check_idle_accelerators
 from tfprof_towers.advice.trace_rules.host import check_host_bound, check_launch_bound
 from tfprof_towers.advice.trace_rules.precision import check_precision, kernel_precision
 from tfprof_towers.advice.trace_rules.transfers import check_collective_bound, check_exposed_copies
+from tfprof_towers.rundir.fields import Record
+from tfprof_towers.rundir.rule_docs import TraceFinding
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, TraceFacts, known_accelerators
 
 if TYPE_CHECKING:
@@ -131,15 +133,12 @@ def cutoffs_of(rules: Sequence[Rule]) -> Cutoffs:
 
 
 @dataclass(frozen=True)
-class TraceEvaluation:
-    """The trace rules' findings on one trace, and each rule's status."""
+class TraceEvaluation(Record):
+    """The trace rules' findings on one trace, and each rule's status (``analyze --json``'s
+    ``findings`` and ``rules``)."""
 
-    findings: tuple[Finding, ...]
-    rules: tuple[dict[str, Any], ...]  # each rule's to_json() with evaluated / why_not
-
-    def to_json(self) -> dict[str, Any]:
-        return {"findings": [{**x.to_json(), "devices": list(x.devices)} for x in self.findings],
-                "rules": [dict(r) for r in self.rules]}
+    findings: tuple[TraceFinding, ...]
+    rules: tuple[RuleStatus, ...]  # each rule's parameters, with evaluated / why_not
 
 
 def evaluate_trace(analysis: Analysis | TraceFacts, rules: Sequence[Rule] | None = None) -> TraceEvaluation:
@@ -149,7 +148,8 @@ def evaluate_trace(analysis: Analysis | TraceFacts, rules: Sequence[Rule] | None
     rules = TRACE_RULES if rules is None else rules
     f = analysis if isinstance(analysis, TraceFacts) else TraceFacts.of(analysis, cutoffs_of(rules))
     evaluation = engine.evaluate(rules, (f,))
-    return TraceEvaluation(evaluation.findings, tuple(engine.status(rules, evaluation, per_subject=False)))
+    return TraceEvaluation(tuple(TraceFinding.of(x) for x in evaluation.findings),
+                           tuple(engine.status(rules, evaluation, per_subject=False)))
 
 
 #: Why a trace rule was not evaluated on a run's variant that has no analysed trace.
@@ -157,7 +157,7 @@ NO_TRACE = "no trace analysed"
 
 
 def run_status(traces: Mapping[str, TraceEvaluation | None], rules: Sequence[Rule] | None = None,
-               skip: Collection[str] = ()) -> list[dict[str, Any]]:
+               skip: Collection[str] = ()) -> list[RuleStatus]:
     """Each trace rule's status over a run's variants, shaped as a run rule's (``not_evaluated`` per
     variant): ``traces`` maps each successful variant to its trace's evaluation (None: no trace
     analysed); rules named in ``skip`` (already in the run's list) are left out.  Where every variant
@@ -166,7 +166,7 @@ def run_status(traces: Mapping[str, TraceEvaluation | None], rules: Sequence[Rul
     skipped: dict[str, dict[str, str]] = {r.name: {} for r in rules}
     for variant, ev in traces.items():
         why = {r.name: NO_TRACE for r in rules} if ev is None else {
-            s["rule"]: s["why_not"] for s in ev.rules if not s["evaluated"]}
+            s.rule: s.why_not for s in ev.rules if not s.evaluated}
         for name, w in why.items():
             if name in skipped:
                 skipped[name][variant] = w
