@@ -91,3 +91,12 @@ def test_batch_renames_the_preset_it_projects(monkeypatch: pytest.MonkeyPatch) -
             "--variants", "single")
     p = seen["preset"]
     assert (p.name, p.batch, p.dim) == ("seed-batch192", 192, 1000)
+
+
+def test_sources_name_the_command_for_a_builtin_and_the_file_for_a_file() -> None:
+    from tfprof_towers.commands.project import sources_of
+
+    assert sources_of({"name": "8x-v100-nvlink", "origin": "builtin:8x-v100-nvlink"}) == \
+        "`tfprof-towers hardware 8x-v100-nvlink`"
+    mybox = {"name": "mybox", "origin": "file:/tmp/mybox.toml"}
+    assert sources_of(mybox) == "the comments in /tmp/mybox.toml"

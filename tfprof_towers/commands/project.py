@@ -19,6 +19,7 @@ from tfprof_towers.commands import console
 from tfprof_towers.procs import forkserver, supervise
 from tfprof_towers.projection.api import PROJECTION_JSON, KerasModel, project, run_preset, run_variants
 from tfprof_towers.projection.hardware import BUILDS, builtin_names
+from tfprof_towers.render.projection import profile_toml
 from tfprof_towers.rundir.paths import RunDir, json_text, write_json
 from tfprof_towers.rundir.projection_doc import ProjectionDoc
 from tfprof_towers.rundir.records import RunDoc, load_run
@@ -272,7 +273,7 @@ def print_projection(doc: ProjectionDoc | Mapping[str, Any], run_dir: RunDir | N
     out.print(
         f"Assumes: {escape(prof['description'])}; host {host['peak_gflops']:.0f} GFLOP/s peak "
         f"({host['tensorflow_build']} TensorFlow build) x {host['efficiency']:.2f} efficiency. "
-        f"Sources: `tfprof-towers hardware {escape(prof['name'])}`.", markup=True,
+        f"Sources: {escape(sources_of(prof))}.", markup=True,
     )
     net = prof.get("network")
     if net and doc.cluster:
@@ -294,3 +295,11 @@ def print_projection(doc: ProjectionDoc | Mapping[str, Any], run_dir: RunDir | N
 
 def _or_unknown(value: int | None) -> int | str:
     return "?" if value is None else value
+
+
+def sources_of(profile: Mapping[str, Any]) -> str:
+    """Where a profile's numbers are sourced: the command printing a built-in's TOML, or the file."""
+    where = profile_toml(str(profile.get("origin") or ""))
+    if where.startswith("tfprof-towers "):
+        return f"`{where}`"
+    return f"the comments in {where}" if where else f"`tfprof-towers hardware {profile.get('name', '')}`"
