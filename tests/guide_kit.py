@@ -274,7 +274,7 @@ def make_problems(command: Command, parser: argparse.ArgumentParser, makefile: P
 
 _BOX = re.compile(r"[\u2500-\u257f]")
 _PLACEHOLDER = re.compile(r"<[a-z][a-z_-]*>")
-_SPEED = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|min)|\d+(?:\.\d+)?%|\d+(?:\.\d+)?x)"
+_SPEED = re.compile(r"(?<![\w.])[+-]?(?:\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|min)|\d+(?:\.\d+)?%|\d+(?:\.\d+)?x)"
                     r"(?![\w/])")
 
 
