@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfprof_towers.rundir.summary import MemoryPeak, judged, may_not_fit_verdict
+from tfprof_towers.rundir.summary import MemoryPeak, fit_verdict, judged, verdict_device
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane, short_device
 from tfprof_towers.vocab.fmt import fmt_gib
 
@@ -116,25 +116,15 @@ def _verdict(rows: Mapping[str, Mapping[str, Any]], fit: Mapping[str, Any],
     def high(r: Mapping[str, Any]) -> int:
         return int(r.get("peak_high_bytes", peak(r)))
 
-    over = [(peak(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("fits") is False]
-    maybe = [(high(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("may_not_fit")]
-    tight = max((high(r) / r["capacity_bytes"], d) for d, r in checked.items())
-    dev = (max(over) if over else max(maybe) if maybe else tight)[1]
+    dev = verdict_device(checked, peak, high)
     r = checked[dev]
     cap = int(r["capacity_bytes"])
-    of = f"{fmt_gib(cap)} ({fmt_gib(cap * (1 - headroom))} usable)"
+    over, maybe = r.get("fits") is False, bool(r.get("may_not_fit"))
     note = ""
     if dev in cal:
         note = (f" ({label}: x{cal[dev].factor:.2f} of the estimate, "
                 f"{fmt_gib(int(r['peak_bytes']))} uncalibrated)")
-    where = short_device(dev)
-    if over:
-        verdict = f"does not fit: {fmt_gib(peak(r))} on {where} of {of}{note}"
-    elif maybe:
-        verdict = may_not_fit_verdict(int(r.get("peak_low_bytes", peak(r))), high(r), where, of) + note
-    else:
-        span = f" (up to {fmt_gib(high(r))} in another executor order)" if high(r) > peak(r) else ""
-        verdict = f"fits: peak {fmt_gib(peak(r))}{span} of {of} on {where}{note}"
+    verdict = fit_verdict(r, peak(r), high(r), short_device(dev), headroom) + note
     why = fit.get("why", "") if (over or maybe) and fit.get("device") == dev else ""
     return {"fits": not over, "verdict": verdict, "device": dev, "peak_bytes": peak(r), "capacity_bytes": cap,
             "why": why, "may_not_fit": bool(maybe) and not over, "peak_high_bytes": high(r),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfprof_towers.projection.hardware import GIB, Hardware
-from tfprof_towers.rundir.summary import judged, may_not_fit_verdict
+from tfprof_towers.rundir.summary import fit_verdict, judged, verdict_device
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.fmt import fmt_gib
 
@@ -85,25 +85,17 @@ def fit_of(rows: Mapping[str, Mapping[str, Any]], estimate: Mapping[str, Any] | 
     checked = {d: r for d, r in rows.items() if r["capacity_bytes"]}
     if not checked:
         return Fit(None, NOT_CHECKED)
-    over = [(r["peak_bytes"] / r["capacity_bytes"], d) for d, r in checked.items() if r["fits"] is False]
-    maybe = [(_high(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("may_not_fit")]
-    tight = max((_high(r) / r["capacity_bytes"], d) for d, r in checked.items())
-    dev = (max(over) if over else max(maybe) if maybe else tight)[1]
+    dev = verdict_device(checked, lambda r: r["peak_bytes"], _high)
     r = checked[dev]
-    peak, where = fmt_gib(r["peak_bytes"]), short_device(dev)
-    cap = f"{fmt_gib(r['capacity_bytes'])} ({fmt_gib(r['capacity_bytes'] * (1 - HEADROOM))} usable)"
-    why = why_on(dev, (estimate.get("devices") or {}).get(dev) or {})
-    if over:
-        verdict = f"does not fit: {peak} on {where} of {cap}"
+    verdict = fit_verdict(r, r["peak_bytes"], _high(r), short_device(dev), HEADROOM)
+    if r["fits"] is False:
+        why = why_on(dev, (estimate.get("devices") or {}).get(dev) or {})
         return Fit(False, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, peak_high_bytes=_high(r))
-    if maybe:
-        verdict = may_not_fit_verdict(int(r.get("peak_low_bytes", r["peak_bytes"])), _high(r), where, cap)
+    if r.get("may_not_fit"):
+        why = why_on(dev, (estimate.get("devices") or {}).get(dev) or {})
         return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"], why, may_not_fit=True,
                    peak_high_bytes=_high(r))
-    span = f" (up to {fmt_gib(_high(r))} in another executor order)" if _high(r) > r["peak_bytes"] else ""
-    verdict = f"fits: peak {peak}{span} of {cap} on {where}"
     return Fit(True, verdict, dev, r["peak_bytes"], r["capacity_bytes"], peak_high_bytes=_high(r))
-
 
 def _high(row: Mapping[str, Any]) -> int:
     """A device row's high end (its peak where the row has no range)."""

@@ -189,6 +189,31 @@ def may_not_fit_verdict(low: int, high: int, where: str, cap: str) -> str:
     return f"may not fit: peak {fmt_gib(low)} to {fmt_gib(high)} on {where} of {cap}: fits {MAY_NOT_FIT_WHY}"
 
 
+Row = Mapping[str, Any]
+
+
+def verdict_device(checked: Mapping[str, Row], peak: Callable[[Row], int], high: Callable[[Row], int]) -> str:
+    """The device a memory verdict names: the one most over its capacity, else the one most at risk of
+    not fitting, else the fullest at its high end.  ``checked``: device rows that have a capacity."""
+    over = [(peak(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("fits") is False]
+    maybe = [(high(r) / r["capacity_bytes"], d) for d, r in checked.items() if r.get("may_not_fit")]
+    tight = max((high(r) / r["capacity_bytes"], d) for d, r in checked.items())
+    return (max(over) if over else max(maybe) if maybe else tight)[1]
+
+
+def fit_verdict(row: Row, peak: int, high: int, where: str, headroom: float) -> str:
+    """The one line of the verdict on ``row``, the device :func:`verdict_device` named (``peak`` and
+    ``high``: its peak and high end): does not fit, may not fit, or fits."""
+    capacity = int(row["capacity_bytes"])
+    cap = f"{fmt_gib(capacity)} ({fmt_gib(capacity * (1 - headroom))} usable)"
+    if row.get("fits") is False:
+        return f"does not fit: {fmt_gib(peak)} on {where} of {cap}"
+    if row.get("may_not_fit"):
+        return may_not_fit_verdict(int(row.get("peak_low_bytes", peak)), high, where, cap)
+    span = f" (up to {fmt_gib(high)} in another executor order)" if high > peak else ""
+    return f"fits: peak {fmt_gib(peak)}{span} of {cap} on {where}"
+
+
 @dataclass(frozen=True)
 class EstimateGap:
     """How far a variant's memory estimate was from what its run measured on the same device, at the
