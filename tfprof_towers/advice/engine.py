@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfprof_towers.advice import cluster as cluster_advice
-from tfprof_towers.advice import strategy as strategy_advice
 from tfprof_towers.advice.findings import (
     ACCELERATOR_PLANES,
     BASELINE,
@@ -37,10 +36,10 @@ from tfprof_towers.advice.findings import (
     by_severity,
 )
 from tfprof_towers.advice.memory_rules import memory_fit_unmet, memory_unmet
-from tfprof_towers.analysis import samemath
-from tfprof_towers.rundir.records import Topology
-from tfprof_towers.variants import registry
 from tfprof_towers.vocab.fmt import fmt_percent, fmt_seconds
+
+if TYPE_CHECKING:
+    from tfprof_towers.rundir.records import Topology
 
 
 def run_level_gap(rule: Rule, topology: Topology | None) -> str | None:
@@ -63,21 +62,35 @@ def unmet(rule: Rule, f: Any) -> str | None:
     if MEASURED_TIMINGS in needs and not f.measured_timings:
         error = f.breakdown.error if f.breakdown is not None else None
         return f"no device timings: {error}" if error else "no device timings (no trace analysed)"
+    # BASELINE, PEER_PATH and MATH are a run variant's needs: their modules are imported where they are
+    # met, so that `analyze` (trace rules only) does not import the run's records
     if BASELINE in needs and not f.baseline and not f.is_baseline:
-        return f"the baseline {registry.baseline_name(f.entry.family)} did not succeed"
-    if (PEER_PATH in needs and strategy_advice.reduces_across_devices(f)
-            and strategy_advice.profile(f) is None):
-        return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
-                "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
+        from tfprof_towers.variants.registry import baseline_name
+
+        return f"the baseline {baseline_name(f.entry.family)} did not succeed"
+    if PEER_PATH in needs and (why := _peer_path_unmet(f)) is not None:
+        return why
     if (why := memory_fit_unmet(rule, f)) is not None:
         return why
     if MATH in needs:
-        return samemath.not_compared_why(f.entry, f.math_reference)
+        from tfprof_towers.analysis.samemath import not_compared_why
+
+        return not_compared_why(f.entry, f.math_reference)
     if (why := memory_unmet(rule, f)) is not None:
         return why
     if (why := _trace_unmet(rule, f)) is not None:
         return why
     return cluster_advice.unmet_tasks(f) if TASKS in needs else None
+
+
+def _peer_path_unmet(f: Facts) -> str | None:
+    """Why a rule that needs the peer path cannot be evaluated on the run variant ``f`` (None: it can)."""
+    from tfprof_towers.advice import strategy as strategy_advice
+
+    if strategy_advice.reduces_across_devices(f) and strategy_advice.profile(f) is None:
+        return ("it reduces across devices, and no hardware profile says how its accelerators are linked "
+                "(profile --project-on NAME, or project RUN_DIR --hardware NAME)")
+    return None
 
 
 def _trace_unmet(rule: Rule, f: Any) -> str | None:

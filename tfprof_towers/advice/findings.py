@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfprof_towers.analysis import samemath
-from tfprof_towers.analysis.audit import LinkModel
-from tfprof_towers.rundir.placement_audit import Audit
-from tfprof_towers.rundir.projection_doc import ProjectionSummary
-from tfprof_towers.rundir.records import Topology
 from tfprof_towers.rundir.rule_docs import Finding, RuleStatus
-from tfprof_towers.rundir.summary import SummaryEntry
-from tfprof_towers.rundir.trace_doc import TraceDoc
+
+if TYPE_CHECKING:  # a run variant's records: `analyze` (trace rules only) does not import them
+    from tfprof_towers.analysis import samemath
+    from tfprof_towers.analysis.audit import LinkModel
+    from tfprof_towers.rundir.placement_audit import Audit
+    from tfprof_towers.rundir.projection_doc import ProjectionSummary
+    from tfprof_towers.rundir.records import Topology
+    from tfprof_towers.rundir.summary import SummaryEntry
+    from tfprof_towers.rundir.trace_doc import TraceDoc
 
 __all__ = ["Finding", "RuleStatus"]  # the documents a rule writes (tfprof_towers.rundir.rule_docs)
 

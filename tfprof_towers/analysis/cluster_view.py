@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tfprof_towers.rundir.cluster_doc import ClusterView, NetworkLink
-from tfprof_towers.rundir.placement_doc import Placement
 from tfprof_towers.rundir.trace_doc import TaskSteps, TraceDoc
 from tfprof_towers.vocab.device_names import crosses_tasks, parse_device
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from tfprof_towers.rundir.cluster_doc import ClusterView, NetworkLink
+    from tfprof_towers.rundir.placement_doc import Placement
 
 #: The straggler rule's defaults (advise.RULES names them; the report's per-step view uses them).
 STRAGGLER_PARAMS: dict[str, float] = {"min_late_s": 0.001, "min_late_share": 0.10, "min_steps_share": 0.6}
@@ -146,6 +147,8 @@ def network_links(placement: Placement | None, breakdown: TraceDoc | None,
     """Bytes per step between tasks: each (src, dst) of the placement's transfers that crosses tasks
     (``via``: ring all-reduce or send/recv; bytes from the graph), with the trace's event count per
     step where it has one (``network`` links of the analysis)."""
+    from tfprof_towers.rundir.cluster_doc import NetworkLink  # a run's cluster variant: not `analyze`'s
+
     counted = {(ln.src, ln.dst): ln for ln in (() if breakdown is None else breakdown.links)
                if ln.kind == "network"}
     out = []
@@ -168,6 +171,8 @@ def cluster_view(record_cluster: Mapping[str, Any] | None, placement: Placement 
                  breakdown: TraceDoc | None,
                  params: Mapping[str, float] = STRAGGLER_PARAMS) -> ClusterView | None:
     """What summary.json and the report show of a cluster variant (None for other families)."""
+    from tfprof_towers.rundir.cluster_doc import ClusterView  # a run's cluster variant: not `analyze`'s
+
     if not record_cluster:
         return None
     c = dict(record_cluster)  # the capture's cluster document: its parts are shown as written

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfprof_towers.rundir.paths import RunDir, is_run_dir, read_json
-from tfprof_towers.rundir.records import VariantRecord, load_record
 from tfprof_towers.trace.executors import analyze_pod
 from tfprof_towers.trace.hosts import load_hosts
 from tfprof_towers.trace.load import Trace
@@ -66,6 +65,8 @@ class RunContext:
 def run_context(run_dir: Path, variant: str) -> RunContext:
     """Node -> device, edge bytes and topology kind from ``run.json`` and the variant's record (an
     invalid or missing one adds nothing)."""
+    from tfprof_towers.rundir.records import load_record  # a run's: `analyze FILE` need not import it
+
     rd = RunDir(Path(run_dir))
     kind = None
     if rd.run_json.is_file():
