@@ -175,8 +175,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: the HTML templates, the terminal's tables, Dask, TensorFlow.
 HEAVY: tuple[str, ...] = ("pandas", "pyarrow", "jinja2", "rich", "dask", "tensorflow")
 
-#: A fresh interpreter runs the command line in-process (stdout to /dev/null) and prints which
-#: top-level modules it imported, one per line.
+#: What ``analyze FILE --json`` must not import of the package: it reads one trace and runs the trace
+#: rules, so a run directory's records (variants, placements, the summary and what it holds), the
+#: variants' options and the run rules' inputs (the math check, the audit) stay out.
+RUN_SIDE: tuple[str, ...] = tuple(f"{PACKAGE}.{m}" for m in (
+    "rundir.records", "rundir.summary", "rundir.placement_doc", "rundir.placement_audit",
+    "rundir.projection_doc", "rundir.scaling", "rundir.math_table", "rundir.cluster_doc",
+    "variants.config", "variants.registry", "analysis.samemath", "analysis.audit", "advice.strategy",
+))
+
+#: A fresh interpreter runs the command line in-process (stdout to /dev/null) and prints every
+#: module it imported, one per line.
 _IMPORTED = (
     "import contextlib, os, sys\n"
     "exec(sys.argv[1])\n"
@@ -187,13 +196,18 @@ _IMPORTED = (
     "    except SystemExit as e:\n"
     "        code = e.code\n"
     "print(code)\n"
-    "print('\\n'.join(sorted({m.partition('.')[0] for m in sys.modules})))\n"
+    "print('\\n'.join(sorted(sys.modules)))\n"
 )
+
+
+def top_level(modules: set[str]) -> set[str]:
+    """The top-level packages of ``modules`` (``numpy._core`` -> ``numpy``)."""
+    return {m.partition(".")[0] for m in modules}
 
 
 def imported_by(argv: list[str], prelude: str = "") -> tuple[int, set[str]]:
     """``tfprof-towers ARGV`` run in a fresh interpreter (this checkout's package first on the path):
-    its exit code and every top-level module it imported (``prelude``: Python run before it)."""
+    its exit code and every module it imported, dotted (``prelude``: Python run before it)."""
     import os
     import subprocess
     import sys

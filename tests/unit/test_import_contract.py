@@ -7,7 +7,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from import_contract import HEAVY, LAYERS, ROOT, cycles, imported_by, module_graph, violations
+from import_contract import (
+    HEAVY,
+    LAYERS,
+    ROOT,
+    RUN_SIDE,
+    cycles,
+    imported_by,
+    module_graph,
+    top_level,
+    violations,
+)
 
 
 def test_the_package_keeps_the_contract() -> None:
@@ -72,22 +82,40 @@ def small_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_analyze_json_imports_nothing_heavy(small_trace: Path) -> None:
+@pytest.fixture(scope="module")
+def analyze_json(small_trace: Path) -> tuple[int, set[str]]:
+    """``analyze FILE --json`` in a fresh interpreter: its exit code and every module it imported."""
+    return imported_by(["analyze", str(small_trace), "--json"])
+
+
+def test_analyze_json_imports_nothing_heavy(analyze_json: tuple[int, set[str]]) -> None:
     """``analyze FILE --json`` needs numpy, protobuf and the package: no pandas, Arrow, Jinja, rich,
     Dask or TensorFlow (each would be imported only where an output needs it)."""
-    code, modules = imported_by(["analyze", str(small_trace), "--json"])
+    code, modules = analyze_json
     assert code == 0
     assert "numpy" in modules  # the check sees what the command imported
-    assert sorted(modules & set(HEAVY)) == []
+    assert sorted(top_level(modules) & set(HEAVY)) == []
+
+
+def test_analyze_json_imports_no_run_side_module(analyze_json: tuple[int, set[str]]) -> None:
+    """``analyze FILE --json`` reads one trace and runs the trace rules: none of a run directory's
+    records, the variants' options or the run rules' inputs (``RUN_SIDE``) is imported."""
+    code, modules = analyze_json
+    assert code == 0
+    assert {"tfprof_towers.rundir.trace_doc", "tfprof_towers.advice.engine"} <= modules  # the package is seen
+    assert sorted(modules & set(RUN_SIDE)) == []
 
 
 def test_analyze_help_imports_neither_numpy_nor_anything_heavy() -> None:
     code, modules = imported_by(["analyze", "--help"])
     assert code == 0
-    assert sorted(modules & {"numpy", *HEAVY}) == []
+    assert sorted(top_level(modules) & {"numpy", *HEAVY}) == []
 
 
-def test_a_heavy_import_on_the_analyze_path_is_caught(small_trace: Path) -> None:
-    """The same check, with rich planted in front of the command: it is seen."""
-    _, modules = imported_by(["analyze", str(small_trace), "--json"], prelude="import rich.console")
-    assert sorted(modules & set(HEAVY)) == ["rich"]
+def test_a_heavy_or_run_side_import_on_the_analyze_path_is_caught(small_trace: Path) -> None:
+    """The same checks, with rich and the variants' options planted in front of the command: both seen."""
+    _, modules = imported_by(["analyze", str(small_trace), "--json"],
+                             prelude="import rich.console, tfprof_towers.variants.config")
+    assert sorted(top_level(modules) & set(HEAVY)) == ["rich"]
+    assert sorted(modules & set(RUN_SIDE)) == ["tfprof_towers.variants.config",  # and what it imports
+                                               "tfprof_towers.variants.registry"]
