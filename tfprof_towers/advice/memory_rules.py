@@ -12,7 +12,6 @@ trace in one place, :func:`_producer`.  No TensorFlow.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -198,6 +197,8 @@ def _busy_accelerators(f: MemoryFacts) -> list[DeviceMemory]:
 
 
 def check_memory_imbalance(rule: Rule, f: MemoryFacts) -> Finding | None:
+    import statistics  # only here, where two accelerators have allocator events: `analyze` often skips it
+
     devices = _busy_accelerators(f)
     ratios = []
     for d in devices:
