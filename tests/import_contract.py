@@ -200,14 +200,10 @@ _IMPORTED = (
 )
 
 
-def top_level(modules: set[str]) -> set[str]:
-    """The top-level packages of ``modules`` (``numpy._core`` -> ``numpy``)."""
-    return {m.partition(".")[0] for m in modules}
-
-
 def imported_by(argv: list[str], prelude: str = "") -> tuple[int, set[str]]:
     """``tfprof-towers ARGV`` run in a fresh interpreter (this checkout's package first on the path):
-    its exit code and every module it imported, dotted (``prelude``: Python run before it)."""
+    its exit code and every module it imported, dotted (a package's submodule comes with the package:
+    ``numpy._core`` and ``numpy``) (``prelude``: Python run before it)."""
     import os
     import subprocess
     import sys
