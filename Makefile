@@ -20,7 +20,7 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 STAMP := $(VENV)/.installed-$(TF_RESOLVED)
 
 .DEFAULT_GOAL := help
-.PHONY: help install profile test test-fast lint tensorboard bench bench-memory bench-parse bench-corpus bench-hosts bench-calibration bench-keras clean browser
+.PHONY: help install profile test test-fast lint tensorboard bench bench-memory bench-parse bench-startup bench-corpus bench-hosts bench-calibration bench-keras clean browser
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -63,6 +63,9 @@ bench-memory: install ## memory estimate vs measured per built-in and device at 
 
 bench-parse: install ## trace-parsing speed on a synthetic trace of 1M+ events
 	$(BIN)/python -m benchmarks.bench_parse $(ARGS)
+
+bench-startup: install ## what analyze --help and analyze FILE --json import, and at what cost (ARGS='--code DIR': a before)
+	$(BIN)/python -m benchmarks.bench_startup $(ARGS)
 
 bench-keras: install ## project ResNet-50 (keras.applications) on 8 GPUs under two strategies: the whole command's time
 	$(BIN)/python -m benchmarks.bench_keras $(ARGS)
