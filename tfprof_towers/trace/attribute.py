@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -144,32 +146,55 @@ def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
 
 def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int, tables: list[StepTable] | None = None):
     """Yield (device index, its events), each event's ``window`` an index into its device's table
-    (``tables[d]``, default the trace's)."""
-    c = trace.columns
-    lookups: dict[int, tuple] = {}
+    (``tables[d]``, default the trace's); a device's events in order of start (ties: in the trace's
+    order), the order every sweep and gap search of it needs."""
+    lookups = window_lookups(tables if tables is not None else [trace.step_table] * n_dev)
+    for d, rows in device_rows(dev_of, n_dev):
+        yield d, device_events(trace, rows, lookups[d])
+
+
+def device_rows(dev_of: np.ndarray, n_dev: int):
+    """Yield (device index, its events' rows, ascending)."""
     order = np.argsort(dev_of, kind="stable")  # every device's events, in order (one radix sort)
     bounds = np.searchsorted(dev_of[order], np.arange(n_dev + 1), side="left")
     for d in range(n_dev):
-        table = tables[d] if tables is not None else trace.step_table
-        if id(table) not in lookups:
+        yield d, order[bounds[d] : bounds[d + 1]]
+
+
+def window_lookups(tables: list[StepTable]) -> list[tuple]:
+    """Per table: what :func:`device_events` turns step numbers into window indices with (made once
+    per distinct table)."""
+    made: dict[int, tuple] = {}
+    for table in tables:
+        if id(table) not in made:
             lut, lo = window_of(table)
             numbers = table.step
             dense = lut.size <= 4 * len(table) + 1024
-            lookups[id(table)] = (lut, lo, dense, numbers, np.argsort(numbers, kind="stable"))
-        lut, lo, dense, numbers, by_number = lookups[id(table)]
-        rows = order[bounds[d] : bounds[d + 1]]
-        start = c.start_ps[rows]
-        end = start + c.dur_ps[rows]
-        step = c.step[rows]
-        if dense:
-            at = step.astype(np.int64) - lo
-            at[step < 0] = lut.size - 1
-            window = lut[at]
-        else:  # sparse step numbers: search them
-            window = np.full(rows.size, -1, dtype=np.int64)
-            inside = step >= 0
-            window[inside] = by_number[np.searchsorted(numbers[by_number], step[inside])]
-        yield d, DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
+            made[id(table)] = (lut, lo, dense, numbers, np.argsort(numbers, kind="stable"))
+    return [made[id(t)] for t in tables]
+
+
+def device_events(trace: Trace, rows: np.ndarray, lookup: tuple) -> DeviceEvents:
+    """The events ``rows`` (ascending) of one device, in order of start (ties: in row order), with
+    their window index from ``lookup`` (:func:`window_lookups`)."""
+    c = trace.columns
+    lut, lo, dense, numbers, by_number = lookup
+    start = c.start_ps[rows]
+    if start.size > 1 and not (start[1:] >= start[:-1]).all():
+        by_start = np.argsort(start, kind="stable")  # the lines' runs, merged
+        rows, start = rows[by_start], start[by_start]
+    end = c.dur_ps[rows]
+    end += start
+    step = c.step[rows]
+    if dense:
+        at = step.astype(np.int64) - lo
+        at[step < 0] = lut.size - 1
+        window = lut[at]
+    else:  # sparse step numbers: search them
+        window = np.full(rows.size, -1, dtype=np.int64)
+        inside = step >= 0
+        window[inside] = by_number[np.searchsorted(numbers[by_number], step[inside])]
+    return DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
 
 
 def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int | None = None) -> Breakdown:
@@ -185,17 +210,20 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int |
     idle = np.zeros((n_dev, n_win, len(IDLE_KINDS)), dtype=np.int64)
     window = np.zeros((n_dev, n_win), dtype=np.int64)
     parts = []
-    launches = Launches.of(trace) if accelerator.any() else None
+    launches = _Once(lambda: Launches.of(trace))  # made by the first accelerator's thread
+    lookups = window_lookups(tables)
 
-    def one(item: tuple[int, DeviceEvents]) -> tuple[int, Totals, np.ndarray, np.ndarray | None]:
-        d, ev = item
+    def one(item: tuple[int, np.ndarray]) -> tuple[int, Totals, np.ndarray, np.ndarray | None]:
+        d, rows = item
         table = tables[d]
+        ev = device_events(trace, rows, lookups[d])
+        del rows
         wall_ev, own = nested(ev) if TPU_CHIP.search(devices[d]) else (ev, None)
         part = totals(ev, d, table, own)
-        split = idle_split(trace, ev, table, kernel_wait_ps, launches) if accelerator[d] else None
+        split = idle_split(trace, ev, table, kernel_wait_ps, launches()) if accelerator[d] else None
         return d, part, wall_times(wall_ev, table), split
 
-    work = per_device(trace, dev_of, n_dev, tables)
+    work = device_rows(dev_of, n_dev)
     for d, part, wall_d, idle_d in in_order(one, work, decode_threads(threads) if n_dev > 1 else 1):
         table = tables[d]
         if table is steps:  # the trace's windows: laid out as they are
@@ -215,6 +243,19 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int |
         parts = [totals(per_device_empty(), 0, steps)]
     joined = Totals(*(np.concatenate([getattr(p, f) for p in parts]) for f in Totals.__dataclass_fields__))
     return Breakdown(steps, devices, joined, wall, idle, accelerator, window)
+
+
+class _Once:
+    """A value made on first call, once, whichever thread calls first (the others wait for it)."""
+
+    def __init__(self, make: Callable[[], Launches]) -> None:
+        self._make, self._lock, self._value = make, threading.Lock(), None
+
+    def __call__(self) -> Launches:
+        with self._lock:
+            if self._value is None:
+                self._value = self._make()
+            return self._value
 
 
 def nested(ev: DeviceEvents) -> tuple[DeviceEvents, np.ndarray]:
@@ -352,11 +393,7 @@ def sweep(
         s, e = s - origin, e - origin
         span = int(e.max()) + 1
         if span * n_groups < _SAFE:
-            key = group.astype(np.int64) * span
-            key += s
-            if not (key[1:] >= key[:-1]).all():  # often sorted already: one line, in time order
-                order = np.argsort(key, kind="stable")
-                group, rank, s, e = group[order], rank[order], s[order], e[order]
+            return keyed_sweep(group, rank, s, e, n_groups, n_rank, span)
         else:
             order = np.lexsort((s, group))
             group, rank, s, e = group[order], rank[order], s[order], e[order]
@@ -378,6 +415,54 @@ def sweep(
         out[np.arange(n_groups) * n_rank + r] = measure - prev
         prev = measure
     return out
+
+
+def keyed_sweep(
+    group: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, n_rank: int, span: int,
+) -> np.ndarray:
+    """:func:`sweep` of intervals with times in ``[0, span)`` of their group, ``span * n_groups`` below
+    :data:`_SAFE`: each group's times offset by ``span`` times its number, one key that sorts them all.
+    ``s`` and ``e`` are used up (changed in place)."""
+    base = group.astype(np.int64)
+    base *= span
+    s += base
+    e += base
+    del base
+    if not (s[1:] >= s[:-1]).all():  # often sorted already: one device's events, in time order
+        order = np.argsort(s, kind="stable")
+        rank, s, e = rank[order], s[order], e[order]
+        del order
+    edges = np.arange(n_groups + 1, dtype=np.int64) * span
+    out = np.zeros(n_groups * n_rank, dtype=np.int64)
+    prev = np.zeros(n_groups, dtype=np.int64)
+    ranks = np.flatnonzero(np.bincount(rank, minlength=n_rank)).tolist()
+    for r in ranks:
+        if r == ranks[-1]:  # every interval
+            measure = keyed_union(s, e, edges)
+        else:
+            sel = np.flatnonzero(rank <= r)
+            measure = keyed_union(s[sel], e[sel], edges)
+        out[np.arange(n_groups) * n_rank + r] = measure - prev
+        prev = measure
+    return out
+
+
+def keyed_union(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per group, the measure of the union of its intervals: keys sorted by start, group ``g``'s in
+    ``[edges[g], edges[g + 1])``.  Each interval adds how far it reaches past every earlier one
+    (``reach[i] - max(s[i], reach[i - 1])``, never negative); the additions are disjoint pieces of
+    the key axis, so their running sum stays below its end: exact int64."""
+    if not s.size:
+        return np.zeros(edges.size - 1, dtype=np.int64)
+    reach = np.maximum.accumulate(e)
+    lo = s.copy()
+    np.maximum(lo[1:], reach[:-1], out=lo[1:])
+    reach -= lo  # each interval's addition
+    del lo
+    total = np.cumsum(reach, out=reach)
+    at = np.searchsorted(s, edges)  # each group's first interval
+    upto = np.where(at > 0, total[np.maximum(at - 1, 0)], 0)  # the additions before it
+    return np.diff(upto)
 
 
 def union_measure(group: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, span: int) -> np.ndarray:

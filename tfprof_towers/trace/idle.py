@@ -88,7 +88,9 @@ class Launches:
         if same.any() and not (start[1:][same] >= start[:-1][same]).all():
             order = np.lexsort((start, key))  # an id launched twice, later first: by key, then start
             key, start, end = key[order], start[order], end[order]
-        first = np.flatnonzero(np.r_[True, ~same]) if key.size else np.zeros(0, dtype=np.int64)
+        if not same.any():  # every id launched once: each launch is its key's first
+            return Launches(key, start, position, end)
+        first = np.flatnonzero(np.r_[True, ~same])
         return Launches(key[first], start[first], position, end[first])
 
     def starts(self, trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -104,8 +106,9 @@ class Launches:
             return start, end
         at = self.position[rows].astype(np.int64)
         has = np.flatnonzero(at >= 0)
-        host = c.line_host[c.line[rows[has]]].astype(np.int64)
-        k = (host << 48) | (c.corr[at[has]] & ((1 << 48) - 1))
+        k = c.corr[at[has]] & ((1 << 48) - 1)
+        if c.line_host.size and c.line_host.max() > 0:  # several hosts: each joins its own launches
+            k |= c.line_host[c.line[rows[has]]].astype(np.int64) << 48
         pos = np.minimum(np.searchsorted(self.keys, k), self.keys.size - 1)
         hit = self.keys[pos] == k
         start[has[hit]] = self.start[pos[hit]]
@@ -137,8 +140,12 @@ def _gaps(trace: Trace, ev: DeviceEvents, kernel_wait_ps: int, launches: Launche
     live = np.flatnonzero(ev.end > ev.start)
     if not live.size:
         return np.array([-_FAR]), np.array([_FAR]), np.array([2])
-    order = live[np.argsort(ev.start[live], kind="stable")]  # ties need no order: gaps need the reach
-    s, e = ev.start[order], ev.end[order]
+    s = ev.start[live]
+    if not (s[1:] >= s[:-1]).all():  # the device's events come in order of start (attribute.per_device)
+        live = live[np.argsort(s, kind="stable")]  # ties need no order: gaps need the reach
+        s = ev.start[live]
+    order = live
+    e = ev.end[order]
     reach = np.maximum.accumulate(e)
     before = np.r_[-_FAR, reach[:-1]]
     opens = np.flatnonzero(s > before)  # a gap ends at each of these events' starts

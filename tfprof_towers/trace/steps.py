@@ -321,11 +321,18 @@ def assign_steps(start_ps: np.ndarray, steps: StepTable) -> np.ndarray:
     if not len(steps):
         return np.full(start_ps.size, -1, dtype=np.int32)
     ws, we = steps.start_ps, steps.end_ps
-    i = np.searchsorted(ws, start_ps, side="right") - 1
-    np.maximum(i, 0, out=i)
     numbers = steps.step
     small = numbers.size == 0 or (numbers.min() > -(1 << 31) and numbers.max() < (1 << 31))
-    out = numbers.astype(np.int32 if small else np.int64)[i]
+    numbers = numbers.astype(np.int32 if small else np.int64)
+    bounds = np.stack([ws, we], axis=1).reshape(-1)  # ws[0], we[0], ws[1], ...
+    if (bounds[1:] >= bounds[:-1]).all():  # windows apart (as :func:`windows` makes them): one search
+        # the bounds at or before a start: 2k + 1 in window k, even when in none
+        lut = np.full(bounds.size + 1, -1, dtype=numbers.dtype)
+        lut[1::2] = numbers
+        return lut[np.searchsorted(bounds, start_ps, side="right")]
+    i = np.searchsorted(ws, start_ps, side="right") - 1
+    np.maximum(i, 0, out=i)
+    out = numbers[i]
     out[(start_ps < ws[i]) | (start_ps >= we[i])] = -1
     return out
 
