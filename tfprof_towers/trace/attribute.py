@@ -153,9 +153,18 @@ def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int, tables: list[StepTa
         yield d, device_events(trace, rows, lookups[d])
 
 
+#: Devices whose events are found one device at a time (a pass over every event each); more are sorted.
+FEW_DEVICES = 8
+
+
 def device_rows(dev_of: np.ndarray, n_dev: int):
-    """Yield (device index, its events' rows, ascending)."""
-    order = np.argsort(dev_of, kind="stable")  # every device's events, in order (one radix sort)
+    """Yield (device index, its events' rows, ascending): for a few devices, each one's found when it is
+    asked for (only its rows held), else all of them sorted by device at once."""
+    if n_dev <= FEW_DEVICES:
+        for d in range(n_dev):
+            yield d, np.flatnonzero(dev_of == d)
+        return
+    order = np.argsort(dev_of, kind="stable")  # every device's events, in order
     bounds = np.searchsorted(dev_of[order], np.arange(n_dev + 1), side="left")
     for d in range(n_dev):
         yield d, order[bounds[d] : bounds[d + 1]]
@@ -182,14 +191,18 @@ def device_events(trace: Trace, rows: np.ndarray, lookup: tuple) -> DeviceEvents
     start = c.start_ps[rows]
     if start.size > 1 and not (start[1:] >= start[:-1]).all():
         by_start = np.argsort(start, kind="stable")  # the lines' runs, merged
-        rows, start = rows[by_start], start[by_start]
+        start = start[by_start]
+        rows = rows[by_start]
+        del by_start
     end = c.dur_ps[rows]
     end += start
     step = c.step[rows]
     if dense:
-        at = step.astype(np.int64) - lo
+        at = step.astype(np.int64)
+        at -= lo
         at[step < 0] = lut.size - 1
         window = lut[at]
+        del at
     else:  # sparse step numbers: search them
         window = np.full(rows.size, -1, dtype=np.int64)
         inside = step >= 0
@@ -332,8 +345,11 @@ def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
         else:  # only the windows the slice touches
             first, last = int(win.min()), int(win.max()) + 1
             local = win - first
-        origin = ws[win] if lo is None else np.maximum(ws[win], lo)
-        part = sweep(local, RANK[cat[idx]], cs, ce, last - first, n_rank, origin)
+        if lo is None:
+            origin, end = ws, we
+        else:  # the pieces of the slice's windows lie within the slice
+            origin, end = np.maximum(ws[first:last], lo), np.minimum(we[first:last], hi)
+        part = window_sweep(local, RANK[cat[idx]], cs, ce, origin, end, n_rank)
         acc[first:last] += part.reshape(last - first, n_rank)
     return acc
 
@@ -393,7 +409,11 @@ def sweep(
         s, e = s - origin, e - origin
         span = int(e.max()) + 1
         if span * n_groups < _SAFE:
-            return keyed_sweep(group, rank, s, e, n_groups, n_rank, span)
+            base = group.astype(np.int64)
+            base *= span
+            s += base
+            e += base
+            return keyed_sweep(s, e, rank, n_groups, n_rank, span)
         else:
             order = np.lexsort((s, group))
             group, rank, s, e = group[order], rank[order], s[order], e[order]
@@ -417,23 +437,37 @@ def sweep(
     return out
 
 
-def keyed_sweep(
-    group: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, n_rank: int, span: int,
+def window_sweep(
+    win: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, origin: np.ndarray, end: np.ndarray,
+    n_rank: int,
 ) -> np.ndarray:
-    """:func:`sweep` of intervals with times in ``[0, span)`` of their group, ``span * n_groups`` below
-    :data:`_SAFE`: each group's times offset by ``span`` times its number, one key that sorts them all.
-    ``s`` and ``e`` are used up (changed in place)."""
-    base = group.astype(np.int64)
-    base *= span
-    s += base
-    e += base
-    del base
+    """:func:`sweep` of pieces that each lie within their window's ``[origin, end]`` (per window, sorted):
+    the keys are the starts and ends plus one offset per window, taken from a table."""
+    n_groups = origin.size
+    span = int((end - origin).max()) + 1 if n_groups else 1
+    if span * n_groups >= _SAFE:
+        return sweep(win, rank, s, e, n_groups, n_rank, origin[win])
+    keep = e > s
+    if not keep.all():
+        win, rank, s, e = win[keep], rank[keep], s[keep], e[keep]
+    offset = np.arange(n_groups, dtype=np.int64) * span - origin
+    at = offset[win]
+    return keyed_sweep(s + at, e + at, rank, n_groups, n_rank, span)
+
+
+def keyed_sweep(s: np.ndarray, e: np.ndarray, rank: np.ndarray, n_groups: int, n_rank: int, span: int,
+                ) -> np.ndarray:
+    """:func:`sweep` of intervals given by keys: group ``g``'s times offset into ``[g * span, (g + 1) *
+    span)``, ``span * n_groups`` below :data:`_SAFE`, so that one key sorts them all.  ``s`` and ``e``
+    are used up (sorted in place of the caller's)."""
     if not (s[1:] >= s[:-1]).all():  # often sorted already: one device's events, in time order
         order = np.argsort(s, kind="stable")
         rank, s, e = rank[order], s[order], e[order]
         del order
     edges = np.arange(n_groups + 1, dtype=np.int64) * span
     out = np.zeros(n_groups * n_rank, dtype=np.int64)
+    if not s.size:
+        return out
     prev = np.zeros(n_groups, dtype=np.int64)
     ranks = np.flatnonzero(np.bincount(rank, minlength=n_rank)).tolist()
     for r in ranks:

@@ -71,19 +71,15 @@ class Launches:
         c = trace.columns
         idx = c.corr_index
         position = np.full(c.n, -1, dtype=np.int32 if idx.size < (1 << 31) else np.int64)
-        position[idx] = np.arange(idx.size)
+        position[idx] = np.arange(idx.size, dtype=position.dtype)
         if not idx.size:
             z = np.zeros(0, np.int64)
             return Launches(z, z, position, z)
-        line = c.line[idx]
-        on_host = c.line_kind[line] == HOST
-        idx, line = idx[on_host], line[on_host]
-        key = (c.line_host[line].astype(np.int64) << 48) | (c.corr[on_host] & ((1 << 48) - 1))
-        start = c.start_ps[idx]
-        end = start + c.dur_ps[idx]
-        if key.size > 1 and not (key[1:] >= key[:-1]).all():
-            order = np.argsort(key, kind="stable")  # one key: a far cheaper sort than by (key, start)
-            key, start, end = key[order], start[order], end[order]
+        key, rows = _host_keys(trace)
+        start = c.start_ps[rows]
+        end = c.dur_ps[rows]
+        end += start
+        del rows
         same = key[1:] == key[:-1] if key.size > 1 else np.zeros(0, dtype=bool)
         if same.any() and not (start[1:][same] >= start[:-1][same]).all():
             order = np.lexsort((start, key))  # an id launched twice, later first: by key, then start
@@ -116,6 +112,24 @@ class Launches:
         return start, end
 
 
+def _host_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The host events with a correlation id: their keys (host << 48 | id), sorted (ties in the trace's
+    order), and their rows; one column at a time, each let go when used up (a big trace's launches are
+    millions)."""
+    c = trace.columns
+    at = np.flatnonzero(c.line_kind[c.line[c.corr_index]] == HOST)  # into corr_index
+    key = c.corr[at]
+    key &= (1 << 48) - 1
+    if c.line_host.size and c.line_host.max() > 0:  # several hosts: each numbers its own
+        key |= c.line_host[c.line[c.corr_index[at]]].astype(np.int64) << 48
+    if key.size > 1 and not (key[1:] >= key[:-1]).all():
+        order = np.argsort(key, kind="stable")  # one key: a far cheaper sort than by (key, start)
+        key = key[order]
+        at = at[order]
+        del order
+    return key, c.corr_index[at]
+
+
 #: Each live trace's launches, made on first use.
 _LAUNCHES: weakref.WeakKeyDictionary[Trace, Launches] = weakref.WeakKeyDictionary()
 
@@ -140,18 +154,19 @@ def _gaps(trace: Trace, ev: DeviceEvents, kernel_wait_ps: int, launches: Launche
     live = np.flatnonzero(ev.end > ev.start)
     if not live.size:
         return np.array([-_FAR]), np.array([_FAR]), np.array([2])
-    s = ev.start[live]
-    if not (s[1:] >= s[:-1]).all():  # the device's events come in order of start (attribute.per_device)
-        live = live[np.argsort(s, kind="stable")]  # ties need no order: gaps need the reach
-        s = ev.start[live]
-    order = live
-    e = ev.end[order]
+    if live.size == ev.start.size:  # every event lasts: no copies
+        s, e = ev.start, ev.end
+    else:
+        s, e = ev.start[live], ev.end[live]
+    if not (s[1:] >= s[:-1]).all():  # a device's events come in order of start (attribute.device_events)
+        by_start = np.argsort(s, kind="stable")  # ties need no order: gaps need the reach
+        live, s, e = live[by_start], s[by_start], e[by_start]
     reach = np.maximum.accumulate(e)
     before = np.r_[-_FAR, reach[:-1]]
     opens = np.flatnonzero(s > before)  # a gap ends at each of these events' starts
     a = np.r_[before[opens], reach[-1]]
     b = np.r_[s[opens], _FAR]
-    launch = launches.starts(trace, ev.rows[order[opens]])
+    launch = launches.starts(trace, ev.rows[live[opens]])
     kind = np.full(a.size, 2, dtype=np.int64)
     gap = a[:-1]
     host_wait = (launch >= 0) & (launch > gap)
