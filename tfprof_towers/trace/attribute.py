@@ -133,13 +133,13 @@ def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     """The devices with time, sorted (:func:`device_sort_key`), and per event its device's index
     (-1: not time)."""
     c = trace.columns
-    is_time = RANK[c.category] >= 0
+    is_time = RANK.take(c.category) >= 0  # take: ~2x a subscript by a narrow index
     present = np.flatnonzero(np.bincount(c.device[is_time], minlength=1)) if is_time.any() else np.zeros(0)
     names = [c.strings.items[u] for u in present.tolist()]
     order = sorted(range(len(names)), key=lambda i: device_sort_key(names[i]))
     lut = np.full(max(int(c.device.max()) + 1 if c.n else 1, 1), -1, dtype=np.int32)
     lut[present[order]] = np.arange(len(order), dtype=np.int32)
-    dev_of = lut[c.device]
+    dev_of = lut.take(c.device)
     dev_of[~is_time] = -1
     return tuple(names[i] for i in order), dev_of
 
@@ -276,7 +276,7 @@ def nested(ev: DeviceEvents) -> tuple[DeviceEvents, np.ndarray]:
     instant) and each op's self time (for the totals: every op counted once), :mod:`.nesting`."""
     pieces = self_pieces(ev.start, ev.end)
     i = pieces.src
-    window = np.full(i.size, -1, dtype=np.int64)  # a piece's window is searched (:func:`_clip_known`)
+    window = np.full(i.size, -1, dtype=np.int64)  # a piece's window is searched (:func:`window_pieces`)
     cut = DeviceEvents(ev.rows[i], ev.category[i], pieces.start, pieces.end, ev.step[i], ev.bytes[i], window)
     return cut, self_times(ev.start.size, pieces)
 
@@ -337,43 +337,93 @@ def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
                 at = int(np.searchsorted(we, lo, side="right"))
                 w[spill] = at if at < n_win and ws[at] <= lo else -1
                 s = np.maximum(s, lo)
-        win, cs, ce, idx = _clip_known(s, e, w, ws, we)
-        if not win.size:
+        pieces = window_pieces(s, e, w, ws, we)
+        if pieces is None:
             continue
         if lo is None:  # every window (those without events add nothing)
-            first, last, local = 0, n_win, win
-        else:  # only the windows the slice touches
-            first, last = int(win.min()), int(win.max()) + 1
-            local = win - first
-        if lo is None:
-            origin, end = ws, we
-        else:  # the pieces of the slice's windows lie within the slice
+            first, last, origin, end = 0, n_win, ws, we
+        else:  # only the windows the slice touches, whose pieces lie within the slice
+            first, last = pieces.windows
             origin, end = np.maximum(ws[first:last], lo), np.minimum(we[first:last], hi)
-        part = window_sweep(local, RANK[cat[idx]], cs, ce, origin, end, n_rank)
+        part = pieces_sweep(pieces, cat, first, origin, end, we, n_rank)
         acc[first:last] += part.reshape(last - first, n_rank)
     return acc
 
 
-def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we: np.ndarray):
-    """:func:`clip_to_windows` of intervals whose start's window ``w`` is known (-1: none): only the
-    ones that leave their window, or start outside every window, are searched.  The last column
-    says which interval each piece is (``slice(None)`` when they are the intervals themselves)."""
+@dataclass(frozen=True)
+class WindowPieces:
+    """Intervals cut to the step windows (:func:`window_pieces`): those whose start lies in a window
+    (``kept``: their indices, or ``slice(None)`` for all) each give their first piece in place --
+    ``s``, ``e`` and ``w`` are theirs, and those at ``cut`` (positions among them) end at their
+    window's end instead --, and every other piece is listed (window, start, end, interval)."""
+
+    kept: np.ndarray | slice
+    w: np.ndarray
+    s: np.ndarray
+    e: np.ndarray
+    cut: np.ndarray
+    win: np.ndarray
+    cs: np.ndarray
+    ce: np.ndarray
+    src: np.ndarray
+
+    @property
+    def windows(self) -> tuple[int, int]:
+        """The first window with a piece and one past the last."""
+        lo = min([int(x.min()) for x in (self.w, self.win) if x.size])
+        hi = max([int(x.max()) for x in (self.w, self.win) if x.size])
+        return lo, hi + 1
+
+
+def window_pieces(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we: np.ndarray,
+                  ) -> WindowPieces | None:
+    """:func:`clip_to_windows` of intervals whose start's window ``w`` is known (-1: none), without
+    copying those that start in a window (:class:`WindowPieces`); only the ones that leave their
+    window, or start outside every window, are searched.  None: no piece."""
     inside = w >= 0
     if inside.all():  # the usual case: every event starts in a window
-        simple = e <= we[w]
+        kept, outside = slice(None), np.zeros(0, dtype=np.int64)
+        ks, ke, kw = s, e, w
     else:
-        simple = inside.copy()
-        simple[inside] = e[inside] <= we[w[inside]]
-    if simple.all():
-        # zero-length events add nothing to a sweep (it drops them): no copies needed
-        return w, s, e, slice(None)
-    rest = np.flatnonzero(~simple)
+        kept, outside = np.flatnonzero(inside), np.flatnonzero(~inside)
+        ks, ke, kw = s[kept], e[kept], w[kept]
+    cut = np.flatnonzero(ke > we[kw])
+    leaving = cut if isinstance(kept, slice) else kept[cut]
+    rest = np.concatenate([leaving, outside])
     win, cs, ce, idx = clip_to_windows(s[rest], e[rest], ws, we)
-    easy = np.flatnonzero(simple & (e > s))
-    return (
-        np.concatenate([w[easy], win]), np.concatenate([s[easy], cs]), np.concatenate([e[easy], ce]),
-        np.concatenate([easy, rest[idx]]),
-    )
+    own = np.concatenate([kw[cut], np.full(outside.size, -1, dtype=kw.dtype)])
+    later = np.flatnonzero(win != own[idx])  # a leaving interval's first piece is kept in place
+    if not kw.size and not later.size:
+        return None
+    return WindowPieces(kept, kw, ks, ke, cut, win[later], cs[later], ce[later], rest[idx[later]])
+
+
+def pieces_sweep(p: WindowPieces, cat: np.ndarray, first: int, origin: np.ndarray, end: np.ndarray,
+                 we: np.ndarray, n_rank: int) -> np.ndarray:
+    """:func:`sweep` of the pieces ``p`` of the windows from ``first`` on, each within its window's
+    ``[origin, end]`` (per window): the keys are the starts and ends plus one offset per window, the
+    listed pieces merged in among the kept ones (in order of start, the sweep's order)."""
+    n_groups = origin.size
+    span = int((end - origin).max()) + 1 if n_groups else 1
+    kept_rank = RANK.take(cat[p.kept])
+    if span * n_groups >= _SAFE:  # too far apart for one key
+        win = np.concatenate([p.w, p.win]) - first
+        s, e = np.concatenate([p.s, p.cs]), np.concatenate([p.e, p.ce])
+        e[p.cut] = we[p.w[p.cut]]
+        rank = np.concatenate([kept_rank, RANK.take(cat[p.src])])
+        return sweep(win, rank, s, e, n_groups, n_rank, origin[win])
+    offset = np.arange(n_groups, dtype=np.int64) * span - origin
+    at = offset.take(p.w - first) if first else offset.take(p.w)
+    s, e = p.s + at, p.e + at
+    e[p.cut] = we[p.w[p.cut]] + at[p.cut]
+    np.maximum(e, s, out=e)  # an interval ending before its start adds nothing (as if dropped)
+    if p.src.size:
+        xs, xe = p.cs + offset[p.win - first], p.ce + offset[p.win - first]
+        by = np.argsort(xs, kind="stable")
+        pos = np.searchsorted(s, xs[by], side="right")
+        s, e = np.insert(s, pos, xs[by]), np.insert(e, pos, xe[by])
+        kept_rank = np.insert(kept_rank, pos, RANK.take(cat[p.src[by]]))
+    return keyed_sweep(s, e, kept_rank, n_groups, n_rank, span)
 
 
 def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | None]]:
@@ -435,24 +485,6 @@ def sweep(
         out[np.arange(n_groups) * n_rank + r] = measure - prev
         prev = measure
     return out
-
-
-def window_sweep(
-    win: np.ndarray, rank: np.ndarray, s: np.ndarray, e: np.ndarray, origin: np.ndarray, end: np.ndarray,
-    n_rank: int,
-) -> np.ndarray:
-    """:func:`sweep` of pieces that each lie within their window's ``[origin, end]`` (per window, sorted):
-    the keys are the starts and ends plus one offset per window, taken from a table."""
-    n_groups = origin.size
-    span = int((end - origin).max()) + 1 if n_groups else 1
-    if span * n_groups >= _SAFE:
-        return sweep(win, rank, s, e, n_groups, n_rank, origin[win])
-    keep = e > s
-    if not keep.all():
-        win, rank, s, e = win[keep], rank[keep], s[keep], e[keep]
-    offset = np.arange(n_groups, dtype=np.int64) * span - origin
-    at = offset[win]
-    return keyed_sweep(s + at, e + at, rank, n_groups, n_rank, span)
 
 
 def keyed_sweep(s: np.ndarray, e: np.ndarray, rank: np.ndarray, n_groups: int, n_rank: int, span: int,

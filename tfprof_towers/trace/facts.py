@@ -170,7 +170,7 @@ class HostScan(PerAccelerator):
         (:class:`Kernels`): kernel names are long, and only the few distinct ones are ever made text."""
         c = self.analysis.trace.columns
         is_kernel = (c.category == CAT["compute"]) | (c.category == CAT["collective"])
-        rows = np.flatnonzero(is_kernel & (c.line_kind[c.line] == DEVICE) & (c.step >= 0))
+        rows = np.flatnonzero(is_kernel & (c.line_kind.take(c.line) == DEVICE) & (c.step >= 0))
         unread = [c.code_of(d) for d in self.analysis.trace.unread]
         if unread:
             rows = rows[~np.isin(c.device[rows], unread)]
@@ -418,7 +418,8 @@ def device_gaps(analysis: Analysis, device: str) -> tuple[np.ndarray, np.ndarray
     rule of :mod:`tfprof_towers.trace.idle`)."""
     c = analysis.trace.columns
     code = c.code_of(device)
-    rows = np.flatnonzero((c.device == code) & (RANK[c.category] >= 0) & (c.dur_ps > 0)) if code >= 0 else []
+    lasting = (c.device == code) & (RANK.take(c.category) >= 0) & (c.dur_ps > 0) if code >= 0 else None
+    rows = np.flatnonzero(lasting) if lasting is not None else []
     steps = analysis.trace.steps_of(device)
     if not len(rows) or not len(steps):
         z = np.zeros(0, np.int64)

@@ -104,7 +104,7 @@ class Launches:
         has = np.flatnonzero(at >= 0)
         k = c.corr[at[has]] & ((1 << 48) - 1)
         if c.line_host.size and c.line_host.max() > 0:  # several hosts: each joins its own launches
-            k |= c.line_host[c.line[rows[has]]].astype(np.int64) << 48
+            k |= c.line_host.take(c.line[rows[has]]).astype(np.int64) << 48
         pos = np.minimum(np.searchsorted(self.keys, k), self.keys.size - 1)
         hit = self.keys[pos] == k
         start[has[hit]] = self.start[pos[hit]]
@@ -117,11 +117,11 @@ def _host_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     order), and their rows; one column at a time, each let go when used up (a big trace's launches are
     millions)."""
     c = trace.columns
-    at = np.flatnonzero(c.line_kind[c.line[c.corr_index]] == HOST)  # into corr_index
+    at = np.flatnonzero(c.line_kind.take(c.line[c.corr_index]) == HOST)  # into corr_index
     key = c.corr[at]
     key &= (1 << 48) - 1
     if c.line_host.size and c.line_host.max() > 0:  # several hosts: each numbers its own
-        key |= c.line_host[c.line[c.corr_index[at]]].astype(np.int64) << 48
+        key |= c.line_host.take(c.line[c.corr_index[at]]).astype(np.int64) << 48
     if key.size > 1 and not (key[1:] >= key[:-1]).all():
         order = np.argsort(key, kind="stable")  # one key: a far cheaper sort than by (key, start)
         key = key[order]

@@ -166,7 +166,7 @@ def _groups(*keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
 def copy_sums(c: EventColumns, inside: np.ndarray) -> Sums:
     """Copies in the steps by (src, dst, category): bytes, count, duration."""
-    copies = np.flatnonzero(IS_COPY[c.category] & inside)
+    copies = np.flatnonzero(IS_COPY.take(c.category) & inside)
     if not copies.size:
         return {}
     group, (src, dst, cat) = _groups(c.src[copies], c.dst[copies], c.category[copies].astype(np.int64))

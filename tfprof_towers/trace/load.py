@@ -244,10 +244,10 @@ def producer_of(raw: RawSpace) -> Producer:
     distinct names of its host and device events (every event, derived lines' too)."""
     kinds = raw.planes.kinds
     items = raw.strings.items
-    on = kinds[raw.event_plane]
+    on = kinds.take(raw.event_plane)
     # what runs on tf.data's threads (a map function's ops) is the input pipeline's, not the framework's
     tf_data = np.array([bool(TF_DATA_THREAD.match(n)) for n in raw.lines.names] or [False])
-    own = ~tf_data[raw.event_line] if tf_data.any() else np.ones(raw.n_events, dtype=bool)
+    own = ~tf_data.take(raw.event_line) if tf_data.any() else np.ones(raw.n_events, dtype=bool)
 
     def names(mask: np.ndarray) -> list[str]:
         return [items[c] for c in used_codes(raw.name[mask]).tolist()]
