@@ -131,14 +131,15 @@ CHUNK = 1 << 19
 
 def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     """The devices with time, sorted (:func:`device_sort_key`), and per event its device's index
-    (-1: not time)."""
+    (-1: not time; int16 where the devices are that few)."""
     c = trace.columns
     is_time = RANK.take(c.category) >= 0  # take: ~2x a subscript by a narrow index
     present = np.flatnonzero(np.bincount(c.device[is_time], minlength=1)) if is_time.any() else np.zeros(0)
     names = [c.strings.items[u] for u in present.tolist()]
     order = sorted(range(len(names)), key=lambda i: device_sort_key(names[i]))
-    lut = np.full(max(int(c.device.max()) + 1 if c.n else 1, 1), -1, dtype=np.int32)
-    lut[present[order]] = np.arange(len(order), dtype=np.int32)
+    narrow = np.int16 if len(order) < (1 << 15) else np.int32  # held while the devices are broken down
+    lut = np.full(max(int(c.device.max()) + 1 if c.n else 1, 1), -1, dtype=narrow)
+    lut[present[order]] = np.arange(len(order), dtype=narrow)
     dev_of = lut.take(c.device)
     dev_of[~is_time] = -1
     return tuple(names[i] for i in order), dev_of
@@ -293,14 +294,17 @@ def totals(ev: DeviceEvents, device: int, steps: StepTable, own: np.ndarray | No
     inside = ev.window >= 0
     every = ev.end - ev.start if own is None else own
     if inside.all():  # the usual case: no event outside the windows
-        key, dur, nbytes = ev.window * n_cat + ev.category, every, ev.bytes
+        key, dur, nbytes = ev.window * n_cat, every, ev.bytes
+        key += ev.category
     else:
         at = np.flatnonzero(inside)
-        key = ev.window[at] * n_cat + ev.category[at]
+        key = ev.window[at] * n_cat
+        key += ev.category[at]
         dur, nbytes = every[at], ev.bytes[at]
     count = np.bincount(key, minlength=n_win * n_cat)
     dur = exact_sums(key, dur, n_win * n_cat)
-    nbytes = exact_sums(key, nbytes, n_win * n_cat)
+    # most devices move no bytes (only copies do): their sums need no pass
+    nbytes = exact_sums(key, nbytes, n_win * n_cat) if nbytes.any() else np.zeros(n_win * n_cat, np.int64)
     used = np.flatnonzero(count)
     return Totals(
         np.full(used.size, device, dtype=np.int64), used // n_cat, used % n_cat, count[used].astype(np.int64),
