@@ -272,7 +272,7 @@ def classify_copies(
     plane_names = [prefix + p for p in raw.planes.names]
     is_copy_cat = np.zeros(len(EVENT_CATEGORIES) + 1, dtype=bool)  # indexed by category + 1
     is_copy_cat[[CAT[c] + 1 for c in COPY_CATEGORIES] + [0]] = True
-    idx = np.flatnonzero(device_plane & is_copy_cat[category + 1])
+    idx = np.flatnonzero(device_plane & is_copy_cat.take(category + 1))  # take: narrow index
     if not idx.size:
         return
     plane = raw.event_plane[idx]
@@ -298,11 +298,11 @@ def classify_copies(
     cat[cat == -1] = CAT["d2d"]
     # device index of each plane, and the same device type's name for a destination index
     plane_index = np.array([_index_of(p) for p in raw.planes.names], dtype=np.int64)
-    own = plane_index[plane]
+    own = plane_index.take(plane)
     peer = (cat == CAT["d2d"]) & (dest >= 0) & (dest != own)
     cat[peer] = CAT["p2p"]
     category[idx] = cat
-    plane_code = strings.codes(plane_names)[plane]
+    plane_code = strings.codes(plane_names).take(plane)
     host_code = strings.code(prefix + HOST_THREADS)
     src[idx] = np.where(cat == CAT["h2d"], host_code, plane_code)
     dst[idx] = np.where(cat == CAT["d2h"], host_code, plane_code)
