@@ -9,7 +9,9 @@
   higher ones alone; each union is measured in one vectorised pass over the intervals
   sorted by (device and window, start): a running maximum of the ends (kept within each
   group by counting each group's times from its own origin, offset by its number), and
-  per interval the length it adds past that maximum.  Integers throughout: exact.
+  per interval the length it adds past that maximum.  Integers throughout: exact.  Each
+  device's events are put in order of start once (:func:`device_events`): its sweep and its
+  idle gaps take them in place, in that order (only pieces past a window's end are added).
 * ``idle``: how an accelerator's idle time splits into host wait, kernel wait and other
   (:mod:`.idle`).
 
@@ -143,15 +145,6 @@ def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     dev_of = lut.take(c.device)
     dev_of[~is_time] = -1
     return tuple(names[i] for i in order), dev_of
-
-
-def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int, tables: list[StepTable] | None = None):
-    """Yield (device index, its events), each event's ``window`` an index into its device's table
-    (``tables[d]``, default the trace's); a device's events in order of start (ties: in the trace's
-    order), the order every sweep and gap search of it needs."""
-    lookups = window_lookups(tables if tables is not None else [trace.step_table] * n_dev)
-    for d, rows in device_rows(dev_of, n_dev):
-        yield d, device_events(trace, rows, lookups[d])
 
 
 #: Devices whose events are found one device at a time (a pass over every event each); more are sorted.
@@ -493,9 +486,9 @@ def sweep(
 
 def keyed_sweep(s: np.ndarray, e: np.ndarray, rank: np.ndarray, n_groups: int, n_rank: int, span: int,
                 ) -> np.ndarray:
-    """:func:`sweep` of intervals given by keys: group ``g``'s times offset into ``[g * span, (g + 1) *
-    span)``, ``span * n_groups`` below :data:`_SAFE`, so that one key sorts them all.  ``s`` and ``e``
-    are used up (sorted in place of the caller's)."""
+    """:func:`sweep` of intervals given by keys (``e >= s``): group ``g``'s times offset into ``[g * span,
+    (g + 1) * span)``, ``span * n_groups`` below :data:`_SAFE`, so that one key sorts them all.  ``s``
+    and ``e`` are the caller's no more (fresh arrays, or used up)."""
     if not (s[1:] >= s[:-1]).all():  # often sorted already: one device's events, in time order
         order = np.argsort(s, kind="stable")
         rank, s, e = rank[order], s[order], e[order]
@@ -518,8 +511,8 @@ def keyed_sweep(s: np.ndarray, e: np.ndarray, rank: np.ndarray, n_groups: int, n
 
 
 def keyed_union(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Per group, the measure of the union of its intervals: keys sorted by start, group ``g``'s in
-    ``[edges[g], edges[g + 1])``.  Each interval adds how far it reaches past every earlier one
+    """Per group, the measure of the union of its intervals (``e >= s``): keys sorted by start, group
+    ``g``'s in ``[edges[g], edges[g + 1])``.  Each interval adds how far it reaches past every earlier one
     (``reach[i] - max(s[i], reach[i - 1])``, never negative); the additions are disjoint pieces of
     the key axis, so their running sum stays below its end: exact int64."""
     if not s.size:
