@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tfprof_towers.trace import attribute
 from tfprof_towers.trace.attribute import RANK, wall_times
+from tfprof_towers.trace.idle import IDLE_KINDS, in_windows
 from tfprof_towers.trace.steps import DeviceEvents, StepTable, assign_steps, windows
 from tfprof_towers.vocab.categories import WALL_ORDER
 
@@ -78,3 +79,26 @@ def test_assign_steps_is_the_window_holding_the_start(spans, starts) -> None:
     want = [int(steps.step[k]) if (k := holding(steps, s)) >= 0 else -1 for s in starts]
     assert got.tolist() == want
     assert got.dtype == np.int32
+
+
+gaps = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 9), st.integers(0, 2)), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans=spans, items=gaps)
+def test_idle_gaps_in_windows_match_instant_by_instant(spans, items) -> None:
+    """Gaps (in order, apart; each after a pause, of some length, of one kind) cut to the windows."""
+    steps = table(spans)
+    a, b, at = [], [], -3
+    for pause, length, _ in items:
+        a.append(at + pause)
+        b.append(at + pause + length)
+        at += pause + length
+    kind = [k for _, _, k in items]
+    got = in_windows(np.array(a), np.array(b), np.array(kind), steps.start_ps, steps.end_ps)
+    want = np.zeros((len(steps), len(IDLE_KINDS)), dtype=np.int64)
+    for w in range(len(steps)):
+        for t in range(int(steps.start_ps[w]), int(steps.end_ps[w])):
+            for lo, hi, k in zip(a, b, kind):
+                want[w, k] += lo <= t < hi
+    assert got.tolist() == want.tolist()

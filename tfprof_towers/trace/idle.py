@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tfprof_towers.trace.steps import clip_to_windows
 from tfprof_towers.xplane import HOST
 
 if TYPE_CHECKING:
@@ -144,9 +143,24 @@ def idle_split(
         return out
     ws, we = steps.start_ps, steps.end_ps
     a, b, kind = _gaps(trace, ev, kernel_wait_ps, launches or Launches.of(trace))
-    win, cs, ce, idx = clip_to_windows(np.maximum(a, ws[0]), np.minimum(b, we[-1]), ws, we)
-    np.add.at(out, (win, kind[idx]), ce - cs)
-    return out
+    return in_windows(np.maximum(a, ws[0]), np.minimum(b, we[-1]), kind, ws, we)
+
+
+def in_windows(a: np.ndarray, b: np.ndarray, kind: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Per window ``[ws, we)`` and kind (:data:`IDLE_KINDS`): the time of the gaps ``[a, b)`` (in order,
+    apart) inside it -- each kind's gap time before an instant (whole gaps by a running sum, and the
+    part of the one under way), at the window's end less at its start.  Exact integers."""
+    length = np.maximum(b - a, 0)
+    n_kind = len(IDLE_KINDS)
+    before = np.zeros((n_kind, a.size + 1), dtype=np.int64)  # [kind, gaps ended]: their time
+    for k in range(n_kind):
+        np.cumsum(np.where(kind == k, length, 0), out=before[k, 1:])
+    t = np.concatenate([ws, we])
+    i = np.searchsorted(b, t, side="right")  # the gaps ended by each instant
+    under = np.minimum(i, a.size - 1)  # the gap under way (none past the last)
+    part = np.where(i < a.size, np.maximum(t - a[under], 0), 0)
+    upto = before[:, i] + np.where(kind[under] == np.arange(n_kind)[:, None], part, 0)
+    return (upto[:, ws.size :] - upto[:, : ws.size]).T.copy()
 
 
 def _gaps(trace: Trace, ev: DeviceEvents, kernel_wait_ps: int, launches: Launches):
