@@ -279,8 +279,11 @@ def classify_copies(
     cat = category[idx]
     dest = np.full(idx.size, -1, dtype=np.int64)
     if details.any:
-        at = np.minimum(np.searchsorted(details.index, idx), details.index.size - 1)
-        has = np.flatnonzero(details.index[at] == idx)
+        if np.array_equal(details.index, idx):  # the usual case: every copy has its details, nothing else
+            at = has = np.arange(idx.size)
+        else:
+            at = np.minimum(np.searchsorted(details.index, idx), details.index.size - 1)
+            has = np.flatnonzero(details.index[at] == idx)
         c = cat[has]
         if details.parsed is not None:  # parsed by the reader, batch by batch
             p = details.parsed
