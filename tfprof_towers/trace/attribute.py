@@ -223,11 +223,12 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int |
     def one(item: tuple[int, np.ndarray]) -> tuple[int, Totals, np.ndarray, np.ndarray | None]:
         d, rows = item
         table = tables[d]
+        joined = launches() if accelerator[d] else None  # before this device's events are gathered
         ev = device_events(trace, rows, lookups[d])
         del rows
         wall_ev, own = nested(ev) if TPU_CHIP.search(devices[d]) else (ev, None)
         part = totals(ev, d, table, own)
-        split = idle_split(trace, ev, table, kernel_wait_ps, launches()) if accelerator[d] else None
+        split = idle_split(trace, ev, table, kernel_wait_ps, joined) if joined is not None else None
         return d, part, wall_times(wall_ev, table), split
 
     work = device_rows(dev_of, n_dev)

@@ -54,7 +54,6 @@ class Launches:
 
     keys: np.ndarray  # int64: host << 48 | correlation id
     start: np.ndarray  # int64
-    position: np.ndarray  # int32 per event of the trace: its index in ``corr_index``, -1 when none
     end: np.ndarray  # int64
 
     @staticmethod
@@ -68,12 +67,9 @@ class Launches:
     @staticmethod
     def _of(trace: Trace) -> Launches:
         c = trace.columns
-        idx = c.corr_index
-        position = np.full(c.n, -1, dtype=np.int32 if idx.size < (1 << 31) else np.int64)
-        position[idx] = np.arange(idx.size, dtype=position.dtype)
-        if not idx.size:
+        if not c.corr_index.size:
             z = np.zeros(0, np.int64)
-            return Launches(z, z, position, z)
+            return Launches(z, z, z)
         key, rows = _host_keys(trace)
         start = c.start_ps[rows]
         end = c.dur_ps[rows]
@@ -84,9 +80,9 @@ class Launches:
             order = np.lexsort((start, key))  # an id launched twice, later first: by key, then start
             key, start, end = key[order], start[order], end[order]
         if not same.any():  # every id launched once: each launch is its key's first
-            return Launches(key, start, position, end)
+            return Launches(key, start, end)
         first = np.flatnonzero(np.r_[True, ~same])
-        return Launches(key[first], start[first], position, end[first])
+        return Launches(key[first], start[first], end[first])
 
     def starts(self, trace: Trace, rows: np.ndarray) -> np.ndarray:
         """Per event ``rows`` (of the trace's columns): the start of its launch, -1 when unknown."""
@@ -99,8 +95,8 @@ class Launches:
         end = np.full(rows.size, -1, dtype=np.int64)
         if not self.keys.size or not rows.size:
             return start, end
-        at = self.position[rows].astype(np.int64)
-        has = np.flatnonzero(at >= 0)
+        at = np.minimum(np.searchsorted(c.corr_index, rows), c.corr_index.size - 1)  # its correlation id's
+        has = np.flatnonzero(c.corr_index[at] == rows)
         k = c.corr[at[has]] & ((1 << 48) - 1)
         if c.line_host.size and c.line_host.max() > 0:  # several hosts: each joins its own launches
             k |= c.line_host.take(c.line[rows[has]]).astype(np.int64) << 48
