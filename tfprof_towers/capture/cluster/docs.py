@@ -8,7 +8,8 @@ machine can read and write) holds::
     coord/<job>-<i>.<event>      progress markers (coord.py)
     tasks/<job>-<i>/record.json  TaskRecord, written by the task itself
     tasks/<job>-<i>/stderr.txt   the task's output (head and tail, when the driver started it)
-    capture/stderr.txt           the profiler client's output
+    capture/stderr.txt           the capture coordinator's output
+    tasks/<job>-<i>/profile/     the task's own profiler log directory (emptied as its trace moves)
     tensorboard/plugins/profile/<ts>/<host>_<port>.xplane.pb   one trace per task
     attempt.json                 how the attempt ended (the driver's)
 
@@ -125,6 +126,15 @@ def read_spec(attempt_dir: Path) -> TaskSpec:
 
 def task_dir(attempt_dir: Path, task: TaskId) -> Path:
     return Path(attempt_dir) / "tasks" / task.slug
+
+
+#: The attempt's TensorBoard log directory: every task's trace, as the hosts of one run.
+TENSORBOARD = "tensorboard"
+
+
+def trace_path(attempt_dir: Path, run: str, host_file: str) -> Path:
+    """Where a task's trace goes: ``tensorboard/plugins/profile/<run>/<host>_<port>.xplane.pb``."""
+    return Path(attempt_dir) / TENSORBOARD / "plugins" / "profile" / run / f"{host_file}.xplane.pb"
 
 
 def roles(family: str, tasks: list[TaskId]) -> tuple[list[TaskId], list[TaskId]]:
