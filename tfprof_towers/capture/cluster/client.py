@@ -11,7 +11,7 @@ after its own steps), and once every captured task has moved its trace to
 write, as the markers need.
 
 No remote capture (``tf.profiler.experimental.client.trace``): TensorFlow 2.21's profiler service
-polls every millisecond in each traced task for the whole window, about 5 % of a core per task here
+polls every millisecond in each traced task for the whole window, up to 5 % of a core per task here
 (the single-process variants' local session costs well under 1 %), and it ignores ``options=``.
 The tasks are traced with the harness's ``PROFILER_OPTIONS``, as every other variant.
 

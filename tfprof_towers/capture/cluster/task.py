@@ -12,7 +12,7 @@ profiled steps once every other captured task marks ``tracing``, marks ``done``,
 profiler and moves its trace to ``tensorboard/plugins/profile/<run>/<host>_<port>.xplane.pb``
 (``traced``); a ps or serving worker stops when the coordinator marks ``capture.stop`` (every
 stepping task is done).  No remote capture: its gRPC handler polls every millisecond in every
-task while it traces, which cost about 5 % of a core per task here.
+task while it traces, which cost up to 5 % of a core per task here.
 
 A ``multi_worker`` task leaves only after every peer's ``done`` and the driver's ``release``: no
 ring peer loses it mid-way.  In a ``parameter_server`` run one step is one closure per worker,
