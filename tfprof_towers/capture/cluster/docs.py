@@ -64,11 +64,11 @@ class TaskSpec(Record):
     warmup: int
     steps: int
     profile_steps: int
-    capture_tasks: tuple[str, ...]  # traced by the profiler client
+    capture_tasks: tuple[str, ...]  # traced (each by its own profiler session)
     ready_tasks: tuple[str, ...]  # whose 'ready' starts the capture (they run the steps)
     timeouts: Timeouts = field(default_factory=Timeouts)
-    capture_duration_ms: int | None = None  # None: from the tasks' measured step times
-    capture_min_ms: int = 1000
+    capture_duration_ms: int | None = None  # a fixed capture window's; unused by in-task sessions
+    capture_min_ms: int = 1000  # likewise
     file: str | None = None  # a user's build_step file (multi_worker)
     keras_model: str | None = None  # a user's Keras model file (multi_worker)
     accelerators: int | None = None  # GPUs per task (None: all it sees)
