@@ -13,7 +13,7 @@ from report_kit import ACC0, HOST, HOSTILE, make_run_dir
 from tfprof_towers.cli import main
 from tfprof_towers.render import filters
 from tfprof_towers.render.analysis_html import render_analysis_html
-from tfprof_towers.render.chrome_trace import chrome_trace
+from tfprof_towers.render.chrome_trace import chrome_trace, chrome_trace_json
 from tfprof_towers.render.html import render_report_text
 from tfprof_towers.render.timeline import median_step, step_timeline
 from tfprof_towers.rundir.paths import RunDir
@@ -93,6 +93,21 @@ def test_hostile_names_are_escaped_everywhere(hostile_run: Path) -> None:
     exported = json.loads((hostile_run / "variants" / "towers_bug" / "trace.json").read_text())
     assert HOSTILE in {e["name"] for e in exported["traceEvents"]}
     assert summary["variants"][2]["error"].endswith(HOSTILE)
+
+
+def test_the_chrome_trace_text_is_json_dumps_of_its_document(hostile_run: Path) -> None:
+    """The export is written as text from the trace's columns: the same bytes as ``json.dumps`` of the
+    document it parses to (compact separators, ASCII escapes, float reprs, key order), hostile and
+    non-ASCII names included."""
+    trace = load_trace(hostile_run / "tensorboard" / "towers_bug", node_devices={"block0/MatMul": ACC0})
+    text = chrome_trace_json(trace, {"host": HOST, "accelerators": [ACC0]}, "caf\u00e9 \"q\" \\")
+    doc = json.loads(text)
+    assert json.dumps(doc, separators=(",", ":")) == text
+    assert HOSTILE in {e["name"] for e in doc["traceEvents"]}
+    assert doc["otherData"]["variant"] == "caf\u00e9 \"q\" \\"
+    ops = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "step"]
+    assert ops and all(set(e["args"]) <= {"category", "step", "tf_op", "op_type", "bytes"} for e in ops)
+    assert len(ops) == trace.columns.n
 
 
 def test_analysis_page_escapes_hostile_names(tmp_path: Path) -> None:
