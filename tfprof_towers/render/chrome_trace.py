@@ -36,10 +36,10 @@ def chrome_trace_json(trace: Any, topology: Mapping[str, Any] | None = None, lab
     text per event rather than a dict."""
     c = trace.columns
     items = c.strings.items
-    steps = trace.steps
+    steps = trace.step_table
     starts = [int(c.start_ps.min())] if c.n else []
     if len(steps):
-        starts.append(int(steps["start_ps"].min()))
+        starts.append(int(steps.start_ps.min()))
     t0 = min(starts) if starts else 0
     # per event: its device's and its line's codes; each distinct pair is one thread
     line_name = c.line_name[c.line]
@@ -64,10 +64,10 @@ def chrome_trace_json(trace: Any, topology: Mapping[str, Any] | None = None, lab
         head.append(_meta("process_sort_index", p, 0, {"sort_index": p}))
     for (d, ln), t in tid_of.items():
         head.append(_meta("thread_name", pid_of[d], t, {"name": ln}))
-    for s in steps.itertuples(index=False):
-        head.append({"name": f"step {s.step}", "cat": "step", "ph": "X", "pid": STEPS_PID, "tid": 1,
-                     "ts": (s.start_ps - t0) / 1e6, "dur": (s.end_ps - s.start_ps) / 1e6,
-                     "args": {"step": int(s.step)}})
+    for n, a, b in zip(*(np.asarray(x, dtype=np.int64).tolist() for x in (steps.step, steps.start_ps,
+                                                                         steps.end_ps))):
+        head.append({"name": f"step {n}", "cat": "step", "ph": "X", "pid": STEPS_PID, "tid": 1,
+                     "ts": (a - t0) / 1e6, "dur": (b - a) / 1e6, "args": {"step": n}})
     texts = [json.dumps(e, separators=_COMPACT) for e in head]
     texts += _event_texts(c, items, t0, pid, tid)
     other = {"source": str(getattr(trace, "source", "")), "exported_by": "tfprof-towers", "variant": label}
