@@ -15,7 +15,7 @@ from tfprof_towers.render import filters
 from tfprof_towers.render.analysis_html import render_analysis_html
 from tfprof_towers.render.chrome_trace import chrome_trace, chrome_trace_json
 from tfprof_towers.render.html import render_report_text
-from tfprof_towers.render.timeline import median_step, step_timeline
+from tfprof_towers.render.timeline import groups, median_step, step_timeline
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.session.report import finish_run
 from tfprof_towers.trace.load import load_trace
@@ -163,6 +163,15 @@ def test_timeline_of_the_median_step(run: Path) -> None:
     assert tl["rows"] == [{"label": ACC0, "lanes": 1}]
     assert tl["events"] == [[0, 0, 0.1, 0.2, "block0/MatMul:MatMul", "host_compute", 0]]
     assert not tl["truncated"]
+
+
+def test_groups_name_each_row_s_group_and_each_group_s_first_row() -> None:
+    import numpy as np
+
+    first, group = groups(np.array([3, 1, 3, 1, 2]), np.array([0, 5, 0, 4, 9]))
+    assert first.tolist() == [3, 1, 4, 0]  # groups in value order: (1, 4), (1, 5), (2, 9), (3, 0)
+    assert group.tolist() == [3, 1, 3, 0, 2]
+    assert [a.tolist() for a in groups(np.zeros(0, np.int64))] == [[], []]
 
 
 def test_timeline_keeps_the_longest_events_when_truncated(run: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tfprof_towers.render.timeline import device_rank
+from tfprof_towers.render.timeline import device_rank, groups
 from tfprof_towers.rundir.paths import atomic_write_text
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES
 
@@ -42,19 +42,13 @@ def chrome_trace_json(trace: Any, topology: Mapping[str, Any] | None = None, lab
         starts.append(int(steps.start_ps.min()))
     t0 = min(starts) if starts else 0
     # per event: its device's and its line's codes; each distinct pair is one thread
-    line_name = c.line_name[c.line]
-    dev_codes, dev_of_event = np.unique(c.device, return_inverse=True)
-    dev_names = [items[k] for k in dev_codes.tolist()]
-    devices = device_rank(sorted(set(dev_names)), topology)
+    first, pair_of_event = groups(c.device, c.line_name[c.line])
+    keys = [(items[c.device[i]], items[c.line_name[c.line[i]]]) for i in first.tolist()]
+    devices = device_rank(sorted({d for d, _ in keys}), topology)
     pid_of = {d: i + 1 for i, d in enumerate(devices)}
-    pairs, pair_of_event = np.unique(np.stack([c.device.astype(np.int64), line_name.astype(np.int64)]),
-                                     axis=1, return_inverse=True) if c.n else (np.zeros((2, 0), np.int64),
-                                                                               np.zeros(0, np.int64))
-    keys = [(items[d], items[ln]) for d, ln in zip(pairs[0].tolist(), pairs[1].tolist())]
-    threads = sorted(set(keys))
-    tid_of = {k: i + 1 for i, k in enumerate(threads)}
-    pid = np.array([pid_of[d] for d in dev_names], dtype=np.int64)[dev_of_event.reshape(-1)]
-    tid = np.array([tid_of[k] for k in keys], dtype=np.int64)[pair_of_event.reshape(-1)]
+    tid_of = {k: i + 1 for i, k in enumerate(sorted(set(keys)))}
+    pid = np.array([pid_of[d] for d, _ in keys], dtype=np.int64)[pair_of_event]
+    tid = np.array([tid_of[k] for k in keys], dtype=np.int64)[pair_of_event]
     head: list[dict[str, Any]] = [
         _meta("process_name", STEPS_PID, 0, {"name": "Steps"}),
         _meta("process_sort_index", STEPS_PID, 0, {"sort_index": 0}),
@@ -75,37 +69,33 @@ def chrome_trace_json(trace: Any, topology: Mapping[str, Any] | None = None, lab
             + json.dumps(other, separators=_COMPACT) + "}")
 
 
-def _encoded(codes: np.ndarray, items: list[str]) -> list[str]:
-    """Each code's string as JSON text (``json.dumps``), one encoding per distinct code."""
-    used, inverse = np.unique(codes, return_inverse=True)
-    enc = [encode_basestring_ascii(items[k]) for k in used.tolist()]
-    return [enc[i] for i in inverse.reshape(-1).tolist()]
-
-
 def _event_texts(c: Any, items: list[str], t0: int, pid: np.ndarray, tid: np.ndarray) -> list[str]:
     """One complete (``"ph": "X"``) event per trace event, as JSON text; ``args`` holds the category and
-    step, and the TF op, op type and bytes where the event has them."""
+    step, and the TF op, op type and bytes where the event has them.  The text before ``ts`` is made once
+    per distinct name, category and thread, the text after ``dur`` once per distinct args."""
     if not c.n:
         return []
-    cats = [encode_basestring_ascii(k) for k in EVENT_CATEGORIES]
-    names, tf_ops, op_types = _encoded(c.name, items), _encoded(c.tf_op, items), _encoded(c.op_type, items)
-    category = [cats[k] for k in c.category.tolist()]
+    enc = encode_basestring_ascii
+    cats = [enc(k) for k in EVENT_CATEGORIES]
+    first, group = groups(c.name, c.category, tid)
+    heads = [f'{{"name":{enc(items[c.name[i]])},"cat":{cats[c.category[i]]},"ph":"X","pid":{pid[i]},'
+             f'"tid":{tid[i]},"ts":' for i in first.tolist()]
+    head = np.array(heads, dtype=object)[group].tolist()
+    first, group = groups(c.category, c.step, c.tf_op, c.op_type, c.bytes)
+    tails = []
+    for i in first.tolist():
+        op, typ, nbytes = items[c.tf_op[i]], items[c.op_type[i]], int(c.bytes[i])
+        args = f'"category":{cats[c.category[i]]},"step":{int(c.step[i])}'
+        if op:
+            args += f',"tf_op":{enc(op)}'
+        if typ:
+            args += f',"op_type":{enc(typ)}'
+        if nbytes:
+            args += f',"bytes":{nbytes}'
+        tails.append(f',"args":{{{args}}}}}')
+    tail = np.array(tails, dtype=object)[group].tolist()
     ts, dur = ((c.start_ps - t0) / 1e6).tolist(), (c.dur_ps / 1e6).tolist()
-    nbytes, step = c.bytes.astype(np.int64).tolist(), c.step.astype(np.int64).tolist()
-    empty = encode_basestring_ascii("")
-    out = []
-    for name, cat, t, d, p, th, op, typ, b, st in zip(names, category, ts, dur, pid.tolist(), tid.tolist(),
-                                                      tf_ops, op_types, nbytes, step):
-        args = f'"category":{cat},"step":{st}'
-        if op != empty:
-            args += f',"tf_op":{op}'
-        if typ != empty:
-            args += f',"op_type":{typ}'
-        if b:
-            args += f',"bytes":{b}'
-        out.append(f'{{"name":{name},"cat":{cat},"ph":"X","pid":{p},"tid":{th},"ts":{t!r},"dur":{d!r},'
-                   f'"args":{{{args}}}}}')
-    return out
+    return [f'{h}{t!r},"dur":{d!r}{a}' for h, t, d, a in zip(head, ts, dur, tail)]
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:

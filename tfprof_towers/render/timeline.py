@@ -34,6 +34,23 @@ def median_step(steps: Any) -> int | None:
     return int(np.asarray(steps.step)[order[(len(order) - 1) // 2]])
 
 
+def groups(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by their values in ``columns`` (equal-length integer arrays): each group's first row
+    (in group order) and each row's group."""
+    n = int(columns[0].size) if columns else 0
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.lexsort(columns[::-1])
+    new = np.zeros(n, dtype=bool)
+    new[0] = True
+    for col in columns:
+        s = col[order]
+        new[1:] |= s[1:] != s[:-1]
+    group = np.empty(n, dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
+    return order[new], group
+
+
 def device_rank(devices: list[str], topology: Mapping[str, Any] | None) -> list[str]:
     """Host threads first, then the host device, accelerators in order, then anything else."""
     topo = topology or {}
@@ -62,22 +79,17 @@ def step_timeline(
         idx = idx[np.argsort(-c.dur_ps[idx], kind="stable")[:max_events]]
     # by start, then duration, then the order of the trace
     idx = idx[np.lexsort((idx, c.dur_ps[idx], c.start_ps[idx]))]
-    dev_codes, dev_of = np.unique(c.device[idx], return_inverse=True)
-    dev_names = [items[d] for d in dev_codes.tolist()]
-    devices = device_rank(sorted(set(dev_names)), topology)
+    first, pair_of = groups(c.device[idx], c.line_name[c.line[idx]])
+    pairs = [(items[c.device[i]], items[c.line_name[c.line[i]]]) for i in idx[first].tolist()]
+    devices = device_rank(sorted({d for d, _ in pairs}), topology)
     row_of = {d: i for i, d in enumerate(devices)}
-    line_codes = c.line_name[c.line[idx]]
-    pair_codes, pair_of = (np.unique(np.stack([c.device[idx].astype(np.int64), line_codes.astype(np.int64)]),
-                                     axis=1, return_inverse=True) if idx.size
-                           else (np.zeros((2, 0), np.int64), np.zeros(0, np.int64)))
-    pairs = [(items[d], items[ln]) for d, ln in zip(pair_codes[0].tolist(), pair_codes[1].tolist())]
     lane_of: dict[tuple[str, str], int] = {}
     n_lanes: dict[str, int] = {}
     for d, ln in sorted(set(pairs)):  # each device's lines in order: its lanes
         lane_of[(d, ln)] = n_lanes.get(d, 0)
         n_lanes[d] = lane_of[(d, ln)] + 1
-    row = np.array([row_of[d] for d in dev_names], dtype=np.int64)[dev_of.reshape(-1)]
-    lane = np.array([lane_of[p] for p in pairs], dtype=np.int64)[pair_of.reshape(-1)]
+    row = np.array([row_of[d] for d, _ in pairs], dtype=np.int64)[pair_of]
+    lane = np.array([lane_of[p] for p in pairs], dtype=np.int64)[pair_of]
     start_ps = c.start_ps[idx]
     start = start_ps - w0
     dur = np.minimum(c.dur_ps[idx], np.maximum(w1 - start_ps, 0))
@@ -100,11 +112,9 @@ def step_timeline(
 def _labels(names: np.ndarray, tf_ops: np.ndarray, items: list[str]) -> list[str]:
     """Each event's label: its name, with `` — <tf_op>`` where the TF op is not already its name's part
     before ``:`` (one label per distinct name and op)."""
-    pairs, inverse = np.unique(np.stack([names.astype(np.int64), tf_ops.astype(np.int64)]), axis=1,
-                               return_inverse=True) if names.size else (np.zeros((2, 0), np.int64),
-                                                                        np.zeros(0, np.int64))
+    first, group = groups(names, tf_ops)
     out = []
-    for n, t in zip(pairs[0].tolist(), pairs[1].tolist()):
-        name, op = items[n], items[t]
+    for i in first.tolist():
+        name, op = items[names[i]], items[tf_ops[i]]
         out.append(name if op == "" or name.split(":", 1)[0] == op else name + " — " + op)
-    return [out[i] for i in inverse.reshape(-1).tolist()]
+    return np.array(out, dtype=object)[group].tolist()
