@@ -1,14 +1,17 @@
 """Measures the harness's own cost: whole `profile` runs' wall time, TensorFlow's and the harness's.
 
 Whole default ``tfprof-towers profile`` runs, their wall time split into TensorFlow start-up,
-graph build, warm-up, timed steps, profiled steps, trace collection, analysis and rendering, and
-the rest, from the phase times the children and the parent record in the run directory; and
+graph build, first call, graph collection, warm-up, timed steps, profiled steps, trace collection,
+analysis and rendering, and the rest, from the phase times the children and the parent record in
+the run directory (a TF2 first call split by what graph collection was measured to add to it,
+:mod:`.bench_collection`, first); the harness's own share is what a plain TensorFlow program
+running the same steps would not spend (``SHARE_MEANS``), printed beside the old share; and
 ``profile --workers 2`` runs, split from the lead task's phases the same way.  Each run also says
 how its TensorFlow children started (``run.json`` -> ``tensorflow_starts``): how many TensorFlow
 imports, what the children's start-up cost, and the import-free lower bound of the whole command
 (its wall time less that cost).
 
-    python -m benchmarks.bench_harness [--preset cpu] [--profile-runs 3] [--quick]
+    python -m benchmarks.bench_harness [--preset cpu] [--profile-runs 3] [--collection-pairs 3] [--quick]
 
 ``make bench`` runs it as its second figure; run alone it writes ``reports/bench_harness.json``.
 """
