@@ -355,6 +355,14 @@ def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
     assert bench.parse_args(["--quick", "--overhead-runs", "2"]).overhead_runs == 2
 
 
+def test_collection_pairs_default_to_three_and_quick_to_one() -> None:
+    assert bench.parse_args([]).collection_pairs == 3
+    assert bench.parse_args(["--quick"]).collection_pairs == 1
+    assert bench.parse_args(["--collection-pairs", "5"]).collection_pairs == 5
+    tf2 = collection.tf2_variants(bench.parse_args([]))
+    assert "mirrored" in tf2 and "single" not in tf2 and "multi_worker" not in tf2
+
+
 def test_the_share_divides_by_the_categories_alone() -> None:
     """A run's dict also holds ``tf_start_s``, ``lower_bound_s`` and the like: not in the share's total."""
     parts = {harness.TF_STARTUP: 6.0, "graph build": 1.0, "analysis and rendering": 1.0, "timed steps": 2.0,
