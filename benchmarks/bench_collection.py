@@ -64,9 +64,11 @@ def paired_ratios(on: Sequence[float], off: Sequence[float]) -> list[float]:
 
 @dataclass(frozen=True)
 class CollectionCost:
-    """What graph collection adds to a first call, as measured: each variant's median ratio (on / off),
-    and the median over every pair of every variant for a first call no variant's pairs measured
-    (a cluster task's, a TF2 variant measured nowhere).  ``pooled`` None: nothing was measured."""
+    """What graph collection adds to a first call, as measured: each variant's ratio (on / off), and
+    every pair's for a first call no variant's pairs measured (a cluster task's, a TF2 variant measured
+    nowhere).  Each is the larger of the median wall-time ratio and the median CPU-time ratio, so that
+    other jobs' load on the machine, which moves the wall times most, never makes the harness's part
+    smaller than its CPU work says.  ``pooled`` None: nothing was measured."""
 
     ratios: Mapping[str, float] = field(default_factory=dict)
     pooled: float | None = None
@@ -76,10 +78,9 @@ class CollectionCost:
         """From :func:`measure_collection`'s document (None: not measured)."""
         if not doc or "skipped" in doc:
             return None
-        ratios = {v: float(f["ratio"]) for v, f in (doc.get("variants") or {}).items()
-                  if f.get("ratio") is not None}
-        pooled = doc.get("pooled_ratio")
-        return cls(ratios, None if pooled is None else float(pooled))
+        ratios = {v: r for v, f in (doc.get("variants") or {}).items()
+                  if (r := larger(f.get("ratio"), f.get("cpu_ratio"))) is not None}
+        return cls(ratios, larger(doc.get("pooled_ratio"), doc.get("pooled_cpu_ratio")))
 
     def ratio(self, variant: str) -> float | None:
         return self.ratios.get(variant, self.pooled)
@@ -92,6 +93,12 @@ class CollectionCost:
         if r is None:
             return first_call_s
         return first_call_s * (1.0 - 1.0 / r) if r > 1.0 else 0.0
+
+
+def larger(*ratios: float | None) -> float | None:
+    """The largest of the ratios given (None where none is)."""
+    known = [float(r) for r in ratios if r is not None]
+    return max(known) if known else None
 
 
 def cost_of(collection: CollectionCost | None, variant: str, first_call_s: float) -> float:
@@ -153,15 +160,18 @@ def measure_collection(opts: BenchOptions, say: Callable[[str], None]) -> dict[s
                 per_variant[v] = collection_figures(times[ON], times[OFF], times[ON + "_cpu"],
                                                     times[OFF + "_cpu"])
     ratios = [r for f in per_variant.values() for r in paired_ratios(f["on_s"], f["off_s"])]
+    cpu = [r for f in per_variant.values() for r in paired_ratios(f["on_cpu_s"], f["off_cpu_s"])]
     return {
         "method": "per tf2-strategy variant, pairs of processes forked from a fork server that imported "
                   "TensorFlow once; each builds the step at the preset and times its first call, with "
                   "graph collection on (collect_partition_graphs, as the capture child) or off (step(), "
                   "as a plain program); the pair's order alternates; median of the pairs' ratios "
-                  "(on / off) and differences",
+                  "(on / off, wall and process CPU time) and differences; a first call counts the larger "
+                  "of the two ratios",
         "preset": opts.preset, "pairs": opts.collection_pairs, "variants": per_variant,
         "skipped_variants": skipped,
         "pooled_ratio": statistics.median(ratios) if ratios else None,
+        "pooled_cpu_ratio": statistics.median(cpu) if cpu else None,
     }
 
 
@@ -179,9 +189,13 @@ def format_collection(doc: Mapping[str, Any]) -> list[str]:
                      f"{'n/a' if cpu is None else f'{cpu:.3f}'} (medians of the pairs)")
     for v, why in (doc.get("skipped_variants") or {}).items():
         lines.append(f"  {v:<22} skipped: {why}")
-    pooled = doc.get("pooled_ratio")
+    pooled, pooled_cpu = doc.get("pooled_ratio"), doc.get("pooled_cpu_ratio")
     if pooled is not None:
-        lines.append(f"  every pair: median ratio {pooled:.3f} (for a first call no pair measured)")
+        lines.append(f"  every pair: median ratio {pooled:.3f}, CPU-time ratio "
+                     f"{'n/a' if pooled_cpu is None else f'{pooled_cpu:.3f}'} "
+                     "(for a first call no pair measured)")
+    lines.append("  a first call counts the larger of its wall-time and CPU-time ratios as graph collection: "
+                 "s x (1 - 1/ratio)")
     return lines
 
 

@@ -80,7 +80,8 @@ SHARE_MEANS = ("the harness's own share = what `profile` spends beyond what plai
                "variant's model, strategy and step), a tf.function's first call (tracing, Grappler, the "
                "first step; a tf1-graph variant's first run is in its warm-up) less what graph collection "
                "adds to it, measured in paired fresh processes (bench_collection: the call times "
-               "(1 - 1/ratio), the ratio of the variant's first call with collection on to off), and the "
+               "(1 - 1/ratio), the ratio of the variant's first call with collection on to off, the larger "
+               "of the wall-time and CPU-time ratios), and the "
                "warm-up, timed and profiled steps; nor the projection (product work: a part of its own). "
                "A cluster run is split by its lead task's phases: the driver's and that task's process "
                "start are child process start, a task's wait for the profiler client to pull the traces is "
@@ -339,9 +340,9 @@ def _format_runs(what: str, sp: Mapping[str, Any]) -> list[str]:
             tag = ("harness" if own else "product work, its own part" if name == "projection"
                    else "TensorFlow's (a plain program pays it; the old share counted it)" if name in OLD_OWN
                    else "")
-            lines.append(f"  {name:<24} {Spread(**s).fmt(2):>22}  {tag}")
+            lines.append(f"  {name:<32} {Spread(**s).fmt(2):>22}  {tag}")
     if sp.get("total"):
-        lines.append(f"  {'total':<24} {Spread(**sp['total']).fmt(2):>22}")
+        lines.append(f"  {'total':<32} {Spread(**sp['total']).fmt(2):>22}")
     if sp.get("own_share"):
         lines.append(f"  harness's own share: {Spread(**sp['own_share']).fmt(1, 100, ' %')}")
     if sp.get("old_share"):

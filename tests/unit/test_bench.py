@@ -425,6 +425,12 @@ def test_graph_collection_cost_is_the_first_call_less_the_call_at_the_measured_r
     assert collection.CollectionCost().cost("mirrored", 2.5) == 2.5  # nothing measured: the whole call
     assert collection.cost_of(None, "mirrored", 2.5) == 2.5
     assert collection.CollectionCost.of({"skipped": "--collection-pairs 0"}) is None
+    # a loaded machine moves the wall times: the larger of the wall-time and CPU-time ratios counts
+    loaded = collection.CollectionCost.of({"variants": {"mirrored": {"ratio": 0.8, "cpu_ratio": 1.25}},
+                                           "pooled_ratio": 0.9, "pooled_cpu_ratio": 1.1})
+    assert loaded is not None and loaded.ratios == {"mirrored": 1.25} and loaded.pooled == 1.1
+    assert loaded.cost("mirrored", 2.5) == pytest.approx(0.5)
+    assert collection.larger(None, None) is None and collection.larger(0.9, None) == 0.9
     assert collection.CollectionCost.of(None) is None
 
 
