@@ -9,7 +9,7 @@ on (``collect_partition_graphs``, as the capture child) and one with it off (``s
 program), the pair's order alternating; the figures are the median of the pairs' ratios (on / off)
 and of their differences.
 
-    python -m benchmarks.bench_collection [--preset cpu] [--collection-pairs 3] [--quick]
+    python -m benchmarks.bench_collection [--preset cpu] [--collection-pairs 4] [--quick]
 
 ``make bench`` runs it inside its harness figure (:mod:`.bench_harness`), which counts a TF2 variant's
 first call as ``graph collection`` (the harness's) and ``first call`` (TensorFlow's) by the ratio;

@@ -11,7 +11,7 @@ how its TensorFlow children started (``run.json`` -> ``tensorflow_starts``): how
 imports, what the children's start-up cost, and the import-free lower bound of the whole command
 (its wall time less that cost).
 
-    python -m benchmarks.bench_harness [--preset cpu] [--profile-runs 3] [--collection-pairs 3] [--quick]
+    python -m benchmarks.bench_harness [--preset cpu] [--profile-runs 3] [--collection-pairs 4] [--quick]
 
 ``make bench`` runs it as its second figure; run alone it writes ``reports/bench_harness.json``.
 """

@@ -59,7 +59,7 @@ class BenchOptions:
     profile_runs: int = 3
     cluster_runs: int = 1  # whole `profile --workers 2` runs (each starts every task's TensorFlow afresh)
     overhead_runs: int = 3  # whole runs a cluster variant's profiler overhead is the median of
-    collection_pairs: int = 3  # pairs of first calls (graph collection on, off) per TF2 variant
+    collection_pairs: int = 4  # pairs of first calls (collection on, off) per TF2 variant: an even count
     fork_variants: tuple[str, ...] = ("single", "mirrored")  # a TF1 graph and a TF2 strategy
     full_parse: bool = False
     out: Path = DEFAULT_OUT

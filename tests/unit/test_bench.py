@@ -355,8 +355,8 @@ def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
     assert bench.parse_args(["--quick", "--overhead-runs", "2"]).overhead_runs == 2
 
 
-def test_collection_pairs_default_to_three_and_quick_to_one() -> None:
-    assert bench.parse_args([]).collection_pairs == 3
+def test_collection_pairs_default_to_four_and_quick_to_one() -> None:
+    assert bench.parse_args([]).collection_pairs == 4  # each order twice
     assert bench.parse_args(["--quick"]).collection_pairs == 1
     assert bench.parse_args(["--collection-pairs", "5"]).collection_pairs == 5
     tf2 = collection.tf2_variants(bench.parse_args([]))
