@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfprof_towers.xplane import native
 from tfprof_towers.xplane.wire import (
     Buffer,
     Malformed,
@@ -79,10 +80,17 @@ def decode_event_ranges(
     """
     n = start.size
     header = [np.zeros(n, dtype=np.int64) for _ in range(3)]  # metadata_id, offset_ps, duration_ps
-    states = _key_states(keep)
+    c_kernel = values and native.kernel is not None  # the C kernel: the same arrays (see .native)
+    states = None if c_kernel else _key_states(keep)
     parts = []
     for lo in range(0, n, BLOCK):
         hi = min(n, lo + BLOCK)
+        if c_kernel:
+            group, table = (keep.group[lo:hi], keep.table) if keep is not None else (None, None)
+            part = native.decode_events(buf, start[lo:hi], end[lo:hi], [h[lo:hi] for h in header], group,
+                                        table, lo)
+            parts.append(part)
+            continue
         part = _decode_block(buf, start[lo:hi], end[lo:hi], [h[lo:hi] for h in header], keep, states, lo)
         if values:
             v = decode_stat_values(buf, part[1], part[2], part[5])
@@ -105,6 +113,8 @@ def decode_event_ranges(
 def _concatenate_columns(rows: list) -> list[np.ndarray]:
     """Concatenate the blocks' columns one at a time, letting go of each column's blocks as it
     is done (``rows`` is emptied): the peak holds one column twice, not every column."""
+    if len(rows) == 1:  # one block: its columns as they are
+        return list(rows.pop())
     for j, r in enumerate(rows):
         rows[j] = list(r)
     out = []

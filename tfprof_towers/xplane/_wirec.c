@@ -1,0 +1,670 @@
+/* The wire-walking kernel of the XSpace reader in C: lines' fields and events' headers and stats.
+ *
+ * It computes exactly what the numpy decoders compute (tfprof_towers/xplane/layout.py:read_lines and
+ * events.py:decode_event_ranges with values=True), element for element and in the same order, and
+ * rejects the same malformed input; the numpy code is the fallback and the oracle its tests compare
+ * against.  Arrays come in and go out through the buffer protocol (no numpy headers): inputs are
+ * C-contiguous int64 / int8 arrays, outputs are bytearrays the caller views as numpy arrays.  The
+ * GIL is let go of while bytes are walked.
+ *
+ * Every read is bounded by the end of the message it belongs to, which is at most the data size;
+ * the buffer holds at least PAD (16) readable bytes after the data, so a one-byte look past a
+ * message end stays inside it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAD 16
+
+#if defined(__GNUC__)
+#define HOT inline __attribute__((always_inline))
+#else
+#define HOT inline
+#endif
+
+
+static PyObject *WireError;
+
+typedef struct {
+    const uint8_t *b;
+    int64_t size; /* bytes of data; b holds at least size + PAD bytes */
+} Buf;
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v; /* little-endian hosts only (checked at import) */
+}
+
+/* A varint at *p that must end by `end`: at most ten bytes (the tenth adds its lowest bit, as numpy's
+ * uint64 shift does); -1 when it runs past `end` or is longer.  Up to eight bytes come from one
+ * 8-byte load (inside the buffer: *p < end <= size, and PAD bytes follow the data), the bytes
+ * packed with three shift-and-mask steps, no branch per byte. */
+static HOT int rd_varint(const uint8_t *b, int64_t *p, int64_t end, uint64_t *out) {
+    int64_t q = *p;
+    if (q >= end) return -1;
+    if (b[q] < 0x80) {
+        *out = b[q];
+        *p = q + 1;
+        return 0;
+    }
+    uint64_t w = load64(b + q);
+    uint64_t stop = ~w & 0x8080808080808080ULL;
+    if (stop) {
+        int bits = __builtin_ctzll(stop); /* the terminating byte's high bit: 8k + 7 */
+        int64_t len = (bits >> 3) + 1;
+        if (len > end - q) return -1;
+        uint64_t x = w & ((2ULL << bits) - 1) & 0x7F7F7F7F7F7F7F7FULL;
+        x = ((x & 0x7F007F007F007F00ULL) >> 1) | (x & 0x007F007F007F007FULL);
+        x = ((x & 0x3FFF00003FFF0000ULL) >> 2) | (x & 0x00003FFF00003FFFULL);
+        x = ((x & 0x0FFFFFFF00000000ULL) >> 4) | (x & 0x000000000FFFFFFFULL);
+        *out = x;
+        *p = q + len;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (q >= end) return -1;
+        uint8_t c = b[q++];
+        v |= (uint64_t)(c & 0x7F) << (7 * i);
+        if (c < 0x80) {
+            *out = v;
+            *p = q;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static inline uint32_t load32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+typedef struct {
+    uint64_t tag;
+    uint64_t value;   /* varint value, fixed bits, or payload length */
+    int64_t payload;  /* payload start of a length-delimited field, else -1 */
+    int64_t next;
+} Field;
+
+/* One field at p (< end) as wire.read_fields reads it: -1 when it is not a well-formed field
+ * ending by `end`.  `max_tag`: tags at or above it are not well-formed either (0: no limit). */
+static HOT int rd_field(const Buf *buf, int64_t p, int64_t end, uint64_t max_tag, Field *f) {
+    const uint8_t *b = buf->b;
+    int64_t q = p;
+    uint64_t tag;
+    if (b[q] < 0x80) {
+        tag = b[q++];
+    } else if (rd_varint(b, &q, end, &tag)) {
+        return -1;
+    }
+    if (max_tag && tag >= max_tag) return -1;
+    unsigned wire = (unsigned)(tag & 7);
+    if ((tag >> 3) == 0 || wire == 3 || wire == 4 || wire > 5) return -1;
+    f->tag = tag;
+    f->payload = -1;
+    if (wire == 0) {
+        if (rd_varint(b, &q, end, &f->value)) return -1;
+    } else if (wire == 2) {
+        uint64_t len;
+        if (rd_varint(b, &q, end, &len)) return -1;
+        if (len > (uint64_t)buf->size || len > (uint64_t)(end - q)) return -1;
+        f->value = len;
+        f->payload = q;
+        q += (int64_t)len;
+    } else if (wire == 1) {
+        if (end - q < 8) return -1;
+        f->value = load64(b + q);
+        q += 8;
+    } else {
+        if (end - q < 4) return -1;
+        f->value = load32(b + q);
+        q += 4;
+    }
+    f->next = q;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Buffers from Python */
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} View;
+
+static int get_view(PyObject *obj, View *v, int writable, Py_ssize_t itemsize, Py_ssize_t count,
+                    const char *what) {
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &v->view, flags) < 0) return -1;
+    v->held = 1;
+    if (v->view.len % itemsize || (count >= 0 && v->view.len != count * itemsize)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd items of %zd bytes", what, count, itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static void drop_view(View *v) {
+    if (v->held) PyBuffer_Release(&v->view);
+    v->held = 0;
+}
+
+static int get_buf(View *v, Py_ssize_t size, Buf *buf) {
+    if (size < 0 || v->view.len < size + PAD) {
+        PyErr_SetString(PyExc_ValueError, "buffer: fewer than size + 16 bytes");
+        return -1;
+    }
+    buf->b = (const uint8_t *)v->view.buf;
+    buf->size = size;
+    return 0;
+}
+
+static int check_ranges(const int64_t *start, const int64_t *end, Py_ssize_t n, int64_t size) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (start[i] < 0 || end[i] > size) return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Lines: the fields of XLine messages (layout.read_lines) */
+
+#define XLINE_EVENTS_TAG ((4 << 3) | 2)
+
+typedef struct {
+    int64_t *ev_start, *ev_end, *counts;
+    int64_t *o_owner, *o_tag, *o_payload;
+    uint64_t *o_value;
+    int64_t n_events, n_other;
+} LineOut;
+
+/* Walk every line; with `out->ev_start` NULL only count (and check) what is there. */
+static const char *walk_lines(const Buf *buf, const int64_t *start, const int64_t *end, Py_ssize_t n,
+                              LineOut *out) {
+    int64_t ne = 0, no = 0;
+    int fill = out->ev_start != NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = start[i], e = end[i], count = 0;
+        while (p < e) {
+            Field f;
+            if (rd_field(buf, p, e, (uint64_t)1 << 32, &f)) return "a field runs past the end of its message";
+            if (f.tag == XLINE_EVENTS_TAG) {
+                if (fill) {
+                    out->ev_start[ne] = f.payload;
+                    out->ev_end[ne] = f.payload + (int64_t)f.value;
+                }
+                ne++;
+                count++;
+            } else {
+                if (fill) {
+                    unsigned wire = (unsigned)(f.tag & 7);
+                    out->o_owner[no] = i;
+                    out->o_tag[no] = (int64_t)f.tag;
+                    out->o_value[no] = (wire == 0 || wire == 2) ? f.value : 0;
+                    out->o_payload[no] = f.payload;
+                }
+                no++;
+            }
+            p = f.next;
+        }
+        out->counts[i] = count;
+    }
+    out->n_events = ne;
+    out->n_other = no;
+    return NULL;
+}
+
+static PyObject *new_array(Py_ssize_t count, Py_ssize_t itemsize, void **data) {
+    PyObject *a = PyByteArray_FromStringAndSize(NULL, count * itemsize);
+    if (a) *data = PyByteArray_AS_STRING(a);
+    return a;
+}
+
+static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
+    PyObject *o_buf, *o_start, *o_end, *o_counts;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "OnOOO", &o_buf, &size, &o_start, &o_end, &o_counts)) return NULL;
+    View vb = {0}, vs = {0}, ve = {0}, vc = {0};
+    PyObject *res = NULL;
+    PyObject *arrays[6] = {0};
+    Buf buf;
+    if (get_view(o_buf, &vb, 0, 1, -1, "buffer") || get_buf(&vb, size, &buf)) goto done;
+    if (get_view(o_start, &vs, 0, 8, -1, "start")) goto done;
+    Py_ssize_t n = vs.view.len / 8;
+    if (get_view(o_end, &ve, 0, 8, n, "end") || get_view(o_counts, &vc, 1, 8, n, "counts")) goto done;
+    const int64_t *start = vs.view.buf, *end = ve.view.buf;
+    if (check_ranges(start, end, n, buf.size)) {
+        PyErr_SetString(PyExc_ValueError, "line ranges outside the buffer");
+        goto done;
+    }
+    LineOut out = {0};
+    out.counts = vc.view.buf;
+    const char *err;
+    Py_BEGIN_ALLOW_THREADS
+    err = walk_lines(&buf, start, end, n, &out);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        PyErr_SetString(WireError, err);
+        goto done;
+    }
+    void *d[6];
+    Py_ssize_t counts[6] = {out.n_events, out.n_events, out.n_other, out.n_other, out.n_other, out.n_other};
+    for (int k = 0; k < 6; k++) {
+        arrays[k] = new_array(counts[k], 8, &d[k]);
+        if (!arrays[k]) goto done;
+    }
+    out.ev_start = d[0];
+    out.ev_end = d[1];
+    out.o_owner = d[2];
+    out.o_tag = d[3];
+    out.o_value = d[4];
+    out.o_payload = d[5];
+    Py_BEGIN_ALLOW_THREADS
+    err = walk_lines(&buf, start, end, n, &out);
+    Py_END_ALLOW_THREADS
+    if (err) { /* cannot happen: the same bytes were walked once already */
+        PyErr_SetString(WireError, err);
+        goto done;
+    }
+    res = PyTuple_New(6);
+    if (!res) goto done;
+    for (int k = 0; k < 6; k++) {
+        PyTuple_SET_ITEM(res, k, arrays[k]);
+        arrays[k] = NULL;
+    }
+done:
+    for (int k = 0; k < 6; k++) Py_XDECREF(arrays[k]);
+    drop_view(&vb);
+    drop_view(&vs);
+    drop_view(&ve);
+    drop_view(&vc);
+    return res;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Events: header fields, the stats a filter keeps, and their values (events.decode_event_ranges) */
+
+#define EVENT_STATS_TAG ((4 << 3) | 2)
+#define STAT_MD_TAG (1 << 3)
+#define KIND_DOUBLE 2
+#define REST_KEY ((int64_t)1 << 40)
+
+/* The kept stats' columns, in the numpy decoder's order: by key -- the r-th stat of an event's
+ * leading run of stats has key r (run keys first), the k-th field after that run rest key k --
+ * then by event.  Walked twice: the first pass counts the stats of each key (and checks the
+ * messages), the second writes each at the next slot of its key. */
+enum { C_OWNER, C_START, C_END, C_MD, C_LABEL, C_KIND, C_NUM, C_SSTART, C_SLEN, N_COLS };
+static const size_t COL_SIZE[N_COLS] = {8, 8, 8, 8, 1, 1, 8, 8, 8};
+
+typedef struct {
+    int write;             /* 0: count per key; 1: write each kept stat at its key's next slot */
+    int64_t *run, *rest;   /* per key: a count (first pass), then the next slot (second pass) */
+    size_t nrun, nrest;    /* their lengths */
+    void *col[N_COLS];
+} Out;
+
+/* A stat's value, as the last value field of its expected wire type says (kind 0: none). */
+typedef struct {
+    int8_t kind;
+    uint64_t num;
+    int64_t str_start, str_len;
+} Value;
+
+/* The count of key `k` in `*arr` (grown with zeros to hold it); NULL when out of memory. */
+static int64_t *key_slot(int64_t **arr, size_t *len, size_t k) {
+    if (k >= *len) {
+        size_t grown = *len ? *len : 16;
+        while (grown <= k) grown *= 2;
+        int64_t *p = realloc(*arr, grown * sizeof(int64_t));
+        if (!p) return NULL;
+        memset(p + *len, 0, (grown - *len) * sizeof(int64_t));
+        *arr = p;
+        *len = grown;
+    }
+    return *arr + k;
+}
+
+/* XStat field number -> the wire type of its value (-1: not a value field). */
+static const int EXPECTED_WIRE[8] = {-1, -1, 1, 0, 0, 2, 2, 0};
+
+/* Every field of the XStat at [s, e): the last metadata_id (0 if none) and the last value field of
+ * its expected wire type (kind 0: none).  -1 when the message is not well-formed. */
+static int read_stat(const Buf *buf, int64_t s, int64_t e, Value *st, int64_t *md) {
+    int64_t p = s;
+    *md = 0;
+    st->kind = 0;
+    st->num = 0;
+    st->str_start = -1;
+    st->str_len = 0;
+    while (p < e) {
+        Field f;
+        if (rd_field(buf, p, e, 0, &f)) return -1;
+        uint64_t number = f.tag >> 3;
+        int wire = (int)(f.tag & 7);
+        if (number == 1 && wire == 0) {
+            *md = (int64_t)f.value;
+        } else if (number >= 2 && number <= 7 && wire == EXPECTED_WIRE[number]) {
+            st->kind = (int8_t)number;
+            if (wire == 2) {
+                st->num = 0;
+                st->str_start = f.payload;
+                st->str_len = (int64_t)f.value;
+            } else {
+                st->num = f.value;
+                st->str_start = -1;
+                st->str_len = 0;
+            }
+        }
+        p = f.next;
+    }
+    return 0;
+}
+
+typedef struct {
+    const int64_t *group; /* per event, or NULL: keep every stat with label 0 */
+    const int8_t *table;  /* [groups, width] */
+    int64_t groups, width;
+} Keep;
+
+static inline int label_of(const Keep *k, int64_t g, int64_t md) {
+    if (!k->group) return 0;
+    if (md < 0 || md >= k->width) return -1;
+    return k->table[g * k->width + md];
+}
+
+typedef struct {
+    int64_t *md, *offset, *duration;
+} Header;
+
+/* A kept stat: counted (first pass), or read -- which checks it -- and written at its slot (second). */
+static HOT const char *kept(const Buf *buf, Out *out, int rest, size_t key, int64_t owner, int64_t s,
+                            int64_t e, int64_t md, int label) {
+    if (!out->write) {
+        int64_t *c = rest ? key_slot(&out->rest, &out->nrest, key) : key_slot(&out->run, &out->nrun, key);
+        if (!c) return "out of memory";
+        ++*c;
+        return NULL;
+    }
+    Value v;
+    int64_t ignored;
+    if (read_stat(buf, s, e, &v, &ignored)) return "bad stat";
+    int64_t i = (rest ? out->rest : out->run)[key]++;
+    ((int64_t *)out->col[C_OWNER])[i] = owner;
+    ((int64_t *)out->col[C_START])[i] = s;
+    ((int64_t *)out->col[C_END])[i] = e;
+    ((int64_t *)out->col[C_MD])[i] = md;
+    ((int8_t *)out->col[C_LABEL])[i] = (int8_t)label;
+    ((int8_t *)out->col[C_KIND])[i] = v.kind;
+    ((uint64_t *)out->col[C_NUM])[i] = v.num;
+    ((int64_t *)out->col[C_SSTART])[i] = v.str_start;
+    ((int64_t *)out->col[C_SLEN])[i] = v.str_len;
+    return NULL;
+}
+
+/* One pass over the events (see Out).  Every message the numpy decoder checks is checked here:
+ * each event's fields, and each stat's fields where the stat is kept or its metadata_id is not in
+ * the usual first place; a stat skipped by its one-byte metadata_id is not read further. */
+static const char *decode_events(const Buf *buf, const int64_t *start, const int64_t *end, Py_ssize_t n,
+                                 const Keep *keep, int64_t first, Header *h, Out *out) {
+    const uint8_t *b = buf->b;
+    const char *err;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = start[i], e = end[i];
+        int64_t g = keep->group ? keep->group[i] : 0;
+        int64_t owner = first + i;
+        int64_t hv[3] = {0, 0, 0}; /* metadata_id, offset_ps, duration_ps */
+        for (int k = 0; k < 3; k++) { /* optional, one-byte tags, in this order */
+            if (p < e && b[p] == (uint8_t)((k + 1) << 3)) {
+                uint64_t v;
+                int64_t q = p + 1;
+                if (rd_varint(b, &q, e, &v)) return "varint runs past the end of its message";
+                hv[k] = (int64_t)v;
+                p = q;
+            }
+        }
+        size_t r = 0;
+        while (p < e && b[p] == EVENT_STATS_TAG) { /* the run of stats: round r reads the r-th */
+            uint64_t len;
+            int64_t payload;
+            int slow = 0;
+            if (b[p + 1] >= 0x80) {
+                int64_t q = p + 1;
+                if (rd_varint(b, &q, e, &len)) return "varint runs past the end of its message";
+                if (len > (uint64_t)buf->size) return "length out of range";
+                payload = q;
+                slow = 1;
+            } else {
+                len = b[p + 1];
+                payload = p + 2;
+            }
+            if (payload > e || len > (uint64_t)(e - payload)) return "stat runs past the end of its event";
+            int64_t nxt = payload + (int64_t)len;
+            if (!slow && len >= 2 && b[p + 2] == STAT_MD_TAG && b[p + 3] < 0x80) {
+                /* the usual layout: metadata_id from its one byte; the rest read only if kept */
+                int64_t md = b[p + 3];
+                int label = label_of(keep, g, md);
+                if (label >= 0 && (err = kept(buf, out, 0, r, owner, payload, nxt, md, label))) return err;
+            } else {
+                Value v;
+                int64_t md;
+                if (read_stat(buf, payload, nxt, &v, &md)) return "bad stat";
+                int label = label_of(keep, g, md);
+                if (label >= 0 && (err = kept(buf, out, 0, r, owner, payload, nxt, md, label))) return err;
+            }
+            p = nxt;
+            r++;
+        }
+        size_t k = 0;
+        while (p < e) { /* anything else, field by field: the last one wins */
+            Field f;
+            if (rd_field(buf, p, e, 0, &f)) return "bad field";
+            uint64_t number = f.tag >> 3;
+            int wire = (int)(f.tag & 7);
+            if (wire == 0) {
+                if (number == 1) hv[0] = (int64_t)f.value;
+                else if (number == 2) hv[1] = (int64_t)f.value;
+                else if (number == 3) hv[2] = (int64_t)f.value;
+                else if (number == 5) hv[1] = 0; /* num_occurrences: the oneof's other member */
+            } else if (number == 4 && wire == 2) {
+                Value v;
+                int64_t md, s = f.payload, se = f.payload + (int64_t)f.value;
+                if (read_stat(buf, s, se, &v, &md)) return "bad stat";
+                int label = label_of(keep, g, md);
+                if (label >= 0 && (err = kept(buf, out, 1, k, owner, s, se, md, label))) return err;
+            }
+            p = f.next;
+            k++;
+        }
+        h->md[i] = hv[0];
+        h->offset[i] = hv[1];
+        h->duration[i] = hv[2];
+    }
+    return NULL;
+}
+
+/* The whole decode: count, place, write.  On success the columns are in out->col. */
+static const char *decode_all(const Buf *buf, const int64_t *start, const int64_t *end, Py_ssize_t n,
+                              const Keep *keep, int64_t first, Header *h, Out *out, size_t *total) {
+    const char *err = decode_events(buf, start, end, n, keep, first, h, out);
+    if (err) return err;
+    int64_t sum = 0;
+    for (size_t j = 0; j < out->nrun; j++) {
+        int64_t c = out->run[j];
+        out->run[j] = sum;
+        sum += c;
+    }
+    for (size_t j = 0; j < out->nrest; j++) {
+        int64_t c = out->rest[j];
+        out->rest[j] = sum;
+        sum += c;
+    }
+    *total = (size_t)sum;
+    for (int k = 0; k < N_COLS; k++) {
+        out->col[k] = malloc(sum ? (size_t)sum * COL_SIZE[k] : 8);
+        if (!out->col[k]) return "out of memory";
+    }
+    out->write = 1;
+    return decode_events(buf, start, end, n, keep, first, h, out);
+}
+
+static void free_out(Out *out) {
+    free(out->run);
+    free(out->rest);
+    for (int k = 0; k < N_COLS; k++) free(out->col[k]);
+    memset(out, 0, sizeof(*out));
+}
+
+/* A column the kernel allocated, handed to Python through the buffer protocol (freed with it). */
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    Py_ssize_t len;
+} Column;
+
+static int column_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Column *c = (Column *)self;
+    return PyBuffer_FillInfo(view, self, c->data, c->len, 0, flags);
+}
+
+static void column_dealloc(PyObject *self) {
+    free(((Column *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs column_buffer = {column_getbuffer, NULL};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_wirec.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = column_dealloc,
+    .tp_as_buffer = &column_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A column of bytes the kernel wrote (view it with numpy.frombuffer).",
+};
+
+/* A Column owning `data` (taken over: freed with the column, or here on failure). */
+static PyObject *column_of(void *data, Py_ssize_t len) {
+    Column *c = PyObject_New(Column, &ColumnType);
+    if (!c) {
+        free(data);
+        return NULL;
+    }
+    c->data = data;
+    c->len = len;
+    return (PyObject *)c;
+}
+
+static PyObject *py_decode_events(PyObject *self, PyObject *args) {
+    PyObject *o_buf, *o_start, *o_end, *o_md, *o_off, *o_dur, *o_group, *o_table;
+    Py_ssize_t size, width;
+    long long first;
+    if (!PyArg_ParseTuple(args, "OnOOOOOOOnL", &o_buf, &size, &o_start, &o_end, &o_md, &o_off, &o_dur,
+                          &o_group, &o_table, &width, &first))
+        return NULL;
+    View vb = {0}, vs = {0}, ve = {0}, vm = {0}, vo = {0}, vd = {0}, vg = {0}, vt = {0};
+    PyObject *res = NULL, *arrays[N_COLS] = {0};
+    Out out = {0};
+    Buf buf;
+    if (get_view(o_buf, &vb, 0, 1, -1, "buffer") || get_buf(&vb, size, &buf)) goto done;
+    if (get_view(o_start, &vs, 0, 8, -1, "start")) goto done;
+    Py_ssize_t n = vs.view.len / 8;
+    if (get_view(o_end, &ve, 0, 8, n, "end") || get_view(o_md, &vm, 1, 8, n, "metadata_id") ||
+        get_view(o_off, &vo, 1, 8, n, "offset_ps") || get_view(o_dur, &vd, 1, 8, n, "duration_ps"))
+        goto done;
+    const int64_t *start = vs.view.buf, *end = ve.view.buf;
+    if (check_ranges(start, end, n, buf.size)) {
+        PyErr_SetString(PyExc_ValueError, "event ranges outside the buffer");
+        goto done;
+    }
+    Keep keep = {0};
+    if (o_group != Py_None) {
+        if (get_view(o_group, &vg, 0, 8, n, "group") || get_view(o_table, &vt, 0, 1, -1, "table")) goto done;
+        if (width <= 0 || vt.view.len % width) {
+            PyErr_SetString(PyExc_ValueError, "table: not a whole number of rows");
+            goto done;
+        }
+        keep.group = vg.view.buf;
+        keep.table = vt.view.buf;
+        keep.width = width;
+        keep.groups = vt.view.len / width;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (keep.group[i] < 0 || keep.group[i] >= keep.groups) {
+                PyErr_SetString(PyExc_ValueError, "group: past the table");
+                goto done;
+            }
+        }
+    }
+    Header h = {vm.view.buf, vo.view.buf, vd.view.buf};
+    const char *err;
+    size_t total = 0;
+    Py_BEGIN_ALLOW_THREADS
+    err = decode_all(&buf, start, end, n, &keep, (int64_t)first, &h, &out, &total);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        if (!strcmp(err, "out of memory")) PyErr_NoMemory();
+        else PyErr_SetString(WireError, err);
+        goto done;
+    }
+    for (int k = 0; k < N_COLS; k++) {
+        arrays[k] = column_of(out.col[k], (Py_ssize_t)(total * COL_SIZE[k]));
+        out.col[k] = NULL;
+        if (!arrays[k]) goto done;
+    }
+    res = PyTuple_New(N_COLS);
+    if (!res) goto done;
+    for (int k = 0; k < N_COLS; k++) {
+        PyTuple_SET_ITEM(res, k, arrays[k]);
+        arrays[k] = NULL;
+    }
+done:
+    for (int k = 0; k < N_COLS; k++) Py_XDECREF(arrays[k]);
+    free_out(&out);
+    drop_view(&vb);
+    drop_view(&vs);
+    drop_view(&ve);
+    drop_view(&vm);
+    drop_view(&vo);
+    drop_view(&vd);
+    drop_view(&vg);
+    drop_view(&vt);
+    return res;
+}
+
+static PyMethodDef methods[] = {
+    {"walk_lines", py_walk_lines, METH_VARARGS,
+     "walk_lines(buf, size, start, end, counts) -> (ev_start, ev_end, owner, tag, value, payload): the fields "
+     "of the XLine messages at buf[start:end] (bytearrays of int64; value uint64); counts: events per line."},
+    {"decode_events", py_decode_events, METH_VARARGS,
+     "decode_events(buf, size, start, end, md, offset, duration, group, table, width, first) -> columns of "
+     "the kept stats (owner, start, end, md, label, kind, num, str_start, str_len) as bytearrays."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wirec",
+                                    "The XSpace reader's wire-walking kernel (see xplane/native.py).", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__wirec(void) {
+    const uint16_t one = 1;
+    if (*(const uint8_t *)&one != 1) {
+        PyErr_SetString(PyExc_ImportError, "_wirec: little-endian hosts only");
+        return NULL;
+    }
+    if (PyType_Ready(&ColumnType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    WireError = PyErr_NewException("_wirec.Error", PyExc_ValueError, NULL);
+    if (!WireError || PyModule_AddObject(m, "Error", WireError) < 0) {
+        Py_XDECREF(WireError);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(WireError);
+    return m;
+}
