@@ -75,9 +75,10 @@ def assert_same_read(monkeypatch: pytest.MonkeyPatch, source, threads: int = 1) 
         assert_same(c, p)
 
 
-@pytest.mark.parametrize("name", [
-    "gpu_multi_worker_8xV100.xplane.pb", "jax_rocm_mi300x_gemm.xplane.pb", "jax_rocm_gfx950_fused_attn.xplane.pb",
-])
+REAL = ["gpu_multi_worker_8xV100", "jax_rocm_mi300x_gemm", "jax_rocm_gfx950_fused_attn"]
+
+
+@pytest.mark.parametrize("name", [f"{n}.xplane.pb" for n in REAL])
 def test_real_traces_read_the_same(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     path = FIXTURES / name
     if not path.is_file():
