@@ -13,6 +13,7 @@ kernel's tests compare against.
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -27,11 +28,10 @@ ENV_SWITCH = "TFPROF_TOWERS_NATIVE"
 def _load() -> ModuleType | None:
     if os.environ.get(ENV_SWITCH, "1") == "0":
         return None
-    try:
-        from tfprof_towers.xplane import _wirec
+    try:  # by name: an extension module, not a source file the import graph knows
+        return importlib.import_module("tfprof_towers.xplane._wirec")
     except ImportError:
         return None
-    return _wirec
 
 
 #: The kernel, or None (not built, or switched off): the decoders look here on every call.
