@@ -6,6 +6,10 @@ The events -- a million in a big trace -- never become protobuf or Python object
 in lock-step (one vectorised pass per field position, not one Python step per event):
 the header fields, then the run of stats, one round per stat, keeping only the stats
 a :class:`StatFilter` asks for, and their values.
+
+Where the C kernel is built (:mod:`.native`), ``decode_event_ranges(..., values=True)`` runs it
+instead: one event after the other, to the same arrays in the same order (round by round, as
+below) and the same :class:`~.wire.Malformed`; the numpy code is its fallback and oracle.
 """
 
 from __future__ import annotations

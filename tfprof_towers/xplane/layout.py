@@ -23,6 +23,10 @@ the check (a guess inside a string that never resynchronised; an event larger th
 chunk) is walked again from the now-known true position.  Every field of the true chain
 is read with bounds checks, so a corrupt file raises :class:`~.wire.Malformed`, never
 misreads.
+
+Where the C kernel is built (:mod:`.native`), :func:`read_lines` walks each line's fields one
+after the other in C instead -- the same fields, the same :class:`~.wire.Malformed` -- and the
+walk above is its fallback and the oracle of its tests.
 """
 
 from __future__ import annotations
