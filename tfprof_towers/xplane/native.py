@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 import numpy as np
@@ -36,6 +38,18 @@ def _load() -> ModuleType | None:
 
 #: The kernel, or None (not built, or switched off): the decoders look here on every call.
 kernel: ModuleType | None = _load()
+
+
+@contextmanager
+def numpy_decoders() -> Iterator[None]:
+    """Within: the numpy decoders, even where the kernel is built (what ``TFPROF_TOWERS_NATIVE=0`` does
+    for a whole process); for a benchmark comparing the two in one process."""
+    global kernel
+    saved, kernel = kernel, None
+    try:
+        yield
+    finally:
+        kernel = saved
 
 
 def _int64(a: np.ndarray) -> np.ndarray:
