@@ -248,3 +248,38 @@ def test_fuzz_whole_traces(monkeypatch: pytest.MonkeyPatch) -> None:
     r = random.Random(3)
     for _ in range(100):
         assert_same_read(monkeypatch, _mutate(r, data))
+
+
+# --- memcpy_details texts
+
+
+def _detail_text(r: random.Random) -> bytes:
+    keys = ["size", "dest", "kind_src", "kind_dst", "async", "Size", "xsize", "kind_srcx", "_src", ""]
+    values = ["0", "7", "12345678", "123456789", "9" * 19, "1" * 20, str(2**62), str(2**20 - 1), str(2**20),
+              "-3", "4x", "device", "DEVICE", "pinned", "Pageable", "pageablex", "host", "managed", "array",
+              "", ":", "::5"]
+    seps = [" ", "  ", "\t", "\n", "\v", "\f", "\r", "_", ""]
+    tokens = [f"{r.choice(keys)}:{r.choice(values)}" if r.random() < 0.8 else r.choice(values)
+              for _ in range(r.randint(0, 6))]
+    return "".join(t + r.choice(seps) for t in tokens).encode()
+
+
+def test_memcpy_details_parse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfprof_towers.trace.copies import parse_details
+    from tfprof_towers.xplane.ragged import Ragged
+
+    r = random.Random(4)
+    for _ in range(200):
+        texts = [_detail_text(r) for _ in range(r.randint(1, 12))]
+        packed = Ragged.of(texts)
+        padded = np.concatenate([packed.data, np.zeros(wire.PAD, np.uint8)])
+        order = np.array(r.sample(range(len(texts)), len(texts)))
+        assert native.parse_details(packed, None, None) is not None  # the kernel parses these
+        want = [None if r.random() < 0.5 else np.array([r.random() < 0.5 for _ in texts]) for _ in range(2)]
+        for text in (packed, Ragged.gather(padded, packed.starts, packed.lengths).take(order),
+                     packed.take(np.r_[order, order])):  # rows given twice: overlapping rows
+            w = [None if x is None else x[: text.rows] if x.size >= text.rows else np.resize(x, text.rows)
+                 for x in want]
+            (c, ce), (p, pe) = both(monkeypatch, partial(parse_details, text, *w))
+            assert ce is None and pe is None
+            assert_same(c, p)

@@ -636,6 +636,118 @@ done:
     return res;
 }
 
+/* ------------------------------------------------------------------------------------------- */
+/* memcpy_details texts: size, dest and memory kinds (trace/copies.py:parse_details) */
+
+static inline int is_space(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static const char *const DETAIL_KEYS[4] = {"size", "dest", "kind_src", "kind_dst"};
+static const size_t DETAIL_KEY_LEN[4] = {4, 4, 8, 8};
+
+/* The decimal integer that is the whole token at [v, e): 1 to 19 digits ending at e or at whitespace. */
+static int token_integer(const uint8_t *d, int64_t v, int64_t e, uint64_t *out) {
+    uint64_t value = 0;
+    int64_t j = 0;
+    while (v + j < e && d[v + j] >= '0' && d[v + j] <= '9') {
+        if (j == 19) return 0;
+        value = value * 10 + (uint64_t)(d[v + j] - '0');
+        j++;
+    }
+    if (j == 0 || (v + j < e && !is_space(d[v + j]))) return 0;
+    *out = value;
+    return 1;
+}
+
+static const char *const MEMORY_KINDS[6] = {"device", "array", "pageable", "pinned", "host", "managed"};
+static const int8_t MEMORY_KIND_OF[6] = {1, 1, 0, 0, 0, 0};
+
+/* 0 host memory, 1 device memory, -1 other: the whole token at [v, e), case-insensitive. */
+static int8_t token_memory_kind(const uint8_t *d, int64_t v, int64_t e) {
+    for (int k = 0; k < 6; k++) {
+        int64_t len = (int64_t)strlen(MEMORY_KINDS[k]);
+        if (e - v < len || (e - v > len && !is_space(d[v + len]))) continue;
+        int64_t j = 0;
+        while (j < len && (uint8_t)(d[v + j] | 0x20) == (uint8_t)MEMORY_KINDS[k][j]) j++;
+        if (j == len) return MEMORY_KIND_OF[k];
+    }
+    return -1;
+}
+
+/* Each row's last `key:value` token of each key (a token starts the row or follows whitespace; its
+ * value is not empty and starts with no whitespace), its value read as parse_details reads it. */
+static void parse_rows(const uint8_t *d, const int64_t *start, const int64_t *end, Py_ssize_t n,
+                       const uint8_t *want_dest, const uint8_t *want_kinds, int64_t *size, int64_t *dest,
+                       int8_t *src, int8_t *dst) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = start[i], e = end[i];
+        int64_t last[4] = {-1, -1, -1, -1};
+        for (int64_t c = s; c < e; c++) {
+            if (d[c] != ':' || c + 1 >= e || is_space(d[c + 1])) continue;
+            for (int k = 0; k < 4; k++) {
+                int64_t at = c - (int64_t)DETAIL_KEY_LEN[k];
+                if (at < s || (at > s && !is_space(d[at - 1]))) continue;
+                if (!memcmp(d + at, DETAIL_KEYS[k], DETAIL_KEY_LEN[k])) last[k] = c + 1;
+            }
+        }
+        uint64_t v;
+        size[i] = (last[0] >= 0 && token_integer(d, last[0], e, &v) && v < ((uint64_t)1 << 62)) ? (int64_t)v : 0;
+        dest[i] = -1;
+        if ((!want_dest || want_dest[i]) && last[1] >= 0 && token_integer(d, last[1], e, &v) && v < (1 << 20)) {
+            dest[i] = (int64_t)v;
+        }
+        src[i] = dst[i] = -1;
+        if (!want_kinds || want_kinds[i]) {
+            if (last[2] >= 0) src[i] = token_memory_kind(d, last[2], e);
+            if (last[3] >= 0) dst[i] = token_memory_kind(d, last[3], e);
+        }
+    }
+}
+
+static PyObject *py_parse_details(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_data, *o_start, *o_end, *o_wd, *o_wk, *o_size, *o_dest, *o_src, *o_dst;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o_data, &o_start, &o_end, &o_wd, &o_wk, &o_size, &o_dest,
+                          &o_src, &o_dst))
+        return NULL;
+    View vd = {0}, vs = {0}, ve = {0}, vwd = {0}, vwk = {0}, vsz = {0}, vde = {0}, vsr = {0}, vds = {0};
+    PyObject *res = NULL;
+    if (get_view(o_data, &vd, 0, 1, -1, "data") || get_view(o_start, &vs, 0, 8, -1, "start")) goto done;
+    Py_ssize_t n = vs.view.len / 8;
+    if (get_view(o_end, &ve, 0, 8, n, "end") || get_view(o_size, &vsz, 1, 8, n, "size") ||
+        get_view(o_dest, &vde, 1, 8, n, "dest") || get_view(o_src, &vsr, 1, 1, n, "src") ||
+        get_view(o_dst, &vds, 1, 1, n, "dst"))
+        goto done;
+    if ((o_wd != Py_None && get_view(o_wd, &vwd, 0, 1, n, "want_dest")) ||
+        (o_wk != Py_None && get_view(o_wk, &vwk, 0, 1, n, "want_kinds")))
+        goto done;
+    const int64_t *start = vs.view.buf, *end = ve.view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (start[i] < 0 || end[i] < start[i] || end[i] > vd.view.len) {
+            PyErr_SetString(PyExc_ValueError, "rows outside the data");
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    parse_rows(vd.view.buf, start, end, n, vwd.held ? vwd.view.buf : NULL, vwk.held ? vwk.view.buf : NULL,
+               vsz.view.buf, vde.view.buf, vsr.view.buf, vds.view.buf);
+    Py_END_ALLOW_THREADS
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    drop_view(&vd);
+    drop_view(&vs);
+    drop_view(&ve);
+    drop_view(&vwd);
+    drop_view(&vwk);
+    drop_view(&vsz);
+    drop_view(&vde);
+    drop_view(&vsr);
+    drop_view(&vds);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"walk_lines", py_walk_lines, METH_VARARGS,
      "walk_lines(buf, size, start, end, counts) -> (ev_start, ev_end, owner, tag, value, payload): the fields "
@@ -643,6 +755,10 @@ static PyMethodDef methods[] = {
     {"decode_events", py_decode_events, METH_VARARGS,
      "decode_events(buf, size, start, end, md, offset, duration, group, table, width, first) -> columns of "
      "the kept stats (owner, start, end, md, label, kind, num, str_start, str_len) as bytearrays."},
+    {"parse_details", py_parse_details, METH_VARARGS,
+     "parse_details(data, start, end, want_dest, want_kinds, size, dest, src, dst): each memcpy_details "
+     "text data[start:end] parsed into size (int64), dest (int64) and memory kinds (int8) as "
+     "trace/copies.py:parse_details does; want_*: uint8 per row or None (every row)."},
     {NULL, NULL, 0, NULL},
 };
 

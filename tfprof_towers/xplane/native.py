@@ -2,12 +2,13 @@
 
 The kernel walks the wire format one message at a time in C: the fields of every line
 (:func:`.layout.read_lines`) and every event's header, kept stats and their values
-(:func:`.events.decode_event_ranges` with ``values=True``).  It returns exactly what the
-numpy decoders return -- the same arrays, in the same order, and :class:`~.wire.Malformed`
-for the same input -- and lets go of the GIL while it works, so batches decode on two cores.
+(:func:`.events.decode_event_ranges` with ``values=True``); it also reads the texts of
+TensorFlow's ``memcpy_details`` stat (for ``trace/copies.py``).  It returns exactly what the
+numpy code returns -- the same arrays, in the same order, and :class:`~.wire.Malformed` for
+the same input -- and lets go of the GIL while it works, so batches decode on two cores.
 
 It is built at install time where a C compiler is found (``setup.py``); without it, or with
-``TFPROF_TOWERS_NATIVE=0`` in the environment, the numpy decoders run: they are the oracle the
+``TFPROF_TOWERS_NATIVE=0`` in the environment, the numpy code runs: it is the oracle the
 kernel's tests compare against.
 """
 
@@ -21,6 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
+from tfprof_towers.xplane.ragged import Ragged
 from tfprof_towers.xplane.wire import Buffer, Malformed
 
 #: ``TFPROF_TOWERS_NATIVE=0`` makes the reader use the numpy decoders even where the kernel is built.
@@ -101,3 +103,24 @@ def decode_events(
     except kernel.Error as exc:
         raise Malformed(str(exc)) from None
     return [np.frombuffer(a, dtype=t) for a, t in zip(got, STAT_DTYPES)]
+
+
+def parse_details(
+    text: Ragged, want_dest: np.ndarray | None, want_kinds: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``memcpy_details`` texts parsed as :func:`tfprof_towers.trace.copies.parse_details` parses them:
+    (size, dest, memory kind of the source, of the destination; 0 host, 1 device, -1 other); None where
+    the rows overlap in ``text.data`` (that parse then runs: it gives each byte to one row)."""
+    starts = _int64(text.starts)
+    ends = starts + text.lengths
+    if starts.size > 1:
+        order = np.lexsort((ends, starts)) if (starts[1:] < starts[:-1]).any() else slice(None)
+        if (starts[order][1:] < ends[order][:-1]).any():
+            return None
+    n = starts.size
+    size, dest = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    src, dst = np.empty(n, dtype=np.int8), np.empty(n, dtype=np.int8)
+    wanted = [None if w is None else np.ascontiguousarray(w, dtype=np.bool_).view(np.uint8)
+              for w in (want_dest, want_kinds)]
+    kernel.parse_details(np.ascontiguousarray(text.data), starts, ends, *wanted, size, dest, src, dst)
+    return size, dest, src, dst
