@@ -684,7 +684,10 @@ static void parse_rows(const uint8_t *d, const int64_t *start, const int64_t *en
         int64_t s = start[i], e = end[i];
         int64_t last[4] = {-1, -1, -1, -1};
         for (int64_t c = s; c < e; c++) {
-            if (d[c] != ':' || c + 1 >= e || is_space(d[c + 1])) continue;
+            const uint8_t *colon = memchr(d + c, ':', (size_t)(e - c));
+            if (!colon) break;
+            c = colon - d;
+            if (c + 1 >= e || is_space(d[c + 1])) continue;
             for (int k = 0; k < 4; k++) {
                 int64_t at = c - (int64_t)DETAIL_KEY_LEN[k];
                 if (at < s || (at > s && !is_space(d[at - 1]))) continue;
