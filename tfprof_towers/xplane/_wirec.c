@@ -306,6 +306,7 @@ typedef struct {
     int write;             /* 0: count per key; 1: write each kept stat at its key's next slot */
     int64_t *run, *rest;   /* per key: a count (first pass), then the next slot (second pass) */
     size_t nrun, nrest;    /* their lengths */
+    int64_t *resume;       /* per event: where its stats start (first pass), -1 if it keeps none */
     void *col[N_COLS];
 } Out;
 
@@ -407,7 +408,8 @@ static HOT const char *kept(const Buf *buf, Out *out, int rest, size_t key, int6
     return NULL;
 }
 
-/* One pass over the events (see Out).  Every message the numpy decoder checks is checked here:
+/* One pass over the events (see Out); the second starts each event with kept stats where its stats
+ * start, and skips the others.  Every message the numpy decoder checks is checked here:
  * each event's fields, and each stat's fields where the stat is kept or its metadata_id is not in
  * the usual first place; a stat skipped by its one-byte metadata_id is not read further. */
 static const char *decode_events(const Buf *buf, const int64_t *start, const int64_t *end, Py_ssize_t n,
@@ -419,15 +421,22 @@ static const char *decode_events(const Buf *buf, const int64_t *start, const int
         int64_t g = keep->group ? keep->group[i] : 0;
         int64_t owner = first + i;
         int64_t hv[3] = {0, 0, 0}; /* metadata_id, offset_ps, duration_ps */
-        for (int k = 0; k < 3; k++) { /* optional, one-byte tags, in this order */
-            if (p < e && b[p] == (uint8_t)((k + 1) << 3)) {
-                uint64_t v;
-                int64_t q = p + 1;
-                if (rd_varint(b, &q, e, &v)) return "varint runs past the end of its message";
-                hv[k] = (int64_t)v;
-                p = q;
+        if (out->write) { /* the second pass: only the events with kept stats, from their stats */
+            if (out->resume[i] < 0) continue;
+            p = out->resume[i];
+        } else {
+            for (int k = 0; k < 3; k++) { /* optional, one-byte tags, in this order */
+                if (p < e && b[p] == (uint8_t)((k + 1) << 3)) {
+                    uint64_t v;
+                    int64_t q = p + 1;
+                    if (rd_varint(b, &q, e, &v)) return "varint runs past the end of its message";
+                    hv[k] = (int64_t)v;
+                    p = q;
+                }
             }
+            out->resume[i] = p;
         }
+        int any = 0; /* kept stats in this event */
         size_t r = 0;
         while (p < e && b[p] == EVENT_STATS_TAG) { /* the run of stats: round r reads the r-th */
             uint64_t len;
@@ -449,13 +458,19 @@ static const char *decode_events(const Buf *buf, const int64_t *start, const int
                 /* the usual layout: metadata_id from its one byte; the rest read only if kept */
                 int64_t md = b[p + 3];
                 int label = label_of(keep, g, md);
-                if (label >= 0 && (err = kept(buf, out, 0, r, owner, payload, nxt, md, label))) return err;
+                if (label >= 0) {
+                    if ((err = kept(buf, out, 0, r, owner, payload, nxt, md, label))) return err;
+                    any = 1;
+                }
             } else {
                 Value v;
                 int64_t md;
                 if (read_stat(buf, payload, nxt, &v, &md)) return "bad stat";
                 int label = label_of(keep, g, md);
-                if (label >= 0 && (err = kept(buf, out, 0, r, owner, payload, nxt, md, label))) return err;
+                if (label >= 0) {
+                    if ((err = kept(buf, out, 0, r, owner, payload, nxt, md, label))) return err;
+                    any = 1;
+                }
             }
             p = nxt;
             r++;
@@ -476,14 +491,20 @@ static const char *decode_events(const Buf *buf, const int64_t *start, const int
                 int64_t md, s = f.payload, se = f.payload + (int64_t)f.value;
                 if (read_stat(buf, s, se, &v, &md)) return "bad stat";
                 int label = label_of(keep, g, md);
-                if (label >= 0 && (err = kept(buf, out, 1, k, owner, s, se, md, label))) return err;
+                if (label >= 0) {
+                    if ((err = kept(buf, out, 1, k, owner, s, se, md, label))) return err;
+                    any = 1;
+                }
             }
             p = f.next;
             k++;
         }
-        h->md[i] = hv[0];
-        h->offset[i] = hv[1];
-        h->duration[i] = hv[2];
+        if (!out->write) {
+            h->md[i] = hv[0];
+            h->offset[i] = hv[1];
+            h->duration[i] = hv[2];
+            if (!any) out->resume[i] = -1;
+        }
     }
     return NULL;
 }
@@ -491,6 +512,8 @@ static const char *decode_events(const Buf *buf, const int64_t *start, const int
 /* The whole decode: count, place, write.  On success the columns are in out->col. */
 static const char *decode_all(const Buf *buf, const int64_t *start, const int64_t *end, Py_ssize_t n,
                               const Keep *keep, int64_t first, Header *h, Out *out, size_t *total) {
+    out->resume = malloc((n ? (size_t)n : 1) * sizeof(int64_t));
+    if (!out->resume) return "out of memory";
     const char *err = decode_events(buf, start, end, n, keep, first, h, out);
     if (err) return err;
     int64_t sum = 0;
@@ -516,6 +539,7 @@ static const char *decode_all(const Buf *buf, const int64_t *start, const int64_
 static void free_out(Out *out) {
     free(out->run);
     free(out->rest);
+    free(out->resume);
     for (int k = 0; k < N_COLS; k++) free(out->col[k]);
     memset(out, 0, sizeof(*out));
 }
