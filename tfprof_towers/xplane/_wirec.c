@@ -21,8 +21,17 @@
 
 #if defined(__GNUC__)
 #define HOT inline __attribute__((always_inline))
+#define LOWEST_BIT(x) __builtin_ctzll(x)
 #else
 #define HOT inline
+static int LOWEST_BIT(uint64_t x) {
+    int n = 0;
+    while (!(x & 1)) {
+        x >>= 1;
+        n++;
+    }
+    return n;
+}
 #endif
 
 
@@ -54,7 +63,7 @@ static HOT int rd_varint(const uint8_t *b, int64_t *p, int64_t end, uint64_t *ou
     uint64_t w = load64(b + q);
     uint64_t stop = ~w & 0x8080808080808080ULL;
     if (stop) {
-        int bits = __builtin_ctzll(stop); /* the terminating byte's high bit: 8k + 7 */
+        int bits = LOWEST_BIT(stop); /* the terminating byte's high bit: 8k + 7 */
         int64_t len = (bits >> 3) + 1;
         if (len > end - q) return -1;
         uint64_t x = w & ((2ULL << bits) - 1) & 0x7F7F7F7F7F7F7F7FULL;
@@ -227,6 +236,7 @@ static PyObject *new_array(Py_ssize_t count, Py_ssize_t itemsize, void **data) {
 }
 
 static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *o_buf, *o_start, *o_end, *o_counts;
     Py_ssize_t size;
     if (!PyArg_ParseTuple(args, "OnOOO", &o_buf, &size, &o_start, &o_end, &o_counts)) return NULL;
@@ -307,6 +317,7 @@ typedef struct {
     int64_t *run, *rest;   /* per key: a count (first pass), then the next slot (second pass) */
     size_t nrun, nrest;    /* their lengths */
     int64_t *resume;       /* per event: where its stats start (first pass), -1 if it keeps none */
+    size_t total;          /* kept stats (known after the first pass) */
     void *col[N_COLS];
 } Out;
 
@@ -395,7 +406,10 @@ static HOT const char *kept(const Buf *buf, Out *out, int rest, size_t key, int6
     Value v;
     int64_t ignored;
     if (read_stat(buf, s, e, &v, &ignored)) return "bad stat";
+    size_t keys = rest ? out->nrest : out->nrun;
+    if (key >= keys) return "internal: the passes disagree";
     int64_t i = (rest ? out->rest : out->run)[key]++;
+    if (i < 0 || (size_t)i >= out->total) return "internal: the passes disagree";
     ((int64_t *)out->col[C_OWNER])[i] = owner;
     ((int64_t *)out->col[C_START])[i] = s;
     ((int64_t *)out->col[C_END])[i] = e;
@@ -527,7 +541,7 @@ static const char *decode_all(const Buf *buf, const int64_t *start, const int64_
         out->rest[j] = sum;
         sum += c;
     }
-    *total = (size_t)sum;
+    *total = out->total = (size_t)sum;
     for (int k = 0; k < N_COLS; k++) {
         out->col[k] = malloc(sum ? (size_t)sum * COL_SIZE[k] : 8);
         if (!out->col[k]) return "out of memory";
@@ -585,6 +599,7 @@ static PyObject *column_of(void *data, Py_ssize_t len) {
 }
 
 static PyObject *py_decode_events(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *o_buf, *o_start, *o_end, *o_md, *o_off, *o_dur, *o_group, *o_table;
     Py_ssize_t size, width;
     long long first;
