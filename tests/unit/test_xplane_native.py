@@ -206,7 +206,7 @@ def _filter(r: random.Random, n: int) -> xev.StatFilter | None:
 def test_fuzz_events(monkeypatch: pytest.MonkeyPatch) -> None:
     r = random.Random(1)
     verdicts = set()
-    for _ in range(400):
+    for _ in range(300):
         chunks = [_mutate(r, _event(r)) if r.random() < 0.2 else _event(r) for _ in range(r.randint(0, 10))]
         buf, start, end = _ranges(chunks)
         keep = _filter(r, len(chunks))
@@ -269,7 +269,7 @@ def test_memcpy_details_parse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     from tfprof_towers.xplane.ragged import Ragged
 
     r = random.Random(4)
-    for _ in range(200):
+    for _ in range(120):
         texts = [_detail_text(r) for _ in range(r.randint(1, 12))]
         packed = Ragged.of(texts)
         padded = np.concatenate([packed.data, np.zeros(wire.PAD, np.uint8)])
