@@ -268,6 +268,7 @@ def test_memcpy_details_parse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     from tfprof_towers.trace.copies import parse_details
     from tfprof_towers.xplane.ragged import Ragged
 
+    monkeypatch.setattr(native, "kernel", KERNEL)  # also under TFPROF_TOWERS_NATIVE=0
     r = random.Random(4)
     for _ in range(120):
         texts = [_detail_text(r) for _ in range(r.randint(1, 12))]
