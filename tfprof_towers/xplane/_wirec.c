@@ -1,15 +1,17 @@
-/* The wire-walking kernel of the XSpace reader in C: lines' fields and events' headers and stats.
+/* The wire-walking kernel of the XSpace reader in C: lines' fields, events' headers and stats, and
+ * the texts of TensorFlow's memcpy_details stat.
  *
- * It computes exactly what the numpy decoders compute (tfprof_towers/xplane/layout.py:read_lines and
- * events.py:decode_event_ranges with values=True), element for element and in the same order, and
- * rejects the same malformed input; the numpy code is the fallback and the oracle its tests compare
- * against.  Arrays come in and go out through the buffer protocol (no numpy headers): inputs are
- * C-contiguous int64 / int8 arrays, outputs are bytearrays the caller views as numpy arrays.  The
- * GIL is let go of while bytes are walked.
+ * It computes exactly what the numpy code computes (tfprof_towers/xplane/layout.py:read_lines,
+ * events.py:decode_event_ranges with values=True, trace/copies.py:parse_details), element for element
+ * and in the same order, and rejects the same malformed input; the numpy code is the fallback and the
+ * oracle its tests compare against.  Arrays come in and go out through the buffer protocol (no numpy
+ * headers): inputs are C-contiguous int64 / int8 arrays, outputs are arrays the caller allocated,
+ * bytearrays, or columns this module allocated (Column), all viewed with numpy.frombuffer.  The GIL
+ * is let go of while bytes are walked.
  *
  * Every read is bounded by the end of the message it belongs to, which is at most the data size;
- * the buffer holds at least PAD (16) readable bytes after the data, so a one-byte look past a
- * message end stays inside it.
+ * the buffer holds at least PAD (16) readable bytes after the data, so the one look past a message
+ * end -- an 8-byte load holding a varint that starts before it -- stays inside the buffer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -302,8 +304,6 @@ done:
 
 #define EVENT_STATS_TAG ((4 << 3) | 2)
 #define STAT_MD_TAG (1 << 3)
-#define KIND_DOUBLE 2
-#define REST_KEY ((int64_t)1 << 40)
 
 /* The kept stats' columns, in the numpy decoder's order: by key -- the r-th stat of an event's
  * leading run of stats has key r (run keys first), the k-th field after that run rest key k --
