@@ -131,6 +131,10 @@ def test_the_switch_turns_the_kernel_off(monkeypatch: pytest.MonkeyPatch) -> Non
     assert native._load() is None
     monkeypatch.setenv(native.ENV_SWITCH, "1")
     assert native._load() is KERNEL
+    monkeypatch.setattr(native, "kernel", KERNEL)
+    with native.numpy_decoders():
+        assert native.kernel is None
+    assert native.kernel is KERNEL
 
 
 # --- fuzz: random events and lines, some mutated or truncated

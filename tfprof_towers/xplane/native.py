@@ -30,6 +30,7 @@ ENV_SWITCH = "TFPROF_TOWERS_NATIVE"
 
 
 def _load() -> ModuleType | None:
+    """The kernel's module, or None where it is not built or the environment switches it off."""
     if os.environ.get(ENV_SWITCH, "1") == "0":
         return None
     try:  # by name: an extension module, not a source file the import graph knows
@@ -55,6 +56,7 @@ def numpy_decoders() -> Iterator[None]:
 
 
 def _int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous int64 array (no copy when it is one)."""
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
