@@ -11,8 +11,7 @@ setup(
         Extension(
             "tfprof_towers.xplane._wirec",
             ["tfprof_towers/xplane/_wirec.c"],
-            extra_compile_args=["-O2", "-std=c99"],
-            optional=True,
+            optional=True,  # Python's own compiler flags: -O3 where it was built with gcc or clang
         )
     ]
 )
