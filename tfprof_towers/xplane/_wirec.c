@@ -183,58 +183,97 @@ static int check_ranges(const int64_t *start, const int64_t *end, Py_ssize_t n, 
     return 0;
 }
 
+/* A column the kernel allocated, handed to Python through the buffer protocol (freed with it). */
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    Py_ssize_t len;
+} Column;
+
+static int column_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Column *c = (Column *)self;
+    return PyBuffer_FillInfo(view, self, c->data, c->len, 0, flags);
+}
+
+static void column_dealloc(PyObject *self) {
+    free(((Column *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs column_buffer = {column_getbuffer, NULL};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_wirec.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = column_dealloc,
+    .tp_as_buffer = &column_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A column of bytes the kernel wrote (view it with numpy.frombuffer).",
+};
+
+/* A Column owning `data` (taken over: freed with the column, or here on failure). */
+static PyObject *column_of(void *data, Py_ssize_t len) {
+    Column *c = PyObject_New(Column, &ColumnType);
+    if (!c) {
+        free(data);
+        return NULL;
+    }
+    c->data = data;
+    c->len = len;
+    return (PyObject *)c;
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* Lines: the fields of XLine messages (layout.read_lines) */
 
 #define XLINE_EVENTS_TAG ((4 << 3) | 2)
 
+/* A growing int64 column. */
 typedef struct {
-    int64_t *ev_start, *ev_end, *counts;
-    int64_t *o_owner, *o_tag, *o_payload;
-    uint64_t *o_value;
-    int64_t n_events, n_other;
-} LineOut;
+    int64_t *data;
+    size_t n, cap;
+} Grow;
 
-/* Walk every line; with `out->ev_start` NULL only count (and check) what is there. */
+static int grow_push(Grow *g, int64_t v) {
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 1024;
+        int64_t *p = realloc(g->data, cap * sizeof(int64_t));
+        if (!p) return -1;
+        g->data = p;
+        g->cap = cap;
+    }
+    g->data[g->n++] = v;
+    return 0;
+}
+
+enum { L_EV_START, L_EV_END, L_OWNER, L_TAG, L_VALUE, L_PAYLOAD, N_LINE_COLS };
+
+/* Walk every line once: each event field's payload range, each line's event count, and every other
+ * field as (line, tag, value -- varint or length, 0 for fixed widths --, payload start or -1). */
 static const char *walk_lines(const Buf *buf, const int64_t *start, const int64_t *end, Py_ssize_t n,
-                              LineOut *out) {
-    int64_t ne = 0, no = 0;
-    int fill = out->ev_start != NULL;
+                              int64_t *counts, Grow *out) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t p = start[i], e = end[i], count = 0;
         while (p < e) {
             Field f;
             if (rd_field(buf, p, e, (uint64_t)1 << 32, &f)) return "a field runs past the end of its message";
             if (f.tag == XLINE_EVENTS_TAG) {
-                if (fill) {
-                    out->ev_start[ne] = f.payload;
-                    out->ev_end[ne] = f.payload + (int64_t)f.value;
-                }
-                ne++;
+                if (grow_push(&out[L_EV_START], f.payload) ||
+                    grow_push(&out[L_EV_END], f.payload + (int64_t)f.value))
+                    return "out of memory";
                 count++;
             } else {
-                if (fill) {
-                    unsigned wire = (unsigned)(f.tag & 7);
-                    out->o_owner[no] = i;
-                    out->o_tag[no] = (int64_t)f.tag;
-                    out->o_value[no] = (wire == 0 || wire == 2) ? f.value : 0;
-                    out->o_payload[no] = f.payload;
-                }
-                no++;
+                unsigned wire = (unsigned)(f.tag & 7);
+                if (grow_push(&out[L_OWNER], i) || grow_push(&out[L_TAG], (int64_t)f.tag) ||
+                    grow_push(&out[L_VALUE], (wire == 0 || wire == 2) ? (int64_t)f.value : 0) ||
+                    grow_push(&out[L_PAYLOAD], f.payload))
+                    return "out of memory";
             }
             p = f.next;
         }
-        out->counts[i] = count;
+        counts[i] = count;
     }
-    out->n_events = ne;
-    out->n_other = no;
     return NULL;
-}
-
-static PyObject *new_array(Py_ssize_t count, Py_ssize_t itemsize, void **data) {
-    PyObject *a = PyByteArray_FromStringAndSize(NULL, count * itemsize);
-    if (a) *data = PyByteArray_AS_STRING(a);
-    return a;
 }
 
 static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
@@ -244,7 +283,8 @@ static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnOOO", &o_buf, &size, &o_start, &o_end, &o_counts)) return NULL;
     View vb = {0}, vs = {0}, ve = {0}, vc = {0};
     PyObject *res = NULL;
-    PyObject *arrays[6] = {0};
+    PyObject *arrays[N_LINE_COLS] = {0};
+    Grow out[N_LINE_COLS] = {{0}};
     Buf buf;
     if (get_view(o_buf, &vb, 0, 1, -1, "buffer") || get_buf(&vb, size, &buf)) goto done;
     if (get_view(o_start, &vs, 0, 8, -1, "start")) goto done;
@@ -255,43 +295,51 @@ static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "line ranges outside the buffer");
         goto done;
     }
-    LineOut out = {0};
-    out.counts = vc.view.buf;
     const char *err;
     Py_BEGIN_ALLOW_THREADS
-    err = walk_lines(&buf, start, end, n, &out);
+    int64_t bytes = 0; /* a first guess at the events' count: a field of 16 bytes on average */
+    for (Py_ssize_t i = 0; i < n; i++) bytes += end[i] > start[i] ? end[i] - start[i] : 0;
+    size_t guess = (size_t)(bytes / 16) + 16;
+    err = NULL;
+    for (int k = L_EV_START; k <= L_EV_END && !err; k++) {
+        out[k].data = malloc(guess * sizeof(int64_t));
+        out[k].cap = guess;
+        if (!out[k].data) err = "out of memory";
+    }
+    if (!err) err = walk_lines(&buf, start, end, n, vc.view.buf, out);
+    for (int k = 0; k < N_LINE_COLS && !err; k++) { /* give back what the guess left unused */
+        if (out[k].n && out[k].n < out[k].cap) {
+            int64_t *p = realloc(out[k].data, out[k].n * sizeof(int64_t));
+            if (p) out[k].data = p;
+        }
+    }
     Py_END_ALLOW_THREADS
     if (err) {
-        PyErr_SetString(WireError, err);
+        if (!strcmp(err, "out of memory")) PyErr_NoMemory();
+        else PyErr_SetString(WireError, err);
         goto done;
     }
-    void *d[6];
-    Py_ssize_t counts[6] = {out.n_events, out.n_events, out.n_other, out.n_other, out.n_other, out.n_other};
-    for (int k = 0; k < 6; k++) {
-        arrays[k] = new_array(counts[k], 8, &d[k]);
+    for (int k = 0; k < N_LINE_COLS; k++) {
+        void *data = out[k].data ? (void *)out[k].data : malloc(8);
+        out[k].data = NULL;
+        if (!data) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        arrays[k] = column_of(data, (Py_ssize_t)(out[k].n * sizeof(int64_t)));
         if (!arrays[k]) goto done;
     }
-    out.ev_start = d[0];
-    out.ev_end = d[1];
-    out.o_owner = d[2];
-    out.o_tag = d[3];
-    out.o_value = d[4];
-    out.o_payload = d[5];
-    Py_BEGIN_ALLOW_THREADS
-    err = walk_lines(&buf, start, end, n, &out);
-    Py_END_ALLOW_THREADS
-    if (err) { /* cannot happen: the same bytes were walked once already */
-        PyErr_SetString(WireError, err);
-        goto done;
-    }
-    res = PyTuple_New(6);
+    res = PyTuple_New(N_LINE_COLS);
     if (!res) goto done;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < N_LINE_COLS; k++) {
         PyTuple_SET_ITEM(res, k, arrays[k]);
         arrays[k] = NULL;
     }
 done:
-    for (int k = 0; k < 6; k++) Py_XDECREF(arrays[k]);
+    for (int k = 0; k < N_LINE_COLS; k++) {
+        Py_XDECREF(arrays[k]);
+        free(out[k].data);
+    }
     drop_view(&vb);
     drop_view(&vs);
     drop_view(&ve);
@@ -558,45 +606,6 @@ static void free_out(Out *out) {
     memset(out, 0, sizeof(*out));
 }
 
-/* A column the kernel allocated, handed to Python through the buffer protocol (freed with it). */
-typedef struct {
-    PyObject_HEAD
-    void *data;
-    Py_ssize_t len;
-} Column;
-
-static int column_getbuffer(PyObject *self, Py_buffer *view, int flags) {
-    Column *c = (Column *)self;
-    return PyBuffer_FillInfo(view, self, c->data, c->len, 0, flags);
-}
-
-static void column_dealloc(PyObject *self) {
-    free(((Column *)self)->data);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyBufferProcs column_buffer = {column_getbuffer, NULL};
-
-static PyTypeObject ColumnType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_wirec.Column",
-    .tp_basicsize = sizeof(Column),
-    .tp_dealloc = column_dealloc,
-    .tp_as_buffer = &column_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A column of bytes the kernel wrote (view it with numpy.frombuffer).",
-};
-
-/* A Column owning `data` (taken over: freed with the column, or here on failure). */
-static PyObject *column_of(void *data, Py_ssize_t len) {
-    Column *c = PyObject_New(Column, &ColumnType);
-    if (!c) {
-        free(data);
-        return NULL;
-    }
-    c->data = data;
-    c->len = len;
-    return (PyObject *)c;
-}
 
 static PyObject *py_decode_events(PyObject *self, PyObject *args) {
     (void)self;
