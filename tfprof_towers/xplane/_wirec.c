@@ -297,9 +297,9 @@ static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
     }
     const char *err;
     Py_BEGIN_ALLOW_THREADS
-    int64_t bytes = 0; /* a first guess at the events' count: a field of 16 bytes on average */
+    int64_t bytes = 0; /* a first guess at the events' count: a field of 32 bytes on average */
     for (Py_ssize_t i = 0; i < n; i++) bytes += end[i] > start[i] ? end[i] - start[i] : 0;
-    size_t guess = (size_t)(bytes / 16) + 16;
+    size_t guess = (size_t)(bytes / 32) + 16;
     err = NULL;
     for (int k = L_EV_START; k <= L_EV_END && !err; k++) {
         out[k].data = malloc(guess * sizeof(int64_t));
