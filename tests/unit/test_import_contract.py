@@ -91,3 +91,16 @@ def test_a_heavy_import_on_the_analyze_path_is_caught(small_trace: Path) -> None
     """The same check, with rich planted in front of the command: it is seen."""
     _, modules = imported_by(["analyze", str(small_trace), "--json"], prelude="import rich.console")
     assert sorted(modules & set(HEAVY)) == ["rich"]
+
+
+def test_the_report_of_a_single_process_run_imports_no_pandas(tmp_path: Path) -> None:
+    """``report RUN_DIR`` (what ``profile`` runs after its variants) reads, analyses and renders a run of
+    single-process variants with numpy alone: no pandas or Arrow (the straggler table of a cluster
+    variant's tasks is the one part of a report that needs them)."""
+    from report_kit import make_run_dir
+
+    run = make_run_dir(tmp_path / "run")
+    code, modules = imported_by(["report", str(run)])
+    assert code == 0
+    assert (run / "report.html").is_file() and "numpy" in modules and "jinja2" in modules
+    assert sorted(modules & {"pandas", "pyarrow"}) == []

@@ -241,3 +241,29 @@ def test_one_file_is_the_merged_analysis(fixture_8gpu: Path) -> None:
     assert text({k: got[k] for k in want}) == text(want)
     assert text(evaluate_trace(pod.facts).to_json()) == text(evaluate_trace(merged).to_json())
     assert isinstance(pod.results[0], HostResult) and not any(isinstance(r, HostFailure) for r in pod.results)
+
+
+def test_a_single_host_s_events_kept_from_the_map_s_read(tmp_path: Path) -> None:
+    """``keep_events``: one host's events, read once for its map, kept on the result as ``load_hosts``
+    gives them (what a report's Chrome trace and timeline read), and the same document; several hosts
+    keep none (their events live in the map's processes)."""
+    import numpy as np
+
+    from tfprof_towers.trace.hosts import load_hosts
+
+    root = tmp_path / "one"
+    host(0, sends=((1, "edge_a"),)).write_logdir(root, run=RUN, host="h0")
+    tasks = {"h0": task(0)}
+    kept = analyze_pod(root, tasks=tasks, edge_bytes=EDGE_BYTES, keep_events=True)
+    plain = analyze_pod(root, tasks=tasks, edge_bytes=EDGE_BYTES)
+    assert plain.events is None and text(full_doc(kept)) == text(full_doc(plain))
+    want = load_hosts(root, tasks=tasks)
+    got = kept.events
+    assert got is not None and got.notes == want.notes
+    assert [(h.name, h.task, h.window) for h in got.hosts] == [(h.name, h.task, h.window) for h in want.hosts]
+    assert np.array_equal(got.hosts[0].steps.start_ps, want.hosts[0].steps.start_ps)
+    assert got.columns.n == want.columns.n > 0
+    assert np.array_equal(got.columns.start_ps, want.columns.start_ps)
+    devices = [[t.columns.text(c) for c in t.columns.device] for t in (got, want)]
+    assert devices[0] == devices[1]
+    assert analyze_pod(four_hosts(tmp_path / "four"), tasks=TASKS4, keep_events=True).events is None

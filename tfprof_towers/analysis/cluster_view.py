@@ -69,7 +69,7 @@ def step_table(tasks: Sequence[TaskSteps]) -> pd.DataFrame:
     """One row per (task, step) for the steps that two or more tasks ran (module docstring)."""
     import pandas as pd  # only where two tasks' steps are compared: `analyze FILE` never needs it
     rows = [(str(t.task or t.host or ""), s) for t in tasks for s in t.steps]
-    if not rows:
+    if len({r[0] for r in rows}) < 2:  # no step that two tasks ran (a single-process variant's one task)
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
     df = pd.DataFrame({
         "task": [r[0] for r in rows],

@@ -30,9 +30,18 @@ from typing import Any, Protocol
 
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs
-from tfprof_towers.trace.hosts import _start_method, host_prefixes, idle_cores
+from tfprof_towers.trace.hosts import _start_method, host_prefixes, idle_cores, one_host
 from tfprof_towers.trace.locate import host_name, host_names, locate_hosts, unreadable
-from tfprof_towers.trace.pod import HostFailure, HostJob, HostResult, PodAnalysis, Progress, map_host
+from tfprof_towers.trace.pod import (
+    HostFailure,
+    HostJob,
+    HostResult,
+    PodAnalysis,
+    Progress,
+    map_host,
+    map_trace,
+    read_host,
+)
 from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.vocab.errors import TowersError, TraceError
@@ -374,15 +383,24 @@ def analyze_pod(
     tasks: Mapping[str, str] | None = None, kind: str | None = None,
     edge_bytes: Mapping[str, int] | None = None, label: str = "", notes: Sequence[str] = (),
     executor: Any = None, progress: Progress | None = None, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
+    keep_events: bool = False,
 ) -> PodAnalysis:
     """Every host of the run ``path`` names, mapped on ``executor`` (:func:`.executors.executor_for`:
     None = the local process pool sized to the idle cores, ``"serial"`` = this process, a Dask address
     or ``distributed.Client``), then reduced.  Raises :class:`TraceError` when no host could be read
-    (every host's reason in one line)."""
+    (every host's reason in one line).  ``keep_events``: a single host's events, read once for the map,
+    are kept on the result (``events``, as :func:`~.hosts.load_hosts` gives them) for a caller that
+    needs them too."""
     jobs, found, made_up = host_jobs(path, run, node_devices, tasks, kind, edge_bytes, cutoffs)
-    if len(jobs) == 1:  # one host: the same map, here; its failure is the command's
+    events = None
+    if len(jobs) == 1 and keep_events:  # the same map on the same read, the events kept
         runner: Executor = Serial()
-        out: list[Outcome] = [map_host(jobs[0], keep_going=False)]
+        trace = read_host(jobs[0])
+        out: list[Outcome] = [map_trace(trace, jobs[0])]
+        events = one_host(trace, jobs[0].name, jobs[0].prefix, found)
+    elif len(jobs) == 1:  # one host: the same map, here; its failure is the command's
+        runner = Serial()
+        out = [map_host(jobs[0], keep_going=False)]
     else:  # a stray entry (a dangling link, a folder, a FIFO) is a host that failed, never opened
         stray = {i: HostFailure(j.name, j.file, why) for i, j in enumerate(jobs)
                  if (why := unreadable(Path(j.file))) is not None}
@@ -401,7 +419,7 @@ def analyze_pod(
                          + "; ".join(f"{f.name}: {f.reason}" for f in failures))
     source = str(Path(jobs[0].file).parent) if len(jobs) > 1 else str(jobs[0].file)
     return PodAnalysis(source, results, failures, kind, label, (*notes, *found), tuple(made_up),
-                       runner.note if len(jobs) > 1 else "")
+                       runner.note if len(jobs) > 1 else "", events)
 
 
 __all__ = ["HostFailure", "HostJob", "HostResult", "PodAnalysis", "analyze_pod", "host_jobs", "map_host"]

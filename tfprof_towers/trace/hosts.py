@@ -287,6 +287,13 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
                  {k: v for t in traces for k, v in t.unread.items()}, memory)
 
 
+def one_host(trace: Trace, name: str, prefix: str, notes: tuple[str, ...]) -> Trace:
+    """A single host's trace (read with ``prefix``) as :func:`load_hosts` gives it: ``notes`` (where the
+    host came from) first, and the host named."""
+    host = Host(name, prefix, trace.step_table, trace.window)
+    return replace(trace, notes=notes + trace.notes, hosts=(host,))
+
+
 def load_hosts(
     path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
     tasks: Mapping[str, str] | None = None, workers: int | None = None, skip: Sequence[str] = (),
@@ -299,9 +306,7 @@ def load_hosts(
     if len(files) == 1:
         task = (tasks or {}).get(host_name(files[0]))
         prefix = canonical_device(task) if task else ""
-        trace = read_trace(files[0], node_devices, prefix)
-        host = Host(names[0], prefix, trace.step_table, trace.window)
-        return replace(trace, notes=notes + trace.notes, hosts=(host,))
+        return one_host(read_trace(files[0], node_devices, prefix), names[0], prefix, notes)
     prefixes, made_up = host_prefixes(files, tasks)  # of every host: the names the host-by-host map used
     kept = [i for i, n in enumerate(names) if n not in set(skip)] or list(range(len(files)))
     files, names, prefixes = ([seq[i] for i in kept] for seq in (files, names, prefixes))  # none left: all
