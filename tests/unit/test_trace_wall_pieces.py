@@ -102,3 +102,24 @@ def test_idle_gaps_in_windows_match_instant_by_instant(spans, items) -> None:
             for lo, hi, k in zip(a, b, kind):
                 want[w, k] += lo <= t < hi
     assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=events)
+def test_wall_times_of_windows_too_long_for_one_key_scale_exactly(items) -> None:
+    """Two windows of 2**61 ps each are too long for one sort key (the sweep's other path): the answer
+    is the small one's, times the scale."""
+    small, scale = table([(0, 40), (0, 40)]), 1 << 56  # [0, 40), [40, 80): x 2**56 -> 2**61 ps each
+    big = StepTable(small.step, small.start_ps * scale, small.end_ps * scale)
+    cats = np.array([c for c, _, _ in items], dtype=np.int8)
+    starts = np.array([s for _, s, _ in items], dtype=np.int64)
+    ends = starts + np.array([d for _, _, d in items], dtype=np.int64)
+    window = np.array([holding(small, int(s)) for s in starts], dtype=np.int64)
+
+    def wall(steps: StepTable, k: int) -> np.ndarray:
+        n = starts.size
+        ev = DeviceEvents(np.arange(n), cats, starts * k, ends * k, np.where(window >= 0, 10 + window, -1),
+                          np.zeros(n, dtype=np.int64), window)
+        return wall_times(ev, steps)
+
+    assert (wall(big, scale) == wall(small, 1) * scale).all()
