@@ -415,13 +415,35 @@ def pieces_sweep(p: WindowPieces, cat: np.ndarray, first: int, origin: np.ndarra
     s, e = p.s + at, p.e + at
     e[p.cut] = we[p.w[p.cut]] + at[p.cut]
     np.maximum(e, s, out=e)  # an interval ending before its start adds nothing (as if dropped)
-    if p.src.size:
-        xs, xe = p.cs + offset[p.win - first], p.ce + offset[p.win - first]
-        by = np.argsort(xs, kind="stable")
-        pos = np.searchsorted(s, xs[by], side="right")
-        s, e = np.insert(s, pos, xs[by]), np.insert(e, pos, xe[by])
-        kept_rank = np.insert(kept_rank, pos, RANK.take(cat[p.src[by]]))
+    if not p.src.size:
+        return keyed_sweep(s, e, kept_rank, n_groups, n_rank, span)
+    local = p.win - first
+    if (p.cs == origin[local]).all():  # as always: a listed piece starts where its window does
+        heads = Heads(local, p.ce - p.cs, RANK.take(cat[p.src]))
+        return keyed_sweep(s, e, kept_rank, n_groups, n_rank, span, heads)
+    xs, xe = p.cs + offset[local], p.ce + offset[local]  # else merged in among the kept ones
+    by = np.argsort(xs, kind="stable")
+    pos = np.searchsorted(s, xs[by], side="right")
+    s, e = np.insert(s, pos, xs[by]), np.insert(e, pos, xe[by])
+    kept_rank = np.insert(kept_rank, pos, RANK.take(cat[p.src[by]]))
     return keyed_sweep(s, e, kept_rank, n_groups, n_rank, span)
+
+
+@dataclass(frozen=True)
+class Heads:
+    """Intervals that start where their group does (key ``g * span``): each one's group, length and rank.
+    A group's heads of some ranks cover one interval from its start, as long as their longest."""
+
+    group: np.ndarray
+    length: np.ndarray
+    rank: np.ndarray
+
+    def longest(self, r: int, n_groups: int) -> np.ndarray:
+        """Per group, the length of its longest head of rank ``r`` or less (0: none)."""
+        out = np.zeros(n_groups, dtype=np.int64)
+        sel = self.rank <= r
+        np.maximum.at(out, self.group[sel], self.length[sel])
+        return out
 
 
 def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | None]]:
@@ -486,39 +508,50 @@ def sweep(
 
 
 def keyed_sweep(s: np.ndarray, e: np.ndarray, rank: np.ndarray, n_groups: int, n_rank: int, span: int,
-                ) -> np.ndarray:
+                heads: Heads | None = None) -> np.ndarray:
     """:func:`sweep` of intervals given by keys (``e >= s``): group ``g``'s times offset into ``[g * span,
-    (g + 1) * span)``, ``span * n_groups`` below :data:`_SAFE`, so that one key sorts them all.  ``s``
-    and ``e`` are the caller's no more (fresh arrays, or used up)."""
+    (g + 1) * span)``, ``span * n_groups`` below :data:`_SAFE`, so that one key sorts them all; and of
+    ``heads``, intervals that start where their group does.  ``s`` and ``e`` are the caller's no more
+    (fresh arrays, or used up)."""
     if not (s[1:] >= s[:-1]).all():  # often sorted already: one device's events, in time order
         order = np.argsort(s, kind="stable")
         rank, s, e = rank[order], s[order], e[order]
         del order
     edges = np.arange(n_groups + 1, dtype=np.int64) * span
     out = np.zeros(n_groups * n_rank, dtype=np.int64)
-    if not s.size:
-        return out
     prev = np.zeros(n_groups, dtype=np.int64)
-    ranks = np.flatnonzero(np.bincount(rank, minlength=n_rank)).tolist()
+    present = np.bincount(rank, minlength=n_rank)
+    if heads is not None:
+        present += np.bincount(heads.rank, minlength=n_rank)
+    ranks = np.flatnonzero(present).tolist()
     for r in ranks:
+        head = heads.longest(r, n_groups) if heads is not None else None
         if r == ranks[-1]:  # every interval
-            measure = keyed_union(s, e, edges)
+            measure = keyed_union(s, e, edges, head)
         else:
             sel = np.flatnonzero(rank <= r)
-            measure = keyed_union(s[sel], e[sel], edges)
+            measure = keyed_union(s[sel], e[sel], edges, head)
         out[np.arange(n_groups) * n_rank + r] = measure - prev
         prev = measure
     return out
 
 
-def keyed_union(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
+def keyed_union(s: np.ndarray, e: np.ndarray, edges: np.ndarray, head: np.ndarray | None = None,
+                ) -> np.ndarray:
     """Per group, the measure of the union of its intervals (``e >= s``): keys sorted by start, group
     ``g``'s in ``[edges[g], edges[g + 1])``.  Each interval adds how far it reaches past every earlier one
     (``reach[i] - max(s[i], reach[i - 1])``, never negative); the additions are disjoint pieces of
-    the key axis, so their running sum stays below its end: exact int64."""
+    the key axis, so their running sum stays below its end: exact int64.  ``head``: per group, the
+    length of one more interval from its start (``[edges[g], edges[g] + head[g])``), counted with
+    them: its length less what the group's intervals that start inside it already cover there (their
+    additions, less how far past its end they reach)."""
     if not s.size:
-        return np.zeros(edges.size - 1, dtype=np.int64)
+        return np.zeros(edges.size - 1, dtype=np.int64) if head is None else head.copy()
     reach = np.maximum.accumulate(e)
+    if head is not None:  # where each group's head ends, and how far its intervals before that reach
+        head_end = edges[:-1] + head
+        before = np.searchsorted(s, head_end)
+        reach_there = reach[np.maximum(before - 1, 0)]
     lo = s.copy()
     np.maximum(lo[1:], reach[:-1], out=lo[1:])
     reach -= lo  # each interval's addition
@@ -526,7 +559,12 @@ def keyed_union(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     total = np.cumsum(reach, out=reach)
     at = np.searchsorted(s, edges)  # each group's first interval
     upto = np.where(at > 0, total[np.maximum(at - 1, 0)], 0)  # the additions before it
-    return np.diff(upto)
+    measure = np.diff(upto)
+    if head is not None:  # the head, less its overlap with the group's intervals that start in it
+        added = np.where(before > 0, total[np.maximum(before - 1, 0)], 0) - upto[:-1]
+        past = np.where(before > at[:-1], np.maximum(reach_there - head_end, 0), 0)
+        measure += head - (added - past)
+    return measure
 
 
 def union_measure(group: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, span: int) -> np.ndarray:
