@@ -171,8 +171,9 @@ class PodAnalysis:
     made_up: tuple[str, ...] = ()  # notes on hosts no task names
     #: what ran the map (shown by ``analyze``; never in the document, the same whoever ran it)
     executor_note: str = ""
-    #: a single host's events as :func:`~.hosts.load_hosts` gives them, kept from the map's own read
-    #: where the caller asked (``analyze_pod(keep_events=True)``: a report needs them); else None
+    #: the hosts' events as :func:`~.hosts.load_hosts` gives them (less the failed hosts), kept from the
+    #: map's own read where the caller asked (``analyze_pod(keep_events=True)``: a report needs them)
+    #: and they are small enough (:data:`~.executors.KEEP_EVENTS_BYTES`); else None
     events: Trace | None = None
 
     @property
