@@ -84,8 +84,9 @@ SHARE_MEANS = ("the harness's own share = what `profile` spends beyond what plai
                "of the wall-time and CPU-time ratios), and the "
                "warm-up, timed and profiled steps; nor the projection (product work: a part of its own). "
                "A cluster run is split by its lead task's phases: the driver's and that task's process "
-               "start are child process start, a task's wait for the profiler client to pull the traces is "
-               "trace collection, its first call is split by the ratio of every measured pair. The old "
+               "start are child process start, the task's own profiler start and stop are trace "
+               "collection, its waits for the capture, its peers and the driver's release are cluster "
+               "coordination, its first call is split by the ratio of every measured pair. The old "
                "share (everything outside TensorFlow start-up, the steps and the projection) is printed "
                "beside it")
 
