@@ -47,6 +47,7 @@ from tfprof_towers.trace.pod import (
     HostResult,
     PodAnalysis,
     Progress,
+    host_failure,
     map_host,
     map_trace,
     read_host,
@@ -419,21 +420,12 @@ def map_keeping(jobs: Sequence[HostJob], progress: Progress | None = None
             trace = read_host(job)
             result: Outcome = map_trace(trace, job)
         except Exception as exc:  # as map_host: a host's bad file must not lose the other hosts' results
-            result = _failure(job, exc)
+            result = host_failure(job, exc)
         else:
             traces.append(numbered(trace, len(traces)))
         out.append(result)
         _report(progress, len(out), len(jobs), result)
     return out, traces
-
-
-def _failure(job: HostJob, exc: Exception) -> HostFailure:
-    """The :class:`HostFailure` :func:`~.pod.map_host` makes of ``exc``."""
-    if isinstance(exc, TowersError):
-        return HostFailure(job.name, job.file, str(exc))
-    if isinstance(exc, MemoryError):
-        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
-    return HostFailure(job.name, job.file, f"could not be analysed ({type(exc).__name__}: {exc})")
 
 
 def analyze_pod(

@@ -126,12 +126,17 @@ def map_host(job: HostJob, keep_going: bool = True) -> HostResult | HostFailure:
         return _map_host(job)
     try:
         return _map_host(job)
-    except TowersError as e:
-        return HostFailure(job.name, job.file, str(e))
-    except MemoryError:
-        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
     except Exception as e:  # a host's bad file must not lose the other hosts' results
-        return HostFailure(job.name, job.file, f"could not be analysed ({type(e).__name__}: {e})")
+        return host_failure(job, e)
+
+
+def host_failure(job: HostJob, exc: Exception) -> HostFailure:
+    """The :class:`HostFailure` of a host whose read or analysis raised ``exc``: its one-line reason."""
+    if isinstance(exc, TowersError):
+        return HostFailure(job.name, job.file, str(exc))
+    if isinstance(exc, MemoryError):
+        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
+    return HostFailure(job.name, job.file, f"could not be analysed ({type(exc).__name__}: {exc})")
 
 
 def _map_host(job: HostJob) -> HostResult:
