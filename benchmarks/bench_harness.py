@@ -56,8 +56,8 @@ CATEGORIES: tuple[tuple[str, bool], ...] = (
     ("placement trace", True),  # the one FULL_TRACE step (tf1-graph) + reading partition graphs
     ("timed steps", False),
     ("profiled steps", False),
-    ("trace collection", True),  # profiler start + stop (writes xplane.pb); a cluster task's wait for it
-    ("cluster coordination", True),  # a cluster task waiting for its peers, the profiler's session, servers
+    ("trace collection", True),  # profiler start + stop (writes xplane.pb), in a cluster task too
+    ("cluster coordination", True),  # a cluster task waiting for the capture, its peers, servers, release
     ("child bookkeeping", True),  # spec/record reading and writing in the child
     ("runner bookkeeping", True),  # parent: spec/record files, progress display
     ("setup", True),  # parent: options, run directory, run.json
@@ -84,8 +84,9 @@ SHARE_MEANS = ("the harness's own share = what `profile` spends beyond what plai
                "of the wall-time and CPU-time ratios), and the "
                "warm-up, timed and profiled steps; nor the projection (product work: a part of its own). "
                "A cluster run is split by its lead task's phases: the driver's and that task's process "
-               "start are child process start, a task's wait for the profiler client to pull the traces is "
-               "trace collection, its first call is split by the ratio of every measured pair. The old "
+               "start are child process start, the task's own profiler start and stop are trace "
+               "collection, its waits for the capture, its peers and the driver's release are cluster "
+               "coordination, its first call is split by the ratio of every measured pair. The old "
                "share (everything outside TensorFlow start-up, the steps and the projection) is printed "
                "beside it")
 
@@ -139,10 +140,10 @@ CLUSTER_PHASES: dict[str, tuple[str, ...]] = {
     "placement trace": (phase.PLACEMENT_EXTRACT,),  # its first call: split_first_call
     "timed steps": (phase.TIMED,),
     "profiled steps": (phase.PROFILED,),
-    # after its profiled steps a task waits for the driver's release, which comes when the profiler
-    # client has pulled every task's trace: the trace's collection
-    "trace collection": (phase.WAIT_RELEASE,),
-    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_SERVERS),
+    # each captured task runs its own profiler session: its start, and its stop that writes the trace
+    "trace collection": (phase.PROFILER_START, phase.COLLECT),
+    # waits for the capture's start, for peers, for servers, and for the driver's release at the end
+    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_SERVERS, phase.WAIT_RELEASE),
 }
 
 

@@ -377,22 +377,25 @@ CLUSTER_RECORD = {"family": "cluster", "status": "ok", "wall_s": 20.0,
                   "cluster": {"attempts": [{"folder": "attempt-1"}], "tasks": [
                       {"task": "worker:0", "phases_s": {"tf_import": 5.0, "strategy_init": 1.0, "build": 0.5,
                                                         "first_call_placement": 2.0, "timed": 3.0,
-                                                        "wait_capture": 0.1, "profiled": 0.4,
+                                                        "wait_capture": 0.1, "profiler_start": 0.05,
+                                                        "profiled": 0.4, "collect": 0.45,
                                                         "wait_release": 1.5}}]}}
 
 
 def test_a_cluster_driver_s_start_and_its_task_s_start_are_process_start_not_bookkeeping(tmp_path) -> None:
     """The driver's spawn-to-main() (the fork server's import waited out) and the lead task's start
-    (the driver's main() to the task's) are "child process start"; the wait for the driver's release
-    is the trace's collection; only the rest is bookkeeping."""
+    (the driver's main() to the task's) are "child process start"; the task's profiler start and stop
+    are the trace's collection, its wait for the driver's release is coordination; only the rest is
+    bookkeeping."""
     task = tmp_path / "attempt-1" / "tasks" / "worker-0"
     task.mkdir(parents=True)
     (task / "record.json").write_text('{"clock_unix": {"main_start": 101.2, "main_end": 115.0}}')
     record = harness.with_lead_clock(CLUSTER_RECORD, tmp_path)
     parts = harness.cluster_breakdown(record)
     assert parts["child process start"] == pytest.approx(4.5 + 1.2)
-    assert parts[harness.TF_STARTUP] == pytest.approx(6.2) and parts["trace collection"] == 1.5
-    assert parts["child bookkeeping"] == pytest.approx(20.0 - 5.7 - 6.2 - 0.5 - 2.0 - 3.0 - 0.1 - 0.4 - 1.5)
+    assert parts[harness.TF_STARTUP] == pytest.approx(6.2) and parts["trace collection"] == pytest.approx(0.5)
+    assert parts["cluster coordination"] == pytest.approx(1.6)
+    assert parts["child bookkeeping"] == pytest.approx(20.0 - 5.7 - 6.2 - 0.5 - 2.0 - 3.0 - 0.4 - 0.5 - 1.6)
     assert sum(parts.values()) == pytest.approx(20.0)
     run = harness.run_breakdown({"harness_s": {"variants": 20.0}, "tensorflow_starts": {"import_s": 4.0}},
                                 [record], 20.0)

@@ -104,3 +104,19 @@ def test_the_report_of_a_single_process_run_imports_no_pandas(tmp_path: Path) ->
     assert code == 0
     assert (run / "report.html").is_file() and "numpy" in modules and "jinja2" in modules
     assert sorted(modules & {"pandas", "pyarrow"}) == []
+
+
+def test_the_report_of_a_cluster_run_imports_no_pandas(tmp_path: Path) -> None:
+    """The same for a cluster variant's run, two tasks' traces: its straggler table and step rows are
+    numpy's, and a straggler is still found (the view was made, not skipped)."""
+    import json
+
+    from cluster_kit import make_cluster_run
+
+    run = make_cluster_run(tmp_path / "run")
+    code, modules = imported_by(["report", str(run)])
+    assert code == 0
+    view = json.loads((run / "summary.json").read_text())["variants"][0]["cluster"]
+    assert [s["task"] for s in view["stragglers"]] == ["/job:worker/task:1"] and len(view["steps"]) == 8
+    assert "numpy" in modules and "jinja2" in modules
+    assert sorted(modules & {"pandas", "pyarrow"}) == []

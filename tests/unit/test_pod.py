@@ -30,6 +30,7 @@ from tfprof_towers.trace.executors import LocalPool, analyze_pod, host_jobs
 from tfprof_towers.trace.pod import HostFailure, HostResult, map_host
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TraceError
+from tfprof_towers.xplane.strings import Strings
 
 POD_ONLY = ("hosts", "failed_hosts")
 
@@ -245,8 +246,7 @@ def test_one_file_is_the_merged_analysis(fixture_8gpu: Path) -> None:
 
 def test_a_single_host_s_events_kept_from_the_map_s_read(tmp_path: Path) -> None:
     """``keep_events``: one host's events, read once for its map, kept on the result as ``load_hosts``
-    gives them (what a report's Chrome trace and timeline read), and the same document; several hosts
-    keep none (their events live in the map's processes)."""
+    gives them (what a report's Chrome trace and timeline read), and the same document."""
     import numpy as np
 
     from tfprof_towers.trace.hosts import load_hosts
@@ -266,4 +266,48 @@ def test_a_single_host_s_events_kept_from_the_map_s_read(tmp_path: Path) -> None
     assert np.array_equal(got.columns.start_ps, want.columns.start_ps)
     devices = [[t.columns.text(c) for c in t.columns.device] for t in (got, want)]
     assert devices[0] == devices[1]
-    assert analyze_pod(four_hosts(tmp_path / "four"), tasks=TASKS4, keep_events=True).events is None
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two traces (or any of their parts) hold the same values, array by array."""
+    import dataclasses
+
+    import numpy as np
+
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype \
+            and np.array_equal(a, b)
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in dataclasses.fields(a))
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, Strings):  # a table of strings, equal by its items
+        return isinstance(b, Strings) and a.items == b.items
+    return a == b
+
+
+def test_a_few_small_hosts_events_kept_from_the_map_s_read(tmp_path: Path, monkeypatch) -> None:
+    """``keep_events`` on several hosts whose files are small: the map runs here, host after host, and
+    their reads, joined, are the trace ``load_hosts`` reads (every column, note, host and step table),
+    less the hosts that failed, which ``load_hosts`` skips; the document is the pool's.  Above the size
+    (``KEEP_EVENTS_BYTES``) or on another executor, none are kept: the pool's processes hold them."""
+    from tfprof_towers.trace import executors
+    from tfprof_towers.trace.hosts import load_hosts
+
+    root = four_hosts(tmp_path / "four")
+    kept = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, keep_events=True)
+    pooled = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor=LocalPool(workers=2))
+    assert pooled.events is None and text(full_doc(kept)) == text(full_doc(pooled))
+    want = load_hosts(root, tasks=TASKS4, workers=2)
+    assert kept.events is not None and kept.events.columns.n > 0 and same(kept.events, want)
+    assert sorted(set(kept.events.columns.line_host.tolist())) == [0, 1, 2, 3]
+    cut(root / "plugins" / "profile" / RUN / "h2.xplane.pb")
+    broken = analyze_pod(root, tasks=TASKS4, keep_events=True)
+    assert [f.name for f in broken.failures] == ["h2"]
+    assert same(broken.events, load_hosts(root, tasks=TASKS4, skip=("h2",)))
+    monkeypatch.setattr(executors, "KEEP_EVENTS_BYTES", 1000)  # the four files are larger together
+    big = analyze_pod(root, tasks=TASKS4, keep_events=True, executor="serial")
+    assert big.events is None and text(big.to_doc()) == text(broken.to_doc())

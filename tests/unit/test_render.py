@@ -299,3 +299,45 @@ def test_the_box_says_projected_on_and_the_cpu_ranking_is_headed_as_what_it_is(r
     assert ranking.startswith("CPU stand-in timings, measured here The accelerators here are logical CPU "
                               "devices sharing the same cores: placement, bytes and FLOPs are real; speed is "
                               "not GPU speed.")
+
+
+def test_the_templates_compiled_code_is_kept_and_gives_the_same_report(tmp_path: Path, monkeypatch) -> None:
+    """The templates' compiled code is kept between runs (``TemplateCache``): a second environment loads
+    every template of a report from it without compiling one, and the page is the same; an environment
+    with another option has another key, so it compiles; a cache folder that cannot be written only
+    costs the compile."""
+    from tfprof_towers.render import html
+
+    run = make_run_dir(tmp_path / "run")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    make = html.environment.__wrapped__  # a new environment each call
+
+    def env_with(directory: Path) -> object:
+        env = make()
+        env.bytecode_cache = html.TemplateCache(env, str(directory))
+        return env
+
+    def report(env: object) -> str:
+        monkeypatch.setattr(html, "environment", lambda: env)
+        finish_run(RunDir(run))
+        return (run / "report.html").read_text()
+
+    def compiled(*args: object, **kwargs: object) -> None:
+        raise AssertionError("compiled")
+
+    first = report(env_with(cache))
+    kept = sorted(p.name for p in cache.iterdir())
+    assert kept and all(n.startswith("tfprof-towers-") and n.endswith(".cache") for n in kept)
+    again = env_with(cache)
+    again.compile = compiled  # every template comes from the cache, or this fails
+    assert report(again) == first
+    other = env_with(cache)
+    other.trim_blocks = False
+    key = html.TemplateCache(other).get_cache_key("report.html", "f")
+    assert key != html.TemplateCache(again).get_cache_key("report.html", "f")
+    other.compile = compiled
+    with pytest.raises(AssertionError, match="compiled"):
+        other.get_template("report.html")
+    assert report(env_with(tmp_path / "no-such-folder")) == first  # nothing kept, nothing lost
+    assert not (tmp_path / "no-such-folder").exists()

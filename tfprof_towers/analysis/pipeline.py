@@ -43,7 +43,7 @@ class VariantTrace:
         raises."""
         if self.pod is None or self.logdir is None:
             return None
-        if self.pod.events is not None:  # a single host's, kept from the analysis's own read
+        if self.pod.events is not None:  # kept from the analysis's own read (one host, or a few small ones)
             return self.pod.events
         from tfprof_towers.analysis.run_traces import merged_trace
 

@@ -30,7 +30,16 @@ from typing import Any, Protocol
 
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs
-from tfprof_towers.trace.hosts import _start_method, host_prefixes, idle_cores, one_host
+from tfprof_towers.trace.hosts import (
+    _start_method,
+    host_prefixes,
+    idle_cores,
+    join_hosts,
+    numbered,
+    one_host,
+    with_join_notes,
+)
+from tfprof_towers.trace.load import Trace
 from tfprof_towers.trace.locate import host_name, host_names, locate_hosts, unreadable
 from tfprof_towers.trace.pod import (
     HostFailure,
@@ -38,6 +47,7 @@ from tfprof_towers.trace.pod import (
     HostResult,
     PodAnalysis,
     Progress,
+    host_failure,
     map_host,
     map_trace,
     read_host,
@@ -378,6 +388,46 @@ def host_jobs(
     return jobs, notes, made_up
 
 
+#: A multi-host analysis keeps every host's events (``analyze_pod(keep_events=True)``) only while its
+#: trace files come to at most this many bytes together: then the map runs here, host after host, and
+#: each host's read is kept for the merged trace (which holds every host's events anyway, joined).
+#: Above it the map runs where it would (a pool, Dask), each host's events left there, and the caller
+#: reads them again: a pod's hosts are never all held in this process while the map runs.
+KEEP_EVENTS_BYTES = 64 << 20
+
+
+def _keeps_events(jobs: Sequence[HostJob], executor: Any) -> bool:
+    """Whether the map of ``jobs`` runs here keeping each host's events (:data:`KEEP_EVENTS_BYTES`)."""
+    if executor not in (None, "local", "serial"):  # a Dask cluster's, or an executor the caller made
+        return False
+    total = 0
+    for job in jobs:
+        try:
+            total += os.stat(job.file).st_size
+        except OSError:
+            return False
+    return total <= KEEP_EVENTS_BYTES
+
+
+def map_keeping(jobs: Sequence[HostJob], progress: Progress | None = None
+                ) -> tuple[list[Outcome], list[Trace]]:
+    """:meth:`Serial.map` that keeps each host's events: the outcomes in the jobs' order, and the traces
+    of the hosts mapped (numbered as :func:`~.hosts.read_hosts` numbers them, among those hosts)."""
+    out: list[Outcome] = []
+    traces: list[Trace] = []
+    for job in jobs:
+        try:
+            trace = read_host(job)
+            result: Outcome = map_trace(trace, job)
+        except Exception as exc:  # as map_host: a host's bad file must not lose the other hosts' results
+            result = host_failure(job, exc)
+        else:
+            traces.append(numbered(trace, len(traces)))
+        out.append(result)
+        _report(progress, len(out), len(jobs), result)
+    return out, traces
+
+
 def analyze_pod(
     path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
     tasks: Mapping[str, str] | None = None, kind: str | None = None,
@@ -388,9 +438,10 @@ def analyze_pod(
     """Every host of the run ``path`` names, mapped on ``executor`` (:func:`.executors.executor_for`:
     None = the local process pool sized to the idle cores, ``"serial"`` = this process, a Dask address
     or ``distributed.Client``), then reduced.  Raises :class:`TraceError` when no host could be read
-    (every host's reason in one line).  ``keep_events``: a single host's events, read once for the map,
-    are kept on the result (``events``, as :func:`~.hosts.load_hosts` gives them) for a caller that
-    needs them too."""
+    (every host's reason in one line).  ``keep_events``: the hosts' events, read once for the map, are
+    kept on the result (``events``: the trace :func:`~.hosts.load_hosts` gives, less the hosts that
+    failed) for a caller that needs them too; of several hosts, only while their files are small
+    (:data:`KEEP_EVENTS_BYTES`), else ``events`` is None."""
     jobs, found, made_up = host_jobs(path, run, node_devices, tasks, kind, edge_bytes, cutoffs)
     events = None
     if len(jobs) == 1 and keep_events:  # the same map on the same read, the events kept
@@ -406,9 +457,20 @@ def analyze_pod(
                  if (why := unreadable(Path(j.file))) is not None}
         for failure in stray.values():
             _report(progress, 0, len(jobs), failure)
-        runner = executor_for(executor)
-        mapped = iter(runner.map([j for i, j in enumerate(jobs) if i not in stray], progress)
-                      if len(stray) < len(jobs) else [])
+        todo = [j for i, j in enumerate(jobs) if i not in stray]
+        if keep_events and todo and _keeps_events(todo, executor):
+            runner = Serial()
+            done, traces = map_keeping(todo, progress)
+            if traces:
+                kept = [r for r in done if isinstance(r, HostResult)]
+                prefixes, names = [r.task for r in kept], [r.name for r in kept]
+                events = with_join_notes(join_hosts(traces, prefixes, names, str(Path(kept[0].file).parent)),
+                                         names, prefixes, found, made_up)
+                del traces
+            mapped = iter(done)
+        else:
+            runner = executor_for(executor)
+            mapped = iter(runner.map(todo, progress) if todo else [])
         out = [stray[i] if i in stray else next(mapped) for i in range(len(jobs))]
     results = tuple(r for r in out if isinstance(r, HostResult))
     failures = tuple(r for r in out if isinstance(r, HostFailure))

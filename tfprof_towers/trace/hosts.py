@@ -315,7 +315,20 @@ def load_hosts(
         traces = read_hosts(files, prefixes, node_devices, workers, tmp)
         trace = join_hosts(traces, prefixes, names, source)
         del traces
-    note = f"{len(files)} hosts analysed together: " + ", ".join(
+    return with_join_notes(trace, names, prefixes, notes, made_up)
+
+
+def with_join_notes(trace: Trace, names: Sequence[str], prefixes: Sequence[str], found: Sequence[str],
+                    made_up: Sequence[str]) -> Trace:
+    """The joined ``trace`` of the hosts ``names`` (named ``prefixes``) with the notes :func:`load_hosts`
+    puts first: where the hosts came from (``found``), which host is which task, and the names made up."""
+    note = f"{len(names)} hosts analysed together: " + ", ".join(
         f"{n} = {p}" for n, p in zip(names, prefixes)
     )
-    return replace(trace, notes=(*notes, note, *made_up, *trace.notes))
+    return replace(trace, notes=(*found, note, *made_up, *trace.notes))
+
+
+def numbered(trace: Trace, host: int) -> Trace:
+    """``trace`` (one host's, read as host 0) as the ``host``-th of a multi-host read (its lines' host)."""
+    lines = np.full(trace.columns.line_host.shape, host, dtype=np.int16)
+    return replace(trace, columns=replace(trace.columns, line_host=lines))

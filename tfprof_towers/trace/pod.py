@@ -126,12 +126,17 @@ def map_host(job: HostJob, keep_going: bool = True) -> HostResult | HostFailure:
         return _map_host(job)
     try:
         return _map_host(job)
-    except TowersError as e:
-        return HostFailure(job.name, job.file, str(e))
-    except MemoryError:
-        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
     except Exception as e:  # a host's bad file must not lose the other hosts' results
-        return HostFailure(job.name, job.file, f"could not be analysed ({type(e).__name__}: {e})")
+        return host_failure(job, e)
+
+
+def host_failure(job: HostJob, exc: Exception) -> HostFailure:
+    """The :class:`HostFailure` of a host whose read or analysis raised ``exc``: its one-line reason."""
+    if isinstance(exc, TowersError):
+        return HostFailure(job.name, job.file, str(exc))
+    if isinstance(exc, MemoryError):
+        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
+    return HostFailure(job.name, job.file, f"could not be analysed ({type(exc).__name__}: {exc})")
 
 
 def _map_host(job: HostJob) -> HostResult:
@@ -171,8 +176,9 @@ class PodAnalysis:
     made_up: tuple[str, ...] = ()  # notes on hosts no task names
     #: what ran the map (shown by ``analyze``; never in the document, the same whoever ran it)
     executor_note: str = ""
-    #: a single host's events as :func:`~.hosts.load_hosts` gives them, kept from the map's own read
-    #: where the caller asked (``analyze_pod(keep_events=True)``: a report needs them); else None
+    #: the hosts' events as :func:`~.hosts.load_hosts` gives them (less the failed hosts), kept from the
+    #: map's own read where the caller asked (``analyze_pod(keep_events=True)``: a report needs them)
+    #: and they are small enough (:data:`~.executors.KEEP_EVENTS_BYTES`); else None
     events: Trace | None = None
 
     @property

@@ -119,8 +119,10 @@ def is_host_threads(name: str) -> bool:
     return name.startswith("/host:") or (name.startswith("/job:") and "/host:" in name)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def task_of(name: str) -> str:
-    """``/job:worker/task:1`` for a cluster task's device or host threads, else ``""``."""
+    """``/job:worker/task:1`` for a cluster task's device or host threads, else ``""`` (cached: a cluster
+    trace's every node asks it of the few devices they name)."""
     if is_host_threads(name):
         return name[: name.index("/host:")] if name.startswith("/job:") else ""
     p = parse_device(name)
