@@ -28,7 +28,7 @@ help: ## list the targets
 
 install: $(STAMP) ## create .venv and install the package with its dependencies (quick when nothing changed)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py tfprof_towers/xplane/_wirec.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[$(TF_RESOLVED),dev]"

@@ -6,7 +6,8 @@ both sides of a comparison alike; each lives in its own module, runnable alone:
 1. **Profiler overhead** (:mod:`.bench_overhead`): profiled over un-profiled step time per built-in
    variant of every family, in one process per variant, per tracer setting.
 2. **Harness overhead** (:mod:`.bench_harness`): whole default ``profile`` runs (and
-   ``profile --workers 2`` runs), their wall time split into TensorFlow's and the harness's own.
+   ``profile --workers 2`` runs), their wall time split into TensorFlow's and the harness's own
+   (a TF2 first call's graph collection measured in paired fresh processes: :mod:`.bench_collection`).
 3. **Fork server** (:mod:`.bench_fork`): the same ``profile`` with every child fresh
    (``TFPROF_TOWERS_FORK_SERVER=0``) and forked from the fork server.
 4. **Parse speed**: the trace-parsing benchmark (``benchmarks.bench_parse``) at small

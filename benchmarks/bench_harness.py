@@ -1,14 +1,17 @@
 """Measures the harness's own cost: whole `profile` runs' wall time, TensorFlow's and the harness's.
 
 Whole default ``tfprof-towers profile`` runs, their wall time split into TensorFlow start-up,
-graph build, warm-up, timed steps, profiled steps, trace collection, analysis and rendering, and
-the rest, from the phase times the children and the parent record in the run directory; and
+graph build, first call, graph collection, warm-up, timed steps, profiled steps, trace collection,
+analysis and rendering, and the rest, from the phase times the children and the parent record in
+the run directory (a TF2 first call split by what graph collection was measured to add to it,
+:mod:`.bench_collection`, first); the harness's own share is what a plain TensorFlow program
+running the same steps would not spend (``SHARE_MEANS``), printed beside the old share; and
 ``profile --workers 2`` runs, split from the lead task's phases the same way.  Each run also says
 how its TensorFlow children started (``run.json`` -> ``tensorflow_starts``): how many TensorFlow
 imports, what the children's start-up cost, and the import-free lower bound of the whole command
 (its wall time less that cost).
 
-    python -m benchmarks.bench_harness [--preset cpu] [--profile-runs 3] [--quick]
+    python -m benchmarks.bench_harness [--preset cpu] [--profile-runs 3] [--collection-pairs 4] [--quick]
 
 ``make bench`` runs it as its second figure; run alone it writes ``reports/bench_harness.json``.
 """
@@ -23,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_collection import CollectionCost, cost_of, format_collection, measure_collection
 from benchmarks.common import (
     BenchOptions,
     Part,
@@ -40,16 +44,20 @@ HARNESS_SHARE_TARGET = 0.15  # harness's own share of a whole default profile ru
 
 # Harness-overhead categories: (label, counts as the harness's own cost?)
 TF_STARTUP = "TensorFlow start-up/exit"
+FIRST_CALL = "first call (trace and optimise)"
+COLLECTION = "graph collection"
 CATEGORIES: tuple[tuple[str, bool], ...] = (
     (TF_STARTUP, False),  # import, session + variable init, the child's exit
     ("child process start", True),  # interpreter + harness imports before main()
-    ("graph build", True),
+    ("graph build", False),  # the variant's model, strategy and step: what any program running it builds
+    (FIRST_CALL, False),  # a tf.function's first call (tracing, Grappler, first step) less collection's part
+    (COLLECTION, True),  # what graph collection adds to that first call (measured: bench_collection)
     ("warm-up steps", False),
-    ("placement trace", True),  # the one FULL_TRACE step + reading partition graphs
+    ("placement trace", True),  # the one FULL_TRACE step (tf1-graph) + reading partition graphs
     ("timed steps", False),
     ("profiled steps", False),
-    ("trace collection", True),  # profiler start + stop (writes xplane.pb); a cluster task's wait for it
-    ("cluster coordination", True),  # a cluster task waiting for its peers, the profiler's session, servers
+    ("trace collection", True),  # profiler start + stop (writes xplane.pb), in a cluster task too
+    ("cluster coordination", True),  # a cluster task waiting for the capture, its peers, servers, release
     ("child bookkeeping", True),  # spec/record reading and writing in the child
     ("runner bookkeeping", True),  # parent: spec/record files, progress display
     ("setup", True),  # parent: options, run directory, run.json
@@ -59,22 +67,38 @@ CATEGORIES: tuple[tuple[str, bool], ...] = (
     ("failed variants", True),  # a variant that crashed has no phase times
 )
 OWN = frozenset(name for name, own in CATEGORIES if own)
+#: The categories the share counted before it was defined against plain TensorFlow programs: everything
+#: outside TensorFlow's start-up, the steps and the projection (printed beside the share, for comparison).
+OLD_OWN = OWN | {"graph build", FIRST_CALL}
 #: What "the harness's own share" counts, as the report and docs/benchmarks.md say it.
-SHARE_MEANS = ("the harness's own share = (" + ", ".join(name for name, own in CATEGORIES if own)
+SHARE_MEANS = ("the harness's own share = what `profile` spends beyond what plain TensorFlow programs "
+               "running the same variants' steps would spend: ("
+               + ", ".join(n for n, own in CATEGORIES if own)
                + ") / the whole command's wall time (the sum of every category, start to exit); not "
-               "counted: TensorFlow start-up (imports, session and strategy set-up, the wait for the fork "
-               "server's import, exit), the warm-up, timed and profiled steps (the user's TensorFlow work) "
-               "and the projection (product work: a part of its own). A cluster run is split by its lead "
-               "task's phases: the driver's and that task's process start are child process start, a "
-               "task's wait for the profiler client to pull the traces is trace collection")
+               "counted, since a plain program pays them too: TensorFlow start-up (imports, session and "
+               "strategy set-up, the wait for the fork server's import, exit), the graph build (the "
+               "variant's model, strategy and step), a tf.function's first call (tracing, Grappler, the "
+               "first step; a tf1-graph variant's first run is in its warm-up) less what graph collection "
+               "adds to it, measured in paired fresh processes (bench_collection: the call times "
+               "(1 - 1/ratio), the ratio of the variant's first call with collection on to off, the larger "
+               "of the wall-time and CPU-time ratios), and the "
+               "warm-up, timed and profiled steps; nor the projection (product work: a part of its own). "
+               "A cluster run is split by its lead task's phases: the driver's and that task's process "
+               "start are child process start, the task's own profiler start and stop are trace "
+               "collection, its waits for the capture, its peers and the driver's release are cluster "
+               "coordination, its first call is split by the ratio of every measured pair. The old "
+               "share (everything outside TensorFlow start-up, the steps and the projection) is printed "
+               "beside it")
 
 
 def _phases(record: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in (record.get("phases_s") or {}).items()}
 
 
-def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
-    """One variant's wall time (record ``wall_s``) split into the categories above."""
+def variant_breakdown(record: Mapping[str, Any],
+                      collection: CollectionCost | None = None) -> dict[str, float]:
+    """One variant's wall time (record ``wall_s``) split into the categories above; a tf.function's first
+    call split by ``collection`` (:func:`split_first_call`)."""
     wall = float(record.get("wall_s") or 0.0)
     proc = record.get("process_s")
     ph = _phases(record)
@@ -87,9 +111,10 @@ def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
         "graph build": ph.get(phase.BUILD, 0.0),
         # the math steps and a tf.function's second call are warm-up steps
         "warm-up steps": ph.get(phase.WARMUP, 0.0) + ph.get(phase.MATH, 0.0) + ph.get(phase.SECOND_CALL, 0.0),
-        # a tf.function's first call traces it with graph collection on: the placement's trace
-        "placement trace": ph.get(phase.PLACEMENT_TRACE, 0.0) + ph.get(phase.PLACEMENT_EXTRACT, 0.0)
-        + ph.get(phase.FIRST_CALL_PLACEMENT, 0.0),
+        **split_first_call(collection, str(record.get("name") or ""),
+                           ph.get(phase.FIRST_CALL_PLACEMENT, 0.0)),
+        # a tf1-graph variant's one FULL_TRACE step, and reading the partition graphs (both families)
+        "placement trace": ph.get(phase.PLACEMENT_TRACE, 0.0) + ph.get(phase.PLACEMENT_EXTRACT, 0.0),
         "timed steps": ph.get(phase.TIMED, 0.0),
         "profiled steps": ph.get(phase.PROFILED, 0.0),
         "trace collection": ph.get(phase.PROFILER_START, 0.0) + ph.get(phase.COLLECT, 0.0),
@@ -98,18 +123,27 @@ def variant_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def split_first_call(collection: CollectionCost | None, variant: str,
+                     first_call_s: float) -> dict[str, float]:
+    """A tf.function's first call (made with graph collection on): what graph collection added, as
+    ``collection`` measured it (:meth:`~benchmarks.bench_collection.CollectionCost.cost`; with nothing
+    measured, the whole call), and the rest, TensorFlow's first call."""
+    cost = min(first_call_s, cost_of(collection, variant, first_call_s))
+    return {FIRST_CALL: first_call_s - cost, COLLECTION: cost}
+
+
 #: A cluster task's phases (capture.cluster.task) -> the categories above.
 CLUSTER_PHASES: dict[str, tuple[str, ...]] = {
     TF_STARTUP: (phase.TF_IMPORT, phase.STRATEGY_INIT, phase.SERVER_START, phase.COORDINATOR_INIT),
     "graph build": (phase.BUILD,),
     "warm-up steps": (phase.WARMUP, phase.FIRST_CALL, phase.SECOND_CALL),
-    "placement trace": (phase.FIRST_CALL_PLACEMENT, phase.PLACEMENT_EXTRACT),
+    "placement trace": (phase.PLACEMENT_EXTRACT,),  # its first call: split_first_call
     "timed steps": (phase.TIMED,),
     "profiled steps": (phase.PROFILED,),
-    # after its profiled steps a task waits for the driver's release, which comes when the profiler
-    # client has pulled every task's trace: the trace's collection
-    "trace collection": (phase.WAIT_RELEASE,),
-    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_SERVERS),
+    # each captured task runs its own profiler session: its start, and its stop that writes the trace
+    "trace collection": (phase.PROFILER_START, phase.COLLECT),
+    # waits for the capture's start, for peers, for servers, and for the driver's release at the end
+    "cluster coordination": (phase.WAIT_CAPTURE, phase.WAIT_PEERS, phase.WAIT_SERVERS, phase.WAIT_RELEASE),
 }
 
 
@@ -117,7 +151,8 @@ CLUSTER_PHASES: dict[str, tuple[str, ...]] = {
 LEAD_CLOCK = "lead_clock_unix"
 
 
-def cluster_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
+def cluster_breakdown(record: Mapping[str, Any],
+                      collection: CollectionCost | None = None) -> dict[str, float]:
     """A cluster variant's wall time split as :func:`variant_breakdown` splits one child's: from its
     first stepping task's phases (every task runs at once, so one task's time is the variant's).
 
@@ -133,6 +168,8 @@ def cluster_breakdown(record: Mapping[str, Any]) -> dict[str, float]:
         return {"failed variants": wall}
     ph = {k: float(v) for k, v in lead["phases_s"].items()}
     out = {cat: sum(ph.get(k, 0.0) for k in keys) for cat, keys in CLUSTER_PHASES.items()}
+    # no pair measured a cluster task's first call: every pair's ratio (CollectionCost.pooled)
+    out.update(split_first_call(collection, "", ph.get(phase.FIRST_CALL_PLACEMENT, 0.0)))
     proc = record.get("process_s") or {}
     out[TF_STARTUP] += float(proc.get("exit") or 0.0)
     task_start = _task_start(record.get("clock_unix") or {}, record.get(LEAD_CLOCK) or {})
@@ -155,12 +192,13 @@ def _task_start(driver: Mapping[str, Any], task: Mapping[str, Any]) -> float:
 
 
 def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
-                  total_wall_s: float) -> dict[str, float]:
-    """A whole `profile` run's wall time split into CATEGORIES (seconds; sums to the total)."""
+                  total_wall_s: float, collection: CollectionCost | None = None) -> dict[str, float]:
+    """A whole `profile` run's wall time split into CATEGORIES (seconds; sums to the total); the first
+    calls split by ``collection`` (None: counted whole as graph collection)."""
     parts = dict.fromkeys((name for name, _ in CATEGORIES), 0.0)
     for rec in records:
         split = cluster_breakdown if rec.get("family") == "cluster" else variant_breakdown
-        for k, v in split(rec).items():
+        for k, v in split(rec, collection).items():
             parts[k] += v
     # the fork server's one import is spent while the first child waits to start: TensorFlow's
     # start-up, not the harness's (a child started fresh imports it in its tf_import phase)
@@ -179,21 +217,23 @@ def run_breakdown(run_doc: Mapping[str, Any], records: Sequence[Mapping[str, Any
     return parts
 
 
-def own_share(parts: Mapping[str, float]) -> float:
-    """The harness's own categories over all CATEGORIES (other keys, such as ``tf_start_s``, ignored)."""
+def own_share(parts: Mapping[str, float], own: frozenset[str] = OWN) -> float:
+    """The harness's own categories (``own``; :data:`OLD_OWN` for the old share) over all CATEGORIES
+    (other keys, such as ``tf_start_s``, ignored)."""
     names = {name for name, _ in CATEGORIES}
     total = sum(v for k, v in parts.items() if k in names)
-    return sum(v for k, v in parts.items() if k in OWN) / total if total > 0 else 0.0
+    return sum(v for k, v in parts.items() if k in own) / total if total > 0 else 0.0
 
 
 def profile_once(opts: BenchOptions, out: Path, argv: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> dict[str, float]:
+                 env: Mapping[str, str] | None = None,
+                 collection: CollectionCost | None = None) -> dict[str, float]:
     """One whole `profile` run, timed and split into CATEGORIES, with how its TensorFlow started."""
     total = timed_profile(opts, out, argv, env)
     run_doc = json.loads((out / "run.json").read_text())
     records = [with_lead_clock(json.loads(p.read_text()), p.parent)
                for p in sorted(out.glob("variants/*/record.json"))]
-    parts = run_breakdown(run_doc, records, total)
+    parts = run_breakdown(run_doc, records, total, collection)
     return {**parts, "total": total, **tensorflow_starts(run_doc, records, total)}
 
 
@@ -239,27 +279,30 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
     single_machine = [v for v in opts.variants if v not in CLUSTER_NAMES]
     argv = [] if tuple(single_machine) == BUILTIN_NAMES else ["--variants", ",".join(single_machine)]
     clusters = [v for v in opts.variants if v in CLUSTER_NAMES]
+    if (opts.profile_runs if single_machine else 0) + (opts.cluster_runs if clusters else 0) < 1:
+        return {"skipped": "--profile-runs 0"}
+    measured = measure_collection(opts, say)  # what graph collection adds to a TF2 first call
+    collection = CollectionCost.of(measured)
     with tempfile.TemporaryDirectory(prefix="tfprof-bench-runs-") as tmp:
         for i in range(opts.profile_runs if single_machine else 0):
             say(f"  harness overhead: `profile --preset {opts.preset}`, run {i + 1}/{opts.profile_runs} ...")
-            runs.append(profile_once(opts, Path(tmp) / f"run{i}", argv))
+            runs.append(profile_once(opts, Path(tmp) / f"run{i}", argv, collection=collection))
         for i in range(opts.cluster_runs if clusters else 0):
             say(f"  harness overhead: `profile {' '.join(cluster_argv(clusters[0]))}`, run {i + 1} ...")
-            cluster_runs.append(profile_once(opts, Path(tmp) / f"cluster{i}", cluster_argv(clusters[0])))
-    if not runs and not cluster_runs:
-        return {"skipped": "--profile-runs 0"}
+            cluster_runs.append(profile_once(opts, Path(tmp) / f"cluster{i}", cluster_argv(clusters[0]),
+                                             collection=collection))
     for r in (*runs, *cluster_runs):
-        r["own_share"] = own_share({k: v for k, v in r.items() if k != "total"})
-    keys = [name for name, _ in CATEGORIES] + ["total", "own_share", "tf_imports", "tf_start_s",
+        with_shares(r)
+    keys = [name for name, _ in CATEGORIES] + ["total", "own_share", "old_share", "tf_imports", "tf_start_s",
                                                 "lower_bound_s"]
     cluster = None if not cluster_runs else {
         "command": f"profile --preset {opts.preset} {' '.join(cluster_argv(clusters[0]))}",
         "runs": cluster_runs,
         "spread": {k: spread_json(Spread.of(r[k] for r in cluster_runs)) for k in keys},
     }
-    return {"cluster": cluster,
+    return {"cluster": cluster, "graph_collection": measured,
         "method": "whole default `tfprof-towers profile` runs; phase times from run.json and each "
-                  "variant's record.json",
+                  "variant's record.json; a TF2 first call split by the measured graph collection's cost",
         "share_means": SHARE_MEANS,
         "preset": opts.preset, "target_share": HARNESS_SHARE_TARGET,
         "own_categories": sorted(OWN),
@@ -269,8 +312,17 @@ def measure_harness(opts: BenchOptions, say: Callable[[str], None]) -> dict[str,
     }
 
 
+def with_shares(run: dict[str, float]) -> dict[str, float]:
+    """``run`` (a :func:`profile_once` dict) with ``own_share`` and ``old_share`` added (in place)."""
+    parts = {k: v for k, v in run.items() if k != "total"}
+    run["own_share"] = own_share(parts)
+    run["old_share"] = own_share(parts, OLD_OWN)
+    return run
+
+
 def format_harness(doc: Mapping[str, Any]) -> list[str]:
-    lines = _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})",
+    lines = format_collection(doc["graph_collection"]) if doc.get("graph_collection") else []
+    lines += _format_runs(f"whole `profile --preset {doc['preset']}` runs ({len(doc['runs'])})",
                          doc["spread"]) if doc["runs"] else []
     cluster = doc.get("cluster")
     if cluster:
@@ -286,12 +338,17 @@ def _format_runs(what: str, sp: Mapping[str, Any]) -> list[str]:
     for name, own in CATEGORIES:
         s = sp.get(name)
         if s and s["max"] > 0:
-            tag = "harness" if own else "product work, its own part" if name == "projection" else ""
-            lines.append(f"  {name:<24} {Spread(**s).fmt(2):>22}  {tag}")
+            tag = ("harness" if own else "product work, its own part" if name == "projection"
+                   else "TensorFlow's (a plain program pays it; the old share counted it)" if name in OLD_OWN
+                   else "")
+            lines.append(f"  {name:<32} {Spread(**s).fmt(2):>22}  {tag}")
     if sp.get("total"):
-        lines.append(f"  {'total':<24} {Spread(**sp['total']).fmt(2):>22}")
+        lines.append(f"  {'total':<32} {Spread(**sp['total']).fmt(2):>22}")
     if sp.get("own_share"):
         lines.append(f"  harness's own share: {Spread(**sp['own_share']).fmt(1, 100, ' %')}")
+    if sp.get("old_share"):
+        lines.append(f"  the old share (everything outside TensorFlow start-up, the steps and the "
+                     f"projection; not a speed-up): {Spread(**sp['old_share']).fmt(1, 100, ' %')}")
     if sp.get("tf_imports") and sp.get("total"):
         lines.append(f"  TensorFlow imports {Spread(**sp['tf_imports']).fmt(0)}; the children's start-up "
                      f"{Spread(**sp['tf_start_s']).fmt(2)} s; import-free lower bound "

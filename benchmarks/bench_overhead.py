@@ -218,7 +218,8 @@ CLUSTER_METHOD = ("a cluster variant runs as several processes: whole "
                   f"`profile --workers {CLUSTER_WORKERS}` runs (--overhead-runs, 3 by default); each run's "
                   "ratio = the variant's median profiled step over its median un-profiled step (each task "
                   "times its steps, then runs as many profiled ones, --profile-steps = the preset's timed "
-                  "steps; a step's wall time is the slowest task's); the figure = the median of the runs' "
+                  "steps, under its own profiler session with the single-process variants' options; a "
+                  "step's wall time is the slowest task's); the figure = the median of the runs' "
                   "ratios; cpu = the same with each step's process CPU time summed over the tasks")
 
 

@@ -100,6 +100,15 @@ def _protobuf(path: Path):
     return XSpace.FromString(path.read_bytes())
 
 
+def _ours_numpy(path: Path):
+    """:func:`_ours` on one thread with the numpy decoders (``TFPROF_TOWERS_NATIVE=0``), where the C
+    kernel is built."""
+    from tfprof_towers.xplane import native
+
+    with native.numpy_decoders():
+        return _ours(path, 1)
+
+
 def time_pair(path: Path, repeats: int) -> dict[str, Any]:
     """Ours and the bare protobuf parse of the same file, interleaved in one process.
 
@@ -109,17 +118,22 @@ def time_pair(path: Path, repeats: int) -> dict[str, Any]:
     runs as a user gets it (its decoding threads, up to two) and on one thread.
     Returns per-path lists of seconds and the event rows of ours.
     """
+    from tfprof_towers.xplane import native
+
     rows = _ours(path).columns.n
     _ours(path, threads=1)
     _protobuf(path)
-    ours, one, pb = [], [], []
+    ours, one, pb, numpy_one = [], [], [], []
+    paths = [(ours, lambda: _ours(path)), (one, lambda: _ours(path, 1)), (pb, lambda: _protobuf(path))]
+    if native.kernel is not None:  # the numpy decoders too: what a machine without a C compiler gets
+        paths.append((numpy_one, lambda: _ours_numpy(path)))
     for _ in range(repeats):
-        paths = ((ours, lambda: _ours(path)), (one, lambda: _ours(path, 1)), (pb, lambda: _protobuf(path)))
         for runs, fn in paths:
             seconds, result = _timed(fn)
             runs.append(seconds)
             del result
-    return {"ours": ours, "one_thread": one, "protobuf": pb, "rows": rows, "file_bytes": path.stat().st_size}
+    return {"ours": ours, "one_thread": one, "protobuf": pb, "numpy_one_thread": numpy_one, "rows": rows,
+            "file_bytes": path.stat().st_size}
 
 
 def time_attribution(path: Path, repeats: int) -> dict[str, Any]:
@@ -341,6 +355,7 @@ def run_benchmark(
         "one_thread_median_s": statistics.median(one),
         "one_thread_ratio_to_protobuf": min(one) / pb_s,
         "one_thread_ratio_to_protobuf_median": statistics.median(o / p for o, p in zip(one, pb)),
+        "numpy_one_thread_median_s": statistics.median(pair["numpy_one_thread"] or [0]) or None,
         "xprof_s": xp_s,
         "xprof_rows": xp_rows,
         "xprof_path": xp_how,
@@ -389,6 +404,12 @@ def report(r: dict[str, Any]) -> str:
             f"{r['one_thread_s'] * 1e3:.0f} ms best, "
             f"{r['one_thread_median_s'] * 1e3:.0f} ms median = {r['one_thread_ratio_to_protobuf']:.2f}x "
             f"protobuf best/best, {r['one_thread_ratio_to_protobuf_median']:.2f}x median of the pairs"
+        )
+    if r.get("numpy_one_thread_median_s"):
+        lines.append(
+            f"  on one thread with the numpy decoders (TFPROF_TOWERS_NATIVE=0, no C kernel): "
+            f"{r['numpy_one_thread_median_s'] * 1e3:.0f} ms median, "
+            f"{r['numpy_one_thread_median_s'] / r['one_thread_median_s']:.2f}x the C kernel's"
         )
     if r["xprof_s"] is None:
         lines.append(f"xprof path: not measured -- {r['xprof_path']}")

@@ -59,6 +59,7 @@ class BenchOptions:
     profile_runs: int = 3
     cluster_runs: int = 1  # whole `profile --workers 2` runs (each starts every task's TensorFlow afresh)
     overhead_runs: int = 3  # whole runs a cluster variant's profiler overhead is the median of
+    collection_pairs: int = 4  # pairs of first calls (collection on, off) per TF2 variant: an even count
     fork_variants: tuple[str, ...] = ("single", "mirrored")  # a TF1 graph and a TF2 strategy
     full_parse: bool = False
     out: Path = DEFAULT_OUT
@@ -69,7 +70,7 @@ class BenchOptions:
 
 #: --quick: enough to see every code path run, not to trust the numbers.
 QUICK = BenchOptions(preset="tiny", rounds=2, block_steps=3, warmup=1, profile_runs=1, quick=True,
-                     fork_variants=("single",), overhead_runs=1)
+                     fork_variants=("single",), overhead_runs=1, collection_pairs=1)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,9 @@ def parse_args(argv: Sequence[str], prog: str = "python -m benchmarks.bench", de
     p.add_argument("--overhead-runs", type=_positive,
                    help="whole runs a cluster variant's profiler overhead is the median of "
                         f"[{BenchOptions.overhead_runs}]")
+    p.add_argument("--collection-pairs", type=int,
+                   help="pairs of fresh processes timing a TF2 variant's first call with graph collection on "
+                        f"and off, per variant (the harness figure's) [{BenchOptions.collection_pairs}]")
     p.add_argument("--sweep", action="store_true",
                    help="also measure four other tracer settings' overhead (about 4x the overhead part)")
     p.add_argument("--no-sweep", action="store_true", help="the default: only the harness's profiler setting")
@@ -208,6 +212,7 @@ def parse_args(argv: Sequence[str], prog: str = "python -m benchmarks.bench", de
     given = {
         "preset": a.preset, "rounds": a.rounds, "block_steps": a.block_steps,
         "profile_runs": a.profile_runs, "cluster_runs": a.cluster_runs, "overhead_runs": a.overhead_runs,
+        "collection_pairs": a.collection_pairs,
     }
     return replace(
         base, variants=variants, sweep=a.sweep and not a.no_sweep, parts=only, out=a.out,

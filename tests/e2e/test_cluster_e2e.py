@@ -46,6 +46,7 @@ import pytest
 from child_kit import processes_using
 
 from tfprof_towers.capture.cluster.spec import free_ports
+from tfprof_towers.capture.families import PROFILER_OPTIONS
 
 pytestmark = pytest.mark.slow
 FAULTS = "TFPROF_TOWERS_CLUSTER_FAULTS"
@@ -96,7 +97,7 @@ def test_workers_and_ps_both_ok_every_task_captured(cluster_run: Path) -> None:
         assert len(files) == tasks  # one trace per task ...
         assert len({Path(f).parent for f in files}) == 1  # ... in one run folder: the hosts of one run
         assert {Path(f).name.split(".xplane")[0] for f in files} == set(rec["host_tasks"])
-        assert rec["profiler_options"]["remote"] is True
+        assert rec["profiler_options"] == {**PROFILER_OPTIONS, "remote": False}  # each task's own session
     no_process_left(cluster_run)
 
 

@@ -18,6 +18,7 @@ common = importlib.import_module("benchmarks.common")
 overhead = importlib.import_module("benchmarks.bench_overhead")
 harness = importlib.import_module("benchmarks.bench_harness")
 fork = importlib.import_module("benchmarks.bench_fork")
+collection = importlib.import_module("benchmarks.bench_collection")
 
 
 def test_spread_is_min_median_max() -> None:
@@ -229,8 +230,10 @@ def test_run_breakdown_sums_to_the_total_and_share_counts_only_the_harness() -> 
     assert sum(parts.values()) == pytest.approx(7.5)
     assert parts["runner bookkeeping"] == pytest.approx(0.5)
     assert parts["CLI start and exit"] == pytest.approx(0.5)
-    not_own = 2 * (1.6 + 0.3 + 0.5 + 0.2)
+    not_own = 2 * (1.6 + 0.2 + 0.3 + 0.5 + 0.2)  # start-up, graph build, warm-up, timed, profiled steps
     assert harness.own_share(parts) == pytest.approx((7.5 - not_own) / 7.5)
+    old_not_own = 2 * (1.6 + 0.3 + 0.5 + 0.2)  # the old share counted the graph build as the harness's
+    assert harness.own_share(parts, harness.OLD_OWN) == pytest.approx((7.5 - old_not_own) / 7.5)
     assert {name for name, _ in harness.CATEGORIES} == set(parts)
 
 
@@ -258,20 +261,33 @@ def test_a_cluster_record_is_split_from_its_lead_task_s_phases() -> None:
         {"task": "worker:1", "phases_s": {"tf_import": 9.0}}]}}
     parts = harness.cluster_breakdown(record)
     assert parts[harness.TF_STARTUP] == 6.0 and parts["cluster coordination"] == 1.5
-    assert parts["placement trace"] == 2.0 and parts["child bookkeeping"] == pytest.approx(20.0 - 10.9)
+    assert parts[harness.COLLECTION] == 2.0 and parts[harness.FIRST_CALL] == 0.0  # nothing measured: whole
+    assert parts["placement trace"] == 0.0 and parts["child bookkeeping"] == pytest.approx(20.0 - 10.9)
+    # a cluster task's first call: split by every pair's ratio (no pair measured it)
+    measured = harness.cluster_breakdown(record, collection.CollectionCost({"mirrored": 2.0}, pooled=1.25))
+    assert measured[harness.COLLECTION] == pytest.approx(2.0 * (1 - 1 / 1.25))
+    assert measured[harness.FIRST_CALL] == pytest.approx(1.6)
+    assert sum(measured.values()) == pytest.approx(20.0)
     assert sum(parts.values()) == pytest.approx(20.0)
     assert harness.cluster_breakdown({**record, "status": "failed"}) == {"failed variants": 20.0}
 
 
 def test_a_tf2_child_and_the_fork_servers_import_land_in_their_categories() -> None:
-    """A tf.function's first call (traced with graph collection) is the placement's trace, its second
-    call a warm-up step; the fork server's import, waited out by the first child before it starts,
-    is TensorFlow's start-up, not the harness's."""
-    tf2 = {"wall_s": 4.0, "process_s": {"start": 2.5, "exit": 0.1},
+    """A tf.function's first call (made with graph collection on) is graph collection as far as it was
+    measured to cost (unmeasured: all of it), TensorFlow's first call the rest; reading the partition
+    graphs is the placement's trace, the second call a warm-up step; the fork server's import, waited
+    out by the first child before it starts, is TensorFlow's start-up, not the harness's."""
+    tf2 = {"name": "mirrored", "wall_s": 4.0, "process_s": {"start": 2.5, "exit": 0.1},
            "phases_s": {"tf_import": 0.0, "devices": 0.05, "build": 0.2, "first_call_placement": 0.6,
                         "placement_extract": 0.1, "second_call": 0.05, "warmup": 0.1, "timed": 0.2}}
     parts = harness.variant_breakdown(tf2)
-    assert parts["placement trace"] == pytest.approx(0.7)
+    assert parts["placement trace"] == pytest.approx(0.1)
+    assert parts[harness.COLLECTION] == pytest.approx(0.6) and parts[harness.FIRST_CALL] == 0.0
+    cost = collection.CollectionCost({"mirrored": 1.2, "one_device": 3.0}, pooled=2.0)
+    split = harness.variant_breakdown(tf2, cost)
+    assert split[harness.COLLECTION] == pytest.approx(0.1)  # 0.6 s at 1.2x: 0.5 s without collection
+    assert split[harness.FIRST_CALL] == pytest.approx(0.5)
+    assert sum(split.values()) == pytest.approx(4.0)
     assert parts["warm-up steps"] == pytest.approx(0.15)
     assert parts["child bookkeeping"] == pytest.approx(4.0 - 3.9)
     run = harness.run_breakdown({"harness_s": {"variants": 4.0}, "tensorflow_starts": {"import_s": 2.4}},
@@ -339,11 +355,20 @@ def test_overhead_runs_default_to_three_and_quick_to_one() -> None:
     assert bench.parse_args(["--quick", "--overhead-runs", "2"]).overhead_runs == 2
 
 
+def test_collection_pairs_default_to_four_and_quick_to_one() -> None:
+    assert bench.parse_args([]).collection_pairs == 4  # each order twice
+    assert bench.parse_args(["--quick"]).collection_pairs == 1
+    assert bench.parse_args(["--collection-pairs", "5"]).collection_pairs == 5
+    tf2 = collection.tf2_variants(bench.parse_args([]))
+    assert "mirrored" in tf2 and "single" not in tf2 and "multi_worker" not in tf2
+
+
 def test_the_share_divides_by_the_categories_alone() -> None:
     """A run's dict also holds ``tf_start_s``, ``lower_bound_s`` and the like: not in the share's total."""
     parts = {harness.TF_STARTUP: 6.0, "graph build": 1.0, "analysis and rendering": 1.0, "timed steps": 2.0,
              "tf_start_s": 5.0, "lower_bound_s": 5.0, "server_import_s": 4.0, "tf_imports": 1.0}
-    assert harness.own_share(parts) == pytest.approx(2.0 / 10.0)
+    assert harness.own_share(parts) == pytest.approx(1.0 / 10.0)
+    assert harness.own_share(parts, harness.OLD_OWN) == pytest.approx(2.0 / 10.0)
 
 
 CLUSTER_RECORD = {"family": "cluster", "status": "ok", "wall_s": 20.0,
@@ -352,22 +377,25 @@ CLUSTER_RECORD = {"family": "cluster", "status": "ok", "wall_s": 20.0,
                   "cluster": {"attempts": [{"folder": "attempt-1"}], "tasks": [
                       {"task": "worker:0", "phases_s": {"tf_import": 5.0, "strategy_init": 1.0, "build": 0.5,
                                                         "first_call_placement": 2.0, "timed": 3.0,
-                                                        "wait_capture": 0.1, "profiled": 0.4,
+                                                        "wait_capture": 0.1, "profiler_start": 0.05,
+                                                        "profiled": 0.4, "collect": 0.45,
                                                         "wait_release": 1.5}}]}}
 
 
 def test_a_cluster_driver_s_start_and_its_task_s_start_are_process_start_not_bookkeeping(tmp_path) -> None:
     """The driver's spawn-to-main() (the fork server's import waited out) and the lead task's start
-    (the driver's main() to the task's) are "child process start"; the wait for the driver's release
-    is the trace's collection; only the rest is bookkeeping."""
+    (the driver's main() to the task's) are "child process start"; the task's profiler start and stop
+    are the trace's collection, its wait for the driver's release is coordination; only the rest is
+    bookkeeping."""
     task = tmp_path / "attempt-1" / "tasks" / "worker-0"
     task.mkdir(parents=True)
     (task / "record.json").write_text('{"clock_unix": {"main_start": 101.2, "main_end": 115.0}}')
     record = harness.with_lead_clock(CLUSTER_RECORD, tmp_path)
     parts = harness.cluster_breakdown(record)
     assert parts["child process start"] == pytest.approx(4.5 + 1.2)
-    assert parts[harness.TF_STARTUP] == pytest.approx(6.2) and parts["trace collection"] == 1.5
-    assert parts["child bookkeeping"] == pytest.approx(20.0 - 5.7 - 6.2 - 0.5 - 2.0 - 3.0 - 0.1 - 0.4 - 1.5)
+    assert parts[harness.TF_STARTUP] == pytest.approx(6.2) and parts["trace collection"] == pytest.approx(0.5)
+    assert parts["cluster coordination"] == pytest.approx(1.6)
+    assert parts["child bookkeeping"] == pytest.approx(20.0 - 5.7 - 6.2 - 0.5 - 2.0 - 3.0 - 0.4 - 0.5 - 1.6)
     assert sum(parts.values()) == pytest.approx(20.0)
     run = harness.run_breakdown({"harness_s": {"variants": 20.0}, "tensorflow_starts": {"import_s": 4.0}},
                                 [record], 20.0)
@@ -377,3 +405,59 @@ def test_a_cluster_driver_s_start_and_its_task_s_start_are_process_start_not_boo
 def test_a_cluster_record_without_its_task_s_clock_keeps_the_driver_s_start() -> None:
     assert harness.with_lead_clock(CLUSTER_RECORD, Path("/nonexistent")) is CLUSTER_RECORD
     assert harness.cluster_breakdown(CLUSTER_RECORD)["child process start"] == pytest.approx(4.5)
+
+
+def test_graph_collection_figures_are_the_medians_of_the_pairs() -> None:
+    f = collection.collection_figures([1.2, 2.0, 1.1], [1.0, 1.0, 1.0], [0.6, 0.9, 0.7], [0.5, 0.5, 0.7])
+    assert f["ratio"] == pytest.approx(1.2) and f["diff_s"] == pytest.approx(0.2)
+    assert f["cpu_ratio"] == pytest.approx(1.2) and f["pairs"] == 3
+    assert f["ratios"]["max"] == pytest.approx(2.0) and f["diffs_s"]["min"] == pytest.approx(0.1)
+    assert collection.collection_figures([], [])["ratio"] is None
+    assert collection.paired_ratios([1.0, 2.0], [0.0, 4.0]) == [0.5]
+    assert [collection.pair_order(i) for i in range(3)] == [("on", "off"), ("off", "on"), ("on", "off")]
+
+
+def test_graph_collection_cost_is_the_first_call_less_the_call_at_the_measured_ratio() -> None:
+    doc = {"variants": {"mirrored": {"ratio": 1.25}, "one_device": {"ratio": 0.9}, "x": {"ratio": None}},
+           "pooled_ratio": 1.1}
+    cost = collection.CollectionCost.of(doc)
+    assert cost is not None and cost.ratios == {"mirrored": 1.25, "one_device": 0.9} and cost.pooled == 1.1
+    assert cost.cost("mirrored", 2.5) == pytest.approx(0.5)  # 2.5 s at 1.25x: 2.0 s without collection
+    assert cost.cost("one_device", 2.5) == 0.0  # measured free (a ratio below 1 is noise)
+    assert cost.cost("central_storage", 1.1) == pytest.approx(0.1)  # unmeasured: every pair's ratio
+    assert collection.CollectionCost().cost("mirrored", 2.5) == 2.5  # nothing measured: the whole call
+    assert collection.cost_of(None, "mirrored", 2.5) == 2.5
+    assert collection.CollectionCost.of({"skipped": "--collection-pairs 0"}) is None
+    # a loaded machine moves the wall times: the larger of the wall-time and CPU-time ratios counts
+    loaded = collection.CollectionCost.of({"variants": {"mirrored": {"ratio": 0.8, "cpu_ratio": 1.25}},
+                                           "pooled_ratio": 0.9, "pooled_cpu_ratio": 1.1})
+    assert loaded is not None and loaded.ratios == {"mirrored": 1.25} and loaded.pooled == 1.1
+    assert loaded.cost("mirrored", 2.5) == pytest.approx(0.5)
+    assert collection.larger(None, None) is None and collection.larger(0.9, None) == 0.9
+    assert collection.CollectionCost.of(None) is None
+
+
+def test_the_share_and_the_old_share_side_by_side() -> None:
+    """The old share counted the graph build and the whole first call as the harness's; the share
+    counts only what graph collection added to the call: both are printed, the old one named so."""
+    tf2 = {"name": "mirrored", "wall_s": 4.0, "process_s": {"start": 0.1, "exit": 0.1},
+           "phases_s": {"tf_import": 0.0, "devices": 0.05, "build": 0.2, "first_call_placement": 1.5,
+                        "placement_extract": 0.1, "second_call": 0.05, "warmup": 0.1, "timed": 1.6}}
+    cost = collection.CollectionCost({"mirrored": 1.5}, pooled=1.5)
+    run = {**harness.run_breakdown({"harness_s": {"setup": 0.2, "variants": 4.3, "finish": 0.5}}, [tf2], 5.0,
+                                   cost), "total": 5.0}
+    harness.with_shares(run)
+    # own: collection 0.5, placement trace 0.1, child start 0.1, bookkeeping 0.2, runner 0.3, setup 0.2,
+    # analysis 0.5, CLI 0.0
+    assert run[harness.COLLECTION] == pytest.approx(0.5) and run["child bookkeeping"] == pytest.approx(0.2)
+    assert run["own_share"] == pytest.approx(1.9 / 5.0)
+    assert run["old_share"] == pytest.approx((1.9 + 1.0 + 0.2) / 5.0)
+    doc = {"preset": "cpu", "runs": [run], "meets_target": False,
+           "spread": {k: common.spread_json(common.Spread.of([v])) for k, v in run.items()},
+           "graph_collection": {"preset": "cpu", "pairs": 1, "pooled_ratio": 1.5, "skipped_variants": {},
+                                "variants": {"mirrored": collection.collection_figures([1.5], [1.0])}}}
+    text = "\n".join(harness.format_harness(doc))
+    assert "harness's own share: 38.0 / 38.0 / 38.0 %" in text
+    assert "the old share" in text and "62.0 / 62.0 / 62.0 %" in text
+    assert "ratio 1.500, difference +500 ms" in text
+    assert "first call (trace and optimise)" in text and "a plain program pays it" in text

@@ -8,12 +8,16 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import typed_kit as typed
 
 from tfprof_towers.advice import rules as advise
 from tfprof_towers.analysis.cluster_view import (
+    STEP_COLUMNS,
     STRAGGLER_PARAMS,
+    _group_medians,
+    _median_of_others,
     as_task_steps,
     cluster_view,
     network_links,
@@ -55,14 +59,42 @@ DELAYED = tasks_doc({W0: [0.0, 0.0, 0.0, 0.0], W1: [20.0, 21.0, 20.0, 0.5]})
 
 def test_step_table_finds_the_late_task_per_step() -> None:
     t = step_table(as_task_steps(DELAYED))
-    rows = [(r.task, r.step, round(r.collective_s / MS, 6), round(r.late_s / MS, 6), bool(r.straggler))
-            for r in t.itertuples()]
+    rows = [(task, step, round(coll / MS, 6), round(late / MS, 6), strag) for task, step, coll, late, strag
+            in zip(t.task.tolist(), t.step.tolist(), t.collective_s.tolist(), t.late_s.tolist(),
+                   t.straggler.tolist())]
     assert rows == [
         (W0, 0, 22.0, 0.0, False), (W1, 0, 2.0, 20.0, True),
         (W0, 1, 23.0, 0.0, False), (W1, 1, 2.0, 21.0, True),
         (W0, 2, 22.0, 0.0, False), (W1, 2, 2.0, 20.0, True),
         (W0, 3, 2.5, 0.0, False), (W1, 3, 2.0, 0.5, True),
     ]
+
+
+def test_step_table_keeps_the_steps_two_tasks_ran_sorted_by_step_then_task() -> None:
+    doc = tasks_doc({W1: [5.0, 0.0, 0.0], W0: [0.0, 0.0, 0.0]})
+    doc.append({"task": W2, "host": W2, "steps": [{"step": 7, "start_s": 0.0, "end_s": 0.04}]})  # alone
+    t = step_table(as_task_steps(doc))
+    assert list(zip(t.step.tolist(), t.task.tolist())) == [(0, W0), (0, W1), (1, W0), (1, W1), (2, W0),
+                                                           (2, W1)]
+    assert t.dur_s.tolist() == pytest.approx([0.04] * 6)
+    assert t.straggler.tolist() == [False, True, False, False, False, False]  # no one late: no straggler
+    frame = t.frame()
+    assert list(frame.columns) == list(STEP_COLUMNS) and frame.task.tolist() == t.task.tolist()
+    single = step_table(as_task_steps(doc[:1]))
+    assert single.empty and len(single) == 0 and stragglers(single, **STRAGGLER_PARAMS) == []
+
+
+def test_the_median_of_the_others_is_numpy_s_median_without_the_row() -> None:
+    rng = np.random.default_rng(3)
+    for n in range(2, 9):
+        values = rng.choice([0.001, 0.002, 0.0035, 0.01], size=n) + rng.choice([0.0, 1e-4], size=n)
+        got = _median_of_others(values, np.zeros(n, dtype=np.int64), np.array([0]))
+        assert got.tolist() == [float(np.median(np.delete(values, k))) for k in range(n)]  # exact, ties too
+    # two groups (steps) of 3 and 2 rows: each row's own group only
+    values = np.array([3.0, 1.0, 2.0, 10.0, 20.0])
+    got = _median_of_others(values, np.array([0, 0, 0, 1, 1]), np.array([0, 3]))
+    assert got.tolist() == [1.5, 2.5, 2.0, 20.0, 10.0]
+    assert _group_medians(values, np.array([0, 0, 0, 1, 1]), np.array([0, 3])).tolist() == [2.0, 15.0]
 
 
 def test_stragglers_need_enough_steps_and_enough_lateness() -> None:

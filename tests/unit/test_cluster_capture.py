@@ -4,8 +4,11 @@ projection across hosts."""
 from __future__ import annotations
 
 import json
+import re
 import socket
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -343,6 +346,86 @@ def test_missing_traces_and_a_short_window(tmp_path: Path) -> None:
     (a.folder / "coord" / "worker-0.done").write_text(json.dumps({"unix": 99.0}))
     (a.folder / "coord" / "worker-1.done").write_text(json.dumps({"unix": 101.0}))
     assert late_tasks(a, a.coord) == ["worker:1"]
+
+
+def coordinated(tmp_path: Path, family: str, tasks: dict[str, list[str]],
+                act: Callable[[Coord, TaskId], None]) -> tuple[int, Coord]:
+    """The capture coordinator's exit code and markers for an attempt whose captured tasks do
+    ``act`` (each in a thread, as a task process would)."""
+    from tfprof_towers.capture.cluster.client import capture
+    from tfprof_towers.rundir.paths import write_json
+
+    cluster = Cluster.from_dict(tasks)
+    captured, stepping = roles(family, cluster.tasks())
+    spec = TaskSpec(family, family, TINY, 2, 3, 2, tuple(map(str, captured)), tuple(map(str, stepping)),
+                    Timeouts.within(20.0))
+    write_json(tmp_path / "cluster.json", cluster.to_dict())
+    write_json(tmp_path / "spec.json", spec.to_json())
+    coord = Coord(tmp_path)
+    threads = [threading.Thread(target=act, args=(coord, t), daemon=True) for t in captured]
+    for t in threads:
+        t.start()
+    code = capture(tmp_path)
+    for t in threads:
+        t.join(5.0)
+    return code, coord
+
+
+def test_the_capture_coordinator_starts_and_stops_every_task_s_own_profiler(tmp_path: Path) -> None:
+    """Every stepping task ready -> ``capture.start`` (the run folder) -> each captured task traces;
+    the stepping tasks' ``done`` -> ``capture.stop`` (the serving tasks stop then) -> every trace
+    ``traced`` -> ``capture.done`` with the files, in the order the tasks could see them."""
+    from tfprof_towers.capture.cluster.docs import trace_path
+    from tfprof_towers.capture.families import PROFILER_OPTIONS
+
+    seen: dict[str, list[str]] = {}
+
+    def act(coord: Coord, me: TaskId) -> None:
+        stepping = me.job == "chief"
+        if stepping:
+            coord.mark(me, "ready", median_step_s=0.01)
+        coord.wait(["capture"], "start", 5.0)
+        coord.mark(me, "tracing")
+        if stepping:
+            coord.wait([TaskId.parse(t) for t in ("ps:0", "worker:0")], "tracing", 5.0)
+            coord.mark(me, "done")
+        else:
+            coord.wait(["capture"], "stop", 5.0)
+            assert coord.has(TaskId("chief", 0), "done")  # a server stops only after the steps
+        run = coord.read("capture", "start")["run"]
+        dest = trace_path(coord.root, run, Cluster.load(coord.root / "cluster.json").host_file(me))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(b"x")
+        seen[str(me)] = sorted(p.name for p in (coord.folder).glob("capture.*"))
+        coord.mark(me, "traced", file=str(dest))
+
+    code, coord = coordinated(tmp_path, PARAMETER_SERVER, {
+        "chief": ["127.0.0.1:7005"], "ps": ["127.0.0.1:7002"], "worker": ["127.0.0.1:7006"]}, act)
+    assert code == 0
+    assert seen == {"chief:0": ["capture.start", "capture.started"],
+                    "ps:0": ["capture.start", "capture.started", "capture.stop"],
+                    "worker:0": ["capture.start", "capture.started", "capture.stop"]}
+    done = coord.read("capture", "done")
+    run = coord.read("capture", "start")["run"]
+    assert done["files"] == [f"plugins/profile/{run}/127.0.0.1_{p}.xplane.pb" for p in (7002, 7005, 7006)]
+    assert done["options"] == PROFILER_OPTIONS
+    steps_done = coord.read(TaskId("chief", 0), "done")["unix"]
+    assert done["trace_start_unix"] <= steps_done <= done["trace_end_unix"]
+
+
+def test_the_capture_coordinator_stops_waiting_when_a_task_fails(tmp_path: Path) -> None:
+    def act(coord: Coord, me: TaskId) -> None:
+        coord.mark(me, "ready", median_step_s=0.01)
+        coord.wait(["capture"], "start", 5.0)
+        if me.index == 1:
+            coord.mark(me, "failed", error="boom")
+
+    t0 = time.monotonic()
+    code, coord = coordinated(tmp_path, MULTI_WORKER, {"worker": ["127.0.0.1:7001", "127.0.0.1:7002"]}, act)
+    assert code == 3 and time.monotonic() - t0 < 10.0
+    assert re.fullmatch(r"waited [0-9.]+ s for 'done' from worker:0, worker:1 \(worker:1 failed: boom\)",
+                        coord.read("capture", "failed")["error"])
+    assert not coord.has("capture", "done")
 
 
 def test_gpus_are_shared_out_among_loopback_workers() -> None:

@@ -98,3 +98,32 @@ def test_a_heavy_import_on_the_analyze_path_is_caught(small_trace: Path) -> None
     assert sorted(modules & set(RUN_SIDE)) == ["tfprof_towers.variants.config",  # and what it imports
                                                "tfprof_towers.variants.registry"]
     assert sorted(modules & set(HEAVY)) == ["rich"]
+
+
+def test_the_report_of_a_single_process_run_imports_no_pandas(tmp_path: Path) -> None:
+    """``report RUN_DIR`` (what ``profile`` runs after its variants) reads, analyses and renders a run of
+    single-process variants with numpy alone: no pandas or Arrow (the straggler table of a cluster
+    variant's tasks is the one part of a report that needs them)."""
+    from report_kit import make_run_dir
+
+    run = make_run_dir(tmp_path / "run")
+    code, modules = imported_by(["report", str(run)])
+    assert code == 0
+    assert (run / "report.html").is_file() and "numpy" in modules and "jinja2" in modules
+    assert sorted(modules & {"pandas", "pyarrow"}) == []
+
+
+def test_the_report_of_a_cluster_run_imports_no_pandas(tmp_path: Path) -> None:
+    """The same for a cluster variant's run, two tasks' traces: its straggler table and step rows are
+    numpy's, and a straggler is still found (the view was made, not skipped)."""
+    import json
+
+    from cluster_kit import make_cluster_run
+
+    run = make_cluster_run(tmp_path / "run")
+    code, modules = imported_by(["report", str(run)])
+    assert code == 0
+    view = json.loads((run / "summary.json").read_text())["variants"][0]["cluster"]
+    assert [s["task"] for s in view["stragglers"]] == ["/job:worker/task:1"] and len(view["steps"]) == 8
+    assert "numpy" in modules and "jinja2" in modules
+    assert sorted(modules & {"pandas", "pyarrow"}) == []

@@ -30,6 +30,7 @@ from tfprof_towers.trace.executors import LocalPool, analyze_pod, host_jobs
 from tfprof_towers.trace.pod import HostFailure, HostResult, map_host
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.vocab.errors import EXIT_SOME_HOSTS, TraceError
+from tfprof_towers.xplane.strings import Strings
 
 POD_ONLY = ("hosts", "failed_hosts")
 
@@ -241,3 +242,72 @@ def test_one_file_is_the_merged_analysis(fixture_8gpu: Path) -> None:
     assert text({k: got[k] for k in want}) == text(want)
     assert text(evaluate_trace(pod.facts).to_json()) == text(evaluate_trace(merged).to_json())
     assert isinstance(pod.results[0], HostResult) and not any(isinstance(r, HostFailure) for r in pod.results)
+
+
+def test_a_single_host_s_events_kept_from_the_map_s_read(tmp_path: Path) -> None:
+    """``keep_events``: one host's events, read once for its map, kept on the result as ``load_hosts``
+    gives them (what a report's Chrome trace and timeline read), and the same document."""
+    import numpy as np
+
+    from tfprof_towers.trace.hosts import load_hosts
+
+    root = tmp_path / "one"
+    host(0, sends=((1, "edge_a"),)).write_logdir(root, run=RUN, host="h0")
+    tasks = {"h0": task(0)}
+    kept = analyze_pod(root, tasks=tasks, edge_bytes=EDGE_BYTES, keep_events=True)
+    plain = analyze_pod(root, tasks=tasks, edge_bytes=EDGE_BYTES)
+    assert plain.events is None and text(full_doc(kept)) == text(full_doc(plain))
+    want = load_hosts(root, tasks=tasks)
+    got = kept.events
+    assert got is not None and got.notes == want.notes
+    assert [(h.name, h.task, h.window) for h in got.hosts] == [(h.name, h.task, h.window) for h in want.hosts]
+    assert np.array_equal(got.hosts[0].steps.start_ps, want.hosts[0].steps.start_ps)
+    assert got.columns.n == want.columns.n > 0
+    assert np.array_equal(got.columns.start_ps, want.columns.start_ps)
+    devices = [[t.columns.text(c) for c in t.columns.device] for t in (got, want)]
+    assert devices[0] == devices[1]
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two traces (or any of their parts) hold the same values, array by array."""
+    import dataclasses
+
+    import numpy as np
+
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype \
+            and np.array_equal(a, b)
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in dataclasses.fields(a))
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, Strings):  # a table of strings, equal by its items
+        return isinstance(b, Strings) and a.items == b.items
+    return a == b
+
+
+def test_a_few_small_hosts_events_kept_from_the_map_s_read(tmp_path: Path, monkeypatch) -> None:
+    """``keep_events`` on several hosts whose files are small: the map runs here, host after host, and
+    their reads, joined, are the trace ``load_hosts`` reads (every column, note, host and step table),
+    less the hosts that failed, which ``load_hosts`` skips; the document is the pool's.  Above the size
+    (``KEEP_EVENTS_BYTES``) or on another executor, none are kept: the pool's processes hold them."""
+    from tfprof_towers.trace import executors
+    from tfprof_towers.trace.hosts import load_hosts
+
+    root = four_hosts(tmp_path / "four")
+    kept = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, keep_events=True)
+    pooled = analyze_pod(root, tasks=TASKS4, edge_bytes=EDGE_BYTES, executor=LocalPool(workers=2))
+    assert pooled.events is None and text(full_doc(kept)) == text(full_doc(pooled))
+    want = load_hosts(root, tasks=TASKS4, workers=2)
+    assert kept.events is not None and kept.events.columns.n > 0 and same(kept.events, want)
+    assert sorted(set(kept.events.columns.line_host.tolist())) == [0, 1, 2, 3]
+    cut(root / "plugins" / "profile" / RUN / "h2.xplane.pb")
+    broken = analyze_pod(root, tasks=TASKS4, keep_events=True)
+    assert [f.name for f in broken.failures] == ["h2"]
+    assert same(broken.events, load_hosts(root, tasks=TASKS4, skip=("h2",)))
+    monkeypatch.setattr(executors, "KEEP_EVENTS_BYTES", 1000)  # the four files are larger together
+    big = analyze_pod(root, tasks=TASKS4, keep_events=True, executor="serial")
+    assert big.events is None and text(big.to_doc()) == text(broken.to_doc())

@@ -13,9 +13,9 @@ from report_kit import ACC0, HOST, HOSTILE, make_run_dir
 from tfprof_towers.cli import main
 from tfprof_towers.render import filters
 from tfprof_towers.render.analysis_html import render_analysis_html
-from tfprof_towers.render.chrome_trace import chrome_trace
+from tfprof_towers.render.chrome_trace import chrome_trace, chrome_trace_json
 from tfprof_towers.render.html import render_report_text
-from tfprof_towers.render.timeline import median_step, step_timeline
+from tfprof_towers.render.timeline import groups, median_step, step_timeline
 from tfprof_towers.rundir.paths import RunDir
 from tfprof_towers.session.report import finish_run
 from tfprof_towers.trace.load import load_trace
@@ -95,6 +95,21 @@ def test_hostile_names_are_escaped_everywhere(hostile_run: Path) -> None:
     assert summary["variants"][2]["error"].endswith(HOSTILE)
 
 
+def test_the_chrome_trace_text_is_json_dumps_of_its_document(hostile_run: Path) -> None:
+    """The export is written as text from the trace's columns: the same bytes as ``json.dumps`` of the
+    document it parses to (compact separators, ASCII escapes, float reprs, key order), hostile and
+    non-ASCII names included."""
+    trace = load_trace(hostile_run / "tensorboard" / "towers_bug", node_devices={"block0/MatMul": ACC0})
+    text = chrome_trace_json(trace, {"host": HOST, "accelerators": [ACC0]}, "caf\u00e9 \"q\" \\")
+    doc = json.loads(text)
+    assert json.dumps(doc, separators=(",", ":")) == text
+    assert HOSTILE in {e["name"] for e in doc["traceEvents"]}
+    assert doc["otherData"]["variant"] == "caf\u00e9 \"q\" \\"
+    ops = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "step"]
+    assert ops and all(set(e["args"]) <= {"category", "step", "tf_op", "op_type", "bytes"} for e in ops)
+    assert len(ops) == trace.columns.n
+
+
 def test_analysis_page_escapes_hostile_names(tmp_path: Path) -> None:
     doc = {"source": HOSTILE, "steps": 2, "window": "markers", "per_step": False, "notes": [HOSTILE],
            "devices": {HOSTILE: {"window_s": 2.0, "total": {"compute": {"count": 4, "seconds": 1.0}},
@@ -148,6 +163,15 @@ def test_timeline_of_the_median_step(run: Path) -> None:
     assert tl["rows"] == [{"label": ACC0, "lanes": 1}]
     assert tl["events"] == [[0, 0, 0.1, 0.2, "block0/MatMul:MatMul", "host_compute", 0]]
     assert not tl["truncated"]
+
+
+def test_groups_name_each_row_s_group_and_each_group_s_first_row() -> None:
+    import numpy as np
+
+    first, group = groups(np.array([3, 1, 3, 1, 2]), np.array([0, 5, 0, 4, 9]))
+    assert first.tolist() == [3, 1, 4, 0]  # groups in value order: (1, 4), (1, 5), (2, 9), (3, 0)
+    assert group.tolist() == [3, 1, 3, 0, 2]
+    assert [a.tolist() for a in groups(np.zeros(0, np.int64))] == [[], []]
 
 
 def test_timeline_keeps_the_longest_events_when_truncated(run: Path) -> None:
@@ -275,3 +299,45 @@ def test_the_box_says_projected_on_and_the_cpu_ranking_is_headed_as_what_it_is(r
     assert ranking.startswith("CPU stand-in timings, measured here The accelerators here are logical CPU "
                               "devices sharing the same cores: placement, bytes and FLOPs are real; speed is "
                               "not GPU speed.")
+
+
+def test_the_templates_compiled_code_is_kept_and_gives_the_same_report(tmp_path: Path, monkeypatch) -> None:
+    """The templates' compiled code is kept between runs (``TemplateCache``): a second environment loads
+    every template of a report from it without compiling one, and the page is the same; an environment
+    with another option has another key, so it compiles; a cache folder that cannot be written only
+    costs the compile."""
+    from tfprof_towers.render import html
+
+    run = make_run_dir(tmp_path / "run")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    make = html.environment.__wrapped__  # a new environment each call
+
+    def env_with(directory: Path) -> object:
+        env = make()
+        env.bytecode_cache = html.TemplateCache(env, str(directory))
+        return env
+
+    def report(env: object) -> str:
+        monkeypatch.setattr(html, "environment", lambda: env)
+        finish_run(RunDir(run))
+        return (run / "report.html").read_text()
+
+    def compiled(*args: object, **kwargs: object) -> None:
+        raise AssertionError("compiled")
+
+    first = report(env_with(cache))
+    kept = sorted(p.name for p in cache.iterdir())
+    assert kept and all(n.startswith("tfprof-towers-") and n.endswith(".cache") for n in kept)
+    again = env_with(cache)
+    again.compile = compiled  # every template comes from the cache, or this fails
+    assert report(again) == first
+    other = env_with(cache)
+    other.trim_blocks = False
+    key = html.TemplateCache(other).get_cache_key("report.html", "f")
+    assert key != html.TemplateCache(again).get_cache_key("report.html", "f")
+    other.compile = compiled
+    with pytest.raises(AssertionError, match="compiled"):
+        other.get_template("report.html")
+    assert report(env_with(tmp_path / "no-such-folder")) == first  # nothing kept, nothing lost
+    assert not (tmp_path / "no-such-folder").exists()

@@ -513,3 +513,19 @@ def test_tail_text_is_bounded_in_lines_and_bytes() -> None:
     assert lines[-1] == "y" * (textcap.LINE_MAX_BYTES - 3) + "…"
     assert ONEDNN not in tail
     assert len(textcap.tail_text("z" * 300 + "\n" * 2, max_bytes=100, line_bytes=1000).encode()) == 0
+
+
+def test_the_runner_writes_a_read_record_s_document_with_its_placement_as_read() -> None:
+    """The parent rewrites each child's record with its wall time and files: the placement, plain JSON
+    as read (most of a graph's record), goes through as it is, and the text is ``to_json()``'s."""
+    from report_kit import variant_records
+
+    from tfprof_towers.rundir.records import VariantRecord
+
+    for name, doc in variant_records().items():
+        rec = replace(VariantRecord.from_json(json.loads(json.dumps(doc))), wall_s=2.5, returncode=0)
+        got = runner.read_record_doc(rec)
+        assert json_text(got) == json_text(rec.to_json()), name
+        assert got["placement"] is rec.placement and list(got) == list(rec.to_json())
+    empty = VariantRecord.failed("x", "crashed", source="builtin", family="tf1-graph", stage="unknown")
+    assert runner.read_record_doc(empty) == empty.to_json() and empty.to_json()["placement"] is None

@@ -63,6 +63,8 @@ def straggler_finding(rule: Rule, tasks: Sequence[TaskSteps], variant: str,
                       loopback: bool) -> Finding | None:
     """The straggler finding over ``tasks`` (each task's steps): a run's cluster variant, or a multi-host
     logdir's trace."""
+    if len({str(t.task or t.host or "") for t in tasks if t.steps}) < 2:  # no step two tasks ran
+        return None
     table = step_table(tasks)
     found = stragglers(table, rule.param("min_late_s"), rule.param("min_late_share"),
                        rule.param("min_steps_share"))

@@ -24,6 +24,7 @@ between ps and workers (bytes from the graph, counts from the trace).  On loopba
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,80 +67,156 @@ def stepping_tasks(tasks: Sequence[TaskSteps], stepping: Sequence[str] | None) -
     return [t for t in tasks if t.steps and (wanted is None or short_task(str(t.task)) in wanted)]
 
 
-def step_table(tasks: Sequence[TaskSteps]) -> pd.DataFrame:
+@dataclass(frozen=True, eq=False)
+class StepsAcross:
+    """One row per (task, step) for the steps that two or more tasks ran, as numpy columns sorted by
+    step, then task (module docstring): :data:`STEP_COLUMNS`."""
+
+    task: np.ndarray  # object (str) per row
+    step: np.ndarray  # int64
+    start_s: np.ndarray  # float64, as every column below
+    end_s: np.ndarray
+    dur_s: np.ndarray
+    collective_s: np.ndarray
+    arrival_s: np.ndarray
+    late_s: np.ndarray
+    straggler: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return int(self.step.size)
+
+    @property
+    def empty(self) -> bool:
+        return self.step.size == 0
+
+    def step_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's step as an index into the table's distinct steps (ascending), and where each
+        step's rows start (the rows are sorted by step)."""
+        if self.empty:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        starts = np.flatnonzero(np.r_[True, self.step[1:] != self.step[:-1]])
+        return np.cumsum(np.r_[False, self.step[1:] != self.step[:-1]]), starts
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a pandas DataFrame (its :data:`STEP_COLUMNS`)."""
+        import pandas as pd  # only where a frame is asked for
+
+        return pd.DataFrame({c: getattr(self, c) for c in STEP_COLUMNS})
+
+
+def _no_steps() -> StepsAcross:
+    f = np.zeros(0, dtype=np.float64)
+    return StepsAcross(np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64), f, f, f, f, f, f,
+                       np.zeros(0, dtype=bool))
+
+
+def step_table(tasks: Sequence[TaskSteps]) -> StepsAcross:
     """One row per (task, step) for the steps that two or more tasks ran (module docstring)."""
-    import pandas as pd  # only where two tasks' steps are compared: `analyze FILE` never needs it
     rows = [(str(t.task or t.host or ""), s) for t in tasks for s in t.steps]
-    if not rows:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
-    df = pd.DataFrame({
-        "task": [r[0] for r in rows],
-        "step": np.array([int(r[1].step) for r in rows], dtype=np.int64),
-        "start_s": np.array([float(r[1].start_s) for r in rows]),
-        "end_s": np.array([float(r[1].end_s) for r in rows]),
-        "collective_s": np.array([float(r[1].collective_s or 0.0) for r in rows]),
-    })
-    df = df[df.groupby("step").task.transform("nunique") >= 2].copy()
-    df["dur_s"] = df.end_s - df.start_s
-    df["arrival_s"] = df.end_s - df.collective_s
-    typical = df.groupby("step").arrival_s.transform(lambda a: _median_of_others(a.to_numpy()))
-    df["late_s"] = (df.arrival_s - typical).clip(lower=0.0)
-    df["straggler"] = (df.late_s == df.groupby("step").late_s.transform("max")) & (df.late_s > 0)
-    return df[list(STEP_COLUMNS)].sort_values(["step", "task"]).reset_index(drop=True)
+    if len({r[0] for r in rows}) < 2:  # no step that two tasks ran (a single-process variant's one task)
+        return _no_steps()
+    task = np.empty(len(rows), dtype=object)
+    task[:] = [r[0] for r in rows]
+    step = np.array([int(r[1].step) for r in rows], dtype=np.int64)
+    start = np.array([float(r[1].start_s) for r in rows], dtype=np.float64)
+    end = np.array([float(r[1].end_s) for r in rows], dtype=np.float64)
+    coll = np.array([float(r[1].collective_s or 0.0) for r in rows], dtype=np.float64)
+    names, task_code = np.unique(task, return_inverse=True)
+    steps, step_code = np.unique(step, return_inverse=True)
+    pairs = np.unique(step_code * len(names) + task_code)  # the distinct (step, task)
+    keep = np.bincount(pairs // len(names), minlength=len(steps))[step_code] >= 2
+    order = np.flatnonzero(keep)[np.lexsort((task_code[keep], step_code[keep]))]  # stable: step, then task
+    task, step, start, end, coll = task[order], step[order], start[order], end[order], coll[order]
+    arrival = end - coll
+    t = StepsAcross(task, step, start, end, end - start, coll, arrival, np.zeros(0), np.zeros(0, dtype=bool))
+    group, starts = t.step_groups()
+    late = arrival - _median_of_others(arrival, group, starts)
+    late = np.where((late >= 0.0) | np.isnan(late), late, 0.0)  # as pandas' clip(lower=0.0)
+    worst = np.maximum.reduceat(late, starts)[group] if late.size else late
+    return replace(t, late_s=late, straggler=(late == worst) & (late > 0))
 
 
-def _median_of_others(arrivals: np.ndarray) -> np.ndarray:
-    """Per task of one step: the median arrival of the step's other tasks."""
-    n = arrivals.size
-    order = np.argsort(arrivals, kind="stable")
-    ranked = arrivals[order]
-    out = np.empty(n, dtype=np.float64)
-    for k in range(n):  # a few dozen tasks per step
-        rest = np.delete(ranked, k)
-        out[order[k]] = float(np.median(rest))
+def _group_medians(values: np.ndarray, group: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per group (rows grouped and ``starts`` where each group starts): the median of its ``values``
+    (the mean of the two middle ones of an even count, as numpy's and pandas' median)."""
+    if values.size == 0:
+        return values.copy()
+    ranked = values[np.lexsort((values, group))]
+    n = np.diff(np.r_[starts, values.size])
+    lo, hi = ranked[starts + (n - 1) // 2], ranked[starts + n // 2]
+    return np.where(n % 2 == 1, lo, (lo + hi) / 2)
+
+
+def _median_of_others(values: np.ndarray, group: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per row: the median of the values of its group's other rows (the median arrival of the step's
+    other tasks), as ``np.median`` of the group without that row."""
+    out = np.empty(values.size, dtype=np.float64)
+    if values.size == 0:
+        return out
+    order = np.lexsort((values, group))  # within each group, ascending (ties: in row order)
+    ranked = values[order]
+    n = np.diff(np.r_[starts, values.size])[group[order]]  # the row's group's size
+    first = starts[group[order]]
+    k = np.arange(values.size) - first  # the row's rank in its group
+    m = n - 1  # the others
+
+    def other(j: np.ndarray) -> np.ndarray:  # the j-th smallest of the others (the row itself left out)
+        return ranked[first + j + (j >= k)]
+
+    lo, hi = other(np.maximum((m - 1) // 2, 0)), other(np.maximum(m // 2, 0))
+    mid = np.where(m % 2 == 1, lo, (lo + hi) / 2)
+    out[order] = np.where(m > 0, mid, np.nan)  # a step of one row: no other (never in a step_table)
     return out
 
 
-def late_enough(table: pd.DataFrame, min_late_s: float, min_late_share: float) -> pd.Series:
+def late_enough(table: StepsAcross, min_late_s: float, min_late_share: float) -> np.ndarray:
     """Rows whose task is late by at least ``max(min_late_s, min_late_share x the step)`` (the step: the
     median of its tasks' durations).  Several tasks can be late in one step (two slow hosts of 32)."""
-    step_s = table.groupby("step").dur_s.transform("median")
+    group, starts = table.step_groups()
+    step_s = _group_medians(table.dur_s, group, starts)[group]
     return (table.late_s > 0) & (table.late_s >= np.maximum(min_late_s, min_late_share * step_s))
 
 
-def stragglers(table: pd.DataFrame, min_late_s: float, min_late_share: float,
+def stragglers(table: StepsAcross, min_late_s: float, min_late_share: float,
                min_steps_share: float) -> list[dict[str, Any]]:
     """Tasks late often and by enough (module docstring), most late first; each with its numbers."""
     if table.empty:
         return []
     late = late_enough(table, min_late_s, min_late_share)
-    n_steps = int(table.step.nunique())
+    group, starts = table.step_groups()
+    step_s = _group_medians(table.dur_s, group, starts)  # per distinct step
+    n_steps = int(starts.size)
     out = []
-    for task, rows in table[late].groupby("task"):
-        if len(rows) < min_steps_share * n_steps:
+    for task in np.unique(table.task[late]).tolist():
+        mine = late & (table.task == task)
+        if int(mine.sum()) < min_steps_share * n_steps:
             continue
-        steps = rows.step.tolist()
-        others = table[(table.task != task) & table.step.isin(steps)]
+        steps, late_s = table.step[mine], table.late_s[mine]
+        in_steps = np.isin(table.step, steps)
+        others = in_steps & (table.task != task)
         out.append({
-            "task": str(task), "late_steps": [int(s) for s in steps], "steps": n_steps,
-            "late_s_median": float(rows.late_s.median()), "late_s_max": float(rows.late_s.max()),
-            "step_s_median": float(table[table.step.isin(steps)].groupby("step").dur_s.median().median()),
-            "others_wait_s_median": float(others.collective_s.median()) if len(others) else 0.0,
-            "others": sorted({str(t) for t in others.task}),
+            "task": str(task), "late_steps": [int(s) for s in steps.tolist()], "steps": n_steps,
+            "late_s_median": float(np.median(late_s)), "late_s_max": float(late_s.max()),
+            "step_s_median": float(np.median(step_s[np.unique(group[in_steps])])),
+            "others_wait_s_median": float(np.median(table.collective_s[others])) if others.any() else 0.0,
+            "others": sorted({str(t) for t in table.task[others].tolist()}),
         })
     return sorted(out, key=lambda r: (-len(r["late_steps"]), -r["late_s_median"], r["task"]))
 
 
-def step_rows(table: pd.DataFrame, min_late_s: float, min_late_share: float) -> list[dict[str, Any]]:
+def step_rows(table: StepsAcross, min_late_s: float, min_late_share: float) -> list[dict[str, Any]]:
     """The per-step table as plain rows (summary.json, the report); ``late`` marks a straggler late by
     at least the rule's threshold in that step."""
     if table.empty:
         return []
     late = late_enough(table, min_late_s, min_late_share).tolist()
-    return [{"task": str(r.task), "step": int(r.step), "start_s": float(r.start_s), "end_s": float(r.end_s),
-             "dur_s": float(r.dur_s), "collective_s": float(r.collective_s), "late_s": float(r.late_s),
-             "straggler": bool(r.straggler), "late": bool(flag)}
-            for r, flag in zip(table.itertuples(index=False), late)]
+    cols = zip(table.task.tolist(), table.step.tolist(), table.start_s.tolist(), table.end_s.tolist(),
+               table.dur_s.tolist(), table.collective_s.tolist(), table.late_s.tolist(),
+               table.straggler.tolist(), late)
+    return [{"task": str(task), "step": int(step), "start_s": float(start), "end_s": float(end),
+             "dur_s": float(dur), "collective_s": float(coll), "late_s": float(late_s),
+             "straggler": bool(strag), "late": bool(flag)}
+            for task, step, start, end, dur, coll, late_s, strag, flag in cols]
 
 
 def network_links(placement: Placement | None, breakdown: TraceDoc | None,

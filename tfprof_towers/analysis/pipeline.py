@@ -43,6 +43,8 @@ class VariantTrace:
         raises."""
         if self.pod is None or self.logdir is None:
             return None
+        if self.pod.events is not None:  # kept from the analysis's own read (one host, or a few small ones)
+            return self.pod.events
         from tfprof_towers.analysis.run_traces import merged_trace
 
         return merged_trace(self.logdir, self.context, tuple(f.name for f in self.pod.failures))
@@ -72,7 +74,7 @@ def analyze_variant(run_dir: RunDir, record: VariantRecord, kind: str | None) ->
     ctx = RunContext.of(record, kind)
     logdir = run_dir.logdir(record.name)
     try:
-        pod = analyze_logdir(logdir, ctx, record.name)
+        pod = analyze_logdir(logdir, ctx, record.name, keep_events=True)
     except TowersError as exc:
         return VariantTrace(TraceDoc(error=exc.message))
     except Exception as exc:  # a trace we cannot read must not cost the user the whole report

@@ -76,11 +76,14 @@ def run_context(run_dir: Path, variant: str) -> RunContext:
 
 
 def analyze_logdir(logdir: Path, ctx: RunContext, label: str = "", notes: tuple[str, ...] = (),
-                   executor: Any = None, progress: Progress | None = None) -> PodAnalysis:
+                   executor: Any = None, progress: Progress | None = None,
+                   keep_events: bool = False) -> PodAnalysis:
     """Analyse one variant's logdir host by host, then reduce, with what its run record adds
-    (``executor``: where the map runs, :func:`~tfprof_towers.trace.executors.analyze_pod`)."""
+    (``executor``: where the map runs, :func:`~tfprof_towers.trace.executors.analyze_pod`;
+    ``keep_events``: the hosts' events kept on the result where they are small enough, so that
+    :func:`merged_trace` need not read them again)."""
     return analyze_pod(logdir, None, ctx.node_devices, ctx.host_tasks, ctx.kind, ctx.edge_bytes, label,
-                       notes, executor, progress)
+                       notes, executor, progress, keep_events=keep_events)
 
 
 def merged_trace(logdir: Path, ctx: RunContext, skip: tuple[str, ...] = ()) -> Trace:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tfprof_towers.procs import supervise
 from tfprof_towers.rundir.paths import RunDir, is_disk_error, read_json, write_json
@@ -168,8 +169,17 @@ def run_one(
     )
     if record.ok and not xplanes:
         record = replace(record, status=FAILED, error="the profiler wrote no trace file")
-    write_json(record_path, record.to_json())
+    write_json(record_path, read_record_doc(record))
     return Outcome(variant.name, record.status, record.error, wall)
+
+
+def read_record_doc(record: VariantRecord) -> dict[str, Any]:
+    """``record.to_json()`` of a record read from JSON: its placement, plain JSON as read (most of a
+    graph's record), passed through as it is rather than copied value by value (the same document)."""
+    doc = replace(record, placement=None).to_json()
+    if record.placement is not None:
+        doc["placement"] = record.placement
+    return doc
 
 
 def disk_failure(run_dir: RunDir, variant: VariantSpec, exc: OSError) -> VariantRecord:

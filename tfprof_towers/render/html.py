@@ -10,6 +10,7 @@ and links nothing.  Data for the charts goes into a
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -50,7 +51,62 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(FILTERS)
     env.globals["assets"] = assets
+    env.bytecode_cache = template_cache(env)
     return env
+
+
+class TemplateCache(jinja2.FileSystemBytecodeCache):
+    """The templates' compiled code kept between runs, in Jinja's own cache folder (in the temp
+    folder, this user's alone; Jinja checks its owner and mode).  Jinja keys a template by its file
+    and checks its source; the key here adds everything in the environment that changes the compiled
+    code (:func:`compile_options`), so a changed option never reuses an old compile.  A folder that
+    cannot be read or written costs the compile, nothing else."""
+
+    def __init__(self, env: jinja2.Environment, directory: str | None = None) -> None:
+        super().__init__(directory, pattern="tfprof-towers-%s.cache")
+        self.env = env
+
+    def get_cache_key(self, name: str, filename: str | None = None) -> str:
+        import hashlib
+
+        options = repr((compile_options(self.env), _autoescape(self.env, name)))
+        return hashlib.sha1(f"{super().get_cache_key(name, filename)}|{options}".encode()).hexdigest()
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except OSError:
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def compile_options(env: jinja2.Environment) -> tuple[Any, ...]:
+    """What Jinja's compiler reads from ``env`` besides the template's source: its version, the
+    syntax, whitespace and newline options, the extensions, filters, tests, policies and finalize."""
+    finalize = env.finalize
+    return (jinja2.__version__, env.block_start_string, env.block_end_string, env.variable_start_string,
+            env.variable_end_string, env.comment_start_string, env.comment_end_string,
+            env.line_statement_prefix, env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks,
+            env.newline_sequence, env.keep_trailing_newline, env.optimized, env.is_async,
+            sorted(env.extensions), sorted(env.filters), sorted(env.tests),
+            sorted((k, repr(v)) for k, v in env.policies.items()),
+            env.code_generator_class.__qualname__, env.context_class.__qualname__,
+            finalize is not None, getattr(finalize, "jinja_pass_arg", None))
+
+
+def _autoescape(env: jinja2.Environment, name: str) -> bool:
+    return bool(env.autoescape(name) if callable(env.autoescape) else env.autoescape)
+
+
+def template_cache(env: jinja2.Environment) -> TemplateCache | None:
+    """:class:`TemplateCache` for ``env``; None where the temp folder has no cache folder to offer."""
+    try:
+        return TemplateCache(env)
+    except (OSError, RuntimeError):  # Jinja's folder cannot be made, or is not this user's alone
+        return None
 
 
 def isolate(value: object) -> object:

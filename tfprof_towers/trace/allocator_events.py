@@ -259,7 +259,7 @@ def memory_events(raw: RawSpace, stats: Mapping[str, StatColumn], prefix: str = 
     stats = {name: stats.get(name, empty) for name in (*MEMORY_STATS, "tf_op")}
     if not codes:
         return MemoryEvents(device_memory=memory)
-    rows = np.flatnonzero(np.isin(raw.name[:k], codes) & (raw.planes.kinds[raw.event_plane[:k]] == HOST))
+    rows = np.flatnonzero(np.isin(raw.name[:k], codes) & (raw.planes.kinds.take(raw.event_plane[:k]) == HOST))
     rows = rows[np.isin(rows, stats["allocator_name"].index)]  # an event without its allocator: not one
     if not rows.size:
         return MemoryEvents(device_memory=memory)

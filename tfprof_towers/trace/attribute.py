@@ -9,7 +9,9 @@
   higher ones alone; each union is measured in one vectorised pass over the intervals
   sorted by (device and window, start): a running maximum of the ends (kept within each
   group by counting each group's times from its own origin, offset by its number), and
-  per interval the length it adds past that maximum.  Integers throughout: exact.
+  per interval the length it adds past that maximum.  Integers throughout: exact.  Each
+  device's events are put in order of start once (:func:`device_events`): its sweep and its
+  idle gaps take them in place, in that order (only pieces past a window's end are added).
 * ``idle``: how an accelerator's idle time splits into host wait, kernel wait and other
   (:mod:`.idle`).
 
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -129,47 +133,75 @@ CHUNK = 1 << 19
 
 def device_index(trace: Trace) -> tuple[tuple[str, ...], np.ndarray]:
     """The devices with time, sorted (:func:`device_sort_key`), and per event its device's index
-    (-1: not time)."""
+    (-1: not time; int16 where the devices are that few)."""
     c = trace.columns
-    is_time = RANK[c.category] >= 0
+    is_time = RANK.take(c.category) >= 0  # take: ~2x a subscript by a narrow index
     present = np.flatnonzero(np.bincount(c.device[is_time], minlength=1)) if is_time.any() else np.zeros(0)
     names = [c.strings.items[u] for u in present.tolist()]
     order = sorted(range(len(names)), key=lambda i: device_sort_key(names[i]))
-    lut = np.full(max(int(c.device.max()) + 1 if c.n else 1, 1), -1, dtype=np.int32)
-    lut[present[order]] = np.arange(len(order), dtype=np.int32)
-    dev_of = lut[c.device]
+    narrow = np.int16 if len(order) < (1 << 15) else np.int32  # held while the devices are broken down
+    lut = np.full(max(int(c.device.max()) + 1 if c.n else 1, 1), -1, dtype=narrow)
+    lut[present[order]] = np.arange(len(order), dtype=narrow)
+    dev_of = lut.take(c.device)
     dev_of[~is_time] = -1
     return tuple(names[i] for i in order), dev_of
 
 
-def per_device(trace: Trace, dev_of: np.ndarray, n_dev: int, tables: list[StepTable] | None = None):
-    """Yield (device index, its events), each event's ``window`` an index into its device's table
-    (``tables[d]``, default the trace's)."""
-    c = trace.columns
-    lookups: dict[int, tuple] = {}
-    order = np.argsort(dev_of, kind="stable")  # every device's events, in order (one radix sort)
+#: Devices whose events are found one device at a time (a pass over every event each); more are sorted.
+FEW_DEVICES = 8
+
+
+def device_rows(dev_of: np.ndarray, n_dev: int):
+    """Yield (device index, its events' rows, ascending): for a few devices, each one's found when it is
+    asked for (only its rows held), else all of them sorted by device at once."""
+    if n_dev <= FEW_DEVICES:
+        for d in range(n_dev):
+            yield d, np.flatnonzero(dev_of == d)
+        return
+    order = np.argsort(dev_of, kind="stable")  # every device's events, in order
     bounds = np.searchsorted(dev_of[order], np.arange(n_dev + 1), side="left")
     for d in range(n_dev):
-        table = tables[d] if tables is not None else trace.step_table
-        if id(table) not in lookups:
+        yield d, order[bounds[d] : bounds[d + 1]]
+
+
+def window_lookups(tables: list[StepTable]) -> list[tuple]:
+    """Per table: what :func:`device_events` turns step numbers into window indices with (made once
+    per distinct table)."""
+    made: dict[int, tuple] = {}
+    for table in tables:
+        if id(table) not in made:
             lut, lo = window_of(table)
             numbers = table.step
             dense = lut.size <= 4 * len(table) + 1024
-            lookups[id(table)] = (lut, lo, dense, numbers, np.argsort(numbers, kind="stable"))
-        lut, lo, dense, numbers, by_number = lookups[id(table)]
-        rows = order[bounds[d] : bounds[d + 1]]
-        start = c.start_ps[rows]
-        end = start + c.dur_ps[rows]
-        step = c.step[rows]
-        if dense:
-            at = step.astype(np.int64) - lo
-            at[step < 0] = lut.size - 1
-            window = lut[at]
-        else:  # sparse step numbers: search them
-            window = np.full(rows.size, -1, dtype=np.int64)
-            inside = step >= 0
-            window[inside] = by_number[np.searchsorted(numbers[by_number], step[inside])]
-        yield d, DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
+            made[id(table)] = (lut, lo, dense, numbers, np.argsort(numbers, kind="stable"))
+    return [made[id(t)] for t in tables]
+
+
+def device_events(trace: Trace, rows: np.ndarray, lookup: tuple) -> DeviceEvents:
+    """The events ``rows`` (ascending) of one device, in order of start (ties: in row order), with
+    their window index from ``lookup`` (:func:`window_lookups`)."""
+    c = trace.columns
+    lut, lo, dense, numbers, by_number = lookup
+    start = c.start_ps[rows]
+    if start.size > 1 and not (start[1:] >= start[:-1]).all():
+        by_start = np.argsort(start, kind="stable")  # the lines' runs, merged
+        start = start[by_start]
+        rows = rows[by_start]
+        del by_start
+    end = c.dur_ps[rows]
+    end += start
+    step = c.step[rows]
+    if dense:
+        at = step.astype(np.int64)
+        at -= lo
+        at[step < 0] = lut.size - 1
+        window = lut[at]
+        del at
+    else:  # sparse step numbers: search them
+        window = np.full(rows.size, -1, dtype=np.int64)
+        inside = step >= 0
+        window[inside] = by_number[np.searchsorted(numbers[by_number], step[inside])]
+    return DeviceEvents(rows, c.category[rows], start, end, step, c.bytes[rows], window)
 
 
 def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int | None = None) -> Breakdown:
@@ -185,17 +217,21 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int |
     idle = np.zeros((n_dev, n_win, len(IDLE_KINDS)), dtype=np.int64)
     window = np.zeros((n_dev, n_win), dtype=np.int64)
     parts = []
-    launches = Launches.of(trace) if accelerator.any() else None
+    launches = _Once(lambda: Launches.of(trace))  # made by the first accelerator's thread
+    lookups = window_lookups(tables)
 
-    def one(item: tuple[int, DeviceEvents]) -> tuple[int, Totals, np.ndarray, np.ndarray | None]:
-        d, ev = item
+    def one(item: tuple[int, np.ndarray]) -> tuple[int, Totals, np.ndarray, np.ndarray | None]:
+        d, rows = item
         table = tables[d]
+        joined = launches() if accelerator[d] else None  # before this device's events are gathered
+        ev = device_events(trace, rows, lookups[d])
+        del rows
         wall_ev, own = nested(ev) if TPU_CHIP.search(devices[d]) else (ev, None)
         part = totals(ev, d, table, own)
-        split = idle_split(trace, ev, table, kernel_wait_ps, launches) if accelerator[d] else None
+        split = idle_split(trace, ev, table, kernel_wait_ps, joined) if joined is not None else None
         return d, part, wall_times(wall_ev, table), split
 
-    work = per_device(trace, dev_of, n_dev, tables)
+    work = device_rows(dev_of, n_dev)
     for d, part, wall_d, idle_d in in_order(one, work, decode_threads(threads) if n_dev > 1 else 1):
         table = tables[d]
         if table is steps:  # the trace's windows: laid out as they are
@@ -217,12 +253,25 @@ def attribute(trace: Trace, kernel_wait_ps: int = KERNEL_WAIT_PS, threads: int |
     return Breakdown(steps, devices, joined, wall, idle, accelerator, window)
 
 
+class _Once:
+    """A value made on first call, once, whichever thread calls first (the others wait for it)."""
+
+    def __init__(self, make: Callable[[], Launches]) -> None:
+        self._make, self._lock, self._value = make, threading.Lock(), None
+
+    def __call__(self) -> Launches:
+        with self._lock:
+            if self._value is None:
+                self._value = self._make()
+            return self._value
+
+
 def nested(ev: DeviceEvents) -> tuple[DeviceEvents, np.ndarray]:
     """A TPU chip's ops as the pieces of their self time (for the wall: the innermost op owns each
     instant) and each op's self time (for the totals: every op counted once), :mod:`.nesting`."""
     pieces = self_pieces(ev.start, ev.end)
     i = pieces.src
-    window = np.full(i.size, -1, dtype=np.int64)  # a piece's window is searched (:func:`_clip_known`)
+    window = np.full(i.size, -1, dtype=np.int64)  # a piece's window is searched (:func:`window_pieces`)
     cut = DeviceEvents(ev.rows[i], ev.category[i], pieces.start, pieces.end, ev.step[i], ev.bytes[i], window)
     return cut, self_times(ev.start.size, pieces)
 
@@ -239,14 +288,17 @@ def totals(ev: DeviceEvents, device: int, steps: StepTable, own: np.ndarray | No
     inside = ev.window >= 0
     every = ev.end - ev.start if own is None else own
     if inside.all():  # the usual case: no event outside the windows
-        key, dur, nbytes = ev.window * n_cat + ev.category, every, ev.bytes
+        key, dur, nbytes = ev.window * n_cat, every, ev.bytes
+        key += ev.category
     else:
         at = np.flatnonzero(inside)
-        key = ev.window[at] * n_cat + ev.category[at]
+        key = ev.window[at] * n_cat
+        key += ev.category[at]
         dur, nbytes = every[at], ev.bytes[at]
     count = np.bincount(key, minlength=n_win * n_cat)
     dur = exact_sums(key, dur, n_win * n_cat)
-    nbytes = exact_sums(key, nbytes, n_win * n_cat)
+    # most devices move no bytes (only copies do): their sums need no pass
+    nbytes = exact_sums(key, nbytes, n_win * n_cat) if nbytes.any() else np.zeros(n_win * n_cat, np.int64)
     used = np.flatnonzero(count)
     return Totals(
         np.full(used.size, device, dtype=np.int64), used // n_cat, used % n_cat, count[used].astype(np.int64),
@@ -283,40 +335,115 @@ def wall_times(ev: DeviceEvents, steps: StepTable) -> np.ndarray:
                 at = int(np.searchsorted(we, lo, side="right"))
                 w[spill] = at if at < n_win and ws[at] <= lo else -1
                 s = np.maximum(s, lo)
-        win, cs, ce, idx = _clip_known(s, e, w, ws, we)
-        if not win.size:
+        pieces = window_pieces(s, e, w, ws, we)
+        if pieces is None:
             continue
         if lo is None:  # every window (those without events add nothing)
-            first, last, local = 0, n_win, win
-        else:  # only the windows the slice touches
-            first, last = int(win.min()), int(win.max()) + 1
-            local = win - first
-        origin = ws[win] if lo is None else np.maximum(ws[win], lo)
-        part = sweep(local, RANK[cat[idx]], cs, ce, last - first, n_rank, origin)
+            first, last, origin, end = 0, n_win, ws, we
+        else:  # only the windows the slice touches, whose pieces lie within the slice
+            first, last = pieces.windows
+            origin, end = np.maximum(ws[first:last], lo), np.minimum(we[first:last], hi)
+        part = pieces_sweep(pieces, cat, first, origin, end, we, n_rank)
         acc[first:last] += part.reshape(last - first, n_rank)
     return acc
 
 
-def _clip_known(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we: np.ndarray):
-    """:func:`clip_to_windows` of intervals whose start's window ``w`` is known (-1: none): only the
-    ones that leave their window, or start outside every window, are searched.  The last column
-    says which interval each piece is (``slice(None)`` when they are the intervals themselves)."""
+@dataclass(frozen=True)
+class WindowPieces:
+    """Intervals cut to the step windows (:func:`window_pieces`): those whose start lies in a window
+    (``kept``: their indices, or ``slice(None)`` for all) each give their first piece in place --
+    ``s``, ``e`` and ``w`` are theirs, and those at ``cut`` (positions among them) end at their
+    window's end instead --, and every other piece is listed (window, start, end, interval)."""
+
+    kept: np.ndarray | slice
+    w: np.ndarray
+    s: np.ndarray
+    e: np.ndarray
+    cut: np.ndarray
+    win: np.ndarray
+    cs: np.ndarray
+    ce: np.ndarray
+    src: np.ndarray
+
+    @property
+    def windows(self) -> tuple[int, int]:
+        """The first window with a piece and one past the last."""
+        lo = min([int(x.min()) for x in (self.w, self.win) if x.size])
+        hi = max([int(x.max()) for x in (self.w, self.win) if x.size])
+        return lo, hi + 1
+
+
+def window_pieces(s: np.ndarray, e: np.ndarray, w: np.ndarray, ws: np.ndarray, we: np.ndarray,
+                  ) -> WindowPieces | None:
+    """:func:`clip_to_windows` of intervals whose start's window ``w`` is known (-1: none), without
+    copying those that start in a window (:class:`WindowPieces`); only the ones that leave their
+    window, or start outside every window, are searched.  None: no piece."""
     inside = w >= 0
     if inside.all():  # the usual case: every event starts in a window
-        simple = e <= we[w]
+        kept, outside = slice(None), np.zeros(0, dtype=np.int64)
+        ks, ke, kw = s, e, w
     else:
-        simple = inside.copy()
-        simple[inside] = e[inside] <= we[w[inside]]
-    if simple.all():
-        # zero-length events add nothing to a sweep (it drops them): no copies needed
-        return w, s, e, slice(None)
-    rest = np.flatnonzero(~simple)
+        kept, outside = np.flatnonzero(inside), np.flatnonzero(~inside)
+        ks, ke, kw = s[kept], e[kept], w[kept]
+    cut = np.flatnonzero(ke > we[kw])
+    leaving = cut if isinstance(kept, slice) else kept[cut]
+    rest = np.concatenate([leaving, outside])
     win, cs, ce, idx = clip_to_windows(s[rest], e[rest], ws, we)
-    easy = np.flatnonzero(simple & (e > s))
-    return (
-        np.concatenate([w[easy], win]), np.concatenate([s[easy], cs]), np.concatenate([e[easy], ce]),
-        np.concatenate([easy, rest[idx]]),
-    )
+    own = np.concatenate([kw[cut], np.full(outside.size, -1, dtype=kw.dtype)])
+    later = np.flatnonzero(win != own[idx])  # a leaving interval's first piece is kept in place
+    if not kw.size and not later.size:
+        return None
+    return WindowPieces(kept, kw, ks, ke, cut, win[later], cs[later], ce[later], rest[idx[later]])
+
+
+def pieces_sweep(p: WindowPieces, cat: np.ndarray, first: int, origin: np.ndarray, end: np.ndarray,
+                 we: np.ndarray, n_rank: int) -> np.ndarray:
+    """:func:`sweep` of the pieces ``p`` of the windows from ``first`` on, each within its window's
+    ``[origin, end]`` (per window): the keys are the starts and ends plus one offset per window, the
+    listed pieces merged in among the kept ones (in order of start, the sweep's order)."""
+    n_groups = origin.size
+    span = int((end - origin).max()) + 1 if n_groups else 1
+    kept_rank = RANK.take(cat[p.kept])
+    if span * n_groups >= _SAFE:  # too far apart for one key
+        win = np.concatenate([p.w, p.win]) - first
+        s, e = np.concatenate([p.s, p.cs]), np.concatenate([p.e, p.ce])
+        e[p.cut] = we[p.w[p.cut]]
+        rank = np.concatenate([kept_rank, RANK.take(cat[p.src])])
+        return sweep(win, rank, s, e, n_groups, n_rank, origin[win])
+    offset = np.arange(n_groups, dtype=np.int64) * span - origin
+    at = offset.take(p.w - first) if first else offset.take(p.w)
+    s, e = p.s + at, p.e + at
+    e[p.cut] = we[p.w[p.cut]] + at[p.cut]
+    np.maximum(e, s, out=e)  # an interval ending before its start adds nothing (as if dropped)
+    if not p.src.size:
+        return keyed_sweep(s, e, kept_rank, n_groups, n_rank, span)
+    local = p.win - first
+    if (p.cs == origin[local]).all():  # as always: a listed piece starts where its window does
+        heads = Heads(local, p.ce - p.cs, RANK.take(cat[p.src]))
+        return keyed_sweep(s, e, kept_rank, n_groups, n_rank, span, heads)
+    xs, xe = p.cs + offset[local], p.ce + offset[local]  # else merged in among the kept ones
+    by = np.argsort(xs, kind="stable")
+    pos = np.searchsorted(s, xs[by], side="right")
+    s, e = np.insert(s, pos, xs[by]), np.insert(e, pos, xe[by])
+    kept_rank = np.insert(kept_rank, pos, RANK.take(cat[p.src[by]]))
+    return keyed_sweep(s, e, kept_rank, n_groups, n_rank, span)
+
+
+@dataclass(frozen=True)
+class Heads:
+    """Intervals that start where their group does (key ``g * span``): each one's group, length and rank.
+    A group's heads of some ranks cover one interval from its start, as long as their longest."""
+
+    group: np.ndarray
+    length: np.ndarray
+    rank: np.ndarray
+
+    def longest(self, r: int, n_groups: int) -> np.ndarray:
+        """Per group, the length of its longest head of rank ``r`` or less (0: none)."""
+        out = np.zeros(n_groups, dtype=np.int64)
+        sel = self.rank <= r
+        np.maximum.at(out, self.group[sel], self.length[sel])
+        return out
 
 
 def time_slices(start: np.ndarray, size: int) -> list[tuple[int | None, int | None]]:
@@ -352,11 +479,11 @@ def sweep(
         s, e = s - origin, e - origin
         span = int(e.max()) + 1
         if span * n_groups < _SAFE:
-            key = group.astype(np.int64) * span
-            key += s
-            if not (key[1:] >= key[:-1]).all():  # often sorted already: one line, in time order
-                order = np.argsort(key, kind="stable")
-                group, rank, s, e = group[order], rank[order], s[order], e[order]
+            base = group.astype(np.int64)
+            base *= span
+            s += base
+            e += base
+            return keyed_sweep(s, e, rank, n_groups, n_rank, span)
         else:
             order = np.lexsort((s, group))
             group, rank, s, e = group[order], rank[order], s[order], e[order]
@@ -378,6 +505,66 @@ def sweep(
         out[np.arange(n_groups) * n_rank + r] = measure - prev
         prev = measure
     return out
+
+
+def keyed_sweep(s: np.ndarray, e: np.ndarray, rank: np.ndarray, n_groups: int, n_rank: int, span: int,
+                heads: Heads | None = None) -> np.ndarray:
+    """:func:`sweep` of intervals given by keys (``e >= s``): group ``g``'s times offset into ``[g * span,
+    (g + 1) * span)``, ``span * n_groups`` below :data:`_SAFE`, so that one key sorts them all; and of
+    ``heads``, intervals that start where their group does.  ``s`` and ``e`` are the caller's no more
+    (fresh arrays, or used up)."""
+    if not (s[1:] >= s[:-1]).all():  # often sorted already: one device's events, in time order
+        order = np.argsort(s, kind="stable")
+        rank, s, e = rank[order], s[order], e[order]
+        del order
+    edges = np.arange(n_groups + 1, dtype=np.int64) * span
+    out = np.zeros(n_groups * n_rank, dtype=np.int64)
+    prev = np.zeros(n_groups, dtype=np.int64)
+    present = np.bincount(rank, minlength=n_rank)
+    if heads is not None:
+        present += np.bincount(heads.rank, minlength=n_rank)
+    ranks = np.flatnonzero(present).tolist()
+    for r in ranks:
+        head = heads.longest(r, n_groups) if heads is not None else None
+        if r == ranks[-1]:  # every interval
+            measure = keyed_union(s, e, edges, head)
+        else:
+            sel = np.flatnonzero(rank <= r)
+            measure = keyed_union(s[sel], e[sel], edges, head)
+        out[np.arange(n_groups) * n_rank + r] = measure - prev
+        prev = measure
+    return out
+
+
+def keyed_union(s: np.ndarray, e: np.ndarray, edges: np.ndarray, head: np.ndarray | None = None,
+                ) -> np.ndarray:
+    """Per group, the measure of the union of its intervals (``e >= s``): keys sorted by start, group
+    ``g``'s in ``[edges[g], edges[g + 1])``.  Each interval adds how far it reaches past every earlier one
+    (``reach[i] - max(s[i], reach[i - 1])``, never negative); the additions are disjoint pieces of
+    the key axis, so their running sum stays below its end: exact int64.  ``head``: per group, the
+    length of one more interval from its start (``[edges[g], edges[g] + head[g])``), counted with
+    them: its length less what the group's intervals that start inside it already cover there (their
+    additions, less how far past its end they reach)."""
+    if not s.size:
+        return np.zeros(edges.size - 1, dtype=np.int64) if head is None else head.copy()
+    reach = np.maximum.accumulate(e)
+    if head is not None:  # where each group's head ends, and how far its intervals before that reach
+        head_end = edges[:-1] + head
+        before = np.searchsorted(s, head_end)
+        reach_there = reach[np.maximum(before - 1, 0)]
+    lo = s.copy()
+    np.maximum(lo[1:], reach[:-1], out=lo[1:])
+    reach -= lo  # each interval's addition
+    del lo
+    total = np.cumsum(reach, out=reach)
+    at = np.searchsorted(s, edges)  # each group's first interval
+    upto = np.where(at > 0, total[np.maximum(at - 1, 0)], 0)  # the additions before it
+    measure = np.diff(upto)
+    if head is not None:  # the head, less its overlap with the group's intervals that start in it
+        added = np.where(before > 0, total[np.maximum(before - 1, 0)], 0) - upto[:-1]
+        past = np.where(before > at[:-1], np.maximum(reach_there - head_end, 0), 0)
+        measure += head - (added - past)
+    return measure
 
 
 def union_measure(group: np.ndarray, s: np.ndarray, e: np.ndarray, n_groups: int, span: int) -> np.ndarray:

@@ -108,13 +108,13 @@ def classify(
     strings = raw.strings
     k = raw.n_kept
     plane_names = [prefix + p for p in raw.planes.names]
-    kind = raw.planes.kinds[raw.event_plane[:k]]
+    kind = raw.planes.kinds.take(raw.event_plane[:k])  # take: no index copy
     category, tf_op, op_type = _by_name(raw.name[:k], kind, strings)
     nbytes = np.zeros(k, dtype=np.int64)
     src = np.zeros(k, dtype=np.int32)
     dst = np.zeros(k, dtype=np.int32)
     edge = np.zeros(k, dtype=np.int32)
-    device = strings.codes(plane_names).astype(np.int32)[raw.event_plane[:k]]
+    device = strings.codes(plane_names).astype(np.int32).take(raw.event_plane[:k])
 
     host = kind == HOST
     _host_stats(host, stats, strings, category, tf_op, op_type)
@@ -145,7 +145,7 @@ def _by_name(name_code: np.ndarray, kind: np.ndarray, strings: Strings) -> tuple
     by_name = kind.astype(np.int32 if 3 * n_names < (1 << 31) else np.int64)
     by_name *= n_names
     by_name += name_code
-    return cat_lut.ravel()[by_name], node_lut.ravel()[by_name], type_lut.ravel()[by_name]
+    return cat_lut.ravel().take(by_name), node_lut.ravel().take(by_name), type_lut.ravel().take(by_name)
 
 
 def _host_stats(
@@ -280,4 +280,4 @@ def _thread_categories(raw: RawSpace, category: np.ndarray) -> None:
         if not on.any():
             continue
         kept = category[:k]
-        kept[on[raw.event_line[:k]] & (kept == CAT["framework"])] = CAT[cat]
+        kept[on.take(raw.event_line[:k]) & (kept == CAT["framework"])] = CAT[cat]

@@ -3,8 +3,9 @@
 ``memcpy_details`` reads ``kind_src:<k> kind_dst:<k> size:<bytes> dest:<dev> async:<0|1>``
 (older: ``size:<bytes> dest:<dev> async:<0|1>``).  The texts are nearly all distinct (every
 copy has its own size), so they are never made into Python strings: :func:`parse_details`
-reads every one at once with numpy over their bytes (tests/reference_kit.py has the same parse of
-one text in plain Python, the tests' oracle).  A
+reads every one at once with numpy over their bytes, or in C where the reader's kernel is built
+(:mod:`tfprof_towers.xplane.native`: the same parse, tested against this one; tests/reference_kit.py
+has the same parse of one text in plain Python, the tests' oracle).  A
 ``MemcpyOther`` takes the direction its memory kinds say, else device-to-device; a
 device-to-device copy whose ``dest`` is another device of the plane's type is a peer
 (P2P) copy to that device.  Host-to-device copies come from, and device-to-host copies
@@ -21,7 +22,7 @@ from tfprof_towers.trace.codes import CAT
 from tfprof_towers.trace.names import device_name_category
 from tfprof_towers.vocab.categories import COPY_CATEGORIES, EVENT_CATEGORIES
 from tfprof_towers.vocab.device_names import HOST_THREADS
-from tfprof_towers.xplane import Ragged, RawSpace, RowNames, StatColumn, dense_unique
+from tfprof_towers.xplane import Ragged, RawSpace, RowNames, StatColumn, dense_unique, native
 
 _DEVICE_INDEX = re.compile(r"^(/device:[A-Za-z_]+:)(\d+)$")
 
@@ -208,6 +209,10 @@ def parse_details(
     """``parse_memcpy_details`` (tests/reference_kit.py) of every row at once, with numpy over the bytes:
     (size, dest, category code of the memory kinds or -1).  ``dest_for`` / ``kinds_for``
     (bool per row): the rows whose ``dest`` / memory kinds are wanted (default: all)."""
+    if native.kernel is not None:  # the same parse in C, where the reader's kernel is built
+        got = native.parse_details(text, dest_for, kinds_for)
+        if got is not None:
+            return got[0], got[1], _category(got[2], got[3])
     n = text.rows
     t = _Text(text)
     want_dest = dest_for is None or bool(dest_for.any())
@@ -230,12 +235,16 @@ def parse_details(
             row, start, end = _subset(t, found[key], kinds_for)
             k[t.rows_of(row)] = _memory_kind(t, start, end)
         kinds.append(k)
-    src, dst = kinds
-    cat = np.full(n, -1, dtype=np.int8)
+    return size, dest, _category(*kinds)
+
+
+def _category(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The copy category of each (source, destination) memory kind pair (0 host, 1 device), or -1."""
+    cat = np.full(src.size, -1, dtype=np.int8)
     cat[(src == 0) & (dst == 1)] = CAT["h2d"]
     cat[(src == 1) & (dst == 0)] = CAT["d2h"]
     cat[(src == 1) & (dst == 1)] = CAT["d2d"]
-    return size, dest, cat
+    return cat
 
 
 def details_columns(text: Ragged, names: RowNames | None = None) -> dict[str, np.ndarray]:
@@ -272,15 +281,18 @@ def classify_copies(
     plane_names = [prefix + p for p in raw.planes.names]
     is_copy_cat = np.zeros(len(EVENT_CATEGORIES) + 1, dtype=bool)  # indexed by category + 1
     is_copy_cat[[CAT[c] + 1 for c in COPY_CATEGORIES] + [0]] = True
-    idx = np.flatnonzero(device_plane & is_copy_cat[category + 1])
+    idx = np.flatnonzero(device_plane & is_copy_cat.take(category + 1))  # take: narrow index
     if not idx.size:
         return
     plane = raw.event_plane[idx]
     cat = category[idx]
     dest = np.full(idx.size, -1, dtype=np.int64)
     if details.any:
-        at = np.minimum(np.searchsorted(details.index, idx), details.index.size - 1)
-        has = np.flatnonzero(details.index[at] == idx)
+        if np.array_equal(details.index, idx):  # the usual case: every copy has its details, nothing else
+            at = has = np.arange(idx.size)
+        else:
+            at = np.minimum(np.searchsorted(details.index, idx), details.index.size - 1)
+            has = np.flatnonzero(details.index[at] == idx)
         c = cat[has]
         if details.parsed is not None:  # parsed by the reader, batch by batch
             p = details.parsed
@@ -298,11 +310,11 @@ def classify_copies(
     cat[cat == -1] = CAT["d2d"]
     # device index of each plane, and the same device type's name for a destination index
     plane_index = np.array([_index_of(p) for p in raw.planes.names], dtype=np.int64)
-    own = plane_index[plane]
+    own = plane_index.take(plane)
     peer = (cat == CAT["d2d"]) & (dest >= 0) & (dest != own)
     cat[peer] = CAT["p2p"]
     category[idx] = cat
-    plane_code = strings.codes(plane_names)[plane]
+    plane_code = strings.codes(plane_names).take(plane)
     host_code = strings.code(prefix + HOST_THREADS)
     src[idx] = np.where(cat == CAT["h2d"], host_code, plane_code)
     dst[idx] = np.where(cat == CAT["d2h"], host_code, plane_code)

@@ -30,9 +30,28 @@ from typing import Any, Protocol
 
 from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs
-from tfprof_towers.trace.hosts import _start_method, host_prefixes, idle_cores
+from tfprof_towers.trace.hosts import (
+    _start_method,
+    host_prefixes,
+    idle_cores,
+    join_hosts,
+    numbered,
+    one_host,
+    with_join_notes,
+)
+from tfprof_towers.trace.load import Trace
 from tfprof_towers.trace.locate import host_name, host_names, locate_hosts, unreadable
-from tfprof_towers.trace.pod import HostFailure, HostJob, HostResult, PodAnalysis, Progress, map_host
+from tfprof_towers.trace.pod import (
+    HostFailure,
+    HostJob,
+    HostResult,
+    PodAnalysis,
+    Progress,
+    host_failure,
+    map_host,
+    map_trace,
+    read_host,
+)
 from tfprof_towers.trace.pools import process_pool
 from tfprof_towers.vocab.device_names import canonical_device
 from tfprof_towers.vocab.errors import TowersError, TraceError
@@ -369,28 +388,89 @@ def host_jobs(
     return jobs, notes, made_up
 
 
+#: A multi-host analysis keeps every host's events (``analyze_pod(keep_events=True)``) only while its
+#: trace files come to at most this many bytes together: then the map runs here, host after host, and
+#: each host's read is kept for the merged trace (which holds every host's events anyway, joined).
+#: Above it the map runs where it would (a pool, Dask), each host's events left there, and the caller
+#: reads them again: a pod's hosts are never all held in this process while the map runs.
+KEEP_EVENTS_BYTES = 64 << 20
+
+
+def _keeps_events(jobs: Sequence[HostJob], executor: Any) -> bool:
+    """Whether the map of ``jobs`` runs here keeping each host's events (:data:`KEEP_EVENTS_BYTES`)."""
+    if executor not in (None, "local", "serial"):  # a Dask cluster's, or an executor the caller made
+        return False
+    total = 0
+    for job in jobs:
+        try:
+            total += os.stat(job.file).st_size
+        except OSError:
+            return False
+    return total <= KEEP_EVENTS_BYTES
+
+
+def map_keeping(jobs: Sequence[HostJob], progress: Progress | None = None
+                ) -> tuple[list[Outcome], list[Trace]]:
+    """:meth:`Serial.map` that keeps each host's events: the outcomes in the jobs' order, and the traces
+    of the hosts mapped (numbered as :func:`~.hosts.read_hosts` numbers them, among those hosts)."""
+    out: list[Outcome] = []
+    traces: list[Trace] = []
+    for job in jobs:
+        try:
+            trace = read_host(job)
+            result: Outcome = map_trace(trace, job)
+        except Exception as exc:  # as map_host: a host's bad file must not lose the other hosts' results
+            result = host_failure(job, exc)
+        else:
+            traces.append(numbered(trace, len(traces)))
+        out.append(result)
+        _report(progress, len(out), len(jobs), result)
+    return out, traces
+
+
 def analyze_pod(
     path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
     tasks: Mapping[str, str] | None = None, kind: str | None = None,
     edge_bytes: Mapping[str, int] | None = None, label: str = "", notes: Sequence[str] = (),
     executor: Any = None, progress: Progress | None = None, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
+    keep_events: bool = False,
 ) -> PodAnalysis:
     """Every host of the run ``path`` names, mapped on ``executor`` (:func:`.executors.executor_for`:
     None = the local process pool sized to the idle cores, ``"serial"`` = this process, a Dask address
     or ``distributed.Client``), then reduced.  Raises :class:`TraceError` when no host could be read
-    (every host's reason in one line)."""
+    (every host's reason in one line).  ``keep_events``: the hosts' events, read once for the map, are
+    kept on the result (``events``: the trace :func:`~.hosts.load_hosts` gives, less the hosts that
+    failed) for a caller that needs them too; of several hosts, only while their files are small
+    (:data:`KEEP_EVENTS_BYTES`), else ``events`` is None."""
     jobs, found, made_up = host_jobs(path, run, node_devices, tasks, kind, edge_bytes, cutoffs)
-    if len(jobs) == 1:  # one host: the same map, here; its failure is the command's
+    events = None
+    if len(jobs) == 1 and keep_events:  # the same map on the same read, the events kept
         runner: Executor = Serial()
-        out: list[Outcome] = [map_host(jobs[0], keep_going=False)]
+        trace = read_host(jobs[0])
+        out: list[Outcome] = [map_trace(trace, jobs[0])]
+        events = one_host(trace, jobs[0].name, jobs[0].prefix, found)
+    elif len(jobs) == 1:  # one host: the same map, here; its failure is the command's
+        runner = Serial()
+        out = [map_host(jobs[0], keep_going=False)]
     else:  # a stray entry (a dangling link, a folder, a FIFO) is a host that failed, never opened
         stray = {i: HostFailure(j.name, j.file, why) for i, j in enumerate(jobs)
                  if (why := unreadable(Path(j.file))) is not None}
         for failure in stray.values():
             _report(progress, 0, len(jobs), failure)
-        runner = executor_for(executor)
-        mapped = iter(runner.map([j for i, j in enumerate(jobs) if i not in stray], progress)
-                      if len(stray) < len(jobs) else [])
+        todo = [j for i, j in enumerate(jobs) if i not in stray]
+        if keep_events and todo and _keeps_events(todo, executor):
+            runner = Serial()
+            done, traces = map_keeping(todo, progress)
+            if traces:
+                kept = [r for r in done if isinstance(r, HostResult)]
+                prefixes, names = [r.task for r in kept], [r.name for r in kept]
+                events = with_join_notes(join_hosts(traces, prefixes, names, str(Path(kept[0].file).parent)),
+                                         names, prefixes, found, made_up)
+                del traces
+            mapped = iter(done)
+        else:
+            runner = executor_for(executor)
+            mapped = iter(runner.map(todo, progress) if todo else [])
         out = [stray[i] if i in stray else next(mapped) for i in range(len(jobs))]
     results = tuple(r for r in out if isinstance(r, HostResult))
     failures = tuple(r for r in out if isinstance(r, HostFailure))
@@ -401,7 +481,7 @@ def analyze_pod(
                          + "; ".join(f"{f.name}: {f.reason}" for f in failures))
     source = str(Path(jobs[0].file).parent) if len(jobs) > 1 else str(jobs[0].file)
     return PodAnalysis(source, results, failures, kind, label, (*notes, *found), tuple(made_up),
-                       runner.note if len(jobs) > 1 else "")
+                       runner.note if len(jobs) > 1 else "", events)
 
 
 __all__ = ["HostFailure", "HostJob", "HostResult", "PodAnalysis", "analyze_pod", "host_jobs", "map_host"]

@@ -30,7 +30,7 @@ from tfprof_towers.trace.producer import UNKNOWN, Producer
 from tfprof_towers.trace.steps import clip_to_windows
 from tfprof_towers.vocab.categories import EVENT_CATEGORIES, WALL_CATEGORIES
 from tfprof_towers.vocab.device_names import device_sort_key, is_accelerator_plane
-from tfprof_towers.xplane import DEVICE, HOST, distinct
+from tfprof_towers.xplane import DEVICE, HOST, dense_unique, distinct
 
 if TYPE_CHECKING:
     from tfprof_towers.trace.analysis import Analysis
@@ -114,16 +114,25 @@ class Kernels:
         return Kernels(*(getattr(self, f)[rows] for f in Kernels.__dataclass_fields__))
 
 
+def unique_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)`` (the inverse flat), without a sort where
+    the keys are small codes (:func:`~tfprof_towers.xplane.dense_unique`)."""
+    uniq, inverse = dense_unique(keys.reshape(-1))
+    first = np.full(uniq.size, inverse.size, dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(inverse.size))
+    return uniq, first, inverse
+
+
 def first_seen_groups(keys: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """Each distinct key in the order it first occurs, with its positions (ascending): a groupby
     ``sort=False``."""
     if not keys.size:
         return
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    uniq, first, inverse = unique_first(keys)
     rank = np.empty(uniq.size, dtype=np.int64)
     seen = np.argsort(first, kind="stable")
     rank[seen] = np.arange(uniq.size)
-    r = rank[inverse.reshape(-1)]
+    r = rank[inverse]
     order = np.argsort(r, kind="stable")
     bounds = np.searchsorted(r[order], np.arange(uniq.size + 1))
     for k, u in enumerate(seen.tolist()):
@@ -136,8 +145,8 @@ def sums_by_first_seen(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray
     if not keys.size:
         z = np.zeros(0, np.int64)
         return z, z
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    totals = exact_sums(inverse.reshape(-1), values.astype(np.int64), uniq.size)
+    uniq, first, inverse = unique_first(keys)
+    totals = exact_sums(inverse, values.astype(np.int64), uniq.size)
     seen = np.argsort(first, kind="stable")
     keys_seen, totals_seen = uniq[seen], totals[seen]
     most = np.argsort(-totals_seen, kind="stable")
@@ -170,7 +179,7 @@ class HostScan(PerAccelerator):
         (:class:`Kernels`): kernel names are long, and only the few distinct ones are ever made text."""
         c = self.analysis.trace.columns
         is_kernel = (c.category == CAT["compute"]) | (c.category == CAT["collective"])
-        rows = np.flatnonzero(is_kernel & (c.line_kind[c.line] == DEVICE) & (c.step >= 0))
+        rows = np.flatnonzero(is_kernel & (c.line_kind.take(c.line) == DEVICE) & (c.step >= 0))
         unread = [c.code_of(d) for d in self.analysis.trace.unread]
         if unread:
             rows = rows[~np.isin(c.device[rows], unread)]
@@ -418,7 +427,8 @@ def device_gaps(analysis: Analysis, device: str) -> tuple[np.ndarray, np.ndarray
     rule of :mod:`tfprof_towers.trace.idle`)."""
     c = analysis.trace.columns
     code = c.code_of(device)
-    rows = np.flatnonzero((c.device == code) & (RANK[c.category] >= 0) & (c.dur_ps > 0)) if code >= 0 else []
+    lasting = (c.device == code) & (RANK.take(c.category) >= 0) & (c.dur_ps > 0) if code >= 0 else None
+    rows = np.flatnonzero(lasting) if lasting is not None else []
     steps = analysis.trace.steps_of(device)
     if not len(rows) or not len(steps):
         z = np.zeros(0, np.int64)

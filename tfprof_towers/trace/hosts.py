@@ -287,6 +287,13 @@ def join_hosts(traces: Sequence[Trace], prefixes: Sequence[str], names: Sequence
                  {k: v for t in traces for k, v in t.unread.items()}, memory)
 
 
+def one_host(trace: Trace, name: str, prefix: str, notes: tuple[str, ...]) -> Trace:
+    """A single host's trace (read with ``prefix``) as :func:`load_hosts` gives it: ``notes`` (where the
+    host came from) first, and the host named."""
+    host = Host(name, prefix, trace.step_table, trace.window)
+    return replace(trace, notes=notes + trace.notes, hosts=(host,))
+
+
 def load_hosts(
     path: Path | str, run: str | None = None, node_devices: NodeDevices | None = None,
     tasks: Mapping[str, str] | None = None, workers: int | None = None, skip: Sequence[str] = (),
@@ -299,9 +306,7 @@ def load_hosts(
     if len(files) == 1:
         task = (tasks or {}).get(host_name(files[0]))
         prefix = canonical_device(task) if task else ""
-        trace = read_trace(files[0], node_devices, prefix)
-        host = Host(names[0], prefix, trace.step_table, trace.window)
-        return replace(trace, notes=notes + trace.notes, hosts=(host,))
+        return one_host(read_trace(files[0], node_devices, prefix), names[0], prefix, notes)
     prefixes, made_up = host_prefixes(files, tasks)  # of every host: the names the host-by-host map used
     kept = [i for i, n in enumerate(names) if n not in set(skip)] or list(range(len(files)))
     files, names, prefixes = ([seq[i] for i in kept] for seq in (files, names, prefixes))  # none left: all
@@ -310,7 +315,20 @@ def load_hosts(
         traces = read_hosts(files, prefixes, node_devices, workers, tmp)
         trace = join_hosts(traces, prefixes, names, source)
         del traces
-    note = f"{len(files)} hosts analysed together: " + ", ".join(
+    return with_join_notes(trace, names, prefixes, notes, made_up)
+
+
+def with_join_notes(trace: Trace, names: Sequence[str], prefixes: Sequence[str], found: Sequence[str],
+                    made_up: Sequence[str]) -> Trace:
+    """The joined ``trace`` of the hosts ``names`` (named ``prefixes``) with the notes :func:`load_hosts`
+    puts first: where the hosts came from (``found``), which host is which task, and the names made up."""
+    note = f"{len(names)} hosts analysed together: " + ", ".join(
         f"{n} = {p}" for n, p in zip(names, prefixes)
     )
-    return replace(trace, notes=(*notes, note, *made_up, *trace.notes))
+    return replace(trace, notes=(*found, note, *made_up, *trace.notes))
+
+
+def numbered(trace: Trace, host: int) -> Trace:
+    """``trace`` (one host's, read as host 0) as the ``host``-th of a multi-host read (its lines' host)."""
+    lines = np.full(trace.columns.line_host.shape, host, dtype=np.int16)
+    return replace(trace, columns=replace(trace.columns, line_host=lines))

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tfprof_towers.trace.steps import clip_to_windows
 from tfprof_towers.xplane import HOST
 
 if TYPE_CHECKING:
@@ -55,7 +54,6 @@ class Launches:
 
     keys: np.ndarray  # int64: host << 48 | correlation id
     start: np.ndarray  # int64
-    position: np.ndarray  # int32 per event of the trace: its index in ``corr_index``, -1 when none
     end: np.ndarray  # int64
 
     @staticmethod
@@ -69,27 +67,22 @@ class Launches:
     @staticmethod
     def _of(trace: Trace) -> Launches:
         c = trace.columns
-        idx = c.corr_index
-        position = np.full(c.n, -1, dtype=np.int32 if idx.size < (1 << 31) else np.int64)
-        position[idx] = np.arange(idx.size)
-        if not idx.size:
+        if not c.corr_index.size:
             z = np.zeros(0, np.int64)
-            return Launches(z, z, position, z)
-        line = c.line[idx]
-        on_host = c.line_kind[line] == HOST
-        idx, line = idx[on_host], line[on_host]
-        key = (c.line_host[line].astype(np.int64) << 48) | (c.corr[on_host] & ((1 << 48) - 1))
-        start = c.start_ps[idx]
-        end = start + c.dur_ps[idx]
-        if key.size > 1 and not (key[1:] >= key[:-1]).all():
-            order = np.argsort(key, kind="stable")  # one key: a far cheaper sort than by (key, start)
-            key, start, end = key[order], start[order], end[order]
+            return Launches(z, z, z)
+        key, rows = _host_keys(trace)
+        start = c.start_ps[rows]
+        end = c.dur_ps[rows]
+        end += start
+        del rows
         same = key[1:] == key[:-1] if key.size > 1 else np.zeros(0, dtype=bool)
         if same.any() and not (start[1:][same] >= start[:-1][same]).all():
             order = np.lexsort((start, key))  # an id launched twice, later first: by key, then start
             key, start, end = key[order], start[order], end[order]
-        first = np.flatnonzero(np.r_[True, ~same]) if key.size else np.zeros(0, dtype=np.int64)
-        return Launches(key[first], start[first], position, end[first])
+        if not same.any():  # every id launched once: each launch is its key's first
+            return Launches(key, start, end)
+        first = np.flatnonzero(np.r_[True, ~same])
+        return Launches(key[first], start[first], end[first])
 
     def starts(self, trace: Trace, rows: np.ndarray) -> np.ndarray:
         """Per event ``rows`` (of the trace's columns): the start of its launch, -1 when unknown."""
@@ -102,15 +95,34 @@ class Launches:
         end = np.full(rows.size, -1, dtype=np.int64)
         if not self.keys.size or not rows.size:
             return start, end
-        at = self.position[rows].astype(np.int64)
-        has = np.flatnonzero(at >= 0)
-        host = c.line_host[c.line[rows[has]]].astype(np.int64)
-        k = (host << 48) | (c.corr[at[has]] & ((1 << 48) - 1))
+        at = np.minimum(np.searchsorted(c.corr_index, rows), c.corr_index.size - 1)  # its correlation id's
+        has = np.flatnonzero(c.corr_index[at] == rows)
+        k = c.corr[at[has]] & ((1 << 48) - 1)
+        if c.line_host.size and c.line_host.max() > 0:  # several hosts: each joins its own launches
+            k |= c.line_host.take(c.line[rows[has]]).astype(np.int64) << 48
         pos = np.minimum(np.searchsorted(self.keys, k), self.keys.size - 1)
         hit = self.keys[pos] == k
         start[has[hit]] = self.start[pos[hit]]
         end[has[hit]] = self.end[pos[hit]]
         return start, end
+
+
+def _host_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The host events with a correlation id: their keys (host << 48 | id), sorted (ties in the trace's
+    order), and their rows; one column at a time, each let go when used up (a big trace's launches are
+    millions)."""
+    c = trace.columns
+    at = np.flatnonzero(c.line_kind.take(c.line[c.corr_index]) == HOST)  # into corr_index
+    key = c.corr[at]
+    key &= (1 << 48) - 1
+    if c.line_host.size and c.line_host.max() > 0:  # several hosts: each numbers its own
+        key |= c.line_host.take(c.line[c.corr_index[at]]).astype(np.int64) << 48
+    if key.size > 1 and not (key[1:] >= key[:-1]).all():
+        order = np.argsort(key, kind="stable")  # one key: a far cheaper sort than by (key, start)
+        key = key[order]
+        at = at[order]
+        del order
+    return key, c.corr_index[at]
 
 
 #: Each live trace's launches, made on first use.
@@ -127,9 +139,24 @@ def idle_split(
         return out
     ws, we = steps.start_ps, steps.end_ps
     a, b, kind = _gaps(trace, ev, kernel_wait_ps, launches or Launches.of(trace))
-    win, cs, ce, idx = clip_to_windows(np.maximum(a, ws[0]), np.minimum(b, we[-1]), ws, we)
-    np.add.at(out, (win, kind[idx]), ce - cs)
-    return out
+    return in_windows(np.maximum(a, ws[0]), np.minimum(b, we[-1]), kind, ws, we)
+
+
+def in_windows(a: np.ndarray, b: np.ndarray, kind: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Per window ``[ws, we)`` and kind (:data:`IDLE_KINDS`): the time of the gaps ``[a, b)`` (in order,
+    apart) inside it -- each kind's gap time before an instant (whole gaps by a running sum, and the
+    part of the one under way), at the window's end less at its start.  Exact integers."""
+    length = np.maximum(b - a, 0)
+    n_kind = len(IDLE_KINDS)
+    before = np.zeros((n_kind, a.size + 1), dtype=np.int64)  # [kind, gaps ended]: their time
+    for k in range(n_kind):
+        np.cumsum(np.where(kind == k, length, 0), out=before[k, 1:])
+    t = np.concatenate([ws, we])
+    i = np.searchsorted(b, t, side="right")  # the gaps ended by each instant
+    under = np.minimum(i, a.size - 1)  # the gap under way (none past the last)
+    part = np.where(i < a.size, np.maximum(t - a[under], 0), 0)
+    upto = before[:, i] + np.where(kind[under] == np.arange(n_kind)[:, None], part, 0)
+    return (upto[:, ws.size :] - upto[:, : ws.size]).T.copy()
 
 
 def _gaps(trace: Trace, ev: DeviceEvents, kernel_wait_ps: int, launches: Launches):
@@ -137,14 +164,19 @@ def _gaps(trace: Trace, ev: DeviceEvents, kernel_wait_ps: int, launches: Launche
     live = np.flatnonzero(ev.end > ev.start)
     if not live.size:
         return np.array([-_FAR]), np.array([_FAR]), np.array([2])
-    order = live[np.argsort(ev.start[live], kind="stable")]  # ties need no order: gaps need the reach
-    s, e = ev.start[order], ev.end[order]
+    if live.size == ev.start.size:  # every event lasts: no copies
+        s, e = ev.start, ev.end
+    else:
+        s, e = ev.start[live], ev.end[live]
+    if not (s[1:] >= s[:-1]).all():  # a device's events come in order of start (attribute.device_events)
+        by_start = np.argsort(s, kind="stable")  # ties need no order: gaps need the reach
+        live, s, e = live[by_start], s[by_start], e[by_start]
     reach = np.maximum.accumulate(e)
     before = np.r_[-_FAR, reach[:-1]]
     opens = np.flatnonzero(s > before)  # a gap ends at each of these events' starts
     a = np.r_[before[opens], reach[-1]]
     b = np.r_[s[opens], _FAR]
-    launch = launches.starts(trace, ev.rows[order[opens]])
+    launch = launches.starts(trace, ev.rows[live[opens]])
     kind = np.full(a.size, 2, dtype=np.int64)
     gap = a[:-1]
     host_wait = (launch >= 0) & (launch > gap)

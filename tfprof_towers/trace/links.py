@@ -25,7 +25,7 @@ from tfprof_towers.trace.columns import EventColumns
 from tfprof_towers.trace.load import Trace
 from tfprof_towers.vocab.categories import COPY_CATEGORIES, EVENT_CATEGORIES
 from tfprof_towers.vocab.device_names import crosses_tasks
-from tfprof_towers.xplane import DEVICE, distinct
+from tfprof_towers.xplane import DEVICE, dense_unique, distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -158,15 +158,15 @@ def _groups(*keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     combined = np.zeros(keys[0].size, dtype=np.int64)
     for k in keys:
         combined = combined * (int(k.max()) + 1 if k.size else 1) + k
-    uniq, inv = np.unique(combined, return_inverse=True)
+    uniq, inv = dense_unique(combined)  # np.unique's, without a sort where the keys are few
     first = np.zeros(uniq.size, dtype=np.int64)
-    first[inv.ravel()[::-1]] = np.arange(inv.size - 1, -1, -1)
-    return inv.ravel(), [k[first] for k in keys]
+    first[inv[::-1]] = np.arange(inv.size - 1, -1, -1)
+    return inv, [k[first] for k in keys]
 
 
 def copy_sums(c: EventColumns, inside: np.ndarray) -> Sums:
     """Copies in the steps by (src, dst, category): bytes, count, duration."""
-    copies = np.flatnonzero(IS_COPY[c.category] & inside)
+    copies = np.flatnonzero(IS_COPY.take(c.category) & inside)
     if not copies.size:
         return {}
     group, (src, dst, cat) = _groups(c.src[copies], c.dst[copies], c.category[copies].astype(np.int64))

@@ -244,10 +244,10 @@ def producer_of(raw: RawSpace) -> Producer:
     distinct names of its host and device events (every event, derived lines' too)."""
     kinds = raw.planes.kinds
     items = raw.strings.items
-    on = kinds[raw.event_plane]
+    on = kinds.take(raw.event_plane)
     # what runs on tf.data's threads (a map function's ops) is the input pipeline's, not the framework's
     tf_data = np.array([bool(TF_DATA_THREAD.match(n)) for n in raw.lines.names] or [False])
-    own = ~tf_data[raw.event_line] if tf_data.any() else np.ones(raw.n_events, dtype=bool)
+    own = ~tf_data.take(raw.event_line) if tf_data.any() else np.ones(raw.n_events, dtype=bool)
 
     def names(mask: np.ndarray) -> list[str]:
         return [items[c] for c in used_codes(raw.name[mask]).tolist()]
@@ -264,7 +264,8 @@ def unread_planes(raw: RawSpace, prefix: str = "") -> dict[str, str]:
     """Device planes with events whose kind this tool cannot yet read right, and why: a GPU's streams
     and a TPU chip's ``XLA Ops`` line are read; any other device plane with events (a TPU's SparseCore,
     a custom or vendor plane) is not, nor a TPU chip's plane without an ``XLA Ops`` line."""
-    counts = np.bincount(raw.event_plane, minlength=len(raw.planes.names))
+    counts = np.zeros(len(raw.planes.names), dtype=np.int64)  # events per plane: its lines' counts
+    np.add.at(counts, raw.lines.plane, raw.lines.event_count)
     tpu = tpu_planes(raw.planes.names)
     with_ops = {int(p) for nm, p, n in zip(raw.lines.names, raw.lines.plane.tolist(), raw.lines.event_count)
                 if nm == TPU_OP_LINE and n > 0}

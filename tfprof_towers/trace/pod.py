@@ -43,7 +43,7 @@ from tfprof_towers.trace.classify import NodeDevices
 from tfprof_towers.trace.facts import DEFAULT_CUTOFFS, Cutoffs, HostFacts, TraceFacts
 from tfprof_towers.trace.hosts import JoinedSteps, join_notes, join_steps, joined_window
 from tfprof_towers.trace.links import Link, LinkParts, join_links, link_parts
-from tfprof_towers.trace.load import Host, read_trace, trace_from_bytes
+from tfprof_towers.trace.load import Host, Trace, read_trace, trace_from_bytes
 from tfprof_towers.trace.memory_peaks import DeviceMemory, sort_memory, timelines
 from tfprof_towers.trace.producer import Producer, combine
 from tfprof_towers.trace.steps import StepSources, StepTable, step_times
@@ -126,19 +126,32 @@ def map_host(job: HostJob, keep_going: bool = True) -> HostResult | HostFailure:
         return _map_host(job)
     try:
         return _map_host(job)
-    except TowersError as e:
-        return HostFailure(job.name, job.file, str(e))
-    except MemoryError:
-        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
     except Exception as e:  # a host's bad file must not lose the other hosts' results
-        return HostFailure(job.name, job.file, f"could not be analysed ({type(e).__name__}: {e})")
+        return host_failure(job, e)
+
+
+def host_failure(job: HostJob, exc: Exception) -> HostFailure:
+    """The :class:`HostFailure` of a host whose read or analysis raised ``exc``: its one-line reason."""
+    if isinstance(exc, TowersError):
+        return HostFailure(job.name, job.file, str(exc))
+    if isinstance(exc, MemoryError):
+        return HostFailure(job.name, job.file, "out of memory while analysing this host's trace")
+    return HostFailure(job.name, job.file, f"could not be analysed ({type(exc).__name__}: {exc})")
 
 
 def _map_host(job: HostJob) -> HostResult:
+    return map_trace(read_host(job), job)
+
+
+def read_host(job: HostJob) -> Trace:
+    """The host's events, as the map reads them (from ``job.data`` where a worker cannot read the file)."""
     if job.data is not None:  # sent to a worker that cannot read the file
-        trace = trace_from_bytes(job.data, job.file, job.node_devices, job.prefix)
-    else:
-        trace = read_trace(Path(job.file), job.node_devices, job.prefix, 0, job.threads)
+        return trace_from_bytes(job.data, job.file, job.node_devices, job.prefix)
+    return read_trace(Path(job.file), job.node_devices, job.prefix, 0, job.threads)
+
+
+def map_trace(trace: Trace, job: HostJob) -> HostResult:
+    """The map of a host whose events are read (:func:`read_host`): analysed and reduced to its result."""
     parts = link_parts(trace, job.edge_bytes)  # once: the analysis's links are these, joined
     breakdown = attribute(trace, threads=job.threads)  # the host's share of the cores, as its decoding
     analysis = Analysis(trace, breakdown, tuple(join_links([parts], job.kind)), job.kind)
@@ -163,6 +176,10 @@ class PodAnalysis:
     made_up: tuple[str, ...] = ()  # notes on hosts no task names
     #: what ran the map (shown by ``analyze``; never in the document, the same whoever ran it)
     executor_note: str = ""
+    #: the hosts' events as :func:`~.hosts.load_hosts` gives them (less the failed hosts), kept from the
+    #: map's own read where the caller asked (``analyze_pod(keep_events=True)``: a report needs them)
+    #: and they are small enough (:data:`~.executors.KEEP_EVENTS_BYTES`); else None
+    events: Trace | None = None
 
     @property
     def multi_host(self) -> bool:

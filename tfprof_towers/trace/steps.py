@@ -142,7 +142,7 @@ def _step_windows(raw: RawSpace, step_num: StatColumn, category: np.ndarray):
             end_ps = start_ps[marker] + dur_ps[marker]
             return windows(step_num.nums[on], start_ps[marker], end_ps), "markers", {}
     steps_line = np.array([n == STEPS_LINE for n in raw.lines.names], dtype=bool)
-    on_steps = np.flatnonzero(steps_line[raw.event_line]) if steps_line.any() else np.zeros(0, np.int64)
+    on_steps = np.flatnonzero(steps_line.take(raw.event_line)) if steps_line.any() else np.zeros(0, np.int64)
     if on_steps.size:
         codes = raw.name[on_steps]
         names = [strings.items[c] for c in used_codes(codes).tolist()]
@@ -184,7 +184,8 @@ def _accelerator_rows(raw: RawSpace, category: np.ndarray) -> np.ndarray:
     is_time = np.zeros(len(EVENT_CATEGORIES), dtype=bool)
     is_time[[CAT[c] for c in TIME_CATEGORIES]] = True
     accelerator = np.array([bool(_ACCELERATOR_PLANE.match(nm)) for nm in raw.planes.names], dtype=bool)
-    return np.flatnonzero(accelerator[raw.event_plane[:k]] & is_time[category[:k]] & (raw.dur_ps[:k] > 0))
+    on = accelerator.take(raw.event_plane[:k]) & is_time.take(category[:k])
+    return np.flatnonzero(on & (raw.dur_ps[:k] > 0))
 
 
 def busy_regions(raw: RawSpace, category: np.ndarray) -> StepTable:
@@ -226,7 +227,7 @@ def _program_runs(raw: RawSpace, category: np.ndarray, regions: StepTable) -> tu
     :data:`RUNS_COVER` of the accelerators' time in the regions; empty otherwise."""
     none = windows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), ""
     k = raw.n_kept
-    host = np.flatnonzero(raw.planes.kinds[raw.event_plane[:k]] == HOST)
+    host = np.flatnonzero(raw.planes.kinds.take(raw.event_plane[:k]) == HOST)
     items = raw.strings.items
     program = [c for c in used_codes(raw.name[host]).tolist() if PROGRAM_RUN.match(items[c])]
     if not program or not len(regions):
@@ -286,7 +287,7 @@ def module_windows(raw: RawSpace) -> dict[int, StepTable]:
                         zip(raw.lines.names, raw.lines.plane.tolist())], dtype=bool)
     if not on_line.any():
         return {}
-    ev = np.flatnonzero(on_line[raw.event_line])
+    ev = np.flatnonzero(on_line.take(raw.event_line))
     if not ev.size:
         return {}
     time = np.bincount(raw.name[ev], weights=raw.dur_ps[ev].astype(np.float64))
@@ -321,11 +322,18 @@ def assign_steps(start_ps: np.ndarray, steps: StepTable) -> np.ndarray:
     if not len(steps):
         return np.full(start_ps.size, -1, dtype=np.int32)
     ws, we = steps.start_ps, steps.end_ps
-    i = np.searchsorted(ws, start_ps, side="right") - 1
-    np.maximum(i, 0, out=i)
     numbers = steps.step
     small = numbers.size == 0 or (numbers.min() > -(1 << 31) and numbers.max() < (1 << 31))
-    out = numbers.astype(np.int32 if small else np.int64)[i]
+    numbers = numbers.astype(np.int32 if small else np.int64)
+    bounds = np.stack([ws, we], axis=1).reshape(-1)  # ws[0], we[0], ws[1], ...
+    if (bounds[1:] >= bounds[:-1]).all():  # windows apart (as :func:`windows` makes them): one search
+        # the bounds at or before a start: 2k + 1 in window k, even when in none
+        lut = np.full(bounds.size + 1, -1, dtype=numbers.dtype)
+        lut[1::2] = numbers
+        return lut[np.searchsorted(bounds, start_ps, side="right")]
+    i = np.searchsorted(ws, start_ps, side="right") - 1
+    np.maximum(i, 0, out=i)
+    out = numbers[i]
     out[(start_ps < ws[i]) | (start_ps >= we[i])] = -1
     return out
 

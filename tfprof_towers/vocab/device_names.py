@@ -17,6 +17,7 @@ tool stores or shows uses the canonical form of :func:`canonical_device`:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -103,8 +104,10 @@ def _int(text: str | None) -> int | None:
     return int(text) if text is not None and text.isdigit() else None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def canonical_device(name: str) -> str:
-    """The canonical spelling of a device name (see the module docstring); others unchanged."""
+    """The canonical spelling of a device name (see the module docstring); others unchanged (cached: a
+    trace's or a placement's thousands of ops name a few devices)."""
     parsed = parse_device(name)
     if parsed is None or not (parsed.is_device or parsed.in_cluster):
         return name
@@ -116,8 +119,10 @@ def is_host_threads(name: str) -> bool:
     return name.startswith("/host:") or (name.startswith("/job:") and "/host:" in name)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def task_of(name: str) -> str:
-    """``/job:worker/task:1`` for a cluster task's device or host threads, else ``""``."""
+    """``/job:worker/task:1`` for a cluster task's device or host threads, else ``""`` (cached: a cluster
+    trace's every node asks it of the few devices they name)."""
     if is_host_threads(name):
         return name[: name.index("/host:")] if name.startswith("/job:") else ""
     p = parse_device(name)

@@ -18,6 +18,8 @@ source reuses this reader and brings its own classifier.
 
 No event ever becomes a Python object; how the reader stays fast and bounded in memory is
 in the docstrings of :mod:`.layout`, :mod:`.events`, :mod:`.columns` and :mod:`.decode`.
+Where the optional C kernel is built (:mod:`.native`), it walks the lines and decodes the
+events instead of numpy, to the same arrays; the numpy decoders are its fallback and oracle.
 """
 
 from tfprof_towers.xplane.columns import Parser

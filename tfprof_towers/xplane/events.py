@@ -6,6 +6,10 @@ The events -- a million in a big trace -- never become protobuf or Python object
 in lock-step (one vectorised pass per field position, not one Python step per event):
 the header fields, then the run of stats, one round per stat, keeping only the stats
 a :class:`StatFilter` asks for, and their values.
+
+Where the C kernel is built (:mod:`.native`), ``decode_event_ranges(..., values=True)`` runs it
+instead: one event after the other, to the same arrays in the same order (round by round, as
+below) and the same :class:`~.wire.Malformed`; the numpy code is its fallback and oracle.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfprof_towers.xplane import native
 from tfprof_towers.xplane.wire import (
     Buffer,
     Malformed,
@@ -79,10 +84,17 @@ def decode_event_ranges(
     """
     n = start.size
     header = [np.zeros(n, dtype=np.int64) for _ in range(3)]  # metadata_id, offset_ps, duration_ps
-    states = _key_states(keep)
+    c_kernel = values and native.kernel is not None  # the C kernel: the same arrays (see .native)
+    states = None if c_kernel else _key_states(keep)
     parts = []
     for lo in range(0, n, BLOCK):
         hi = min(n, lo + BLOCK)
+        if c_kernel:
+            group, table = (keep.group[lo:hi], keep.table) if keep is not None else (None, None)
+            part = native.decode_events(buf, start[lo:hi], end[lo:hi], [h[lo:hi] for h in header], group,
+                                        table, lo)
+            parts.append(part)
+            continue
         part = _decode_block(buf, start[lo:hi], end[lo:hi], [h[lo:hi] for h in header], keep, states, lo)
         if values:
             v = decode_stat_values(buf, part[1], part[2], part[5])
@@ -105,6 +117,8 @@ def decode_event_ranges(
 def _concatenate_columns(rows: list) -> list[np.ndarray]:
     """Concatenate the blocks' columns one at a time, letting go of each column's blocks as it
     is done (``rows`` is emptied): the peak holds one column twice, not every column."""
+    if len(rows) == 1:  # one block: its columns as they are
+        return list(rows.pop())
     for j, r in enumerate(rows):
         rows[j] = list(r)
     out = []

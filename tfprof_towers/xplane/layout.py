@@ -23,6 +23,10 @@ the check (a guess inside a string that never resynchronised; an event larger th
 chunk) is walked again from the now-known true position.  Every field of the true chain
 is read with bounds checks, so a corrupt file raises :class:`~.wire.Malformed`, never
 misreads.
+
+Where the C kernel is built (:mod:`.native`), :func:`read_lines` walks each line's fields one
+after the other in C instead -- the same fields, the same :class:`~.wire.Malformed` -- and the
+walk above is its fallback and the oracle of its tests.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from tfprof_towers.xplane import native
 from tfprof_towers.xplane.schema import XPlane
 from tfprof_towers.xplane.wire import Buffer, Malformed, soft_varints, word_varints
 
@@ -467,16 +472,19 @@ def _read_plane(data: bytes | memoryview, start: int, end: int):
 def read_lines(buf: Buffer, plane: np.ndarray, start: np.ndarray, end: np.ndarray) -> Lines:
     """Headers and event ranges of the XLine messages at ``buf[start:end]``."""
     n = start.size
-    rec = walk_fields(buf, start, end)
-    is_event = rec.tag == _XLINE_EVENTS_TAG
-    events = np.flatnonzero(is_event)
-    ev_start = rec.payload[events]
-    ev_end = ev_start + rec.value[events].astype(np.int64)
-    counts = np.bincount(rec.owner[events], minlength=n)
+    if native.kernel is not None:  # the C kernel: the same fields (see .native)
+        ev_start, ev_end, counts, fields = native.walk_lines(buf, start, end)
+    else:
+        rec = walk_fields(buf, start, end)
+        is_event = rec.tag == _XLINE_EVENTS_TAG
+        events = np.flatnonzero(is_event)
+        ev_start = rec.payload[events]
+        ev_end = ev_start + rec.value[events].astype(np.int64)
+        counts = np.bincount(rec.owner[events], minlength=n)
+        other = np.flatnonzero(~is_event)
+        fields = (rec.owner[other], rec.tag[other], rec.value[other], rec.payload[other])
     ids, stamps = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     names, display = [""] * n, [""] * n
-    other = np.flatnonzero(~is_event)
-    fields = (rec.owner[other], rec.tag[other], rec.value[other], rec.payload[other])
     for i, tag, value, payload in zip(*(f.tolist() for f in fields)):
         # last one wins, as in protobuf; known fields with another wire type are unknown fields
         if tag == (1 << 3):

@@ -273,7 +273,7 @@ def _read_round(buf: Buffer, pos: np.ndarray, e: np.ndarray) -> tuple[np.ndarray
     """One field at each ``pos``: (number, wire, value, payload start or -1, next position)."""
     tag8 = buf.u8[pos]
     t0 = int(tag8[0])
-    if t0 & 7 == 2 and 0 < t0 < 0x80 and (tag8 == t0).all():
+    if t0 & 7 == 2 and 8 <= t0 < 0x80 and (tag8 == t0).all():  # 8: field numbers start at 1
         # every message has the same length-delimited field here (a run of stats)
         after = pos + 1
         b = buf.u8[after]

@@ -1,36 +1,37 @@
-"""The profiler client of a cluster attempt, in its own process (``python -P -m ...client DIR``).
+"""The capture coordinator of a cluster attempt, in its own process (``python -P -m ...client DIR``).
 
-Every task's profiler service (its ``TF_CONFIG`` port) is asked for one trace at once.  Each
-task writes its own ``<host>_<port>.xplane.pb`` into ``ATTEMPT_DIR/tensorboard/plugins/profile/<ts>/``:
-the log directory is absolute, and on a real cluster a folder every machine can write.
+Each captured task runs its own profiler session (:mod:`.task`); this process says when, by
+markers: once every stepping task is ``ready`` it marks ``capture.start`` (naming the run folder
+of the traces), every captured task starts its profiler and marks ``tracing``, and the stepping
+tasks run their profiled steps once all trace.  When every stepping task is ``done`` it marks
+``capture.stop`` (the serving tasks of a ``parameter_server`` run stop then; a stepping task stops
+after its own steps), and once every captured task has moved its trace to
+``ATTEMPT_DIR/tensorboard/plugins/profile/<run>/<host>_<port>.xplane.pb`` (``traced``) it marks
+``capture.done`` with the files.  On a real cluster the attempt folder is one every machine can
+write, as the markers need.
 
-TensorFlow 2.21 ignores ``options=`` for a remote capture (it logs "host_tracer_level
-expects an i value"): the tasks are traced at the profiler's defaults, host tracer
-level 2 and device tracer level 1 -- the levels a local capture of this tool uses --
-without the Python tracer.  ``num_tracing_attempts`` only retries when *no* task
-answered, so one attempt is made here and the driver retries the whole attempt.
+No remote capture (``tf.profiler.experimental.client.trace``): TensorFlow 2.21's profiler service
+polls every millisecond in each traced task for the whole window, up to 5 % of a core per task here
+(the single-process variants' local session costs well under 1 %), and it ignores ``options=``.
+The tasks are traced with the harness's ``PROFILER_OPTIONS``, as every other variant.
 
-Its own process so that the driver never imports TensorFlow and a crash or hang of the
-client (gRPC too) is a recorded, killable failure.
+Its own process so that the driver's watch sees a crash or hang of the coordinator as a recorded,
+killable failure.  Never imports TensorFlow.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-import traceback
 from pathlib import Path
 
 from tfprof_towers.capture.child import exit_now
-from tfprof_towers.capture.cluster.coord import CAPTURE, Coord
-from tfprof_towers.capture.cluster.docs import CLUSTER_JSON, TaskSpec, read_spec
+from tfprof_towers.capture.cluster.coord import CAPTURE, Coord, CoordTimeout
+from tfprof_towers.capture.cluster.docs import CLUSTER_JSON, TENSORBOARD, TaskSpec, read_spec
 from tfprof_towers.capture.cluster.spec import Cluster, TaskId
-from tfprof_towers.capture.families import import_tensorflow
+from tfprof_towers.capture.families import PROFILER_OPTIONS
 from tfprof_towers.rundir.paths import logdir_xplanes
 from tfprof_towers.vocab import textcap
-
-#: What the remote capture used (the profiler's defaults; see the module docstring).
-REMOTE_OPTIONS = {"host_tracer_level": 2, "python_tracer_level": 0, "device_tracer_level": 1}
 
 
 def xplane_files(logdir: Path) -> list[str]:
@@ -38,41 +39,38 @@ def xplane_files(logdir: Path) -> list[str]:
     return [str(p.relative_to(logdir)) for p in logdir_xplanes(logdir)]
 
 
-def duration_ms(spec: TaskSpec, ready: list[dict]) -> int:
-    """The capture window: the spec's, else the profiled steps at 3x the slowest task's median timed
-    step plus 0.5 s for the sessions to start and the tasks to agree (at least ``capture_min_ms``)."""
-    if spec.capture_duration_ms:
-        return int(spec.capture_duration_ms)
-    step_s = max((float(r.get("median_step_s") or 0.0) for r in ready), default=0.0)
-    return int(max(spec.capture_min_ms, 1000 * 3 * step_s * spec.profile_steps + 500))
+def run_folder(unix: float) -> str:
+    """The run folder of the traces, as TensorBoard's profiler names one: ``2026_12_05_12_01_50``."""
+    return time.strftime("%Y_%m_%d_%H_%M_%S", time.localtime(unix))
 
 
 def capture(attempt_dir: Path) -> int:
-    spec = read_spec(attempt_dir)
+    spec: TaskSpec = read_spec(attempt_dir)
     cluster = Cluster.load(attempt_dir / CLUSTER_JSON)
     coord = Coord(attempt_dir)
     targets = [TaskId.parse(t) for t in spec.capture_tasks]
     waiters = [TaskId.parse(t) for t in spec.ready_tasks]
-    logdir = (attempt_dir / "tensorboard").resolve()
-    t0 = time.perf_counter()
-    tf = import_tensorflow()
-    import_s = time.perf_counter() - t0
-    coord.mark(CAPTURE, "started", import_s=import_s)
+    logdir = (attempt_dir / TENSORBOARD).resolve()
+    coord.mark(CAPTURE, "started")
+
+    def abort() -> str | None:
+        return coord.failure(cluster.tasks())
+
     try:
         waited = coord.wait(waiters, "ready", spec.timeouts.startup_s + spec.timeouts.capture_start_s,
-                            abort=lambda: coord.failure(cluster.tasks()))
-        service = cluster.profiler_service(targets)
-        window = duration_ms(spec, [coord.read(t, "ready") or {} for t in waiters])
+                            abort=abort)
         start = time.time()
-        tf.profiler.experimental.client.trace(service, str(logdir), window, num_tracing_attempts=1)
+        coord.mark(CAPTURE, "start", run=run_folder(start), options=PROFILER_OPTIONS)
+        coord.wait(waiters, "done", spec.timeouts.task_s, abort=abort)
+        coord.mark(CAPTURE, "stop")
+        coord.wait(targets, "traced", spec.timeouts.peer_s, abort=abort)
         end = time.time()
-    except Exception as exc:  # TensorFlow raises RuntimeError("UNAVAILABLE: No trace event ...") and others
-        traceback.print_exc()
-        coord.mark(CAPTURE, "failed", error=textcap.one_line(f"{type(exc).__name__}: {exc}", 300))
+    except CoordTimeout as exc:
+        coord.mark(CAPTURE, "failed", error=textcap.one_line(str(exc), 300))
         return 3
-    coord.mark(CAPTURE, "done", service=service, duration_ms=window, trace_start_unix=start,
-               trace_end_unix=end, import_s=import_s, waited_ready_s=waited, files=xplane_files(logdir),
-               options=REMOTE_OPTIONS)
+    coord.mark(CAPTURE, "done", duration_ms=int(1000 * (end - start)), trace_start_unix=start,
+               trace_end_unix=end, waited_ready_s=waited, files=xplane_files(logdir),
+               options=PROFILER_OPTIONS)
     return 0
 
 

@@ -3,7 +3,8 @@
 Each task marks its progress as a small JSON file ``coord/<job>-<i>.<event>`` in the
 attempt directory (on a real cluster: a folder every machine shares), written
 atomically by rename; the driver marks ``driver.release`` (the tasks may leave) and
-``driver.abort`` (stop now), the profiler client ``capture.done`` / ``capture.failed``.
+``driver.abort`` (stop now), the capture coordinator ``capture.start`` / ``capture.stop`` (every
+captured task's profiler on / the serving tasks' off) and ``capture.done`` / ``capture.failed``.
 Every wait is bounded and ends at once when any task marked ``failed`` or the driver
 marked ``abort``: a task never waits forever for a peer that is gone.
 
@@ -11,7 +12,8 @@ A task's events, in order (:data:`PROGRESS`): ``started`` -> ``imported`` (Tenso
 -> ``strategy`` (entering the strategy's constructor, which returns only when every
 peer is there) -> ``server_up`` -> ``ready`` (timed steps done; ``median_step_s``)
 -> ``tracing`` (the profiler's session is active in this process) -> ``done``
-(profiled steps done) -> ``left``; ``failed`` (with ``error``) instead, at any point.
+(profiled steps done) -> ``traced`` (its trace written) -> ``left``; ``failed`` (with ``error``)
+instead, at any point.
 
 Pure Python; never imports TensorFlow.
 """
@@ -30,7 +32,7 @@ from tfprof_towers.capture.cluster.spec import ClusterError, TaskId
 from tfprof_towers.rundir.paths import finite
 
 PROGRESS: tuple[str, ...] = (
-    "started", "imported", "strategy", "server_up", "ready", "tracing", "done", "left")
+    "started", "imported", "strategy", "server_up", "ready", "tracing", "done", "traced", "left")
 DRIVER, CAPTURE = "driver", "capture"
 Who = TaskId | str
 
@@ -130,7 +132,8 @@ WHERE: dict[str, str] = {
     "imported": "before its strategy started",
     "strategy": "while its strategy started (waiting for its peers)",
     "server_up": "while building and warming up its step", "ready": "while waiting for the capture",
-    "tracing": "during its profiled steps", "done": "after its profiled steps", "left": "as it left",
+    "tracing": "during its profiled steps", "done": "after its profiled steps",
+    "traced": "after its trace was written", "left": "as it left",
 }
 
 

@@ -61,7 +61,7 @@ def _hint(a: Attempt, name: str) -> str | None:
     if any(m in text for m in PORT_TAKEN) and name != CAPTURE:
         return f"port {a.cluster.address(TaskId.parse(name))} is already in use"
     if _collection_crash(a, name):
-        return "TensorFlow 2.21's profiler crashes a task at times while it collects a remote trace"
+        return "TensorFlow 2.21's profiler crashes a task at times while it collects its trace"
     return None
 
 

@@ -8,7 +8,8 @@ machine can read and write) holds::
     coord/<job>-<i>.<event>      progress markers (coord.py)
     tasks/<job>-<i>/record.json  TaskRecord, written by the task itself
     tasks/<job>-<i>/stderr.txt   the task's output (head and tail, when the driver started it)
-    capture/stderr.txt           the profiler client's output
+    capture/stderr.txt           the capture coordinator's output
+    tasks/<job>-<i>/profile/     the task's own profiler log directory (emptied as its trace moves)
     tensorboard/plugins/profile/<ts>/<host>_<port>.xplane.pb   one trace per task
     attempt.json                 how the attempt ended (the driver's)
 
@@ -63,11 +64,11 @@ class TaskSpec(Record):
     warmup: int
     steps: int
     profile_steps: int
-    capture_tasks: tuple[str, ...]  # traced by the profiler client
+    capture_tasks: tuple[str, ...]  # traced (each by its own profiler session)
     ready_tasks: tuple[str, ...]  # whose 'ready' starts the capture (they run the steps)
     timeouts: Timeouts = field(default_factory=Timeouts)
-    capture_duration_ms: int | None = None  # None: from the tasks' measured step times
-    capture_min_ms: int = 1000
+    capture_duration_ms: int | None = None  # a fixed capture window's; unused by in-task sessions
+    capture_min_ms: int = 1000  # likewise
     file: str | None = None  # a user's build_step file (multi_worker)
     keras_model: str | None = None  # a user's Keras model file (multi_worker)
     accelerators: int | None = None  # GPUs per task (None: all it sees)
@@ -125,6 +126,15 @@ def read_spec(attempt_dir: Path) -> TaskSpec:
 
 def task_dir(attempt_dir: Path, task: TaskId) -> Path:
     return Path(attempt_dir) / "tasks" / task.slug
+
+
+#: The attempt's TensorBoard log directory: every task's trace, as the hosts of one run.
+TENSORBOARD = "tensorboard"
+
+
+def trace_path(attempt_dir: Path, run: str, host_file: str) -> Path:
+    """Where a task's trace goes: ``tensorboard/plugins/profile/<run>/<host>_<port>.xplane.pb``."""
+    return Path(attempt_dir) / TENSORBOARD / "plugins" / "profile" / run / f"{host_file}.xplane.pb"
 
 
 def roles(family: str, tasks: list[TaskId]) -> tuple[list[TaskId], list[TaskId]]:

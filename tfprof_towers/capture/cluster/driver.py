@@ -40,7 +40,7 @@ from tfprof_towers.capture.cluster.docs import (
 from tfprof_towers.capture.cluster.launch import gpu_plan, visible_gpus
 from tfprof_towers.capture.cluster.spec import Cluster, ClusterError, TaskId, loopback_cluster
 from tfprof_towers.capture.cluster.watch import run_attempt
-from tfprof_towers.capture.families import Draft
+from tfprof_towers.capture.families import PROFILER_OPTIONS, Draft
 from tfprof_towers.capture.stats import step_stats
 from tfprof_towers.rundir.paths import write_json
 from tfprof_towers.rundir.records import OK, ChildSpec, MathCheck, Timings, Topology
@@ -299,8 +299,6 @@ def topology(family: str, cluster: Cluster, placement: Mapping[str, Any], tf: st
 
 
 def fill(draft: Draft, spec: ChildSpec, family: str, a: Attempt, records: Mapping[str, TaskRecord]) -> None:
-    from tfprof_towers.capture.cluster.client import REMOTE_OPTIONS
-
     stepping = [records[t] for t in a.spec.ready_tasks if t in records]
     if len(stepping) != len(a.spec.ready_tasks):
         missing = [t for t in a.spec.ready_tasks if t not in records]
@@ -317,7 +315,7 @@ def fill(draft: Draft, spec: ChildSpec, family: str, a: Attempt, records: Mappin
         placement = ps_placement(lead.placement or {}, Path(spec.logdir), a.cluster)
     draft.placement = placement
     draft.topology = topology(family, a.cluster, placement, draft.versions.get("tensorflow"))
-    draft.profiler_options = {**REMOTE_OPTIONS, "remote": True}
+    draft.profiler_options = {**PROFILER_OPTIONS, "remote": False}  # each task's own session
     draft.host_tasks = a.cluster.host_tasks()
     for name, sec in a.phases.items():
         draft.phases.seconds[f"cluster_{name}"] = sec

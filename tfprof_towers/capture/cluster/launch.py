@@ -99,7 +99,7 @@ def prepare(a: Attempt) -> None:
 
 
 def start(a: Attempt) -> None:
-    """Start the client first (its TensorFlow import overlaps the tasks'), then every task we run."""
+    """Start the capture coordinator first (it waits for the tasks' ``ready``), then every task we run."""
     env = child_env()
     a.procs[CAPTURE] = supervise.start(client_command(a, {**env, "CUDA_VISIBLE_DEVICES": ""}))
     if not a.attached:

@@ -5,11 +5,19 @@ directory's ``spec.json``, exchanges progress markers there and writes
 ``tasks/<job>-<i>/record.json``.  On a real cluster ``R`` is the run directory of
 ``profile --cluster``, and each attempt its ``attach.json`` names runs :func:`run_task` in a child.
 
-A ``multi_worker`` task profiles only once the profiler's session is active *in this process*
-(``traceme_enabled()``) and in every peer, and leaves only after every peer's ``done`` and the
-driver's ``release``: neither a ring peer nor the profiler loses it mid-way.  In a
-``parameter_server`` run one step is one closure per worker, each on its shard of the batch;
-the first two steps (the losses compared across variants) are one closure on the whole batch.
+Every captured task runs its own profiler session (``tf.profiler.experimental.start`` with
+the harness's ``PROFILER_OPTIONS``, as a single-process variant): it starts when the capture
+coordinator marks ``capture.start`` (every stepping task is ready).  A stepping task runs its
+profiled steps once every other captured task marks ``tracing``, marks ``done``, stops its
+profiler and moves its trace to ``tensorboard/plugins/profile/<run>/<host>_<port>.xplane.pb``
+(``traced``); a ps or serving worker stops when the coordinator marks ``capture.stop`` (every
+stepping task is done).  No remote capture: its gRPC handler polls every millisecond in every
+task while it traces, which cost up to 5 % of a core per task here.
+
+A ``multi_worker`` task leaves only after every peer's ``done`` and the driver's ``release``: no
+ring peer loses it mid-way.  In a ``parameter_server`` run one step is one closure per worker,
+each on its shard of the batch; the first two steps (the losses compared across variants) are
+one closure on the whole batch.
 
 A user's ``build_step(strategy, devices)`` runs on ``multi_worker`` only.  A task ends with
 ``os._exit`` after its record is written (no TensorFlow teardown, no coordination-service
@@ -32,10 +40,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.capture.cluster.coord import Coord, CoordTimeout, write_marker
-from tfprof_towers.capture.cluster.docs import MULTI_WORKER, TaskSpec, read_spec, task_dir
+from tfprof_towers.capture.cluster.coord import CAPTURE, Coord, CoordTimeout, write_marker
+from tfprof_towers.capture.cluster.docs import (
+    MULTI_WORKER,
+    TENSORBOARD,
+    TaskSpec,
+    read_spec,
+    task_dir,
+    trace_path,
+)
 from tfprof_towers.capture.cluster.spec import Cluster, ClusterError, TaskId
-from tfprof_towers.capture.families import Phases, import_tensorflow
+from tfprof_towers.capture.families import PROFILER_OPTIONS, Phases, import_tensorflow
+from tfprof_towers.rundir.paths import logdir_xplanes
 from tfprof_towers.vocab import phase, textcap
 from tfprof_towers.vocab.errors import TowersError
 
@@ -132,22 +148,42 @@ def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: s
     return times
 
 
-def wait_traced(ctx: Ctx, peers: list[TaskId]) -> float:
-    """Until the profiler client's session is active here; mark ``tracing``; wait for the peers'."""
-    from tensorflow.python.profiler.internal import _pywrap_traceme
+def profile_dir(ctx: Ctx) -> Path:
+    """The task's own profiler log directory (its trace moves out of it once collected)."""
+    return task_dir(ctx.coord.root, ctx.me) / "profile"
 
-    t0 = time.monotonic()
-    limit = ctx.spec.timeouts.capture_start_s
-    while not _pywrap_traceme.traceme_enabled():
-        reason = ctx.abort()
-        if reason or time.monotonic() - t0 > limit:
-            raise CoordTimeout("tracing", [str(ctx.me)], time.monotonic() - t0,
-                               reason or "timed out: the profiler client never started a session here")
-        time.sleep(0.005)
+
+def profiler_on(ctx: Ctx) -> None:
+    """This task's profiler session on, with the harness's options; then ``tracing``."""
+    profiler = ctx.tf.profiler.experimental
+    profiler.start(str(profile_dir(ctx)), options=profiler.ProfilerOptions(**PROFILER_OPTIONS))
     ctx.coord.mark(ctx.me, "tracing")
-    # a fine poll: the first profiled step of every task starts within a few ms of the others'
-    ctx.coord.wait(peers, "tracing", limit, poll_s=0.002, abort=ctx.abort)
-    return time.monotonic() - t0
+
+
+def profiler_off(ctx: Ctx) -> str:
+    """This task's profiler session off: its trace collected and moved where the capture's traces go
+    (the run folder ``capture.start`` names, under the task's address); ``traced``.  The file's path
+    under the attempt's log directory."""
+    ctx.tf.profiler.experimental.stop()
+    written = logdir_xplanes(profile_dir(ctx))
+    run = (ctx.coord.read(CAPTURE, "start") or {}).get("run")
+    if not written or not run:
+        raise ClusterError(f"the profiler wrote no trace in {profile_dir(ctx)}")
+    dest = trace_path(ctx.coord.root, str(run), ctx.cluster.host_file(ctx.me))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(written[-1], dest)
+    rel = str(dest.relative_to(Path(ctx.coord.root) / TENSORBOARD))
+    ctx.coord.mark(ctx.me, "traced", file=rel)
+    return rel
+
+
+def start_tracing(ctx: Ctx, peers: list[TaskId]) -> None:
+    """Until ``capture.start``; this task's profiler on; until every other captured task traces too
+    (a fine poll: the first profiled step of every task starts within a few ms of the others')."""
+    d, limit = ctx.draft, ctx.spec.timeouts.capture_start_s
+    d.timed(phase.WAIT_CAPTURE, ctx.coord.wait, [CAPTURE], "start", limit, poll_s=0.002, abort=ctx.abort)
+    d.timed(phase.PROFILER_START, profiler_on, ctx)
+    d.timed(phase.WAIT_CAPTURE, ctx.coord.wait, peers, "tracing", limit, poll_s=0.002, abort=ctx.abort)
 
 
 def median(xs: list[float]) -> float:
@@ -166,14 +202,21 @@ def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0) -> N
     ctx.coord.mark(ctx.me, "ready", median_step_s=median(times))
 
 
-def profiled(ctx: Ctx, step: Callable[[], Any], peers: list[TaskId]) -> None:
+def profiled(ctx: Ctx, step: Callable[[], Any]) -> None:
+    """The profiled steps between this task's profiler start and stop; ``done`` after the steps."""
     d = ctx.draft
+    peers = [t for t in map(TaskId.parse, ctx.spec.capture_tasks) if t != ctx.me]
     ctx.stage("wait_capture")
-    d.doc["wait_tracing_s"] = d.timed(phase.WAIT_CAPTURE, wait_traced, ctx, peers)
+    t0 = time.monotonic()
+    start_tracing(ctx, peers)
+    d.doc["wait_tracing_s"] = time.monotonic() - t0
     ctx.stage("profiled")
     d.doc["profiled_step_times_s"] = d.timed(phase.PROFILED, run_steps, ctx, step, ctx.spec.profile_steps,
                                              True, "profiled_step", cpu_key="profiled_step_cpu_s")
     ctx.stage("after_profiled")
+    ctx.coord.mark(ctx.me, "done")
+    ctx.stage("collect")
+    d.timed(phase.COLLECT, profiler_off, ctx)
 
 
 def mwms(ctx: Ctx) -> Any:
@@ -237,8 +280,7 @@ def run_multi_worker(ctx: Ctx) -> None:
     second = d.timed(phase.SECOND_CALL, step)
     d.doc["math"] = first_math(first, second, origin).to_json()
     timed_and_ready(ctx, step)
-    profiled(ctx, step, peers)
-    ctx.coord.mark(ctx.me, "done")
+    profiled(ctx, step)
     ctx.stage("wait_peers")
     d.timed(phase.WAIT_PEERS, ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, abort=ctx.abort)
 
@@ -255,8 +297,22 @@ def serve(ctx: Ctx) -> None:
         ctx.coord.wait(ctx.cluster.tasks("chief"), "ready", ctx.spec.timeouts.serve_s, abort=ctx.abort)
         time.sleep(0.2)
     ctx.stage("serving")
+    if str(ctx.me) in ctx.spec.capture_tasks:
+        traced_serving(ctx)
     d.timed(phase.SERVING, ctx.coord.wait, ["driver"], "release", ctx.spec.timeouts.serve_s,
             abort=ctx.coord.aborted)
+
+
+def traced_serving(ctx: Ctx) -> None:
+    """A captured server: its profiler on from ``capture.start`` to ``capture.stop`` (the chief's
+    profiled steps run in between, once every captured task traces)."""
+    d, limit = ctx.draft, ctx.spec.timeouts.serve_s
+    d.timed(phase.SERVING, ctx.coord.wait, [CAPTURE], "start", limit, poll_s=0.005, abort=ctx.coord.aborted)
+    d.timed(phase.PROFILER_START, profiler_on, ctx)
+    d.timed(phase.SERVING, ctx.coord.wait, [CAPTURE], "stop", limit, abort=ctx.coord.aborted)
+    ctx.stage("collect")
+    d.timed(phase.COLLECT, profiler_off, ctx)
+    d.stage = "serving"
 
 
 def op_bytes(graph: Any) -> dict[str, int]:
@@ -348,8 +404,7 @@ def run_chief(ctx: Ctx) -> None:
     origin = f"built-in variant {ctx.spec.variant}"
     d.doc["math"] = first_math(first, second, origin).to_json()
     timed_and_ready(ctx, one, min_warmup=1)  # the math calls ran the whole batch: trace the shards' step
-    profiled(ctx, one, [])
-    ctx.coord.mark(ctx.me, "done")
+    profiled(ctx, one)
 
 
 def dispatch(ctx: Ctx) -> None:
@@ -363,7 +418,7 @@ def dispatch(ctx: Ctx) -> None:
         run_chief(ctx)
     else:
         raise ClusterError(f"{family}: no role for task {ctx.me} (jobs: chief, ps, worker)")
-    # stay up (profiler service, ring peers) until the driver has every trace
+    # stay up (ring peers, the ps tasks' servers) until the driver has every trace
     ctx.stage("wait_release")
     ctx.draft.timed(phase.WAIT_RELEASE, ctx.coord.wait, ["driver"], "release", ctx.spec.timeouts.release_s,
                     abort=ctx.coord.aborted)

@@ -3,11 +3,12 @@
 :func:`run_attempt` prepares and starts every task and the profiler client (:mod:`.launch`),
 watches them, stops them all and writes ``attempt.json`` (:mod:`.attempt`).
 
-The watch loop (:func:`watch`) ends the attempt at the first of: a task or the client failing
-(exit code, signal, ``failed`` marker), a task leaving before it was released, a trace file
-missing after the capture (TensorFlow 2.21's profiler can crash a task while it collects, and
-the client still reports success), the capture window closing before the profiled steps
-ended, the tasks not all ready in time, or the attempt's deadline.  Otherwise, once every
+The watch loop (:func:`watch`) ends the attempt at the first of: a task or the capture
+coordinator failing (exit code, signal, ``failed`` marker), a task leaving before it was
+released, a trace file missing after the capture (TensorFlow 2.21's profiler can crash a task
+while it collects), a task whose profiled steps ended after the capture did (only possible
+with a fixed capture window, which the in-task sessions no longer have), the tasks not all
+ready in time, or the attempt's deadline.  Otherwise, once every
 trace is there, it marks ``driver.release`` and waits for the tasks to leave.  On a failure it
 names the root cause (:mod:`.diagnose`) and :func:`.launch.stop` ends every process.
 

@@ -4,7 +4,7 @@ This process serves the attempts ``RUN_DIR/attach.json`` names one after another
 supervised child (the very command a loopback task runs), its output in the attempt's
 ``tasks/<job>-<i>/stderr.txt``, where the driver reads it as it reads a loopback task's.
 When the child is killed by a signal (TensorFlow 2.21's profiler crashes a task at times
-while it collects a remote trace) or ends without saying so, this process marks the
+while it collects its trace) or ends without saying so, this process marks the
 task ``failed`` (with the signal) and ``left`` for it, so that the driver names the crash
 at once instead of waiting for a task that is gone, and retries.
 
