@@ -210,3 +210,14 @@ def test_a_report_module_not_imported_ahead_is_seen(tmp_path: Path) -> None:
     """The same check without the import ahead: the report's modules are imported late, and seen."""
     late = late_imports("cluster_kit", "make_cluster_run", tmp_path / "run", ahead=False)
     assert {"tfprof_towers.session.report", "tfprof_towers.render.html", "jinja2"} <= set(late)
+
+
+def test_a_module_that_fails_to_import_ahead_is_left_to_its_importer() -> None:
+    """The import ahead never raises (its thread ends); the module's own importer meets the error later."""
+    from tfprof_towers.session.profile import import_ahead
+
+    thread = import_ahead(("tfprof_towers.no_such_module",))
+    thread.join(30.0)
+    assert not thread.is_alive()
+    with pytest.raises(ModuleNotFoundError):
+        import tfprof_towers.no_such_module  # type: ignore[import-not-found]  # noqa: F401
