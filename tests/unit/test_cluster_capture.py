@@ -388,15 +388,17 @@ def test_the_capture_coordinator_starts_and_stops_every_task_s_own_profiler(tmp_
         coord.mark(me, "tracing")
         if stepping:
             coord.wait([TaskId.parse(t) for t in ("ps:0", "worker:0")], "tracing", 5.0)
+            # what the steps see: the capture cannot stop before their ``done`` (after it, it may)
+            seen[str(me)] = sorted(p.name for p in (coord.folder).glob("capture.*"))
             coord.mark(me, "done")
         else:
             coord.wait(["capture"], "stop", 5.0)
             assert coord.has(TaskId("chief", 0), "done")  # a server stops only after the steps
+            seen[str(me)] = sorted(p.name for p in (coord.folder).glob("capture.*"))
         run = coord.read("capture", "start")["run"]
         dest = trace_path(coord.root, run, Cluster.load(coord.root / "cluster.json").host_file(me))
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(b"x")
-        seen[str(me)] = sorted(p.name for p in (coord.folder).glob("capture.*"))
         coord.mark(me, "traced", file=str(dest))
 
     code, coord = coordinated(tmp_path, PARAMETER_SERVER, {
@@ -476,3 +478,41 @@ def test_a_task_s_host_plane_is_its_cpu_and_a_device_plane_its_own() -> None:
 
     assert task_device("worker:1", "/host:CPU") == "/job:worker/task:1/device:CPU:0"
     assert task_device("worker:1", "/device:GPU:0") == "/job:worker/task:1/device:GPU:0"
+
+
+def test_the_capture_coordinator_is_due_once_every_task_has_started(tmp_path: Path) -> None:
+    """The driver starts the capture coordinator only when every task it runs marked ``started``
+    (their start is not slowed by it), and once."""
+    from tfprof_towers.capture.cluster.launch import client_due
+
+    a = attempt(tmp_path, {"worker:0": None, "worker:1": None})
+    assert client_due(a) is False
+    a.coord.mark(TaskId("worker", 0), "started")
+    assert client_due(a) is False
+    a.coord.mark(TaskId("worker", 1), "started")
+    assert client_due(a) is True
+    a.procs["capture"] = a.procs["worker:0"]  # started
+    assert client_due(a) is False
+
+
+def test_a_marker_is_the_strict_json_it_always_was() -> None:
+    """A marker or task record is encoded as it is, and reads exactly as the document rebuilt with
+    ``finite`` did: numpy numbers as numbers, a NaN or infinity as null, a path or object as its text."""
+    import math
+
+    import numpy as np
+
+    from tfprof_towers.capture.cluster.coord import marker_text
+    from tfprof_towers.rundir.paths import finite
+
+    docs = [
+        {"task": "worker:0", "phases_s": {"tf_import": 6.25}, "step_times_s": [0.1, 0.25], "error": None},
+        {"a": np.float32(1.5), "b": np.int64(3), "c": np.bool_(True), "d": (1, 2.5, np.float64(0.1)),
+         "e": Path("/x"), "f": np.array([2.0]), 4: "four"},
+        {"loss": math.nan, "steps": [1.0, math.inf, {"deep": -math.inf}], "n": np.float32("nan")},
+    ]
+    for doc in docs:
+        assert marker_text(doc) == json.dumps(finite(dict(doc)), default=str, allow_nan=False)
+    assert json.loads(marker_text(docs[1])) == {"a": 1.5, "b": 3, "c": True, "d": [1, 2.5, 0.1], "e": "/x",
+                                                "f": 2.0, "4": "four"}
+    assert json.loads(marker_text(docs[2])) == {"loss": None, "steps": [1.0, None, {"deep": None}], "n": None}

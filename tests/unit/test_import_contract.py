@@ -127,3 +127,104 @@ def test_the_report_of_a_cluster_run_imports_no_pandas(tmp_path: Path) -> None:
     assert [s["task"] for s in view["stragglers"]] == ["/job:worker/task:1"] and len(view["steps"]) == 8
     assert "numpy" in modules and "jinja2" in modules
     assert sorted(modules & {"pandas", "pyarrow"}) == []
+
+
+
+def run_python(code: str) -> str:
+    """The stdout of ``code`` run by a fresh interpreter, this checkout's package and the tests' kits
+    first on its path."""
+    import os
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parents[1]
+    path = os.pathsep.join([str(ROOT.parent), str(tests), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": path}, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"the interpreter failed: {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def modules_of(code: str) -> set[str]:
+    """Every module (dotted, submodules too) a fresh interpreter holds after running ``code``."""
+    return set(run_python(code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))\n").split())
+
+
+def _ours(modules: set[str] | list[str], *prefixes: str) -> list[str]:
+    return sorted(m for m in modules if m.startswith(prefixes))
+
+
+def test_profile_starts_without_the_report_s_or_the_projection_s_modules() -> None:
+    """``profile``'s start (its module and parser) imports neither numpy nor the report's modules nor the
+    projection's: the report's are imported ahead while the variants run, the projection's by the
+    projection."""
+    modules = modules_of("from tfprof_towers.cli import build_parser\nbuild_parser('profile')")
+    assert "tfprof_towers.session.profile" in modules and "tfprof_towers.commands.console" in modules
+    assert _ours(modules, "numpy", "pandas", "jinja2", "tfprof_towers.projection", "tfprof_towers.trace",
+                 "tfprof_towers.session.report", "tfprof_towers.advice", "tfprof_towers.rundir.summary") == []
+
+
+def test_a_cluster_task_and_its_capture_coordinator_start_without_numpy() -> None:
+    """What a cluster task imports before its ``main`` (the command line, the task's modules) and what
+    the capture coordinator imports: no numpy, no TensorFlow (the task's import of TensorFlow brings
+    numpy with it, in its own phase)."""
+    modules = modules_of("from tfprof_towers.cli import build_parser\nbuild_parser('worker')\n"
+                         "import tfprof_towers.capture.child, tfprof_towers.capture.cluster.task\n"
+                         "import tfprof_towers.capture.cluster.client")
+    assert "tfprof_towers.capture.cluster.task" in modules
+    assert _ours(modules, "numpy", "tensorflow", "pandas") == []
+
+
+_LATE = """
+import contextlib, io, sys
+from pathlib import Path
+from {kit} import {make} as make
+run = make(Path({run!r}))
+from tfprof_towers.cli import build_parser
+build_parser('profile')
+from tfprof_towers.session.profile import REPORT_MODULES, import_ahead
+{ahead}
+before = set(sys.modules)
+from tfprof_towers.commands import console
+from tfprof_towers.rundir.paths import RunDir
+from tfprof_towers.session.report import finish_run
+summary = finish_run(RunDir(run))
+with contextlib.redirect_stdout(io.StringIO()):
+    console.print_summary(summary, RunDir(run))
+print(*sorted(set(sys.modules) - before))
+"""
+
+
+def late_imports(kit: str, make: str, run: Path, ahead: bool = True) -> list[str]:
+    """The package's, numpy's and Jinja's modules that writing and printing the report of ``make(run)``
+    imports after ``profile``'s start and (``ahead``) its ``import_ahead(REPORT_MODULES)``."""
+    code = _LATE.format(kit=kit, make=make, run=str(run),
+                        ahead="import_ahead(REPORT_MODULES).join()" if ahead else "")
+    return _ours(run_python(code).split(), "tfprof_towers", "numpy", "jinja2")
+
+
+@pytest.mark.parametrize(("kit", "make"), [("cluster_kit", "make_cluster_run"),
+                                          ("report_kit", "make_run_dir")])
+def test_the_report_imports_nothing_profile_did_not_import_ahead(kit: str, make: str, tmp_path: Path) -> None:
+    """After ``import_ahead(REPORT_MODULES)`` (what ``profile`` does while its variants run), writing and
+    printing the report of a cluster run or of single-process variants imports none of the package's
+    modules, numpy's or Jinja's: nothing is left for after the variants."""
+    assert late_imports(kit, make, tmp_path / "run") == []
+
+
+def test_a_report_module_not_imported_ahead_is_seen(tmp_path: Path) -> None:
+    """The same check without the import ahead: the report's modules are imported late, and seen."""
+    late = late_imports("cluster_kit", "make_cluster_run", tmp_path / "run", ahead=False)
+    assert {"tfprof_towers.session.report", "tfprof_towers.render.html", "jinja2"} <= set(late)
+
+
+def test_a_module_that_fails_to_import_ahead_is_left_to_its_importer() -> None:
+    """The import ahead never raises (its thread ends); the module's own importer meets the error later."""
+    from tfprof_towers.session.profile import import_ahead
+
+    thread = import_ahead(("tfprof_towers.no_such_module",))
+    thread.join(30.0)
+    assert not thread.is_alive()
+    with pytest.raises(ModuleNotFoundError):
+        import tfprof_towers.no_such_module  # type: ignore[import-not-found]  # noqa: F401

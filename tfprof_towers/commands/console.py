@@ -5,21 +5,22 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape as _escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tfprof_towers.advice.recommend import stand_in_why
 from tfprof_towers.commands.progress import rich_console, stderr_console
 from tfprof_towers.rundir.paths import RunDir
-from tfprof_towers.rundir.summary import EstimateGap, MemoryPeak, Summary, SummaryEntry, estimate_gap
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import ProfileOptions
 from tfprof_towers.vocab.device_names import is_accelerator_plane, short_device
 from tfprof_towers.vocab.errors import EXIT_NOTHING_SUCCEEDED
 from tfprof_towers.vocab.fmt import fmt_bytes, fmt_gib
+
+if TYPE_CHECKING:  # the summary's modules are imported where a summary is printed, not at start-up
+    from tfprof_towers.rundir.summary import EstimateGap, MemoryPeak, Summary, SummaryEntry
 
 _err = stderr_console()
 _out = rich_console()
@@ -98,6 +99,8 @@ MATH_MARK = {"same": "same", "reference": "reference", "differs": "[red]DIFFERS[
 
 
 def ranked_table(summary: Summary) -> Table:
+    from tfprof_towers.advice.recommend import stand_in_why
+
     kind = None if summary.topology is None else summary.topology.kind
     what = "logical CPU devices" if kind == "logical-cpu" else "no GPUs"
     title = (f"CPU stand-in timings here, fastest first ({what}: placement, bytes and FLOPs are "
@@ -170,6 +173,8 @@ def memory_cell(fit: Mapping[str, Any] | None, checked: EstimateGap | None = Non
 
 def estimate_checks(summary: Summary) -> dict[str, EstimateGap]:
     """Per variant: how far its memory estimate was from what the run measured at its own size."""
+    from tfprof_towers.rundir.summary import estimate_gap
+
     return {v.name: gap for v in summary.variants if (gap := estimate_gap(v.memory)) is not None}
 
 
@@ -205,6 +210,8 @@ def print_summary(summary: Summary | Mapping[str, Any], run_dir: RunDir,
     """The ranked table, the recommendation and the paths of the files written (``not_written``: a
     full disk kept them out, so their paths are not printed); ``summary`` as ``summary.json`` holds it
     (the document :func:`~tfprof_towers.session.report.finish_run` returns is read)."""
+    from tfprof_towers.rundir.summary import Summary
+
     if not isinstance(summary, Summary):
         summary = Summary.from_json(summary)
     rec = summary.recommendation

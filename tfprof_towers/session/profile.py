@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import importlib
 import platform
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -143,8 +145,6 @@ def _capture_and_report(
     why each failed).  ``reports/latest`` moves to this run only when it
     finished with a report and at least one successful variant.
     """
-    from tfprof_towers.session.report import ReportNotWritten, finish_run
-
     run_doc = start_run_doc(options)
     # Parent-side wall times (seconds), for `make bench`'s harness-overhead breakdown.
     timing = {"setup": time.perf_counter() - t0}
@@ -152,6 +152,7 @@ def _capture_and_report(
     exit_code = EXIT_OK
     outcomes: list = []
     with tensorflow_children(run_dir, view) as starts:
+        import_ahead(REPORT_MODULES)  # while the fork server imports TensorFlow and the variants run
         try:
             write_json(run_dir.run_json, run_doc.to_json())
             with view.progress(options, run_dir) as ui:
@@ -180,6 +181,8 @@ def _capture_and_report(
                                           get_preset(targets.project_preset or PROJECT_PRESET), view.notice)
             timing.update(took)
     run_doc = replace(run_doc, tensorflow_starts=dict(starts))
+    from tfprof_towers.session.report import ReportNotWritten, finish_run
+
     not_written: ReportNotWritten | None = None
     try:
         summary = finish_run(run_dir)
@@ -204,6 +207,36 @@ def _capture_and_report(
     if not exit_code and not done:
         return view.nothing_succeeded()
     return exit_code
+
+
+#: What the report step imports: :mod:`~tfprof_towers.session.report`, the modules it imports where it
+#: needs them (reading and analysing the traces, the trace rules, the Chrome traces, the page), and the
+#: printed summary's, and the few the libraries import on first use (numpy's masked arrays, Jinja's
+#: extension, the trace map's futures).  A module left out is imported by the report as before, later.
+REPORT_MODULES = ("tfprof_towers.session.report", "tfprof_towers.analysis.run_traces",
+                  "tfprof_towers.trace.analysis", "tfprof_towers.trace.placed_memory",
+                  "tfprof_towers.xplane.glibc_heap", "tfprof_towers.analysis.memory_calibration",
+                  "tfprof_towers.analysis.cluster_view", "tfprof_towers.advice.trace_rules",
+                  "tfprof_towers.advice.recommend", "tfprof_towers.render.chrome_trace",
+                  "tfprof_towers.render.timeline", "tfprof_towers.render.html", "numpy.ma", "jinja2.ext",
+                  "concurrent.futures")
+
+
+def import_ahead(modules: tuple[str, ...]) -> threading.Thread:
+    """Import ``modules`` in a background thread (started, returned): the report's imports are done while
+    the parent only waits for its children, not after them.  A module that fails to import is left for
+    its importer to fail on, in its place, with its own error."""
+
+    def run() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                return
+
+    thread = threading.Thread(target=run, name="tfprof-towers-import-ahead", daemon=True)
+    thread.start()
+    return thread
 
 
 #: What the fork server imports once for every TensorFlow child of a profile: TensorFlow and the

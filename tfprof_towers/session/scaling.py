@@ -20,7 +20,6 @@ from typing import Any
 
 from tfprof_towers.analysis.scaling import MODES, STRONG, WEAK, global_batch
 from tfprof_towers.capture.runner import Interrupted, check_free_space, nvidia_smi, run_all
-from tfprof_towers.projection.scaling import powers_of_two_to
 from tfprof_towers.rundir.paths import RunDir, is_disk_error, write_json
 from tfprof_towers.rundir.records import SKIPPED, VariantRecord
 from tfprof_towers.rundir.scaling import (
@@ -105,6 +104,8 @@ def resolve_counts(request: ScalingRequest, accelerators: int | None, gpus: int)
     ``--accelerators``, else 2 logical CPU devices)."""
     if request.counts is not None:
         return request.counts
+    from tfprof_towers.projection.scaling import powers_of_two_to  # the projection's modules: only here
+
     return powers_of_two_to(gpus or accelerators or CPU_AUTO_TOP)
 
 

@@ -33,6 +33,9 @@ from tfprof_towers.capture.families import PROFILER_OPTIONS
 from tfprof_towers.rundir.paths import logdir_xplanes
 from tfprof_towers.vocab import textcap
 
+#: The poll for the tasks' ``traced`` (after every profiled step: their profilers stop within tens of ms).
+END_POLL_S = 0.005
+
 
 def xplane_files(logdir: Path) -> list[str]:
     """The capture's trace files, relative to ``logdir``."""
@@ -63,7 +66,7 @@ def capture(attempt_dir: Path) -> int:
         coord.mark(CAPTURE, "start", run=run_folder(start), options=PROFILER_OPTIONS)
         coord.wait(waiters, "done", spec.timeouts.task_s, abort=abort)
         coord.mark(CAPTURE, "stop")
-        coord.wait(targets, "traced", spec.timeouts.peer_s, abort=abort)
+        coord.wait(targets, "traced", spec.timeouts.peer_s, poll_s=END_POLL_S, abort=abort)
         end = time.time()
     except CoordTimeout as exc:
         coord.mark(CAPTURE, "failed", error=textcap.one_line(str(exc), 300))

@@ -53,9 +53,26 @@ class CoordTimeout(ClusterError):
 def write_marker(path: Path, doc: Mapping[str, Any]) -> None:
     """``doc`` as JSON at ``path``, atomically (a reader sees the whole file or none)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    # strict JSON, as every document of the run directory: a stray NaN becomes null, never ``NaN``
-    tmp.write_text(json.dumps(finite(dict(doc)), default=str, allow_nan=False), encoding="utf-8")
+    tmp.write_text(marker_text(doc), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def marker_text(doc: Mapping[str, Any]) -> str:
+    """``doc`` as strict JSON, as every document of the run directory: a stray NaN becomes null, never
+    ``NaN``; a numpy number a number; anything else JSON cannot hold its ``str``.  Encoded as it is
+    (a task's record is ~300 KB); only a document with a NaN or an infinity is rebuilt first."""
+    try:
+        return json.dumps(dict(doc), default=_marker_default, allow_nan=False)
+    except ValueError:
+        return json.dumps(finite(dict(doc)), default=str, allow_nan=False)
+
+
+def _marker_default(obj: Any) -> Any:
+    """What :func:`~tfprof_towers.rundir.paths.finite` makes of a value JSON cannot hold (a numpy
+    scalar or array), else its ``str``."""
+    if hasattr(obj, "item") or hasattr(obj, "tolist"):
+        return finite(obj)
+    return str(obj)
 
 
 @dataclass(frozen=True)

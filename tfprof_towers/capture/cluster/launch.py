@@ -29,6 +29,9 @@ TOOL_MODULE = "tfprof_towers"
 FAILURE_GRACE_S = 1.0
 ABORT_GRACE_S = 0.5
 POLL_S = 0.05
+#: The watch's poll once the profiled steps are over (``capture.stop``): what is left (the traces, the
+#: release, the tasks' exit) takes a few tens of ms, and every poll interval is added to the run.
+END_POLL_S = 0.005
 
 
 def visible_gpus() -> list[str]:
@@ -99,14 +102,29 @@ def prepare(a: Attempt) -> None:
 
 
 def start(a: Attempt) -> None:
-    """Start the capture coordinator first (it waits for the tasks' ``ready``), then every task we run."""
+    """Start every task we run, first task first; the capture coordinator now only when the tasks run
+    elsewhere (``attached``), else once they have all started (:func:`start_client`)."""
     env = child_env()
-    a.procs[CAPTURE] = supervise.start(client_command(a, {**env, "CUDA_VISIBLE_DEVICES": ""}))
     if not a.attached:
         for t in a.tasks:
             gpus = {"CUDA_VISIBLE_DEVICES": a.gpus[str(t)]} if str(t) in a.gpus else {}
             a.procs[str(t)] = supervise.start(task_command(a, t, {**env, **gpus}))
+    else:
+        start_client(a, env)
     a.phases["spawn"] = time.monotonic() - a.t0
+
+
+def client_due(a: Attempt) -> bool:
+    """Whether to start the capture coordinator now: not started yet, and every task we run has marked
+    ``started`` (its interpreter and imports done).  It has nothing to do before the tasks are ready,
+    many seconds later; started beside them it would only slow their start on a busy machine."""
+    return CAPTURE not in a.procs and all(a.coord.has(t, "started") for t in a.tasks)
+
+
+def start_client(a: Attempt, env: Mapping[str, str] | None = None) -> None:
+    """Start the capture coordinator (it waits for the stepping tasks' ``ready``)."""
+    env = child_env() if env is None else env
+    a.procs[CAPTURE] = supervise.start(client_command(a, {**env, "CUDA_VISIBLE_DEVICES": ""}))
 
 
 def settle(a: Attempt, grace_s: float = FAILURE_GRACE_S) -> None:

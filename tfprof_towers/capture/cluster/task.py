@@ -186,6 +186,12 @@ def start_tracing(ctx: Ctx, peers: list[TaskId]) -> None:
     d.timed(phase.WAIT_CAPTURE, ctx.coord.wait, peers, "tracing", limit, poll_s=0.002, abort=ctx.abort)
 
 
+#: The poll of a stepping task's waits after its profiled steps (its peers' ``done``, the driver's
+#: ``release``): they end within tens of ms, nothing is profiled any more, and the poll interval is
+#: added to the task's time.
+END_POLL_S = 0.005
+
+
 def median(xs: list[float]) -> float:
     s = sorted(xs)
     return s[len(s) // 2] if s else 0.0
@@ -282,7 +288,8 @@ def run_multi_worker(ctx: Ctx) -> None:
     timed_and_ready(ctx, step)
     profiled(ctx, step)
     ctx.stage("wait_peers")
-    d.timed(phase.WAIT_PEERS, ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, abort=ctx.abort)
+    d.timed(phase.WAIT_PEERS, ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, poll_s=END_POLL_S,
+            abort=ctx.abort)
 
 
 def serve(ctx: Ctx) -> None:
@@ -421,7 +428,7 @@ def dispatch(ctx: Ctx) -> None:
     # stay up (ring peers, the ps tasks' servers) until the driver has every trace
     ctx.stage("wait_release")
     ctx.draft.timed(phase.WAIT_RELEASE, ctx.coord.wait, ["driver"], "release", ctx.spec.timeouts.release_s,
-                    abort=ctx.coord.aborted)
+                    poll_s=END_POLL_S, abort=ctx.coord.aborted)
 
 
 def error_line(exc: BaseException, limit: int = 300) -> str:

@@ -26,7 +26,16 @@ from tfprof_towers.capture.cluster.attempt import Attempt, Outcome, attempt_doc,
 from tfprof_towers.capture.cluster.coord import CAPTURE, DRIVER, Coord, least_progress
 from tfprof_towers.capture.cluster.diagnose import killed_by_signal, root_cause
 from tfprof_towers.capture.cluster.docs import ATTEMPT_JSON, TaskRecord
-from tfprof_towers.capture.cluster.launch import FAILURE_GRACE_S, POLL_S, prepare, start, stop
+from tfprof_towers.capture.cluster.launch import (
+    END_POLL_S,
+    FAILURE_GRACE_S,
+    POLL_S,
+    client_due,
+    prepare,
+    start,
+    start_client,
+    stop,
+)
 from tfprof_towers.capture.cluster.spec import TaskId
 from tfprof_towers.rundir.paths import write_json
 
@@ -43,6 +52,8 @@ def watch(a: Attempt) -> Outcome:
         out = _failure(a, coord, released_at)
         if out is not None:
             return out
+        if client_due(a):
+            start_client(a)
         if "until_ready" not in a.phases and all(coord.has(t, "ready") for t in a.stepping):
             a.phases["until_ready"] = now - a.t0
         if released_at is None and coord.has(CAPTURE, "done"):
@@ -58,7 +69,7 @@ def watch(a: Attempt) -> Outcome:
             return Outcome(None)  # everything is captured; past the grace, the stop below ends the stragglers
         if now > a.deadline or ("until_ready" not in a.phases and now - a.t0 > a.spec.timeouts.startup_s):
             return _timed_out(a, coord, now)
-        time.sleep(POLL_S)
+        time.sleep(END_POLL_S if released_at is not None or coord.has(CAPTURE, "stop") else POLL_S)
 
 
 def _all_left(a: Attempt, coord: Coord) -> bool:
