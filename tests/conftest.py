@@ -122,13 +122,20 @@ E2E_COST_DEFAULT_S = 30
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    in_e2e: dict[Path, bool] = {}  # per file, not per test: resolve() is a few syscalls per call
+
+    def is_e2e(item: pytest.Item) -> bool:
+        if item.path not in in_e2e:
+            in_e2e[item.path] = E2E in Path(str(item.path)).resolve().parents
+        return in_e2e[item.path]
+
     for item in items:
-        if E2E in Path(str(item.path)).resolve().parents:
+        if is_e2e(item):
             item.add_marker(pytest.mark.slow)
     # the fast tier first, then the e2e files longest first; a file's own tests keep their order
     # (sorted() is stable)
     items[:] = sorted(items, key=lambda item: (1, -E2E_COST_S.get(item.path.name, E2E_COST_DEFAULT_S))
-                      if E2E in Path(str(item.path)).resolve().parents else (0, 0))
+                      if is_e2e(item) else (0, 0))
 
 
 @pytest.fixture(scope="module")
