@@ -19,6 +19,7 @@ the real 8-GPU trace in ../shared/fixtures.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,30 @@ def tiny_files_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built_once(session_dir(tmp_path_factory), "tiny_files", lambda out: _profile(
         out, "--steps", "8", "--variants", "single,towers_host_vars", "--variant-file", str(FORGOT),
         "--variant-file", str(FIXED), "--variant-file", str(SLEEPY)))
+
+
+#: How long ``trace.hosts.busy_cores`` samples ``/proc/stat`` in the fast tier (see
+#: :func:`short_busy_sample`).
+BUSY_SAMPLE_S = 0.05
+
+
+@pytest.fixture(autouse=True)
+def short_busy_sample(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the fast tier, ``busy_cores`` samples 0.05 s, not 0.1 s.
+
+    ``trace.hosts.idle_cores`` (how many processes decode a multi-host logdir when no test says how
+    many) samples ``/proc/stat`` over ``busy_cores``' 0.1 s; the unit tests load such logdirs some sixty
+    times, so they slept about 6 s for a number that changes no result (every worker count gives the
+    same answer, which tests/unit/test_trace_hosts.py and test_pod.py check with the counts given).
+    0.05 s runs the same code and makes the same choice on a machine whose load holds still that long
+    (a shorter sample, a few ``/proc/stat`` ticks, chose extra decoding processes by chance and cost
+    CPU).  The e2e tier keeps the product's sample.
+    """
+    if E2E in Path(str(request.node.path)).resolve().parents:
+        return
+    from tfprof_towers.trace import hosts
+
+    monkeypatch.setattr(hosts, "busy_cores", functools.partial(hosts.busy_cores, interval_s=BUSY_SAMPLE_S))
 
 
 @pytest.fixture(scope="session")
