@@ -19,6 +19,7 @@ the real 8-GPU trace in ../shared/fixtures.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,30 @@ def tiny_files_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--variant-file", str(FIXED), "--variant-file", str(SLEEPY)))
 
 
+#: How long ``trace.hosts.busy_cores`` samples ``/proc/stat`` in the fast tier (see
+#: :func:`short_busy_sample`).
+BUSY_SAMPLE_S = 0.05
+
+
+@pytest.fixture(autouse=True)
+def short_busy_sample(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the fast tier, ``busy_cores`` samples 0.05 s, not 0.1 s.
+
+    ``trace.hosts.idle_cores`` (how many processes decode a multi-host logdir when no test says how
+    many) samples ``/proc/stat`` over ``busy_cores``' 0.1 s; the unit tests load such logdirs some sixty
+    times, so they slept about 6 s for a number that changes no result (every worker count gives the
+    same answer, which tests/unit/test_trace_hosts.py and test_pod.py check with the counts given).
+    0.05 s runs the same code and makes the same choice on a machine whose load holds still that long
+    (a shorter sample, a few ``/proc/stat`` ticks, chose extra decoding processes by chance and cost
+    CPU).  The e2e tier keeps the product's sample.
+    """
+    if E2E in Path(str(request.node.path)).resolve().parents:
+        return
+    from tfprof_towers.trace import hosts
+
+    monkeypatch.setattr(hosts, "busy_cores", functools.partial(hosts.busy_cores, interval_s=BUSY_SAMPLE_S))
+
+
 @pytest.fixture(scope="session")
 def xprof():
     """XProf's converters (``raw_to_tool_data``), the oracle of the trace tests; skipped, with the
@@ -122,13 +147,20 @@ E2E_COST_DEFAULT_S = 30
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    in_e2e: dict[Path, bool] = {}  # per file, not per test: resolve() is a few syscalls per call
+
+    def is_e2e(item: pytest.Item) -> bool:
+        if item.path not in in_e2e:
+            in_e2e[item.path] = E2E in Path(str(item.path)).resolve().parents
+        return in_e2e[item.path]
+
     for item in items:
-        if E2E in Path(str(item.path)).resolve().parents:
+        if is_e2e(item):
             item.add_marker(pytest.mark.slow)
     # the fast tier first, then the e2e files longest first; a file's own tests keep their order
     # (sorted() is stable)
     items[:] = sorted(items, key=lambda item: (1, -E2E_COST_S.get(item.path.name, E2E_COST_DEFAULT_S))
-                      if E2E in Path(str(item.path)).resolve().parents else (0, 0))
+                      if is_e2e(item) else (0, 0))
 
 
 @pytest.fixture(scope="module")

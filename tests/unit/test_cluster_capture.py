@@ -3,6 +3,7 @@ projection across hosts."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import socket
@@ -213,6 +214,16 @@ class FakeProc:
         return self.ended
 
 
+def no_failure_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``root_cause`` decides at once: no wait for the other tasks to end (``launch.settle``, whose
+    grace defaults to ``FAILURE_GRACE_S`` as it was when the module was imported, so patching the
+    constant alone leaves the wait at 1 s)."""
+    from tfprof_towers.capture.cluster import diagnose, launch
+
+    monkeypatch.setattr(launch, "FAILURE_GRACE_S", 0.0)
+    monkeypatch.setattr(diagnose, "settle", functools.partial(launch.settle, grace_s=0.0))
+
+
 def attempt(tmp_path: Path, ends: dict[str, int | None], stderr: dict[str, str] | None = None) -> Attempt:
     c = Cluster.from_dict({"worker": ["127.0.0.1:6001", "127.0.0.1:6002"]})
     spec = TaskSpec(MULTI_WORKER, "multi_worker", TINY, 2, 3, 2, ("worker:0", "worker:1"),
@@ -228,7 +239,7 @@ def attempt(tmp_path: Path, ends: dict[str, int | None], stderr: dict[str, str] 
 
 
 def test_a_crash_is_named_not_the_peer_that_saw_its_socket_close(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
+    no_failure_grace(monkeypatch)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": -11, "capture": None})
     a.coord.mark(TaskId("worker", 0), "failed", error="UnavailableError during profiled: Socket closed",
                  stage="profiled")
@@ -241,7 +252,7 @@ def test_a_crash_is_named_not_the_peer_that_saw_its_socket_close(tmp_path: Path,
 
 
 def test_a_crash_after_the_steps_is_the_profilers_and_is_retried(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
+    no_failure_grace(monkeypatch)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": -6}, {"worker:1": "munmap_chunk(): invalid pointer"})
     a.coord.mark(TaskId("worker", 1), "done")
     out = root_cause(a, a.coord, [])
@@ -258,7 +269,7 @@ def test_a_hand_started_task_whose_worker_marked_its_crash_is_named_and_retried(
     from tfprof_towers.capture.cluster.docs import task_dir
     from tfprof_towers.capture.cluster.worker import mark_for_child
 
-    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
+    no_failure_grace(monkeypatch)
     a = attempt(tmp_path, {})
     w0, w1 = TaskId("worker", 0), TaskId("worker", 1)
     a.coord.mark(w0, "failed", error="UnavailableError during wait_release: Socket closed",
@@ -309,7 +320,7 @@ def test_faults_for_one_attempt_only(monkeypatch) -> None:
 
 
 def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
+    no_failure_grace(monkeypatch)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": None})
     a.coord.mark(TaskId("worker", 0), "failed", stage="wait_peers",
                  error="waited 10.0 s for 'done' from worker:1 (timed out) during wait_peers",
@@ -327,7 +338,7 @@ def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_a_taken_port_is_said_and_retried(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("tfprof_towers.capture.cluster.launch.FAILURE_GRACE_S", 0.0)
+    no_failure_grace(monkeypatch)
     a = attempt(tmp_path, {"worker:0": None, "worker:1": 3},
                 {"worker:1": "E0000 add_port.cc:83] Failed to add port\nCould not start gRPC server"})
     a.coord.mark(TaskId("worker", 1), "failed", stage="strategy",

@@ -15,15 +15,20 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 from report_kit import make_run_dir
 from trace_kit import two_gpu_trace
 
 from tfprof_towers.cli import main
 from tfprof_towers.commands import mcp_stdio
-from tfprof_towers.commands.mcp_server import TOOLS, build_server
 
 NAMES = {"run_summary", "analyze", "sql", "diff", "project", "hardware", "profile_command"}
+
+
+def build_server() -> Any:
+    """The package's MCP server; the SDK is imported here, on first use, not while tests are collected."""
+    from tfprof_towers.commands.mcp_server import build_server as build
+
+    return build()
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +43,8 @@ def trace_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def calls(*requests: tuple[str, dict[str, Any]]) -> list[Any]:
     """Each request's result, in order, from one server over one in-process client session."""
+
+    from mcp import Client
 
     async def go() -> list[Any]:
         async with Client(build_server()) as client:
@@ -65,6 +72,10 @@ def files_of(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_the_tools_and_what_they_say() -> None:
+    from mcp import Client
+
+    from tfprof_towers.commands.mcp_server import TOOLS
+
     async def go():
         async with Client(build_server()) as client:
             return (await client.list_tools()).tools
@@ -180,18 +191,18 @@ def test_the_server_starts_without_the_heavy_libraries() -> None:
     import subprocess
     import sys
 
-    early = ("import sys; import tfprof_towers.commands.mcp_stdio; "
-             "print(*(m in sys.modules for m in ('mcp', 'pydantic', 'anyio')))")
-    out = subprocess.run([sys.executable, "-c", early], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
-    assert out.stdout.split() == ["False"] * 3  # what answers initialize waits for none of the SDK
-
-    code = ("import sys; from tfprof_towers.cli import build_parser; build_parser('mcp'); "
+    # one fresh interpreter, two moments: after importing what answers initialize, then after building
+    # the server (the parser and the server import what they need; the first line is printed before)
+    code = ("import sys; import tfprof_towers.commands.mcp_stdio; "
+            "print(*(m in sys.modules for m in ('mcp', 'pydantic', 'anyio'))); "
+            "from tfprof_towers.cli import build_parser; build_parser('mcp'); "
             "from tfprof_towers.commands.mcp_server import build_server; build_server(); "
             "print(*(m in sys.modules for m in ('pandas', 'duckdb', 'pyarrow', 'tensorflow')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
-    assert out.stdout.split() == ["False"] * 4
+    early, built = out.stdout.splitlines()
+    assert early.split() == ["False"] * 3  # what answers initialize waits for none of the SDK
+    assert built.split() == ["False"] * 4
 
 
 # --------------------------------------------------------------------------------------------------

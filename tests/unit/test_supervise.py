@@ -87,13 +87,13 @@ def test_deadline_kills_every_process_even_setsid_and_orphans(tmp_path: Path, tr
     pids = tmp_path / "pids"
     t0 = time.monotonic()
     ended = supervise.run(command(tmp_path, STUBBORN.format(pids=pids, tail="exec sleep 600"), tracking,
-                                  deadline_s=1.0, grace_s=0.5))
+                                  deadline_s=1.0, grace_s=0.2))
     took = time.monotonic() - t0
     child, *others = pids_in(pids, 3)
     assert sorted(others) != [] and not any(alive(p) for p in [child, *others])
     assert ended.timed_out and ended.returncode == -signal.SIGKILL  # it ignored SIGTERM
     assert ended.killed == 2  # the setsid grandchild and the orphaned daemon
-    assert took < 1.0 + 0.5 + 5.0
+    assert took < 1.0 + 0.2 + 5.0
     assert "deadline of 1 s passed: sent SIGTERM to" in (tmp_path / "stderr.txt").read_text()
 
 
@@ -132,7 +132,8 @@ PARENT = """
 import sys, time
 from pathlib import Path
 from tfprof_towers.procs import supervise
-command = supervise.Command(("sh", "-c", sys.argv[1]), Path(sys.argv[2]), cgroup=sys.argv[3] == "cgroup")
+command = supervise.Command(("sh", "-c", sys.argv[1]), Path(sys.argv[2]), cgroup=sys.argv[3] == "cgroup",
+                            stop_grace_s=0.2)
 sup = supervise.start(command)
 print(sup.guard.pid, flush=True)
 sup.wait()

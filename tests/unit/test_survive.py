@@ -10,6 +10,7 @@ next to always-on versions that fake the condition and say so.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -54,8 +55,16 @@ echo "$$ $!" > {pids}
 # --------------------------------------------------------------------------- process groups (fast)
 
 
-def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+def test_timeout_kills_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The child ignores SIGTERM and has a grandchild that does too: both are SIGKILLed."""
+    real = runner.child_command
+
+    def short_grace(*args, **kwargs) -> supervise.Command:
+        # the SIGTERM the child ignores is followed by SIGKILL after 0.5 s here, not the 3 s default:
+        # how long the grace is does not change what this test checks
+        return dataclasses.replace(real(*args, **kwargs), grace_s=0.5)
+
+    monkeypatch.setattr(runner, "child_command", short_grace)
     pids = tmp_path / "pids"
     exe = fake_python(tmp_path, STUBBORN.format(pids=pids, tail="sleep 600"))
     opts = options(tmp_path, timeout_s=1.0)
