@@ -27,12 +27,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.collection_child import OFF, ON
 from benchmarks.common import REPO, BenchOptions, Part, Spread, run_alone, spread_json
 from tfprof_towers.rundir.paths import write_json
 from tfprof_towers.variants import registry
 from tfprof_towers.variants.config import PRESETS
 
-ON, OFF = "on", "off"
 #: What the fork server imports once: TensorFlow and the runners, and the child.
 PRELOAD = ("tfprof_towers.capture.preload", "benchmarks.collection_child")
 

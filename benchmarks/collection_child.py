@@ -12,16 +12,15 @@ program makes it (``step()``), and times that call alone.  Started as
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.overhead_child import Skipped, child_main, tf2_variant
 from tfprof_towers.rundir.paths import write_json
 
-TF2 = "tf2-strategy"
 ON, OFF = "on", "off"
 
 
@@ -29,24 +28,14 @@ def first_call(spec: Mapping[str, Any]) -> dict[str, Any]:
     """``{"variant", "mode", "first_call_s", "first_call_cpu_s", "tracing_count"}`` (wall and process CPU
     seconds), or ``{"variant", "skipped"}`` where the
     machine lacks what the variant needs."""
-    from tfprof_towers.capture.families import import_tensorflow, tf2_strategy
+    from tfprof_towers.capture.families import tf2_strategy
     from tfprof_towers.capture.tf2.files import same_start
     from tfprof_towers.capture.tf2.placement import collect_partition_graphs
-    from tfprof_towers.capture.tf2.strategies import machine_offers
-    from tfprof_towers.rundir.records import ChildSpec
-    from tfprof_towers.variants import registry
-    from tfprof_towers.variants.config import Preset
 
-    tf = import_tensorflow()
-    child = ChildSpec(name=spec["variant"], family=TF2, file=None, preset=Preset(**spec["preset"]),
-                      accelerators=spec.get("accelerators"), warmup=0, steps=0, profile_steps=0, logdir="",
-                      record="")
-    devices = tf2_strategy.plan(tf, child)
-    accelerators = tuple(devices.topology().accelerators)
-    why = registry.skip_reason(tf2_strategy.needs(child), machine_offers(devices), devices.kind, accelerators)
-    if why:
-        return {"variant": child.name, "skipped": why}
-    strategy, build_step, _ = tf2_strategy.strategy_and_step(child, devices)
+    try:
+        _, devices, child, strategy, build_step = tf2_variant(spec)
+    except Skipped as exc:
+        return {"variant": spec["variant"], "skipped": str(exc)}
     same_start()
     step = tf2_strategy.check_step(build_step(strategy, devices), f"built-in variant {child.name}")
     t0, c0 = time.perf_counter(), time.process_time()
@@ -67,16 +56,8 @@ def collection_entry(args: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``SPEC RESULT``: the child as a process; exits without TensorFlow's teardown."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2 or args[0].startswith("-"):
-        print("usage: python -m benchmarks.collection_child SPEC.json RESULT.json "
-              "(the child of benchmarks.bench_collection)", file=sys.stderr)
-        return 0 if args[:1] in (["-h"], ["--help"]) else 2
-    collection_entry(args)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # skip TensorFlow's teardown
-
+    return child_main(argv, collection_entry, "python -m benchmarks.collection_child SPEC.json RESULT.json "
+                      "(the child of benchmarks.bench_collection)")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -97,7 +97,10 @@ def _open_stepper(spec: Mapping[str, Any]) -> tuple[_Stepper, dict[str, Any]]:
     return _Stepper(tf, lambda: sess.run(fetches, feed), sess.close), about
 
 
-def _open_tf2_stepper(spec: Mapping[str, Any]) -> tuple[_Stepper, dict[str, Any]]:
+def tf2_variant(spec: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+    """A built-in TF2 variant set up as ``capture.families.tf2_strategy`` sets it up, its step not yet
+    built: ``(tf, devices, child spec, strategy, build_step)``; raises :class:`Skipped` where the
+    machine lacks what the variant needs."""
     from tfprof_towers.capture.families import import_tensorflow, tf2_strategy
     from tfprof_towers.capture.tf2.strategies import machine_offers
     from tfprof_towers.rundir.records import ChildSpec
@@ -114,6 +117,13 @@ def _open_tf2_stepper(spec: Mapping[str, Any]) -> tuple[_Stepper, dict[str, Any]
     if why:
         raise Skipped(why)
     strategy, build_step, _ = tf2_strategy.strategy_and_step(child, devices)
+    return tf, devices, child, strategy, build_step
+
+
+def _open_tf2_stepper(spec: Mapping[str, Any]) -> tuple[_Stepper, dict[str, Any]]:
+    from tfprof_towers.capture.families import tf2_strategy
+
+    tf, devices, child, strategy, build_step = tf2_variant(spec)
     step = tf2_strategy.check_step(build_step(strategy, devices), f"built-in variant {child.name}")
     call = tf2_strategy.fetched(step)
     about = {"devices": devices.to_json(), "tensorflow": tf.__version__}
@@ -163,17 +173,23 @@ def overhead_entry(args: Sequence[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``SPEC RESULT``: the overhead child as a process; exits without TensorFlow's teardown."""
+def child_main(argv: Sequence[str] | None, entry: Callable[[Sequence[str]], int], usage: str) -> int:
+    """A bench child's command line, ``SPEC RESULT``: ``entry`` run as a process, which then exits without
+    TensorFlow's teardown; ``usage`` printed for anything else."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2 or args[0].startswith("-"):
-        print("usage: python -m benchmarks.overhead_child SPEC.json RESULT.json "
-              "(the overhead child of benchmarks.bench_overhead)", file=sys.stderr)
+        print(f"usage: {usage}", file=sys.stderr)
         return 0 if args[:1] in (["-h"], ["--help"]) else 2
-    overhead_entry(args)
+    entry(args)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip TensorFlow's teardown
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``SPEC RESULT``: the overhead child as a process; exits without TensorFlow's teardown."""
+    return child_main(argv, overhead_entry, "python -m benchmarks.overhead_child SPEC.json RESULT.json "
+                      "(the overhead child of benchmarks.bench_overhead)")
 
 
 if __name__ == "__main__":
