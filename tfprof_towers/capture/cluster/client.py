@@ -26,15 +26,12 @@ import time
 from pathlib import Path
 
 from tfprof_towers.capture.child import exit_now
-from tfprof_towers.capture.cluster.coord import CAPTURE, Coord, CoordTimeout
+from tfprof_towers.capture.cluster.coord import CAPTURE, END_POLL_S, Coord, CoordTimeout
 from tfprof_towers.capture.cluster.docs import CLUSTER_JSON, TENSORBOARD, TaskSpec, read_spec
 from tfprof_towers.capture.cluster.spec import Cluster, TaskId
 from tfprof_towers.capture.families import PROFILER_OPTIONS
 from tfprof_towers.rundir.paths import logdir_xplanes
 from tfprof_towers.vocab import textcap
-
-#: The poll for the tasks' ``traced`` (after every profiled step: their profilers stop within tens of ms).
-END_POLL_S = 0.005
 
 
 def xplane_files(logdir: Path) -> list[str]:

@@ -34,6 +34,10 @@ from tfprof_towers.rundir.paths import finite
 PROGRESS: tuple[str, ...] = (
     "started", "imported", "strategy", "server_up", "ready", "tracing", "done", "traced", "left")
 DRIVER, CAPTURE = "driver", "capture"
+#: The poll of every wait once the profiled steps are over (the tasks' ``done`` and ``traced``, the
+#: driver's ``release``, the tasks' exit): what is left takes a few tens of ms, nothing is profiled any
+#: more, and every poll interval is added to the run.
+END_POLL_S = 0.005
 Who = TaskId | str
 
 

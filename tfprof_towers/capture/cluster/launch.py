@@ -29,9 +29,6 @@ TOOL_MODULE = "tfprof_towers"
 FAILURE_GRACE_S = 1.0
 ABORT_GRACE_S = 0.5
 POLL_S = 0.05
-#: The watch's poll once the profiled steps are over (``capture.stop``): what is left (the traces, the
-#: release, the tasks' exit) takes a few tens of ms, and every poll interval is added to the run.
-END_POLL_S = 0.005
 
 
 def visible_gpus() -> list[str]:

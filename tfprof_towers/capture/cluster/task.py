@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfprof_towers.capture.cluster.coord import CAPTURE, Coord, CoordTimeout, write_marker
+from tfprof_towers.capture.cluster.coord import CAPTURE, END_POLL_S, Coord, CoordTimeout, write_marker
 from tfprof_towers.capture.cluster.docs import (
     MULTI_WORKER,
     TENSORBOARD,
@@ -184,12 +184,6 @@ def start_tracing(ctx: Ctx, peers: list[TaskId]) -> None:
     d.timed(phase.WAIT_CAPTURE, ctx.coord.wait, [CAPTURE], "start", limit, poll_s=0.002, abort=ctx.abort)
     d.timed(phase.PROFILER_START, profiler_on, ctx)
     d.timed(phase.WAIT_CAPTURE, ctx.coord.wait, peers, "tracing", limit, poll_s=0.002, abort=ctx.abort)
-
-
-#: The poll of a stepping task's waits after its profiled steps (its peers' ``done``, the driver's
-#: ``release``): they end within tens of ms, nothing is profiled any more, and the poll interval is
-#: added to the task's time.
-END_POLL_S = 0.005
 
 
 def median(xs: list[float]) -> float:

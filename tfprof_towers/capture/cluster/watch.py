@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from tfprof_towers.capture.cluster.attempt import Attempt, Outcome, attempt_doc, task_records, task_rows
-from tfprof_towers.capture.cluster.coord import CAPTURE, DRIVER, Coord, least_progress
+from tfprof_towers.capture.cluster.coord import CAPTURE, DRIVER, END_POLL_S, Coord, least_progress
 from tfprof_towers.capture.cluster.diagnose import killed_by_signal, root_cause
 from tfprof_towers.capture.cluster.docs import ATTEMPT_JSON, TaskRecord
 from tfprof_towers.capture.cluster.launch import (
-    END_POLL_S,
     FAILURE_GRACE_S,
     POLL_S,
     client_due,
