@@ -223,6 +223,18 @@ static PyObject *column_of(void *data, Py_ssize_t len) {
     return (PyObject *)c;
 }
 
+/* A tuple of the n objects, which it takes (each slot set to NULL); NULL on failure, the objects left
+   to the caller to drop. */
+static PyObject *tuple_of(PyObject **items, int n) {
+    PyObject *res = PyTuple_New(n);
+    if (!res) return NULL;
+    for (int k = 0; k < n; k++) {
+        PyTuple_SET_ITEM(res, k, items[k]);
+        items[k] = NULL;
+    }
+    return res;
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* Lines: the fields of XLine messages (layout.read_lines) */
 
@@ -329,12 +341,7 @@ static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
         arrays[k] = column_of(data, (Py_ssize_t)(out[k].n * sizeof(int64_t)));
         if (!arrays[k]) goto done;
     }
-    res = PyTuple_New(N_LINE_COLS);
-    if (!res) goto done;
-    for (int k = 0; k < N_LINE_COLS; k++) {
-        PyTuple_SET_ITEM(res, k, arrays[k]);
-        arrays[k] = NULL;
-    }
+    res = tuple_of(arrays, N_LINE_COLS);
 done:
     for (int k = 0; k < N_LINE_COLS; k++) {
         Py_XDECREF(arrays[k]);
@@ -664,12 +671,7 @@ static PyObject *py_decode_events(PyObject *self, PyObject *args) {
         out.col[k] = NULL;
         if (!arrays[k]) goto done;
     }
-    res = PyTuple_New(N_COLS);
-    if (!res) goto done;
-    for (int k = 0; k < N_COLS; k++) {
-        PyTuple_SET_ITEM(res, k, arrays[k]);
-        arrays[k] = NULL;
-    }
+    res = tuple_of(arrays, N_COLS);
 done:
     for (int k = 0; k < N_COLS; k++) Py_XDECREF(arrays[k]);
     free_out(&out);
