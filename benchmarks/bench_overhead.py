@@ -8,8 +8,9 @@ apart and never counted as step time.  Several tracer settings are measured the 
 harness's defaults (``capture.families.PROFILER_OPTIONS``) are chosen from numbers.  A
 tf2-strategy variant's step is its ``tf.function`` built as its capture child builds it; one that
 needs what the machine lacks (NCCL without GPUs) is listed as skipped.  A cluster variant runs as
-several processes, so its ratio comes from one ``profile --workers 2`` run's record (each task
-times its steps, then profiles).  The children are forked from a fork server (TensorFlow imported
+several processes, so it is measured in whole ``profile --workers 2`` runs whose stepping tasks run
+the same paired rounds after their timed steps (``TFPROF_TOWERS_CLUSTER_OVERHEAD``; the median of the
+runs' ratios).  The children are forked from a fork server (TensorFlow imported
 once).
 
     python -m benchmarks.bench_overhead [--preset cpu] [--rounds 10] [--sweep] [--quick]
@@ -214,13 +215,16 @@ def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str
     }
 
 
-CLUSTER_METHOD = ("a cluster variant runs as several processes: whole "
-                  f"`profile --workers {CLUSTER_WORKERS}` runs (--overhead-runs, 3 by default); each run's "
-                  "ratio = the variant's median profiled step over its median un-profiled step (each task "
-                  "times its steps, then runs as many profiled ones, --profile-steps = the preset's timed "
-                  "steps, under its own profiler session with the single-process variants' options; a "
-                  "step's wall time is the slowest task's); the figure = the median of the runs' "
-                  "ratios; cpu = the same with each step's process CPU time summed over the tasks")
+CLUSTER_METHOD = (
+    f"a cluster variant runs as several processes: whole `profile --workers {CLUSTER_WORKERS}` runs "
+    "(--overhead-runs, 3 by default); in each run every stepping task, after its timed steps, runs the "
+    "same paired rounds as a single-process variant (an un-profiled and a profiled block, order flipping "
+    "every round; a profiled block under its own profiler session with the harness's options, started "
+    "and stopped outside the steps; every task starts each block together); a step's wall time is the "
+    "slowest task's, its CPU the tasks' sum; each run's ratio = the median over rounds of median "
+    "profiled / median un-profiled step; the figure = the median of the runs' ratios.  `record` = the "
+    "run record's own one-block ratio (its timed steps against its profiled steps, taken some seconds "
+    "apart), the median over the runs")
 
 
 def families_of(per_variant: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -234,48 +238,54 @@ def families_of(per_variant: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def measure_cluster_overhead(opts: BenchOptions, variant: str, out: Path) -> dict[str, Any]:
-    """A cluster variant's profiled / un-profiled median step: the median over ``opts.overhead_runs``
-    whole runs of each run's ratio, from its record (each step the slowest task's: one run's ratio
-    moves by several per cent with the machine's load), with as many profiled steps as timed ones."""
+    """A cluster variant's profiled / un-profiled step time: ``opts.overhead_runs`` whole runs, each
+    with the tasks' paired rounds (:data:`CLUSTER_METHOD`); the median of the runs' ratios."""
     runs = [cluster_run_steps(opts, variant, out / f"run{i}") for i in range(max(1, opts.overhead_runs))]
     return cluster_figures(runs)
 
 
 @dataclass(frozen=True)
 class ClusterSteps:
-    """One whole cluster run's step times: wall (the slowest task's per step, as the record's timings)
-    and process CPU (every stepping task's summed per step), profiled (``on``) and un-profiled."""
+    """One whole cluster run's step times: the tasks' paired blocks (``samples``: ``on``/``off`` blocks
+    of wall times, each step the slowest task's, ``on_cpu``/``off_cpu`` the tasks' summed CPU, as
+    :func:`overhead_figures` takes), and the run record's timed and profiled steps (``record_on``,
+    ``record_off``)."""
 
-    on: tuple[float, ...]
-    off: tuple[float, ...]
-    on_cpu: tuple[float, ...] = ()
-    off_cpu: tuple[float, ...] = ()
+    samples: Mapping[str, Any]
+    record_on: tuple[float, ...] = ()
+    record_off: tuple[float, ...] = ()
 
 
 def cluster_steps_argv(opts: BenchOptions, variant: str) -> list[str]:
-    """`profile`'s arguments for a cluster overhead run: as many profiled steps as timed ones (the
-    preset's 3 profiled steps make one run's median a coin toss under load), after a warm-up as long
-    as ``opts.warmup`` plus the two math calls (the preset's one step past them left the first timed
-    steps still warming up, which flattered the profiled ones)."""
+    """`profile`'s arguments for a cluster overhead run: as many profiled steps as timed ones (so the
+    record's own ratio is a median of as many steps on each side), after a warm-up as long as
+    ``opts.warmup`` plus the two math calls (the preset's one step past them left the first timed
+    steps still warming up)."""
     preset = PRESETS[opts.preset]
     return [*cluster_argv(variant), "--warmup", str(max(preset.warmup, opts.warmup + 2)),
             "--profile-steps", str(max(preset.profile_steps, preset.steps))]
 
 
 def cluster_run_steps(opts: BenchOptions, variant: str, out: Path) -> ClusterSteps:
-    """One whole `profile --workers 2` run of ``variant``: its profiled and un-profiled steps."""
+    """One whole `profile --workers 2` run of ``variant`` with the tasks' paired rounds."""
+    import os
+
+    from tfprof_towers.capture.cluster.driver import OVERHEAD_ENV
+
     cmd = profile_argv(opts, out, cluster_steps_argv(opts, variant))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout_s)
+    env = {**os.environ, OVERHEAD_ENV: json.dumps({"rounds": opts.rounds, "block_steps": opts.block_steps})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout_s, env=env)
     folder = out / "variants" / variant
     record = json.loads((folder / "record.json").read_text()) if (folder / "record.json").is_file() else {}
     if proc.returncode != 0 or record.get("status") != "ok":
         why = record.get("error") or proc.stderr[-500:]
         raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}): {why}")
+    blocks = [t["overhead_blocks"] for t in task_records(folder, record) if t.get("overhead_blocks")]
+    if not blocks:
+        raise RuntimeError(f"{folder}: no task recorded its paired blocks ({OVERHEAD_ENV} was set)")
     timings = record["timings"]
-    tasks = task_records(folder, record)
-    return ClusterSteps(tuple(timings["profiled_step_times_s"]), tuple(timings["step_times_s"]),
-                        summed_per_step([t.get("profiled_step_cpu_s") or () for t in tasks]),
-                        summed_per_step([t.get("step_cpu_s") or () for t in tasks]))
+    return ClusterSteps(across_tasks(blocks), tuple(timings["profiled_step_times_s"]),
+                        tuple(timings["step_times_s"]))
 
 
 def task_records(folder: Path, record: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -288,28 +298,44 @@ def task_records(folder: Path, record: Mapping[str, Any]) -> list[dict[str, Any]
     return [d for d in docs if d.get("step_times_s")]
 
 
-def summed_per_step(per_task: Sequence[Sequence[float]]) -> tuple[float, ...]:
-    """Each step's time summed over the tasks (as many steps as the shortest list; none if one is empty)."""
-    if not per_task or not all(per_task):
-        return ()
-    return tuple(float(sum(xs)) for xs in zip(*per_task))
+def across_tasks(per_task: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The stepping tasks' ``overhead_blocks`` -> one set of blocks: each step's wall time the slowest
+    task's (the run record's rule: a synchronous step is over when its last task is), its CPU time
+    the tasks' sum; every block as long as its shortest task's; start and stop the slowest task's."""
+
+    def per_step(key: str, how: Callable[[Sequence[float]], float]) -> list[list[float]]:
+        return [[float(how(xs)) for xs in zip(*blocks)] for blocks in zip(*(t[key] for t in per_task))]
+
+    def per_block(key: str) -> list[float]:
+        return [float(max(xs)) for xs in zip(*(t.get(key) or () for t in per_task))]
+
+    return {"on": per_step("on", max), "off": per_step("off", max), "on_cpu": per_step("on_cpu", sum),
+            "off_cpu": per_step("off_cpu", sum), "start_s": per_block("start_s"),
+            "stop_s": per_block("stop_s")}
 
 
 def cluster_figures(runs: Sequence[ClusterSteps]) -> dict[str, Any]:
-    """Whole runs' step times -> the figures: ``ratio`` the median of the runs' wall ratios, ``rounds``
-    their min / median / max, ``pooled_ratio`` over every run's steps together, ``cpu_ratio`` the median
-    of the runs' CPU-per-step ratios (the tasks' CPU, which other processes' load hardly moves)."""
-    ratios = [r for r in (median_ratio(x.on, x.off) for x in runs) if r is not None]
-    cpu = [r for r in (median_ratio(x.on_cpu, x.off_cpu) for x in runs) if r is not None]
-    on, off = flatten([x.on for x in runs]), flatten([x.off for x in runs])
+    """Whole runs' paired blocks -> the figures: ``ratio`` the median of the runs' ratios (each as a
+    single-process variant's: :func:`overhead_figures`), ``rounds`` their min / median / max,
+    ``pooled_ratio`` over every run's steps together, ``cpu_ratio`` the median of the runs' CPU ratios,
+    ``record_ratio`` the median of the run records' own one-block ratios."""
+    per_run = [overhead_figures(r.samples) for r in runs]
+    ratios = [f["ratio"] for f in per_run if f["ratio"] is not None]
+    cpu = [f["cpu_ratio"] for f in per_run if f["cpu_ratio"] is not None]
+    record = [x for x in (median_ratio(r.record_on, r.record_off) for r in runs) if x is not None]
+    on = [x for r in runs for x in flatten(r.samples["on"])]
+    off = [x for r in runs for x in flatten(r.samples["off"])]
+    starts = flatten([r.samples.get("start_s") or () for r in runs])
+    stops = flatten([r.samples.get("stop_s") or () for r in runs])
     return {
         "ratio": statistics.median(ratios) if ratios else None, "rounds": spread_json(Spread.of(ratios)),
         "run_ratios": ratios, "pooled_ratio": median_ratio(on, off),
         "cpu_ratio": statistics.median(cpu) if cpu else None, "cpu_rounds": spread_json(Spread.of(cpu)),
-        "cpu_run_ratios": cpu, "on_median_s": statistics.median(on) if on else None,
-        "off_median_s": statistics.median(off) if off else None, "start_s": None, "stop_s": None,
-        "trace_bytes": None, "steps": {"on": len(on), "off": len(off)}, "method": "run record",
-        "runs": len(runs),
+        "cpu_run_ratios": cpu, "record_ratio": statistics.median(record) if record else None,
+        "record_run_ratios": record, "on_median_s": statistics.median(on) if on else None,
+        "off_median_s": statistics.median(off) if off else None, "start_s": spread_json(Spread.of(starts)),
+        "stop_s": spread_json(Spread.of(stops)), "trace_bytes": None,
+        "steps": {"on": len(on), "off": len(off)}, "method": "paired rounds in whole runs", "runs": len(runs),
     }
 
 
@@ -331,8 +357,12 @@ def format_overhead(doc: Mapping[str, Any]) -> list[str]:
             )
     for v, why in (doc.get("skipped_variants") or {}).items():
         lines.append(f"  {v:<19} skipped: {why}")
-    if any(f.get("method") == "run record" for cfgs in doc["variants"].values() for f in cfgs.values()):
+    cluster = {v: f for v, cfgs in doc["variants"].items() for f in cfgs.values() if f.get("runs")}
+    if cluster:
         lines += [f"  {line}" for line in textwrap.wrap(doc.get("cluster_method") or "", 100)]
+        for v, f in cluster.items():
+            runs = " / ".join(num(x) for x in f.get("run_ratios") or ()) or "-"
+            lines.append(f"  {v}: the runs' ratios {runs}; record {num(f.get('record_ratio'))}")
     families = doc.get("families") or {}
     lines.append("  families measured: " + "; ".join(f"{k}: {len(v)}" for k, v in families.items()))
     worst = doc["worst_ratio"]

@@ -153,6 +153,32 @@ def test_parameter_server_records_where_its_ops_ran(cluster_run: Path) -> None:
     assert set(workers) <= set(audit) and ps["audit"]["total_flops_per_step"] == 2 * per_worker
 
 
+def test_the_bench_s_paired_blocks_leave_the_run_as_it_was(tmp_path: Path) -> None:
+    """The profiler-overhead bench's paired rounds (TFPROF_TOWERS_CLUSTER_OVERHEAD): every stepping task
+    records its blocks, the blocks' sessions leave no trace behind, and the run's own trace still holds
+    just its profiled steps."""
+    out = tmp_path / "run"
+    code, text = profile(out, "--workers", "2", "--variants", "multi_worker",
+                         env={"TFPROF_TOWERS_CLUSTER_OVERHEAD": '{"rounds": 3, "block_steps": 2}'})
+    assert code == 0, text
+    last = record(out, "multi_worker")["cluster"]["attempts"][-1]["folder"]  # a port race retries
+    tasks = sorted((out / "variants" / "multi_worker" / last / "tasks").glob("worker-*"))
+    assert len(tasks) == 2
+    for task in tasks:
+        doc = json.loads((task / "record.json").read_text())
+        blocks = doc["overhead_blocks"]
+        for kind in ("on", "off", "on_cpu", "off_cpu"):
+            assert len(blocks[kind]) == 3 and all(len(b) == 2 and min(b) > 0 for b in blocks[kind])
+        assert len(blocks["start_s"]) == len(blocks["stop_s"]) == 3
+        assert doc["phases_s"]["overhead_blocks"] > 0
+        assert not (task / "overhead-profile").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    (mw,) = summary["variants"]
+    assert mw["status"] == "ok" and mw["breakdown"]["steps"] == 2  # the tiny preset's 2 profiled steps
+    assert len(record(out, "multi_worker")["timings"]["profiled_step_times_s"]) == 2
+    no_process_left(out)
+
+
 def test_a_task_that_crashes_mid_run(tmp_path: Path) -> None:
     out = tmp_path / "run"
     code, text = profile(out, "--workers", "2", env={FAULTS: '{"worker:1": "segv@profiled_step_1"}'})

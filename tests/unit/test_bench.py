@@ -313,34 +313,52 @@ def test_the_projection_is_its_own_part_outside_the_harness_s_share() -> None:
     assert any("not counted" in line for line in lines)
 
 
-def test_a_cluster_variant_s_overhead_is_the_median_of_its_runs() -> None:
+def blocks(on: list[list[float]], off: list[list[float]], **more: object) -> dict[str, object]:
+    return {"on": on, "off": off, **more}
+
+
+def test_a_cluster_variant_s_overhead_is_the_median_of_its_runs_paired_ratios() -> None:
+    """Each run's ratio is the median over its rounds of median(on block) / median(off block), as a
+    single-process variant's; the figure is the median over the runs; the record's one-block ratio
+    is printed beside it, not mixed in."""
     steps = overhead.ClusterSteps
-    runs = [steps((1.10, 1.20, 1.15), (1.0,) * 20, (0.3, 0.31, 0.32), (0.3, 0.3)),  # a loaded run: 1.15
-            steps((1.02, 1.03, 1.01), (1.0,) * 20, (0.33,), (0.3,)),  # 1.02; cpu 1.1
-            steps((2.06, 2.04, 2.0), (2.0,) * 20)]  # 1.02; no CPU times
-    f = overhead.cluster_figures(runs)
-    assert f["run_ratios"] == pytest.approx([1.15, 1.02, 1.02])
-    assert f["ratio"] == pytest.approx(1.02)
-    assert f["rounds"] == {"min": pytest.approx(1.02), "median": pytest.approx(1.02),
-                           "max": pytest.approx(1.15), "n": 3}
-    assert f["runs"] == 3 and f["steps"] == {"on": 9, "off": 60}
-    assert f["cpu_run_ratios"] == pytest.approx([0.31 / 0.3, 1.1]) and f["cpu_ratio"] == pytest.approx(
-        (0.31 / 0.3 + 1.1) / 2)
+    loaded = steps(blocks([[1.3, 1.3], [1.02, 1.02], [1.04, 1.04]], [[1.0, 1.0]] * 3,
+                          on_cpu=[[0.33]] * 3, off_cpu=[[0.3]] * 3), (1.2,), (1.0,))  # 1.04; cpu 1.1
+    quiet = steps(blocks([[1.01, 1.0, 1.02]] * 2, [[1.0, 1.0, 1.0], [0.5, 1.0, 2.0]]),
+                  (1.0,), (1.0,))  # 1.01 both rounds; no CPU times
+    fast = steps(blocks([[2.0]], [[2.0]], start_s=[0.1], stop_s=[0.4]), (0.9,), (1.0,))  # 1.0
+    f = overhead.cluster_figures([loaded, quiet, fast])
+    assert f["run_ratios"] == pytest.approx([1.04, 1.01, 1.0])
+    assert f["ratio"] == pytest.approx(1.01)
+    assert f["rounds"] == {"min": pytest.approx(1.0), "median": pytest.approx(1.01),
+                           "max": pytest.approx(1.04), "n": 3}
+    assert f["cpu_run_ratios"] == pytest.approx([1.1]) and f["cpu_ratio"] == pytest.approx(1.1)
+    assert f["record_run_ratios"] == pytest.approx([1.2, 1.0, 0.9])
+    assert f["record_ratio"] == pytest.approx(1.0)
+    assert f["runs"] == 3 and f["steps"] == {"on": 6 + 6 + 1, "off": 6 + 6 + 1}
+    assert f["stop_s"]["median"] == pytest.approx(0.4) and f["start_s"]["n"] == 1
 
 
-def test_a_cluster_run_s_cpu_per_step_sums_its_stepping_tasks(tmp_path) -> None:
-    """Each step's CPU time is the sum over the tasks that timed steps (a ps task has none)."""
+def test_a_cluster_run_s_block_step_is_its_slowest_task_s_and_its_cpu_the_tasks_sum() -> None:
+    a = {"on": [[1.0, 2.0]], "off": [[1.0, 1.0]], "on_cpu": [[0.5, 0.5]], "off_cpu": [[0.25, 0.25]],
+         "start_s": [0.1], "stop_s": [0.3]}
+    b = {"on": [[1.5, 1.0, 9.0]], "off": [[0.5, 3.0]], "on_cpu": [[0.25, 0.5]], "off_cpu": [[0.25, 0.5]],
+         "start_s": [0.2], "stop_s": [0.2]}
+    got = overhead.across_tasks([a, b])
+    assert got == {"on": [[1.5, 2.0]], "off": [[1.0, 3.0]], "on_cpu": [[0.75, 1.0]],
+                   "off_cpu": [[0.5, 0.75]], "start_s": [0.2], "stop_s": [0.3]}
+
+
+def test_a_cluster_run_s_stepping_tasks_are_its_last_attempt_s(tmp_path) -> None:
+    """The tasks that timed steps, of the last attempt (a ps task has none)."""
     tasks = tmp_path / "attempt-2" / "tasks"
-    for name, doc in {"worker-0": {"step_times_s": [1.0], "step_cpu_s": [0.5, 0.25]},
-                      "worker-1": {"step_times_s": [1.0], "step_cpu_s": [0.25, 0.5, 9.0]},
+    for name, doc in {"worker-0": {"step_times_s": [1.0]}, "worker-1": {"step_times_s": [1.0]},
                       "ps-0": {"phases_s": {"serving": 3.0}}}.items():
         (tasks / name).mkdir(parents=True)
         (tasks / name / "record.json").write_text(json.dumps(doc))
     docs = overhead.task_records(tmp_path, {"cluster": {"attempts": [{"folder": "attempt-1"},
                                                                      {"folder": "attempt-2"}]}})
-    assert len(docs) == 2
-    assert overhead.summed_per_step([d["step_cpu_s"] for d in docs]) == (0.75, 0.75)
-    assert overhead.summed_per_step([[0.5], []]) == ()
+    assert len(docs) == 2 and all(d["step_times_s"] == [1.0] for d in docs)
 
 
 def test_a_cluster_overhead_run_profiles_as_many_steps_as_it_times() -> None:

@@ -319,6 +319,29 @@ def test_faults_for_one_attempt_only(monkeypatch) -> None:
     assert attempt_faults(2) == {"worker:0": "segv@imported"}
 
 
+def test_the_bench_s_paired_blocks_are_asked_for_by_environment(monkeypatch) -> None:
+    """Unset: none.  Set: whole numbers in range, for multi_worker only; anything else a one-line error."""
+    from tfprof_towers.capture.cluster.driver import OVERHEAD_ENV, overhead_blocks
+
+    monkeypatch.delenv(OVERHEAD_ENV, raising=False)
+    assert overhead_blocks("multi_worker") == (0, 0)
+    monkeypatch.setenv(OVERHEAD_ENV, json.dumps({"rounds": 10, "block_steps": 4}))
+    assert overhead_blocks("multi_worker") == (10, 4)
+    with pytest.raises(ClusterError, match="multi_worker only"):
+        overhead_blocks("parameter_server")
+    for bad, why in (({"rounds": 0, "block_steps": 4}, "rounds must be a whole number from 1 to 100, not 0"),
+                     ({"rounds": 2, "block_steps": 4.0}, "block_steps must be .* not 4.0"),
+                     ({"rounds": True, "block_steps": 4}, "rounds must .* not True"),
+                     ({"rounds": 2}, "block_steps must .* not None"),
+                     ({"rounds": 101, "block_steps": 1}, "from 1 to 100, not 101")):
+        monkeypatch.setenv(OVERHEAD_ENV, json.dumps(bad))
+        with pytest.raises(ClusterError, match=why):
+            overhead_blocks("multi_worker")
+    monkeypatch.setenv(OVERHEAD_ENV, "{rounds")
+    with pytest.raises(ClusterError, match="not JSON"):
+        overhead_blocks("multi_worker")
+
+
 def test_a_hung_peer_is_named(tmp_path: Path, monkeypatch) -> None:
     no_failure_grace(monkeypatch)
     a = attempt(tmp_path, {"worker:0": 3, "worker:1": None})

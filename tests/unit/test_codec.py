@@ -131,14 +131,16 @@ def test_summary_entry_nests_the_profiled_median_and_leaves_cluster_out() -> Non
 
 def test_task_spec_bytes_and_task_record() -> None:
     spec = TaskSpec("multi_worker", "mw", TINY, 1, 2, 3, ("worker:0",), ("worker:0",),
-                    faults={"worker:1": "segv@x"}, straggle_s={"worker:0": 0.5})
+                    faults={"worker:1": "segv@x"}, straggle_s={"worker:0": 0.5}, overhead_rounds=10,
+                    overhead_block_steps=4)
     assert _bytes(spec) == (
         f'{{"family": "multi_worker", "variant": "mw", "preset": {_PRESET}, "warmup": 1, "steps": 2, '
         '"profile_steps": 3, "capture_tasks": ["worker:0"], "ready_tasks": ["worker:0"], '
         '"timeouts": {"startup_s": 120.0, "capture_start_s": 60.0, "peer_s": 60.0, "release_s": 120.0, '
         '"serve_s": 300.0, "collective_s": 60.0, "task_s": 300.0}, "capture_duration_ms": null, '
         '"capture_min_ms": 1000, "file": null, "keras_model": null, "accelerators": null, '
-        '"faults": {"worker:1": "segv@x"}, "straggle_s": {"worker:0": 0.5}}')
+        '"faults": {"worker:1": "segv@x"}, "straggle_s": {"worker:0": 0.5}, "overhead_rounds": 10, '
+        '"overhead_block_steps": 4}')
     _round_trip(spec)
     task = TaskRecord.from_json({"task": "w:0", "status": "ok", "profiled_spans_unix": [[1, 2], [3], "x"],
                                  "math": {"losses": [1.0], "grad_norm": 2}})

@@ -39,3 +39,5 @@ WAIT_PEERS = "wait_peers"
 WAIT_RELEASE = "wait_release"
 WAIT_SERVERS = "wait_servers"
 SERVING = "serving"
+# the profiler-overhead bench's paired blocks in a cluster task (only when the bench asks for them)
+OVERHEAD = "overhead_blocks"

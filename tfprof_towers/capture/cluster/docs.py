@@ -74,6 +74,10 @@ class TaskSpec(Record):
     accelerators: int | None = None  # GPUs per task (None: all it sees)
     faults: Mapping[str, str] = field(default_factory=dict)  # tests: {"worker:1": "segv@profiled_step_1"}
     straggle_s: Mapping[str, float] = field(default_factory=dict)  # tests and demos: a delay per step
+    # the bench's paired blocks (multi_worker): rounds of an un-profiled and a profiled block of
+    # ``overhead_block_steps`` steps each, between the timed steps and ``ready`` (none: 0)
+    overhead_rounds: int = 0
+    overhead_block_steps: int = 0
 
     WHERE = SPEC_JSON
 

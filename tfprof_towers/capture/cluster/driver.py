@@ -55,6 +55,12 @@ MIN_ATTEMPT_S = 30.0
 FAULTS_ENV = "TFPROF_TOWERS_CLUSTER_FAULTS"
 #: Tests and the straggler demo: JSON ``{"worker:1": 0.02}``, seconds of delay in each profiled step.
 STRAGGLE_ENV = "TFPROF_TOWERS_CLUSTER_STRAGGLE"
+#: The profiler-overhead bench only: JSON ``{"rounds": 10, "block_steps": 4}``, paired un-profiled and
+#: profiled blocks each stepping task of a ``multi_worker`` run times before its ``ready``
+#: (``task.overhead_rounds``); the run's own timed and profiled steps are unchanged.
+OVERHEAD_ENV = "TFPROF_TOWERS_CLUSTER_OVERHEAD"
+#: The most rounds and steps per block :data:`OVERHEAD_ENV` may ask for.
+MAX_OVERHEAD_ROUNDS, MAX_OVERHEAD_BLOCK = 100, 100
 #: The fault that holds a task's port in the driver during attempt 1 (the loopback port race).
 PORT_FAULT = "port_taken"
 DEFAULT_BUDGET_S = 600.0
@@ -122,6 +128,23 @@ def attempt_faults(attempt: int) -> dict[str, str]:
     return out
 
 
+def overhead_blocks(family: str) -> tuple[int, int]:
+    """``(rounds, block_steps)`` of :data:`OVERHEAD_ENV` (``(0, 0)`` when unset)."""
+    doc = _env_map(OVERHEAD_ENV)
+    if not doc:
+        return 0, 0
+    rounds, block = doc.get("rounds"), doc.get("block_steps")
+    limits = (("rounds", rounds, MAX_OVERHEAD_ROUNDS), ("block_steps", block, MAX_OVERHEAD_BLOCK))
+    for name, value, most in limits:
+        if type(value) is not int or not 1 <= value <= most:
+            raise ClusterError(f"{OVERHEAD_ENV}: {name} must be a whole number from 1 to {most}, "
+                               f"not {value!r}")
+    if family != MULTI_WORKER:
+        raise ClusterError(f"{OVERHEAD_ENV}: the paired blocks are built for multi_worker only (in a "
+                           f"{family} run the serving tasks' profilers would stay on)")
+    return rounds, block
+
+
 def task_spec(spec: ChildSpec, family: str, cluster: Cluster, left_s: float,
               window_ms: int | None, attempt: int = 1) -> TaskSpec:
     capture, ready = roles(family, cluster.tasks())
@@ -129,12 +152,14 @@ def task_spec(spec: ChildSpec, family: str, cluster: Cluster, left_s: float,
     if workers and spec.preset.batch % max(workers, 1):
         raise ClusterError(f"the preset's batch of {spec.preset.batch} does not split over {workers} workers")
     faults = attempt_faults(attempt)
+    rounds, block = overhead_blocks(family)
     return TaskSpec(
         family=family, variant=spec.name, preset=spec.preset, warmup=max(spec.warmup, 2), steps=spec.steps,
         profile_steps=spec.profile_steps, capture_tasks=tuple(map(str, capture)),
         ready_tasks=tuple(map(str, ready)), timeouts=Timeouts.within(left_s), capture_duration_ms=window_ms,
         file=spec.file, keras_model=spec.keras_model, accelerators=spec.accelerators, faults=faults,
         straggle_s={k: float(v) for k, v in _env_map(STRAGGLE_ENV).items()},
+        overhead_rounds=rounds, overhead_block_steps=block,
     )
 
 

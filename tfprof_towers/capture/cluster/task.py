@@ -117,15 +117,13 @@ def inject(spec: TaskSpec, me: TaskId, point: str) -> None:
             time.sleep(3600)
 
 
-def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: str = "",
-              cpu_key: str | None = None) -> list[float]:
-    """``n`` calls of ``step`` (result fetched): their wall times; profiled ones in ``train`` markers.
-
-    With ``cpu_key``, each step's process CPU time (every thread of the task) goes in the record there.
-    """
+def step_loop(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool,
+              prefix: str = "") -> tuple[list[float], list[float], list[list[float]]]:
+    """``n`` calls of ``step`` (result fetched), profiled ones in ``train`` markers: each one's wall
+    time, process CPU time (every thread of the task) and unix span."""
     from tfprof_towers.capture.families.tf2_strategy import _fetch
 
-    times, spans, cpu = [], [], []
+    times, cpu, spans = [], [], []
     delay = float(ctx.spec.straggle_s.get(str(ctx.me), 0.0))
     for i in range(n):
         if prefix:
@@ -141,6 +139,16 @@ def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: s
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         spans.append([u0, time.time()])
+    return times, cpu, spans
+
+
+def run_steps(ctx: Ctx, step: Callable[[], Any], n: int, marker: bool, prefix: str = "",
+              cpu_key: str | None = None) -> list[float]:
+    """``n`` calls of ``step`` (:func:`step_loop`): their wall times; profiled ones' spans in the record.
+
+    With ``cpu_key``, each step's process CPU time (every thread of the task) goes in the record there.
+    """
+    times, cpu, spans = step_loop(ctx, step, n, marker, prefix)
     if cpu_key:
         ctx.draft.doc[cpu_key] = cpu
     if marker:
@@ -191,15 +199,59 @@ def median(xs: list[float]) -> float:
     return s[len(s) // 2] if s else 0.0
 
 
-def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0) -> None:
-    """Warm-up (beyond the two math calls; at least ``min_warmup``), timed steps, ``ready``."""
+def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0,
+                    before_ready: Callable[[Ctx, Callable[[], Any]], None] | None = None) -> None:
+    """Warm-up (beyond the two math calls; at least ``min_warmup``), timed steps, ``before_ready``
+    (the bench's paired blocks), ``ready``."""
     d = ctx.draft
     ctx.stage("warmup")
     d.timed(phase.WARMUP, run_steps, ctx, step, max(ctx.spec.warmup - 2, min_warmup), False)
     ctx.stage("timed")
     times = d.timed(phase.TIMED, run_steps, ctx, step, ctx.spec.steps, False, cpu_key="step_cpu_s")
     d.doc["step_times_s"] = times
+    if before_ready:
+        d.timed(phase.OVERHEAD, before_ready, ctx, step)
     ctx.coord.mark(ctx.me, "ready", median_step_s=median(times))
+
+
+def overhead_rounds(ctx: Ctx, step: Callable[[], Any]) -> None:
+    """The profiler-overhead bench's paired blocks (``TaskSpec.overhead_rounds``; none by default).
+
+    Each round is an un-profiled and a profiled block of ``overhead_block_steps`` steps, the order
+    flipping every round, as the single-process variants are measured.  A profiled block runs under
+    its own profiler session with the harness's options (trace discarded); every stepping task starts
+    each block only once all have marked it (after the session's start, after the last one's
+    collection), so neither start nor stop is in a step.  ``overhead_blocks`` in the record: wall
+    and CPU times per block, by kind, and the sessions' start and stop times.
+    """
+    rounds, n = ctx.spec.overhead_rounds, ctx.spec.overhead_block_steps
+    if not rounds or not n:
+        return
+    import shutil
+
+    profiler = ctx.tf.profiler.experimental
+    peers = [t for t in map(TaskId.parse, ctx.spec.ready_tasks) if t != ctx.me]
+    scratch = task_dir(ctx.coord.root, ctx.me) / "overhead-profile"
+    out: dict[str, list[Any]] = {k: [] for k in ("on", "off", "on_cpu", "off_cpu", "start_s", "stop_s")}
+    ctx.stage("overhead")
+    for r in range(rounds):
+        for kind in ("off", "on") if r % 2 == 0 else ("on", "off"):
+            if kind == "on":
+                t0 = time.perf_counter()
+                profiler.start(str(scratch), options=profiler.ProfilerOptions(**PROFILER_OPTIONS))
+                out["start_s"].append(time.perf_counter() - t0)
+            event = f"overhead-{r}-{kind}"
+            ctx.coord.mark(ctx.me, event)
+            ctx.coord.wait(peers, event, ctx.spec.timeouts.collective_s, poll_s=0.002, abort=ctx.abort)
+            times, cpu, _ = step_loop(ctx, step, n, kind == "on")
+            if kind == "on":
+                t0 = time.perf_counter()
+                profiler.stop()
+                out["stop_s"].append(time.perf_counter() - t0)
+                shutil.rmtree(scratch, ignore_errors=True)
+            out[kind].append(times)
+            out[f"{kind}_cpu"].append(cpu)
+    ctx.draft.doc["overhead_blocks"] = out
 
 
 def profiled(ctx: Ctx, step: Callable[[], Any]) -> None:
@@ -279,7 +331,7 @@ def run_multi_worker(ctx: Ctx) -> None:
     d.doc["placement"] = {**placement, "strategy": d.doc["strategy"]}
     second = d.timed(phase.SECOND_CALL, step)
     d.doc["math"] = first_math(first, second, origin).to_json()
-    timed_and_ready(ctx, step)
+    timed_and_ready(ctx, step, before_ready=overhead_rounds)
     profiled(ctx, step)
     ctx.stage("wait_peers")
     d.timed(phase.WAIT_PEERS, ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, poll_s=END_POLL_S,
