@@ -41,7 +41,8 @@ def measure_fork(opts: BenchOptions, say: Callable[[str], None]) -> dict[str, An
         "method": "one `profile` run with every TensorFlow child started fresh "
                   "(TFPROF_TOWERS_FORK_SERVER=0), "
                   "then one forked from the fork server; per variant: median step time forked / fresh, "
-                  "and whether losses, placements (node -> device and source lines) and trace ops are equal",
+                  "and whether losses, placements (node -> device and source lines) and trace ops (the TF "
+                  "ops its events ran, not the runtime's own events) are equal",
         "preset": opts.preset, "variants": compared,
         "runs": {m: {k: r[k] for k in ("total", "tf_imports", "tf_start_s", "lower_bound_s")}
                  for m, r in runs.items()},
@@ -61,12 +62,19 @@ def compare_children(fresh: Path, forked: Path, variant: str) -> dict[str, Any]:
     medians = [r["timings"]["step_time_s"]["median"] for r in recs]
     placements = [{n["name"]: (n["device"], [(x["file"], x["line"]) for x in n.get("sources") or ()])
                    for n in r["placement"]["nodes"]} for r in recs]
-    ops = [set(load_trace(run / "tensorboard" / variant).events["name"].astype(str))
-           for run in (fresh, forked)]
+    ops = [trace_ops(load_trace(run / "tensorboard" / variant).events) for run in (fresh, forked)]
     return {"fresh_step_s": medians[0], "forked_step_s": medians[1],
             "step_ratio": medians[1] / medians[0] if medians[0] else None,
             "same_losses": recs[0].get("math") == recs[1].get("math"),
             "same_placement": placements[0] == placements[1], "same_ops": ops[0] == ops[1]}
+
+
+def trace_ops(events: Any) -> set[str]:
+    """The TensorFlow ops a trace ran (``tf_op`` of its events), not the runtime's own events: those
+    come and go with the process (an allocator growing its pool in one run's profiled steps and not
+    in the other's is a ``BasicCPUAllocator::Alloc`` event in one trace only)."""
+    ops = events["tf_op"].astype(str)
+    return set(ops[ops != ""])
 
 
 def format_fork(doc: Mapping[str, Any]) -> list[str]:

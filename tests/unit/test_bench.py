@@ -479,3 +479,15 @@ def test_the_share_and_the_old_share_side_by_side() -> None:
     assert "the old share" in text and "62.0 / 62.0 / 62.0 %" in text
     assert "ratio 1.500, difference +500 ms" in text
     assert "first call (trace and optimise)" in text and "a plain program pays it" in text
+
+
+def test_the_fork_comparison_compares_tf_ops_not_the_runtime_s_own_events() -> None:
+    """An allocator growing its pool in one run's profiled steps only is not a different computation."""
+    import pandas as pd
+
+    fresh = pd.DataFrame({"name": ["MatMul", "BasicCPUAllocator::Alloc", "ExecutorState::Process"],
+                          "tf_op": ["dense/MatMul", "", ""]})
+    forked = pd.DataFrame({"name": ["MatMul", "ExecutorState::Process"], "tf_op": ["dense/MatMul", ""]})
+    assert fork.trace_ops(fresh) == fork.trace_ops(forked) == {"dense/MatMul"}
+    other = pd.DataFrame({"name": ["MatMul"], "tf_op": ["dense_1/MatMul"]})
+    assert fork.trace_ops(other) != fork.trace_ops(fresh)
