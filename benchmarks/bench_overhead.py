@@ -125,6 +125,28 @@ def overhead_figures(samples: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The sample keys of one process's (or one cluster run's) measurements.
+SAMPLE_KEYS = ("on", "off", "on_cpu", "off_cpu", "start_s", "stop_s", "trace_bytes")
+
+
+def runs_figures(per_run: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several runs' measurements of one setting (each a process's, or a cluster run's, blocks) ->
+    the figures: ``ratio`` and ``cpu_ratio`` the medians of the runs' own (:func:`overhead_figures`),
+    ``rounds`` the runs' ratios min / median / max (listed in ``run_ratios``), ``round_ratios`` the
+    spread of every run's paired rounds together, and the rest over every run's blocks pooled."""
+    pooled = overhead_figures({k: [x for s in per_run for x in s.get(k) or ()] for k in SAMPLE_KEYS})
+    own = [overhead_figures(s) for s in per_run]
+    ratios = [f["ratio"] for f in own if f["ratio"] is not None]
+    cpu = [f["cpu_ratio"] for f in own if f["cpu_ratio"] is not None]
+    return {
+        **pooled, "ratio": statistics.median(ratios) if ratios else None,
+        "rounds": spread_json(Spread.of(ratios)),
+        "run_ratios": ratios, "round_ratios": pooled["rounds"],
+        "cpu_ratio": statistics.median(cpu) if cpu else None, "cpu_rounds": spread_json(Spread.of(cpu)),
+        "cpu_run_ratios": cpu, "runs": len(per_run),
+    }
+
+
 def choose_config(per_variant: Mapping[str, Mapping[str, Mapping[str, Any]]], preferred: Sequence[str],
                   target: float = OVERHEAD_TARGET) -> dict[str, Any]:
     """The first setting in ``preferred`` order whose ratio meets ``target`` for every variant.
@@ -151,6 +173,7 @@ def _run_child(opts: BenchOptions, variant: str, configs: Mapping[str, dict[str,
         "rounds": opts.rounds, "block_steps": opts.block_steps, "configs": dict(configs),
         "tmp": str(tmp / variant),
     }
+    tmp.mkdir(parents=True, exist_ok=True)
     spec_path = tmp / f"{variant}.spec.json"
     result_path = tmp / f"{variant}.result.json"
     write_json(spec_path, spec)
@@ -184,27 +207,36 @@ def measure_overhead(opts: BenchOptions, say: Callable[[str], None]) -> dict[str
     skipped: dict[str, str] = {}
     from tfprof_towers.procs import forkserver, supervise
 
+    runs = max(1, opts.overhead_runs)
+    single = [v for v in opts.variants if v not in CLUSTER_NAMES]
+    samples: dict[str, list[Mapping[str, Any]]] = {v: [] for v in single}
     with tempfile.TemporaryDirectory(prefix="tfprof-bench-") as tmp, forkserver.serving(
             BENCH_PRELOAD, Path(tmp) / "fork-server.txt", supervise.tf_child_env(), say):
+        for i in range(runs):  # run i of every variant, then run i + 1: a loaded spell spoils one run each
+            for v in [v for v in single if v not in skipped]:
+                say(f"  profiler overhead: {v}, process {i + 1}/{runs} ...")
+                res = _run_child(opts, v, by_name, Path(tmp) / f"run{i}")
+                if "skipped" in res:
+                    skipped[v] = res["skipped"]
+                    continue
+                samples[v].append(res["samples"])
+                extra.setdefault(v, {k: res[k] for k in ("first_start_s", "first_stop_s")})
+                extra["devices"], extra["tensorflow"] = res["devices"], res["tensorflow"]
         for v in opts.variants:
-            say(f"  profiler overhead: {v} ...")
             if v in CLUSTER_NAMES:
+                say(f"  profiler overhead: {v}, {runs} whole run(s) ...")
                 per_variant[v] = {"harness": measure_cluster_overhead(opts, v, Path(tmp) / v)}
-                continue
-            res = _run_child(opts, v, by_name, Path(tmp))
-            if "skipped" in res:
-                skipped[v] = res["skipped"]
-                continue
-            per_variant[v] = {n: overhead_figures(s) for n, s in res["samples"].items()}
-            extra[v] = {"first_start_s": res["first_start_s"], "first_stop_s": res["first_stop_s"]}
-            extra["devices"], extra["tensorflow"] = res["devices"], res["tensorflow"]
+            elif v not in skipped:
+                per_variant[v] = {n: runs_figures([r[n] for r in samples[v]]) for n in by_name}
     choice = choose_config(per_variant, [c.name for c in configs if c.usable])
     return {
-        "method": (f"one process per variant (forked from a fork server); {opts.rounds} rounds per setting, "
-                   "each an un-profiled and "
+        "method": (f"{runs} process(es) per variant (forked from a fork server; run 1 of every variant, then "
+                   f"run 2, ...); in each, {opts.rounds} rounds per setting, each an un-profiled and "
                    f"a profiled block of {opts.block_steps} steps back to back (order flips every round); "
-                   "ratio = median over rounds of median profiled / median un-profiled step; "
+                   "a process's ratio = median over its rounds of median profiled / median un-profiled step; "
+                   "the figure = the median of the processes' ratios (`runs`: their min / median / max); "
                    "profiler start and stop timed apart"),
+        "runs": runs,
         "preset": opts.preset, "rounds": opts.rounds, "block_steps": opts.block_steps,
         "configs": {c.name: {**c.options(), "note": c.note, "usable": c.usable} for c in configs},
         "devices": extra.pop("devices", None), "tensorflow": extra.pop("tensorflow", None),
@@ -315,28 +347,12 @@ def across_tasks(per_task: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def cluster_figures(runs: Sequence[ClusterSteps]) -> dict[str, Any]:
-    """Whole runs' paired blocks -> the figures: ``ratio`` the median of the runs' ratios (each as a
-    single-process variant's: :func:`overhead_figures`), ``rounds`` their min / median / max,
-    ``pooled_ratio`` over every run's steps together, ``cpu_ratio`` the median of the runs' CPU ratios,
-    ``record_ratio`` the median of the run records' own one-block ratios."""
-    per_run = [overhead_figures(r.samples) for r in runs]
-    ratios = [f["ratio"] for f in per_run if f["ratio"] is not None]
-    cpu = [f["cpu_ratio"] for f in per_run if f["cpu_ratio"] is not None]
+    """Whole runs' paired blocks -> the figures (:func:`runs_figures`), with ``record_ratio`` the
+    median of the run records' own one-block ratios beside them."""
     record = [x for x in (median_ratio(r.record_on, r.record_off) for r in runs) if x is not None]
-    on = [x for r in runs for x in flatten(r.samples["on"])]
-    off = [x for r in runs for x in flatten(r.samples["off"])]
-    starts = flatten([r.samples.get("start_s") or () for r in runs])
-    stops = flatten([r.samples.get("stop_s") or () for r in runs])
-    return {
-        "ratio": statistics.median(ratios) if ratios else None, "rounds": spread_json(Spread.of(ratios)),
-        "run_ratios": ratios, "pooled_ratio": median_ratio(on, off),
-        "cpu_ratio": statistics.median(cpu) if cpu else None, "cpu_rounds": spread_json(Spread.of(cpu)),
-        "cpu_run_ratios": cpu, "record_ratio": statistics.median(record) if record else None,
-        "record_run_ratios": record, "on_median_s": statistics.median(on) if on else None,
-        "off_median_s": statistics.median(off) if off else None, "start_s": spread_json(Spread.of(starts)),
-        "stop_s": spread_json(Spread.of(stops)), "trace_bytes": None,
-        "steps": {"on": len(on), "off": len(off)}, "method": "paired rounds in whole runs", "runs": len(runs),
-    }
+    return {**runs_figures([r.samples for r in runs]), "trace_bytes": None,
+            "record_ratio": statistics.median(record) if record else None, "record_run_ratios": record,
+            "method": "paired rounds in whole runs"}
 
 
 def format_overhead(doc: Mapping[str, Any]) -> list[str]:
@@ -344,7 +360,7 @@ def format_overhead(doc: Mapping[str, Any]) -> list[str]:
         f"Profiler overhead: profiled / un-profiled step time, preset {doc['preset']} "
         f"(target <= {OVERHEAD_TARGET:.2f} for every variant)",
         *(f"  {line}" for line in textwrap.wrap(doc["method"], 100)),
-        f"  {'variant':<19} {'setting':<13} {'ratio':>6}  {'rounds min / median / max':<25} {'pooled':>6}"
+        f"  {'variant':<19} {'setting':<13} {'ratio':>6}  {'runs min / median / max':<25} {'pooled':>6}"
         f" {'cpu':>6} {'off step':>9} {'stop ms':>8}",
     ]
     for v, cfgs in doc["variants"].items():
@@ -357,12 +373,12 @@ def format_overhead(doc: Mapping[str, Any]) -> list[str]:
             )
     for v, why in (doc.get("skipped_variants") or {}).items():
         lines.append(f"  {v:<19} skipped: {why}")
-    cluster = {v: f for v, cfgs in doc["variants"].items() for f in cfgs.values() if f.get("runs")}
+    cluster = {v: f for v, cfgs in doc["variants"].items() for f in cfgs.values()
+               if f.get("method") == "paired rounds in whole runs"}
     if cluster:
         lines += [f"  {line}" for line in textwrap.wrap(doc.get("cluster_method") or "", 100)]
         for v, f in cluster.items():
-            runs = " / ".join(num(x) for x in f.get("run_ratios") or ()) or "-"
-            lines.append(f"  {v}: the runs' ratios {runs}; record {num(f.get('record_ratio'))}")
+            lines.append(f"  {v}: record {num(f.get('record_ratio'))}")
     families = doc.get("families") or {}
     lines.append("  families measured: " + "; ".join(f"{k}: {len(v)}" for k, v in families.items()))
     worst = doc["worst_ratio"]

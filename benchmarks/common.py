@@ -58,7 +58,7 @@ class BenchOptions:
     sweep: bool = False
     profile_runs: int = 3
     cluster_runs: int = 1  # whole `profile --workers 2` runs (each starts every task's TensorFlow afresh)
-    overhead_runs: int = 3  # whole runs a cluster variant's profiler overhead is the median of
+    overhead_runs: int = 3  # runs each overhead figure is the median of (processes; a cluster's whole runs)
     collection_pairs: int = 4  # pairs of first calls (collection on, off) per TF2 variant: an even count
     fork_variants: tuple[str, ...] = ("single", "mirrored")  # a TF1 graph and a TF2 strategy
     full_parse: bool = False
@@ -185,8 +185,8 @@ def parse_args(argv: Sequence[str], prog: str = "python -m benchmarks.bench", de
     p.add_argument("--cluster-runs", type=int,
                    help=f"whole `profile --workers 2` runs [{BenchOptions.cluster_runs}]")
     p.add_argument("--overhead-runs", type=_positive,
-                   help="whole runs a cluster variant's profiler overhead is the median of "
-                        f"[{BenchOptions.overhead_runs}]")
+                   help="runs each variant's profiler overhead is the median of: processes of a "
+                        f"single-process variant, whole runs of a cluster one [{BenchOptions.overhead_runs}]")
     p.add_argument("--collection-pairs", type=int,
                    help="pairs of fresh processes timing a TF2 variant's first call with graph collection on "
                         f"and off, per variant (the harness figure's) [{BenchOptions.collection_pairs}]")

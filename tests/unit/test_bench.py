@@ -57,6 +57,53 @@ def test_overhead_figures_pair_adjacent_blocks_and_pool_all_steps() -> None:
     assert f["steps"] == {"on": 9, "off": 9}
 
 
+def test_a_variant_s_overhead_is_the_median_of_its_processes_ratios() -> None:
+    """Each process's ratio is its own rounds' median; the figure is the median over the processes,
+    not the median of every round pooled (one loaded process moves one of three, not the figure)."""
+    loaded = {"on": [[1.3], [1.3], [1.3]], "off": [[1.0], [1.0], [1.0]], "on_cpu": [[1.2]],
+              "off_cpu": [[1.0]]}
+    quiet = {"on": [[1.02], [1.01], [1.03]], "off": [[1.0], [1.0], [1.0]], "on_cpu": [[1.0]],
+             "off_cpu": [[1.0]], "stop_s": [0.5]}
+    fast = {"on": [[0.99, 0.99]], "off": [[1.0, 1.0]]}
+    f = overhead.runs_figures([loaded, quiet, fast])
+    assert f["run_ratios"] == pytest.approx([1.3, 1.02, 0.99]) and f["ratio"] == pytest.approx(1.02)
+    assert f["rounds"] == {"min": pytest.approx(0.99), "median": pytest.approx(1.02),
+                           "max": pytest.approx(1.3), "n": 3}
+    assert f["round_ratios"]["n"] == 7 and f["round_ratios"]["median"] == pytest.approx(1.03)
+    assert f["cpu_run_ratios"] == pytest.approx([1.2, 1.0]) and f["cpu_ratio"] == pytest.approx(1.1)
+    assert f["steps"] == {"on": 8, "off": 8} and f["runs"] == 3 and f["stop_s"]["n"] == 1
+
+
+def test_every_variant_runs_once_before_any_runs_again(monkeypatch, tmp_path) -> None:
+    """Run 1 of every variant, then run 2: a spell of load spoils one process of several variants,
+    not all of one variant's.  A skipped variant is asked once."""
+    import contextlib
+
+    from tfprof_towers.procs import forkserver
+
+    calls: list[tuple[str, str]] = []
+
+    def child(opts, variant, configs, tmp):
+        calls.append((variant, tmp.name))
+        if variant == "mirrored_nccl":
+            return {"skipped": "needs NCCL"}
+        ratio = {"run0": 1.1, "run1": 1.0, "run2": 1.02}[tmp.name]
+        return {"samples": {"harness": {"on": [[ratio]], "off": [[1.0]]}}, "first_start_s": 0.1,
+                "first_stop_s": 0.2, "devices": ["/cpu:0"], "tensorflow": "2.x"}
+
+    monkeypatch.setattr(overhead, "_run_child", child)
+    monkeypatch.setattr(forkserver, "serving", lambda *a, **k: contextlib.nullcontext())
+    opts = bench.parse_args(["--variants", "single,mirrored_nccl,mirrored"])
+    doc = overhead.measure_overhead(opts, lambda line: None)
+    assert calls == [("single", "run0"), ("mirrored_nccl", "run0"), ("mirrored", "run0"),
+                     ("single", "run1"), ("mirrored", "run1"), ("single", "run2"), ("mirrored", "run2")]
+    assert doc["skipped_variants"] == {"mirrored_nccl": "needs NCCL"}
+    for v in ("single", "mirrored"):
+        assert doc["variants"][v]["harness"]["run_ratios"] == pytest.approx([1.1, 1.0, 1.02])
+        assert doc["variants"][v]["harness"]["ratio"] == pytest.approx(1.02)
+    assert doc["runs"] == 3 and doc["meets_target"] and doc["first_start"]["single"]["first_start_s"] == 0.1
+
+
 def test_paired_ratios_skip_empty_blocks() -> None:
     assert overhead.paired_ratios([[2.0], []], [[1.0], [1.0]]) == [2.0]
 
