@@ -331,7 +331,7 @@ def run_multi_worker(ctx: Ctx) -> None:
     d.doc["placement"] = {**placement, "strategy": d.doc["strategy"]}
     second = d.timed(phase.SECOND_CALL, step)
     d.doc["math"] = first_math(first, second, origin).to_json()
-    timed_and_ready(ctx, step, before_ready=overhead_rounds)
+    timed_and_ready(ctx, step, before_ready=overhead_rounds if ctx.spec.overhead_rounds else None)
     profiled(ctx, step)
     ctx.stage("wait_peers")
     d.timed(phase.WAIT_PEERS, ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, poll_s=END_POLL_S,
