@@ -4,7 +4,8 @@ Each figure is a ratio or a breakdown taken inside one run, so that a busy share
 both sides of a comparison alike; each lives in its own module, runnable alone:
 
 1. **Profiler overhead** (:mod:`.bench_overhead`): profiled over un-profiled step time per built-in
-   variant of every family, in one process per variant, per tracer setting.
+   variant of every family, per tracer setting: the median of 3 processes per variant (of 3 whole
+   runs for a cluster variant).
 2. **Harness overhead** (:mod:`.bench_harness`): whole default ``profile`` runs (and
    ``profile --workers 2`` runs), their wall time split into TensorFlow's and the harness's own
    (a TF2 first call's graph collection measured in paired fresh processes: :mod:`.bench_collection`).

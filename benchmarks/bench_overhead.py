@@ -1,17 +1,17 @@
 """Measures the profiler's overhead: profiled over un-profiled step time, per built-in variant.
 
-In ONE process per variant (:mod:`.overhead_child`), blocks of un-profiled steps alternate with
+In each process of a variant (:mod:`.overhead_child`), blocks of un-profiled steps alternate with
 blocks of profiled steps (the harness's own recipe: ``tf.profiler.experimental.start`` with its
-ProfilerOptions, ``Trace("train", step_num=i)`` markers, ``stop``).  The ratio is the median
-profiled step time over the median un-profiled one; start and stop (trace collection) are timed
+ProfilerOptions, ``Trace("train", step_num=i)`` markers, ``stop``).  A process's ratio is the median
+over its rounds of the median profiled step time over the median un-profiled one; the figure is the
+median of 3 processes' ratios (``--overhead-runs``).  Start and stop (trace collection) are timed
 apart and never counted as step time.  Several tracer settings are measured the same way, so the
 harness's defaults (``capture.families.PROFILER_OPTIONS``) are chosen from numbers.  A
 tf2-strategy variant's step is its ``tf.function`` built as its capture child builds it; one that
 needs what the machine lacks (NCCL without GPUs) is listed as skipped.  A cluster variant runs as
 several processes, so it is measured in whole ``profile --workers 2`` runs whose stepping tasks run
-the same paired rounds after their timed steps (``TFPROF_TOWERS_CLUSTER_OVERHEAD``; the median of the
-runs' ratios).  The children are forked from a fork server (TensorFlow imported
-once).
+the same paired rounds after their timed steps (``TFPROF_TOWERS_CLUSTER_OVERHEAD``; the median of
+the runs' ratios).  The children are forked from a fork server (TensorFlow imported once).
 
     python -m benchmarks.bench_overhead [--preset cpu] [--rounds 10] [--sweep] [--quick]
 
