@@ -38,6 +38,14 @@ static int LOWEST_BIT(uint64_t x) {
 
 
 static PyObject *WireError;
+/* The one message a kernel gives for a failed allocation: raised as MemoryError, every other as Error. */
+static const char OOM[] = "out of memory";
+
+/* A kernel's error message as the Python exception it stands for (called with the GIL held). */
+static void raise_error(const char *err) {
+    if (err == OOM) PyErr_NoMemory();
+    else PyErr_SetString(WireError, err);
+}
 
 typedef struct {
     const uint8_t *b;
@@ -272,14 +280,14 @@ static const char *walk_lines(const Buf *buf, const int64_t *start, const int64_
             if (f.tag == XLINE_EVENTS_TAG) {
                 if (grow_push(&out[L_EV_START], f.payload) ||
                     grow_push(&out[L_EV_END], f.payload + (int64_t)f.value))
-                    return "out of memory";
+                    return OOM;
                 count++;
             } else {
                 unsigned wire = (unsigned)(f.tag & 7);
                 if (grow_push(&out[L_OWNER], i) || grow_push(&out[L_TAG], (int64_t)f.tag) ||
                     grow_push(&out[L_VALUE], (wire == 0 || wire == 2) ? (int64_t)f.value : 0) ||
                     grow_push(&out[L_PAYLOAD], f.payload))
-                    return "out of memory";
+                    return OOM;
             }
             p = f.next;
         }
@@ -316,7 +324,7 @@ static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
     for (int k = L_EV_START; k <= L_EV_END && !err; k++) {
         out[k].data = malloc(guess * sizeof(int64_t));
         out[k].cap = guess;
-        if (!out[k].data) err = "out of memory";
+        if (!out[k].data) err = OOM;
     }
     if (!err) err = walk_lines(&buf, start, end, n, vc.view.buf, out);
     for (int k = 0; k < N_LINE_COLS && !err; k++) { /* give back what the guess left unused */
@@ -327,8 +335,7 @@ static PyObject *py_walk_lines(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     if (err) {
-        if (!strcmp(err, "out of memory")) PyErr_NoMemory();
-        else PyErr_SetString(WireError, err);
+        raise_error(err);
         goto done;
     }
     for (int k = 0; k < N_LINE_COLS; k++) {
@@ -454,7 +461,7 @@ static HOT const char *kept(const Buf *buf, Out *out, int rest, size_t key, int6
                             int64_t e, int64_t md, int label) {
     if (!out->write) {
         int64_t *c = rest ? key_slot(&out->rest, &out->nrest, key) : key_slot(&out->run, &out->nrun, key);
-        if (!c) return "out of memory";
+        if (!c) return OOM;
         ++*c;
         return NULL;
     }
@@ -582,7 +589,7 @@ static const char *decode_events(const Buf *buf, const int64_t *start, const int
 static const char *decode_all(const Buf *buf, const int64_t *start, const int64_t *end, Py_ssize_t n,
                               const Keep *keep, int64_t first, Header *h, Out *out, size_t *total) {
     out->resume = malloc((n ? (size_t)n : 1) * sizeof(int64_t));
-    if (!out->resume) return "out of memory";
+    if (!out->resume) return OOM;
     const char *err = decode_events(buf, start, end, n, keep, first, h, out);
     if (err) return err;
     int64_t sum = 0;
@@ -599,7 +606,7 @@ static const char *decode_all(const Buf *buf, const int64_t *start, const int64_
     *total = out->total = (size_t)sum;
     for (int k = 0; k < N_COLS; k++) {
         out->col[k] = malloc(sum ? (size_t)sum * COL_SIZE[k] : 8);
-        if (!out->col[k]) return "out of memory";
+        if (!out->col[k]) return OOM;
     }
     out->write = 1;
     return decode_events(buf, start, end, n, keep, first, h, out);
@@ -662,8 +669,7 @@ static PyObject *py_decode_events(PyObject *self, PyObject *args) {
     err = decode_all(&buf, start, end, n, &keep, (int64_t)first, &h, &out, &total);
     Py_END_ALLOW_THREADS
     if (err) {
-        if (!strcmp(err, "out of memory")) PyErr_NoMemory();
-        else PyErr_SetString(WireError, err);
+        raise_error(err);
         goto done;
     }
     for (int k = 0; k < N_COLS; k++) {
