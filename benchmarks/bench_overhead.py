@@ -22,6 +22,7 @@ run alone it writes ``reports/bench_overhead.json``.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -269,6 +270,10 @@ def families_of(per_variant: Mapping[str, Any]) -> dict[str, list[str]]:
     return out
 
 
+#: ``method`` of a cluster variant's figures (:func:`cluster_figures`), which the printing looks for.
+CLUSTER_FIGURE = "paired rounds in whole runs"
+
+
 def measure_cluster_overhead(opts: BenchOptions, variant: str, out: Path) -> dict[str, Any]:
     """A cluster variant's profiled / un-profiled step time: ``opts.overhead_runs`` whole runs, each
     with the tasks' paired rounds (:data:`CLUSTER_METHOD`); the median of the runs' ratios."""
@@ -300,8 +305,6 @@ def cluster_steps_argv(opts: BenchOptions, variant: str) -> list[str]:
 
 def cluster_run_steps(opts: BenchOptions, variant: str, out: Path) -> ClusterSteps:
     """One whole `profile --workers 2` run of ``variant`` with the tasks' paired rounds."""
-    import os
-
     from tfprof_towers.capture.cluster.driver import OVERHEAD_ENV
 
     cmd = profile_argv(opts, out, cluster_steps_argv(opts, variant))
@@ -350,9 +353,9 @@ def cluster_figures(runs: Sequence[ClusterSteps]) -> dict[str, Any]:
     """Whole runs' paired blocks -> the figures (:func:`runs_figures`), with ``record_ratio`` the
     median of the run records' own one-block ratios beside them."""
     record = [x for x in (median_ratio(r.record_on, r.record_off) for r in runs) if x is not None]
-    return {**runs_figures([r.samples for r in runs]), "trace_bytes": None,
+    return {**runs_figures([r.samples for r in runs]),
             "record_ratio": statistics.median(record) if record else None, "record_run_ratios": record,
-            "method": "paired rounds in whole runs"}
+            "method": CLUSTER_FIGURE}
 
 
 def format_overhead(doc: Mapping[str, Any]) -> list[str]:
@@ -374,7 +377,7 @@ def format_overhead(doc: Mapping[str, Any]) -> list[str]:
     for v, why in (doc.get("skipped_variants") or {}).items():
         lines.append(f"  {v:<19} skipped: {why}")
     cluster = {v: f for v, cfgs in doc["variants"].items() for f in cfgs.values()
-               if f.get("method") == "paired rounds in whole runs"}
+               if f.get("method") == CLUSTER_FIGURE}
     if cluster:
         lines += [f"  {line}" for line in textwrap.wrap(doc.get("cluster_method") or "", 100)]
         for v, f in cluster.items():

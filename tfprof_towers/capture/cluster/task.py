@@ -199,18 +199,17 @@ def median(xs: list[float]) -> float:
     return s[len(s) // 2] if s else 0.0
 
 
-def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0,
-                    before_ready: Callable[[Ctx, Callable[[], Any]], None] | None = None) -> None:
-    """Warm-up (beyond the two math calls; at least ``min_warmup``), timed steps, ``before_ready``
-    (the bench's paired blocks), ``ready``."""
+def timed_and_ready(ctx: Ctx, step: Callable[[], Any], min_warmup: int = 0) -> None:
+    """Warm-up (beyond the two math calls; at least ``min_warmup``), timed steps, the bench's paired
+    blocks where the spec asks for them (multi_worker only: the driver refuses them elsewhere), ``ready``."""
     d = ctx.draft
     ctx.stage("warmup")
     d.timed(phase.WARMUP, run_steps, ctx, step, max(ctx.spec.warmup - 2, min_warmup), False)
     ctx.stage("timed")
     times = d.timed(phase.TIMED, run_steps, ctx, step, ctx.spec.steps, False, cpu_key="step_cpu_s")
     d.doc["step_times_s"] = times
-    if before_ready:
-        d.timed(phase.OVERHEAD, before_ready, ctx, step)
+    if ctx.spec.overhead_rounds:
+        d.timed(phase.OVERHEAD, overhead_rounds, ctx, step)
     ctx.coord.mark(ctx.me, "ready", median_step_s=median(times))
 
 
@@ -224,10 +223,9 @@ def overhead_rounds(ctx: Ctx, step: Callable[[], Any]) -> None:
     collection), so neither start nor stop is in a step.  ``overhead_blocks`` in the record: wall
     and CPU times per block, by kind, and the sessions' start and stop times.
     """
-    rounds, n = ctx.spec.overhead_rounds, ctx.spec.overhead_block_steps
-    if not rounds or not n:
-        return
     import shutil
+
+    rounds, n = ctx.spec.overhead_rounds, ctx.spec.overhead_block_steps
 
     profiler = ctx.tf.profiler.experimental
     peers = [t for t in map(TaskId.parse, ctx.spec.ready_tasks) if t != ctx.me]
@@ -331,7 +329,7 @@ def run_multi_worker(ctx: Ctx) -> None:
     d.doc["placement"] = {**placement, "strategy": d.doc["strategy"]}
     second = d.timed(phase.SECOND_CALL, step)
     d.doc["math"] = first_math(first, second, origin).to_json()
-    timed_and_ready(ctx, step, before_ready=overhead_rounds if ctx.spec.overhead_rounds else None)
+    timed_and_ready(ctx, step)
     profiled(ctx, step)
     ctx.stage("wait_peers")
     d.timed(phase.WAIT_PEERS, ctx.coord.wait, peers, "done", ctx.spec.timeouts.peer_s, poll_s=END_POLL_S,
